@@ -1,0 +1,25 @@
+//! The library's error type.
+
+/// Everything the library can fail with. Messages name the input and say what to do.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    #[error("unknown profile `{0}`: use `default` or `seed000`")]
+    UnknownProfile(String),
+
+    #[error("distance k = {k} is not supported: at most {max} (k + 1 blocks of at least 8 bits)")]
+    UnsupportedDistance { k: u32, max: u32 },
+
+    #[error("{0}")]
+    Input(#[from] crate::input::InputError),
+
+    #[error("I/O error on {path}: {source}")]
+    Io {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Result with the library's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;

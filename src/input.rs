@@ -1,0 +1,316 @@
+//! Reading articles from JSON Lines, with errors that name the line and the fix.
+//!
+//! One bad line never loses the others: readers report it with its line number and carry on,
+//! and the caller decides whether to stop (`--strict`) or count it.
+
+use std::fmt;
+use std::fs::File;
+use std::io::{self, BufRead, BufReader, Read};
+use std::path::Path;
+
+use serde_json::{Map, Value};
+
+/// Which JSON fields hold the id and the text.
+#[derive(Clone, Debug)]
+pub struct InputSpec {
+    pub id_field: String,
+    /// Text fields, joined in this order (each starts a new line).
+    pub text_fields: Vec<String>,
+    /// Read `{"id": .., "tokens": [..]}` instead of text fields.
+    pub pre_tokenized: bool,
+}
+
+impl Default for InputSpec {
+    fn default() -> Self {
+        InputSpec {
+            id_field: "id".into(),
+            text_fields: vec!["title".into(), "content".into()],
+            pre_tokenized: false,
+        }
+    }
+}
+
+/// A document id as given in the input: a JSON string or integer, echoed back as it came.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct DocId(pub Value);
+
+impl DocId {
+    /// The id as a string key (integers in decimal).
+    pub fn key(&self) -> String {
+        match &self.0 {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        }
+    }
+}
+
+impl fmt::Display for DocId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.0 {
+            Value::String(s) => f.write_str(s),
+            other => write!(f, "{other}"),
+        }
+    }
+}
+
+impl From<&str> for DocId {
+    fn from(s: &str) -> Self {
+        DocId(Value::String(s.to_owned()))
+    }
+}
+
+/// What a document carries to be fingerprinted.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Body {
+    /// Text fields in the order of [`InputSpec::text_fields`]; absent fields are skipped.
+    Fields(Vec<String>),
+    /// Words segmented elsewhere.
+    Tokens(Vec<String>),
+}
+
+/// One parsed input line.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Document {
+    pub id: DocId,
+    pub body: Body,
+}
+
+/// A line that could not be read as a document.
+#[derive(Debug, thiserror::Error)]
+#[error("{source_name}:{line}: {kind}")]
+pub struct InputError {
+    /// The file name, or `<stdin>`.
+    pub source_name: String,
+    /// 1-based line number.
+    pub line: u64,
+    pub kind: InputErrorKind,
+}
+
+/// What was wrong with a line.
+#[derive(Debug, thiserror::Error)]
+pub enum InputErrorKind {
+    #[error("not valid UTF-8 (byte {valid_up_to}); re-encode the file as UTF-8")]
+    NotUtf8 { valid_up_to: usize },
+    #[error("not valid JSON: {0}")]
+    NotJson(String),
+    #[error("expected a JSON object, one article per line")]
+    NotObject,
+    #[error("no `{0}` field: every line needs an id (string or integer); set another with --id-field")]
+    MissingId(String),
+    #[error("`{0}` must be a string or an integer")]
+    BadId(String),
+    #[error("none of the text fields {0:?} is present; name the right ones with --field")]
+    MissingText(Vec<String>),
+    #[error("field `{0}` must be a string")]
+    NotString(String),
+    #[error("`tokens` must be an array of strings (pre-tokenized input)")]
+    BadTokens,
+    #[error("read error: {0}")]
+    Io(String),
+}
+
+/// Parses one line (without its newline) into a document.
+pub fn parse_line(bytes: &[u8], spec: &InputSpec) -> Result<Document, InputErrorKind> {
+    let text = std::str::from_utf8(bytes).map_err(|e| InputErrorKind::NotUtf8 {
+        valid_up_to: e.valid_up_to(),
+    })?;
+    let value: Value =
+        serde_json::from_str(text).map_err(|e| InputErrorKind::NotJson(e.to_string()))?;
+    let Value::Object(mut obj) = value else {
+        return Err(InputErrorKind::NotObject);
+    };
+    let id = take_id(&mut obj, &spec.id_field)?;
+    let body = if spec.pre_tokenized {
+        match obj.remove("tokens") {
+            Some(Value::Array(items)) => Body::Tokens(
+                items
+                    .into_iter()
+                    .map(|v| match v {
+                        Value::String(s) => Ok(s),
+                        _ => Err(InputErrorKind::BadTokens),
+                    })
+                    .collect::<Result<_, _>>()?,
+            ),
+            _ => return Err(InputErrorKind::BadTokens),
+        }
+    } else {
+        let mut fields = Vec::with_capacity(spec.text_fields.len());
+        for name in &spec.text_fields {
+            match obj.remove(name) {
+                None | Some(Value::Null) => {}
+                Some(Value::String(s)) => fields.push(s),
+                Some(_) => return Err(InputErrorKind::NotString(name.clone())),
+            }
+        }
+        if fields.is_empty() {
+            return Err(InputErrorKind::MissingText(spec.text_fields.clone()));
+        }
+        Body::Fields(fields)
+    };
+    Ok(Document { id, body })
+}
+
+fn take_id(obj: &mut Map<String, Value>, field: &str) -> Result<DocId, InputErrorKind> {
+    match obj.remove(field) {
+        Some(v @ Value::String(_)) => Ok(DocId(v)),
+        Some(Value::Number(n)) if n.is_i64() || n.is_u64() => Ok(DocId(Value::Number(n))),
+        Some(_) => Err(InputErrorKind::BadId(field.to_owned())),
+        None => Err(InputErrorKind::MissingId(field.to_owned())),
+    }
+}
+
+/// An opened input: a buffered reader plus what progress reporting needs.
+pub struct Source {
+    pub name: String,
+    pub reader: Box<dyn BufRead + Send>,
+    /// Size in bytes of a regular file (compressed size for `.gz`), for progress bars.
+    pub len: Option<u64>,
+    pub is_stdin: bool,
+}
+
+/// Opens `path`, `-` for standard input. Files ending in `.gz` are decompressed on the fly.
+pub fn open(path: &str) -> crate::Result<Source> {
+    if path == "-" {
+        return Ok(Source {
+            name: "<stdin>".into(),
+            reader: Box::new(BufReader::with_capacity(1 << 20, io::stdin())),
+            len: None,
+            is_stdin: true,
+        });
+    }
+    let io_err = |source| crate::Error::Io {
+        path: path.to_owned(),
+        source,
+    };
+    let file = File::open(path).map_err(io_err)?;
+    let len = file.metadata().ok().map(|m| m.len());
+    let reader: Box<dyn BufRead + Send> = if Path::new(path)
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("gz"))
+    {
+        Box::new(BufReader::with_capacity(
+            1 << 20,
+            flate2::read::MultiGzDecoder::new(BufReader::new(file)),
+        ))
+    } else {
+        Box::new(BufReader::with_capacity(1 << 20, file))
+    };
+    Ok(Source {
+        name: path.to_owned(),
+        reader,
+        len,
+        is_stdin: false,
+    })
+}
+
+/// Raw lines of a source with their 1-based numbers; blank lines are skipped. Reads as bytes
+/// so a line that is not UTF-8 is reported, not fatal.
+pub struct Lines<R> {
+    reader: R,
+    line: u64,
+    /// Bytes consumed from the (decompressed) stream so far.
+    pub consumed: u64,
+}
+
+impl<R: BufRead> Lines<R> {
+    pub fn new(reader: R) -> Self {
+        Lines {
+            reader,
+            line: 0,
+            consumed: 0,
+        }
+    }
+}
+
+impl<R: BufRead> Iterator for Lines<R> {
+    type Item = (u64, io::Result<Vec<u8>>);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            let mut buf = Vec::new();
+            match self.reader.read_until(b'\n', &mut buf) {
+                Ok(0) => return None,
+                Ok(n) => {
+                    self.line += 1;
+                    self.consumed += n as u64;
+                    while matches!(buf.last(), Some(b'\n' | b'\r')) {
+                        buf.pop();
+                    }
+                    if buf.iter().all(u8::is_ascii_whitespace) {
+                        continue;
+                    }
+                    return Some((self.line, Ok(buf)));
+                }
+                Err(e) => {
+                    self.line += 1;
+                    return Some((self.line, Err(e)));
+                }
+            }
+        }
+    }
+}
+
+/// Reads all of `reader` into documents, for small inputs (tests, one-article queries).
+pub fn read_all(
+    reader: impl Read,
+    name: &str,
+    spec: &InputSpec,
+) -> Vec<Result<Document, InputError>> {
+    Lines::new(BufReader::new(reader))
+        .map(|(line, raw)| {
+            raw.map_err(|e| InputErrorKind::Io(e.to_string()))
+                .and_then(|b| parse_line(&b, spec))
+                .map_err(|kind| InputError {
+                    source_name: name.to_owned(),
+                    line,
+                    kind,
+                })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_fields_in_order_and_skips_absent_ones() {
+        let spec = InputSpec::default();
+        let d = parse_line(br#"{"id": 7, "content": "c", "title": "t"}"#, &spec).unwrap();
+        assert_eq!(d.id.key(), "7");
+        assert_eq!(d.body, Body::Fields(vec!["t".into(), "c".into()]));
+        let d = parse_line(br#"{"id": "a", "content": "c"}"#, &spec).unwrap();
+        assert_eq!(d.body, Body::Fields(vec!["c".into()]));
+    }
+
+    #[test]
+    fn bad_lines_say_what_is_wrong() {
+        let spec = InputSpec::default();
+        let e = |b: &[u8]| parse_line(b, &spec).unwrap_err().to_string();
+        assert!(e(b"{not json").contains("not valid JSON"));
+        assert!(e(b"[1]").contains("JSON object"));
+        assert!(e(br#"{"title": "t"}"#).contains("--id-field"));
+        assert!(e(br#"{"id": "x"}"#).contains("--field"));
+        assert!(e(br#"{"id": "x", "content": 3}"#).contains("`content` must be a string"));
+        assert!(e(b"{\"id\": \"\xff\"}").contains("UTF-8"));
+        assert!(e(br#"{"id": [1], "content": "c"}"#).contains("string or an integer"));
+    }
+
+    #[test]
+    fn lines_are_numbered_and_blank_ones_skipped() {
+        let got: Vec<_> = Lines::new(&b"a\n\n  \r\nb\r\nc"[..])
+            .map(|(n, l)| (n, l.unwrap()))
+            .collect();
+        assert_eq!(
+            got,
+            vec![(1, b"a".to_vec()), (4, b"b".to_vec()), (5, b"c".to_vec())]
+        );
+    }
+
+    #[test]
+    fn read_all_reports_line_numbers() {
+        let out = read_all(&b"{\"id\":1,\"content\":\"x\"}\nnope\n"[..], "f.jsonl", &InputSpec::default());
+        assert!(out[0].is_ok());
+        assert_eq!(out[1].as_ref().unwrap_err().to_string().split(':').take(2).collect::<Vec<_>>(), ["f.jsonl", "2"]);
+    }
+}

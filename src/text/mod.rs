@@ -1,0 +1,22 @@
+//! From raw article text to the words that are weighted: HTML → text, normalisation,
+//! segmentation and filtering.
+
+pub mod html;
+pub mod normalise;
+pub mod segment;
+
+pub use html::{html_to_text, looks_like_html};
+pub use normalise::normalise;
+pub use segment::Segmenter;
+
+use std::borrow::Cow;
+
+/// `text` as plain text: HTML is reduced to its visible text, anything else is borrowed
+/// unchanged.
+pub fn plain_text(text: &str) -> Cow<'_, str> {
+    if looks_like_html(text) {
+        Cow::Owned(html_to_text(text))
+    } else {
+        Cow::Borrowed(text)
+    }
+}

@@ -1,0 +1,162 @@
+//! Segmentation with `jieba-rs` and the word filter (punctuation, whitespace, stop words).
+
+use std::collections::HashSet;
+use std::sync::OnceLock;
+
+use jieba_rs::Jieba;
+use xxhash_rust::xxh3::Xxh3Builder;
+
+use super::normalise::normalise_into;
+
+/// Identifies the stop-word list in fingerprint versions; bump when `data/stopwords.txt`
+/// changes.
+pub const STOP_WORDS_ID: &str = "stop-iso-1.1";
+
+/// Identifies the segmenter and its dictionary in fingerprint versions.
+pub const SEGMENTER_ID: &str = "jieba-0.11";
+
+/// Texts are segmented in pieces of about this many bytes, cut at line breaks where possible,
+/// so a 50 MB document needs a bounded working set instead of one giant DAG.
+const CHUNK: usize = 64 * 1024;
+
+static STOP_WORDS_TXT: &str = include_str!("../../data/stopwords.txt");
+
+fn jieba() -> &'static Jieba {
+    static J: OnceLock<Jieba> = OnceLock::new();
+    J.get_or_init(Jieba::new)
+}
+
+fn stop_words() -> &'static HashSet<&'static str, Xxh3Builder> {
+    static S: OnceLock<HashSet<&'static str, Xxh3Builder>> = OnceLock::new();
+    S.get_or_init(|| {
+        STOP_WORDS_TXT
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !l.starts_with('#'))
+            .collect()
+    })
+}
+
+/// Turns text into the words that count: normalised, segmented, filtered.
+///
+/// The dictionary and stop words are loaded once per process and shared, so building a
+/// `Segmenter` is cheap after the first.
+#[derive(Clone, Debug)]
+pub struct Segmenter {
+    hmm: bool,
+}
+
+impl Segmenter {
+    /// `hmm` turns on jieba's HMM for words missing from the dictionary (names, new terms).
+    pub fn new(hmm: bool) -> Segmenter {
+        jieba();
+        stop_words();
+        Segmenter { hmm }
+    }
+
+    /// Whether the HMM is on.
+    pub fn hmm(&self) -> bool {
+        self.hmm
+    }
+
+    /// Calls `f` with every kept word of `text`, in order. `text` is plain text (not HTML)
+    /// and not yet normalised.
+    pub fn for_each_word(&self, text: &str, mut f: impl FnMut(&str)) {
+        let jieba = jieba();
+        let mut buf = String::new();
+        for piece in chunks(text, CHUNK) {
+            buf.clear();
+            normalise_into(piece, &mut buf);
+            for token in jieba.cut(&buf, self.hmm) {
+                if keep(token.word) {
+                    f(token.word);
+                }
+            }
+        }
+    }
+
+    /// The kept words of `text` as owned strings (for inspection and tests).
+    pub fn words(&self, text: &str) -> Vec<String> {
+        let mut v = Vec::new();
+        self.for_each_word(text, |w| v.push(w.to_owned()));
+        v
+    }
+}
+
+/// Whether a token is a content word: it has a letter or digit, and is not a stop word.
+/// Tokens of punctuation, symbols or whitespace only are dropped.
+pub fn keep(word: &str) -> bool {
+    word.chars().any(char::is_alphanumeric) && !is_stop_word(word)
+}
+
+/// Whether `word` (already normalised) is in the stop-word list.
+pub fn is_stop_word(word: &str) -> bool {
+    stop_words().contains(word)
+}
+
+/// Splits `text` into pieces of at most about `max` bytes, preferring to cut after a line
+/// break, then after sentence-ending punctuation, else at a character boundary.
+fn chunks(text: &str, max: usize) -> impl Iterator<Item = &str> {
+    let mut rest = text;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        if rest.len() <= max {
+            let all = rest;
+            rest = "";
+            return Some(all);
+        }
+        let mut limit = max;
+        while !rest.is_char_boundary(limit) {
+            limit -= 1;
+        }
+        let window = &rest[..limit];
+        let cut = window
+            .rfind('\n')
+            .map(|i| i + 1)
+            .or_else(|| {
+                window
+                    .rfind(['。', '！', '？', '.', '!', '?', '；', ';'])
+                    .map(|i| i + window[i..].chars().next().map_or(1, char::len_utf8))
+            })
+            .filter(|&i| i > 0)
+            .unwrap_or(limit);
+        let (head, tail) = rest.split_at(cut);
+        rest = tail;
+        Some(head)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn drops_punctuation_whitespace_and_stop_words() {
+        let s = Segmenter::new(true);
+        let words = s.words("我们的城市，今天下雨了！ The weather is bad.");
+        assert!(words.iter().all(|w| keep(w)));
+        assert!(words.contains(&"城市".to_string()), "{words:?}");
+        assert!(words.contains(&"weather".to_string()), "{words:?}");
+        assert!(!words.contains(&"the".to_string()));
+        assert!(!words.contains(&"的".to_string()));
+        assert!(!words.iter().any(|w| w == "，" || w == " " || w == "!"));
+    }
+
+    #[test]
+    fn punctuation_only_gives_nothing() {
+        assert!(Segmenter::new(true).words("……！！？、 ，。").is_empty());
+    }
+
+    #[test]
+    fn chunks_cover_text_and_respect_boundaries() {
+        let text = "第一句。第二句！\n第三行很长很长".repeat(1000);
+        let parts: Vec<&str> = chunks(&text, 100).collect();
+        assert_eq!(parts.concat(), text);
+        assert!(parts.iter().all(|p| p.len() <= 100));
+        let one_line = "字".repeat(500);
+        let parts: Vec<&str> = chunks(&one_line, 100).collect();
+        assert_eq!(parts.concat(), one_line);
+    }
+}
