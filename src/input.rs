@@ -7,6 +7,8 @@ use std::fmt;
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read};
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
@@ -95,7 +97,9 @@ pub enum InputErrorKind {
     NotJson(String),
     #[error("expected a JSON object, one article per line")]
     NotObject,
-    #[error("no `{0}` field: every line needs an id (string or integer); set another with --id-field")]
+    #[error(
+        "no `{0}` field: every line needs an id (string or integer); set another with --id-field"
+    )]
     MissingId(String),
     #[error("`{0}` must be a string or an integer")]
     BadId(String),
@@ -165,7 +169,23 @@ pub struct Source {
     pub reader: Box<dyn BufRead + Send>,
     /// Size in bytes of a regular file (compressed size for `.gz`), for progress bars.
     pub len: Option<u64>,
+    /// Bytes read from the file so far (compressed bytes for `.gz`), to compare with `len`.
+    pub position: Arc<AtomicU64>,
     pub is_stdin: bool,
+}
+
+/// Counts bytes as they are read, for progress on compressed inputs.
+struct Counting<R> {
+    inner: R,
+    read: Arc<AtomicU64>,
+}
+
+impl<R: Read> Read for Counting<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.read.fetch_add(n as u64, Ordering::Relaxed);
+        Ok(n)
+    }
 }
 
 /// Opens `path`, `-` for standard input. Files ending in `.gz` are decompressed on the fly.
@@ -175,6 +195,7 @@ pub fn open(path: &str) -> crate::Result<Source> {
             name: "<stdin>".into(),
             reader: Box::new(BufReader::with_capacity(1 << 20, io::stdin())),
             len: None,
+            position: Arc::default(),
             is_stdin: true,
         });
     }
@@ -184,6 +205,11 @@ pub fn open(path: &str) -> crate::Result<Source> {
     };
     let file = File::open(path).map_err(io_err)?;
     let len = file.metadata().ok().map(|m| m.len());
+    let position = Arc::<AtomicU64>::default();
+    let file = Counting {
+        inner: file,
+        read: Arc::clone(&position),
+    };
     let reader: Box<dyn BufRead + Send> = if Path::new(path)
         .extension()
         .is_some_and(|e| e.eq_ignore_ascii_case("gz"))
@@ -199,6 +225,7 @@ pub fn open(path: &str) -> crate::Result<Source> {
         name: path.to_owned(),
         reader,
         len,
+        position,
         is_stdin: false,
     })
 }
@@ -309,8 +336,21 @@ mod tests {
 
     #[test]
     fn read_all_reports_line_numbers() {
-        let out = read_all(&b"{\"id\":1,\"content\":\"x\"}\nnope\n"[..], "f.jsonl", &InputSpec::default());
+        let out = read_all(
+            &b"{\"id\":1,\"content\":\"x\"}\nnope\n"[..],
+            "f.jsonl",
+            &InputSpec::default(),
+        );
         assert!(out[0].is_ok());
-        assert_eq!(out[1].as_ref().unwrap_err().to_string().split(':').take(2).collect::<Vec<_>>(), ["f.jsonl", "2"]);
+        assert_eq!(
+            out[1]
+                .as_ref()
+                .unwrap_err()
+                .to_string()
+                .split(':')
+                .take(2)
+                .collect::<Vec<_>>(),
+            ["f.jsonl", "2"]
+        );
     }
 }

@@ -21,11 +21,12 @@
 pub mod error;
 pub mod fingerprint;
 pub mod input;
+pub mod pipeline;
 pub mod simhash;
 pub mod text;
 
 pub use error::{Error, Result};
 pub use fingerprint::{
-    FingerprintConfig, Fingerprint, Fingerprinter, Outcome, Profile, Thresholds, TooShort,
+    Fingerprint, FingerprintConfig, Fingerprinter, Outcome, Profile, Thresholds, TooShort,
 };
 pub use simhash::{hamming, BlockLayout, SimHash};

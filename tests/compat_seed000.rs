@@ -31,8 +31,15 @@ fn vectors() -> Vec<Vector> {
             }
         })
         .collect();
-    assert!(v.len() >= 300, "expected the full vector file, got {}", v.len());
-    assert!(v.iter().any(|x| x.bits.is_none()), "vectors include too-short cases");
+    assert!(
+        v.len() >= 300,
+        "expected the full vector file, got {}",
+        v.len()
+    );
+    assert!(
+        v.iter().any(|x| x.bits.is_none()),
+        "vectors include too-short cases"
+    );
     v
 }
 
@@ -63,7 +70,15 @@ fn cli_reproduces_every_vector() {
         input.push('\n');
     }
     let mut child = Command::new(env!("CARGO_BIN_EXE_neardup"))
-        .args(["fingerprint", "--profile", "seed000", "--pre-tokenized", "--input", "-", "--quiet"])
+        .args([
+            "fingerprint",
+            "--profile",
+            "seed000",
+            "--pre-tokenized",
+            "--input",
+            "-",
+            "--quiet",
+        ])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
@@ -86,7 +101,11 @@ fn cli_reproduces_every_vector() {
                 let want = u64::from_str_radix(bits, 2).unwrap();
                 assert_eq!(line["simhash"], format!("{want:016x}"), "vector {i}");
                 assert_eq!(line["u64"], want, "vector {i}");
-                assert_eq!(line["blocks"], serde_json::json!(v.blocks.unwrap()), "vector {i}");
+                assert_eq!(
+                    line["blocks"],
+                    serde_json::json!(v.blocks.unwrap()),
+                    "vector {i}"
+                );
             }
             None => {
                 assert!(line["simhash"].is_null(), "vector {i}");

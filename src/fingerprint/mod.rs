@@ -107,9 +107,16 @@ impl TooShort {
 impl fmt::Display for TooShort {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            TooShort::NoWords => write!(f, "no words left after removing markup, punctuation and stop words"),
-            TooShort::FewWords { words, min } => write!(f, "{words} distinct words, at least {min} needed"),
-            TooShort::LowWeight { weight, min } => write!(f, "total word weight {weight}, at least {min} needed"),
+            TooShort::NoWords => write!(
+                f,
+                "no words left after removing markup, punctuation and stop words"
+            ),
+            TooShort::FewWords { words, min } => {
+                write!(f, "{words} distinct words, at least {min} needed")
+            }
+            TooShort::LowWeight { weight, min } => {
+                write!(f, "total word weight {weight}, at least {min} needed")
+            }
             TooShort::Dominated { share, max_share } => write!(
                 f,
                 "one word carries {:.0}% of the weight (limit {:.0}%)",

@@ -14,10 +14,42 @@ const HIDDEN: &[&str] = &[
 
 /// Elements that start a new line in rendered text.
 const BLOCK: &[&str] = &[
-    "address", "article", "aside", "blockquote", "br", "dd", "details", "div", "dl", "dt",
-    "fieldset", "figcaption", "figure", "footer", "form", "h1", "h2", "h3", "h4", "h5", "h6",
-    "header", "hr", "li", "main", "nav", "ol", "p", "pre", "section", "summary", "table", "td",
-    "th", "tr", "ul",
+    "address",
+    "article",
+    "aside",
+    "blockquote",
+    "br",
+    "dd",
+    "details",
+    "div",
+    "dl",
+    "dt",
+    "fieldset",
+    "figcaption",
+    "figure",
+    "footer",
+    "form",
+    "h1",
+    "h2",
+    "h3",
+    "h4",
+    "h5",
+    "h6",
+    "header",
+    "hr",
+    "li",
+    "main",
+    "nav",
+    "ol",
+    "p",
+    "pre",
+    "section",
+    "summary",
+    "table",
+    "td",
+    "th",
+    "tr",
+    "ul",
 ];
 
 /// Whether `s` should be treated as HTML: it has something that looks like a tag (`<p`,
@@ -25,9 +57,9 @@ const BLOCK: &[&str] = &[
 /// news text that mentions "a < b" is not mangled by an HTML parser.
 pub fn looks_like_html(s: &str) -> bool {
     let b = s.as_bytes();
-    let tag = b.windows(2).any(|w| {
-        w[0] == b'<' && (w[1].is_ascii_alphabetic() || w[1] == b'/' || w[1] == b'!')
-    });
+    let tag = b
+        .windows(2)
+        .any(|w| w[0] == b'<' && (w[1].is_ascii_alphabetic() || w[1] == b'/' || w[1] == b'!'));
     tag && b.contains(&b'>') || has_entity(b)
 }
 

@@ -51,7 +51,10 @@ mod tests {
 
     #[test]
     fn whitespace_runs_fold() {
-        assert_eq!(normalise("  甲 \t 乙\u{3000}\u{a0}丙 \n\n 丁  "), "甲 乙 丙\n丁");
+        assert_eq!(
+            normalise("  甲 \t 乙\u{3000}\u{a0}丙 \n\n 丁  "),
+            "甲 乙 丙\n丁"
+        );
     }
 
     #[test]

@@ -1,0 +1,108 @@
+//! `neardup bench`: throughput measurements on a real corpus, reported as medians.
+
+use std::time::Instant;
+
+use anyhow::Context;
+use neardup::input::{self, Body, InputSpec, Lines};
+use neardup::pipeline::fingerprint_body;
+use rayon::prelude::*;
+
+use super::common::{CmdResult, ProfileArgs, Status};
+
+#[derive(clap::Subcommand, Debug)]
+pub enum Bench {
+    /// Fingerprint throughput (MB/s of UTF-8 text, documents/s), one thread and all threads.
+    Fingerprint(FingerprintBench),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct FingerprintBench {
+    /// Corpus of JSON Lines articles (`.gz` is fine), e.g. ../shared/data/zh_articles.jsonl.gz.
+    #[arg(long, short)]
+    input: String,
+    /// Text fields to fingerprint.
+    #[arg(long = "field", default_values = ["title", "content"])]
+    fields: Vec<String>,
+    /// Timed runs per configuration; the median is reported.
+    #[arg(long, default_value_t = 5)]
+    runs: usize,
+    /// Use only the first N documents.
+    #[arg(long)]
+    limit: Option<usize>,
+    #[command(flatten)]
+    profile: ProfileArgs,
+}
+
+pub fn run(b: Bench) -> CmdResult {
+    match b {
+        Bench::Fingerprint(args) => fingerprint(args),
+    }
+}
+
+fn fingerprint(args: FingerprintBench) -> CmdResult {
+    anyhow::ensure!(args.runs > 0, "--runs must be at least 1");
+    let spec = InputSpec {
+        text_fields: args.fields.clone(),
+        ..InputSpec::default()
+    };
+    let source = input::open(&args.input)?;
+    let mut docs = Vec::new();
+    for (line, raw) in Lines::new(source.reader) {
+        let raw = raw.with_context(|| format!("{}:{line}", args.input))?;
+        let doc =
+            input::parse_line(&raw, &spec).with_context(|| format!("{}:{line}", args.input))?;
+        docs.push(doc.body);
+        if args.limit.is_some_and(|n| docs.len() >= n) {
+            break;
+        }
+    }
+    let bytes: usize = docs
+        .iter()
+        .map(|b| match b {
+            Body::Fields(f) => f.iter().map(String::len).sum::<usize>(),
+            Body::Tokens(t) => t.iter().map(String::len).sum::<usize>(),
+        })
+        .sum();
+    let fp = args.profile.fingerprinter();
+    // Warm up: loads the dictionary and IDF table outside the timed runs.
+    let _ = fp.fingerprint("预热");
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    println!(
+        "corpus: {} ({} documents, {:.1} MB UTF-8); profile {}; {} runs each, median reported",
+        args.input,
+        docs.len(),
+        bytes as f64 / 1e6,
+        fp.version(),
+        args.runs
+    );
+    println!("| threads | MB/s | MB/s per thread | docs/s | too short |");
+    println!("|---|---|---|---|---|");
+    for threads in [1, cores] {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()?;
+        let mut secs = Vec::with_capacity(args.runs);
+        let mut too_short = 0;
+        for _ in 0..args.runs {
+            let t = Instant::now();
+            too_short = pool.install(|| {
+                docs.par_iter()
+                    .filter(|b| fingerprint_body(&fp, b).is_err())
+                    .count()
+            });
+            secs.push(t.elapsed().as_secs_f64());
+        }
+        secs.sort_by(f64::total_cmp);
+        let median = secs[secs.len() / 2];
+        let mbs = bytes as f64 / 1e6 / median;
+        println!(
+            "| {threads} | {mbs:.1} | {:.1} | {:.0} | {too_short} |",
+            mbs / threads as f64,
+            docs.len() as f64 / median
+        );
+        if cores == 1 {
+            break;
+        }
+    }
+    Ok(Status::Done)
+}

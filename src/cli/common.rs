@@ -1,0 +1,187 @@
+//! What the subcommands share: input flags, thread pools, progress bars, exit codes.
+
+use std::io::{self, IsTerminal, Write};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+use neardup::input::{InputSpec, Source};
+use neardup::pipeline::Counts;
+use neardup::{FingerprintConfig, Fingerprinter, Profile, Thresholds};
+
+/// Process exit codes (documented in `--help` and the README).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum ExitCode {
+    Ok = 0,
+    Error = 1,
+    /// The run finished but some input lines were rejected.
+    BadInput = 3,
+}
+
+/// How a subcommand that did not fail ends.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Status {
+    Done,
+    /// Finished, but some input lines were rejected (already reported): exit 3.
+    BadInput,
+}
+
+pub type CmdResult = anyhow::Result<Status>;
+
+/// Prints a fatal error with its causes and maps the result to an exit code.
+pub fn finish(result: CmdResult) -> i32 {
+    match result {
+        Ok(Status::Done) => ExitCode::Ok as i32,
+        Ok(Status::BadInput) => ExitCode::BadInput as i32,
+        Err(e) if is_broken_pipe(&e) => ExitCode::Ok as i32,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::Error as i32
+        }
+    }
+}
+
+/// A closed stdout (e.g. `neardup fingerprint … | head`) is a normal end, not an error.
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<io::Error>()
+            .is_some_and(|io| io.kind() == io::ErrorKind::BrokenPipe)
+    })
+}
+
+/// Where articles come from and which fields hold the text.
+#[derive(Args, Debug, Clone)]
+pub struct InputArgs {
+    /// JSON Lines file of articles (`.gz` is decompressed); `-` reads standard input.
+    #[arg(long, short, default_value = "-", value_name = "PATH")]
+    pub input: String,
+    /// Text field to fingerprint; repeat for several, joined in order.
+    #[arg(long = "field", value_name = "NAME", default_values = ["title", "content"])]
+    pub fields: Vec<String>,
+    /// Field holding the document id (a string or integer).
+    #[arg(long, default_value = "id", value_name = "NAME")]
+    pub id_field: String,
+    /// Read `{"id": .., "tokens": [..]}` (words segmented elsewhere) and skip text processing.
+    #[arg(long)]
+    pub pre_tokenized: bool,
+    /// Stop at the first bad input line instead of reporting it and going on.
+    #[arg(long)]
+    pub strict: bool,
+}
+
+impl InputArgs {
+    pub fn spec(&self) -> InputSpec {
+        InputSpec {
+            id_field: self.id_field.clone(),
+            text_fields: self.fields.clone(),
+            pre_tokenized: self.pre_tokenized,
+        }
+    }
+}
+
+/// Fingerprint profile and its knobs.
+#[derive(Args, Debug, Clone)]
+pub struct ProfileArgs {
+    /// Fingerprint profile: `default` (TF-IDF) or `seed000` (the older Java service, bit for bit).
+    #[arg(long, default_value = "default", value_parser = parse_profile)]
+    pub profile: Profile,
+    /// `default` profile: texts with fewer distinct words get no fingerprint.
+    #[arg(long, default_value_t = Thresholds::default().min_words, value_name = "N")]
+    pub min_words: usize,
+    /// Turn off jieba's HMM for words missing from its dictionary.
+    #[arg(long)]
+    pub no_hmm: bool,
+}
+
+fn parse_profile(s: &str) -> Result<Profile, String> {
+    s.parse().map_err(|e: neardup::Error| e.to_string())
+}
+
+impl ProfileArgs {
+    pub fn fingerprinter(&self) -> Fingerprinter {
+        Fingerprinter::new(FingerprintConfig {
+            profile: self.profile,
+            hmm: !self.no_hmm,
+            thresholds: Thresholds {
+                min_words: self.min_words,
+                ..Thresholds::default()
+            },
+        })
+    }
+}
+
+/// Parallelism and chattiness.
+#[derive(Args, Debug, Clone)]
+pub struct RunArgs {
+    /// Worker threads (default: all cores).
+    #[arg(long, short = 'j', value_name = "N")]
+    pub threads: Option<usize>,
+    /// No progress bar and no summary (errors are still printed).
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+impl RunArgs {
+    /// Sizes the global rayon pool; call once, before any parallel work.
+    pub fn init_threads(&self) -> anyhow::Result<()> {
+        if let Some(n) = self.threads {
+            anyhow::ensure!(n > 0, "--threads must be at least 1");
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(n)
+                .build_global()?;
+        }
+        Ok(())
+    }
+}
+
+/// A progress bar on stderr, shown only for file input on a terminal and without `--quiet`.
+pub fn progress_bar(source: &Source, quiet: bool) -> Option<ProgressBar> {
+    if quiet || source.is_stdin || !io::stderr().is_terminal() {
+        return None;
+    }
+    let pb = ProgressBar::new(source.len.unwrap_or(0));
+    pb.set_style(
+        ProgressStyle::with_template(
+            "{spinner} [{elapsed_precise}] {wide_bar} {bytes}/{total_bytes} ({eta}) {msg}",
+        )
+        .expect("valid progress template"),
+    );
+    pb.enable_steady_tick(Duration::from_millis(200));
+    Some(pb)
+}
+
+/// Updates a progress bar from the source's read position and the counts so far.
+pub fn tick(pb: &Option<ProgressBar>, source_pos: &std::sync::atomic::AtomicU64, c: &Counts) {
+    if let Some(pb) = pb {
+        pb.set_position(source_pos.load(Ordering::Relaxed));
+        pb.set_message(format!("{} docs", c.documents));
+    }
+}
+
+/// The end-of-run line on stderr.
+pub fn summary(verb: &str, c: &Counts, started: Instant) -> String {
+    let secs = started.elapsed().as_secs_f64().max(1e-9);
+    format!(
+        "{verb}: {} documents, {} fingerprinted, {} too short, {} bad lines; {:.1} MB in {:.2} s ({:.1} MB/s, {:.0} docs/s)",
+        c.documents,
+        c.fingerprinted,
+        c.too_short,
+        c.bad_lines,
+        c.bytes as f64 / 1e6,
+        secs,
+        c.bytes as f64 / 1e6 / secs,
+        c.documents as f64 / secs
+    )
+}
+
+/// Writes to stdout through a large buffer; errors (a closed pipe) surface to the caller.
+pub fn stdout() -> io::BufWriter<io::StdoutLock<'static>> {
+    io::BufWriter::with_capacity(1 << 16, io::stdout().lock())
+}
+
+/// Flushes, mapping failure to an error that keeps its `io::Error` for pipe detection.
+pub fn flush(w: &mut impl Write) -> anyhow::Result<()> {
+    w.flush()?;
+    Ok(())
+}

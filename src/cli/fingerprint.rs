@@ -1,0 +1,115 @@
+//! `neardup fingerprint`.
+
+use std::io::Write;
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::Context;
+use neardup::pipeline::{self, Item, PipelineOptions};
+use serde::Serialize;
+use serde_json::Value;
+
+use super::common::{self, CmdResult, InputArgs, ProfileArgs, RunArgs, Status};
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    #[command(flatten)]
+    input: InputArgs,
+    #[command(flatten)]
+    profile: ProfileArgs,
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+/// One output line. `simhash` is always present (null when too short).
+#[derive(Serialize)]
+struct Line<'a> {
+    id: &'a Value,
+    simhash: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    u64: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    blocks: Option<[i16; 4]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    version: Option<Arc<str>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    detail: Option<String>,
+}
+
+pub fn run(args: Args) -> CmdResult {
+    let started = Instant::now();
+    args.run.init_threads()?;
+    let fp = args.profile.fingerprinter();
+    let spec = args.input.spec();
+    let source = neardup::input::open(&args.input.input)?;
+    let pb = common::progress_bar(&source, args.run.quiet);
+    let position = Arc::clone(&source.position);
+    let mut out = common::stdout();
+    let strict = args.input.strict;
+
+    let counts = pipeline::run(
+        source,
+        &spec,
+        &fp,
+        &PipelineOptions::default(),
+        |c| common::tick(&pb, &position, c),
+        |item| -> anyhow::Result<()> {
+            match item {
+                Item::Doc { id, outcome, .. } => {
+                    let line = match outcome {
+                        Ok(f) => Line {
+                            id: &id.0,
+                            simhash: Some(f.simhash.to_hex()),
+                            u64: Some(f.simhash.0),
+                            blocks: Some(f.simhash.blocks16()),
+                            version: Some(f.version),
+                            reason: None,
+                            detail: None,
+                        },
+                        Err(why) => Line {
+                            id: &id.0,
+                            simhash: None,
+                            u64: None,
+                            blocks: None,
+                            version: None,
+                            reason: Some(why.code()),
+                            detail: Some(why.to_string()),
+                        },
+                    };
+                    serde_json::to_writer(&mut out, &line).context("writing output")?;
+                    out.write_all(b"\n").context("writing output")?;
+                }
+                Item::Bad(e) => {
+                    if let Some(pb) = &pb {
+                        pb.suspend(|| eprintln!("error: {e}"));
+                    } else {
+                        eprintln!("error: {e}");
+                    }
+                    if strict {
+                        common::flush(&mut out)?;
+                        anyhow::bail!("stopped at the first bad line (--strict)");
+                    }
+                }
+            }
+            Ok(())
+        },
+    );
+    if let Some(pb) = &pb {
+        pb.finish_and_clear();
+    }
+    let counts = counts?;
+    common::flush(&mut out)?;
+    if !args.run.quiet {
+        eprintln!("{}", common::summary("fingerprint", &counts, started));
+    }
+    if counts.bad_lines > 0 {
+        eprintln!(
+            "{} input line(s) rejected; see the errors above (exit code 3)",
+            counts.bad_lines
+        );
+        return Ok(Status::BadInput);
+    }
+    Ok(Status::Done)
+}

@@ -1,0 +1,38 @@
+//! Command-line parsing and dispatch. Each subcommand lives in its own module and only
+//! translates flags into library calls and results into output.
+
+mod bench;
+mod common;
+mod fingerprint;
+
+use clap::{Parser, Subcommand};
+
+/// Near-duplicate detection for news articles with 64-bit SimHash.
+#[derive(Parser, Debug)]
+#[command(name = "neardup", version, about, long_about = None)]
+#[command(
+    after_help = "Exit codes: 0 success; 1 error; 2 usage error; 3 finished, but some input lines were rejected."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Fingerprint JSON Lines articles; one JSON line out per line in, in input order.
+    Fingerprint(fingerprint::Args),
+    /// Measure throughput on a corpus (medians of several runs).
+    #[command(subcommand)]
+    Bench(bench::Bench),
+}
+
+/// Runs the command line and returns the process exit code.
+pub fn main() -> i32 {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Fingerprint(args) => fingerprint::run(args),
+        Command::Bench(b) => bench::run(b),
+    };
+    common::finish(result)
+}
