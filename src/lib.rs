@@ -20,6 +20,7 @@
 
 pub mod error;
 pub mod fingerprint;
+pub mod hashing;
 pub mod input;
 pub mod pipeline;
 pub mod simhash;

@@ -173,7 +173,7 @@ impl Fingerprinter {
             Profile::Default => format!(
                 "default-1;weight=tf*{};hash=xxh3-64-s{}",
                 tfidf::IDF_ID,
-                tfidf::WORD_HASH_SEED
+                crate::hashing::WORD_HASH_SEED
             ),
             Profile::Seed000 => "seed000".to_owned(),
         };
@@ -218,7 +218,7 @@ impl Fingerprinter {
         let mut acc = self.accumulator();
         for field in fields {
             let plain = text::plain_text(field.as_ref());
-            self.segmenter.for_each_word(&plain, |w| acc.add(w));
+            self.segmenter.for_each_word(&plain, |w, h| acc.add(w, h));
         }
         self.finish(acc, &self.version)
     }
@@ -228,7 +228,8 @@ impl Fingerprinter {
     pub fn fingerprint_tokens<S: AsRef<str>>(&self, tokens: &[S]) -> Outcome {
         let mut acc = self.accumulator();
         for t in tokens {
-            acc.add(t.as_ref());
+            let t = t.as_ref();
+            acc.add(t, crate::hashing::word_hash(t));
         }
         self.finish(acc, &self.version_pretokenized)
     }
@@ -263,9 +264,11 @@ enum Accumulator<'a> {
 }
 
 impl Accumulator<'_> {
-    fn add(&mut self, word: &str) {
+    /// `h` is the word's default-profile hash, already computed by the segmenter.
+    #[inline]
+    fn add(&mut self, word: &str, h: u64) {
         match self {
-            Accumulator::TfIdf(t) => t.add(word),
+            Accumulator::TfIdf(t) => t.add(h),
             Accumulator::Seed000(s) => s.add(word),
         }
     }

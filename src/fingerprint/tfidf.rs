@@ -5,8 +5,7 @@ use std::collections::HashMap;
 use std::io::Read;
 use std::sync::OnceLock;
 
-use xxhash_rust::xxh3::{xxh3_64_with_seed, Xxh3Builder};
-
+use crate::hashing::{word_hash, BuildIdentity};
 use crate::simhash::{Folder, SimHash};
 
 use super::TooShort;
@@ -14,15 +13,12 @@ use super::TooShort;
 /// Identifies the IDF table in fingerprint versions; bump when `data/idf.txt.gz` changes.
 pub const IDF_ID: &str = "idf-jieba-0.11";
 
-/// Seed of the default word hash. Part of the fingerprint version: never change it without
-/// bumping the version.
-pub const WORD_HASH_SEED: u64 = 0;
-
 static IDF_GZ: &[u8] = include_bytes!("../../data/idf.txt.gz");
 
-/// The IDF table, with the median IDF for words it does not know (jieba's own rule).
+/// The IDF table, keyed by word hash, with the median IDF for words it does not know (jieba's
+/// own rule).
 pub struct Idf {
-    table: HashMap<Box<str>, f32, Xxh3Builder>,
+    table: HashMap<u64, f32, BuildIdentity>,
     median: f32,
 }
 
@@ -40,13 +36,13 @@ impl Idf {
     }
 
     fn parse(text: &str) -> Idf {
-        let mut table = HashMap::with_capacity_and_hasher(360_000, Xxh3Builder::new());
+        let mut table = HashMap::with_capacity_and_hasher(360_000, BuildIdentity);
         let mut values = Vec::with_capacity(360_000);
         for line in text.lines() {
             let mut parts = line.split_whitespace();
             if let (Some(w), Some(v)) = (parts.next(), parts.next()) {
                 if let Ok(v) = v.parse::<f32>() {
-                    table.insert(w.into(), v);
+                    table.insert(word_hash(w), v);
                     values.push(v);
                 }
             }
@@ -60,16 +56,10 @@ impl Idf {
         Idf { table, median }
     }
 
-    /// IDF of `word`, or the median for unknown words.
-    pub fn get(&self, word: &str) -> f32 {
-        self.table.get(word).copied().unwrap_or(self.median)
+    /// IDF of the word with hash `h` (see [`word_hash`]), or the median for unknown words.
+    pub fn get(&self, h: u64) -> f32 {
+        self.table.get(&h).copied().unwrap_or(self.median)
     }
-}
-
-/// The default word hash: xxh3-64 of the UTF-8 bytes with a fixed seed.
-#[inline]
-pub fn word_hash(word: &str) -> u64 {
-    xxh3_64_with_seed(word.as_bytes(), WORD_HASH_SEED)
 }
 
 /// Thresholds below which a text gets no fingerprint.
@@ -102,17 +92,15 @@ impl<'a> TfIdf<'a> {
     pub fn new(idf: &'a Idf) -> Self {
         TfIdf {
             idf,
-            terms: HashMap::with_hasher(BuildIdentity),
+            terms: HashMap::with_capacity_and_hasher(512, BuildIdentity),
         }
     }
 
-    /// Counts one occurrence of `word`.
-    pub fn add(&mut self, word: &str) {
-        let h = word_hash(word);
-        self.terms
-            .entry(h)
-            .or_insert_with(|| (0, self.idf.get(word)))
-            .0 += 1;
+    /// Counts one occurrence of the word with hash `h` (see [`word_hash`]).
+    #[inline]
+    pub fn add(&mut self, h: u64) {
+        let idf = self.idf;
+        self.terms.entry(h).or_insert_with(|| (0, idf.get(h))).0 += 1;
     }
 
     /// The fingerprint, or why the text gets none.
@@ -150,35 +138,6 @@ impl<'a> TfIdf<'a> {
     }
 }
 
-/// Word hashes are already uniformly distributed, so the term map uses them as they are.
-#[derive(Clone, Copy, Default)]
-pub struct BuildIdentity;
-
-impl std::hash::BuildHasher for BuildIdentity {
-    type Hasher = Identity;
-    fn build_hasher(&self) -> Identity {
-        Identity(0)
-    }
-}
-
-/// See [`BuildIdentity`].
-#[derive(Default)]
-pub struct Identity(u64);
-
-impl std::hash::Hasher for Identity {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = self.0.rotate_left(8) ^ u64::from(b);
-        }
-    }
-    fn write_u64(&mut self, n: u64) {
-        self.0 = n;
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -186,8 +145,8 @@ mod tests {
     #[test]
     fn idf_knows_common_words_and_falls_back_to_median() {
         let idf = Idf::shared();
-        assert!(idf.get("生化学") > 13.0);
-        assert_eq!(idf.get("绝对不在词表里的词zzz"), idf.median);
+        assert!(idf.get(word_hash("生化学")) > 13.0);
+        assert_eq!(idf.get(word_hash("绝对不在词表里的词zzz")), idf.median);
     }
 
     #[test]
@@ -195,7 +154,7 @@ mod tests {
         let idf = Idf::shared();
         let mut t = TfIdf::new(idf);
         for w in ["北京", "天气", "晴朗"] {
-            t.add(w);
+            t.add(word_hash(w));
         }
         assert!(matches!(
             t.finish(&Thresholds::default()),

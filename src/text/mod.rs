@@ -20,3 +20,11 @@ pub fn plain_text(text: &str) -> Cow<'_, str> {
         Cow::Borrowed(text)
     }
 }
+
+/// CJK unified ideographs (the basic block), which make up most of Chinese text. They are
+/// NFKC-stable, caseless, never combine with a neighbour, and are letters, which lets the hot
+/// loops skip Unicode table lookups for them.
+#[inline]
+pub(crate) fn is_cjk_ideograph(c: char) -> bool {
+    ('\u{4e00}'..='\u{9fff}').contains(&c)
+}

@@ -4,9 +4,9 @@ use std::collections::HashSet;
 use std::sync::OnceLock;
 
 use jieba_rs::Jieba;
-use xxhash_rust::xxh3::Xxh3Builder;
 
 use super::normalise::normalise_into;
+use crate::hashing::{word_hash, BuildIdentity};
 
 /// Identifies the stop-word list in fingerprint versions; bump when `data/stopwords.txt`
 /// changes.
@@ -26,13 +26,16 @@ fn jieba() -> &'static Jieba {
     J.get_or_init(Jieba::new)
 }
 
-fn stop_words() -> &'static HashSet<&'static str, Xxh3Builder> {
-    static S: OnceLock<HashSet<&'static str, Xxh3Builder>> = OnceLock::new();
+/// Stop words by their [`word_hash`]: the hash is computed for every token anyway, so the
+/// check costs one probe and no string comparison.
+fn stop_words() -> &'static HashSet<u64, BuildIdentity> {
+    static S: OnceLock<HashSet<u64, BuildIdentity>> = OnceLock::new();
     S.get_or_init(|| {
         STOP_WORDS_TXT
             .lines()
             .map(str::trim)
             .filter(|l| !l.is_empty() && !l.starts_with('#'))
+            .map(word_hash)
             .collect()
     })
 }
@@ -59,17 +62,21 @@ impl Segmenter {
         self.hmm
     }
 
-    /// Calls `f` with every kept word of `text`, in order. `text` is plain text (not HTML)
-    /// and not yet normalised.
-    pub fn for_each_word(&self, text: &str, mut f: impl FnMut(&str)) {
+    /// Calls `f` with every kept word of `text` and its [`word_hash`], in order. `text` is
+    /// plain text (not HTML) and not yet normalised.
+    pub fn for_each_word(&self, text: &str, mut f: impl FnMut(&str, u64)) {
         let jieba = jieba();
+        let stop = stop_words();
         let mut buf = String::new();
         for piece in chunks(text, CHUNK) {
             buf.clear();
             normalise_into(piece, &mut buf);
             for token in jieba.cut(&buf, self.hmm) {
-                if keep(token.word) {
-                    f(token.word);
+                if is_content(token.word) {
+                    let h = word_hash(token.word);
+                    if !stop.contains(&h) {
+                        f(token.word, h);
+                    }
                 }
             }
         }
@@ -78,7 +85,7 @@ impl Segmenter {
     /// The kept words of `text` as owned strings (for inspection and tests).
     pub fn words(&self, text: &str) -> Vec<String> {
         let mut v = Vec::new();
-        self.for_each_word(text, |w| v.push(w.to_owned()));
+        self.for_each_word(text, |w, _| v.push(w.to_owned()));
         v
     }
 }
@@ -86,12 +93,22 @@ impl Segmenter {
 /// Whether a token is a content word: it has a letter or digit, and is not a stop word.
 /// Tokens of punctuation, symbols or whitespace only are dropped.
 pub fn keep(word: &str) -> bool {
-    word.chars().any(char::is_alphanumeric) && !is_stop_word(word)
+    is_content(word) && !is_stop_word(word)
+}
+
+/// Whether `word` has a letter or digit. Most tokens start with a CJK ideograph, which
+/// decides it without a Unicode table lookup.
+#[inline]
+fn is_content(word: &str) -> bool {
+    match word.chars().next() {
+        Some(c) if super::is_cjk_ideograph(c) => true,
+        _ => word.chars().any(char::is_alphanumeric),
+    }
 }
 
 /// Whether `word` (already normalised) is in the stop-word list.
 pub fn is_stop_word(word: &str) -> bool {
-    stop_words().contains(word)
+    stop_words().contains(&word_hash(word))
 }
 
 /// Splits `text` into pieces of at most about `max` bytes, preferring to cut after a line
