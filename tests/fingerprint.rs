@@ -3,7 +3,8 @@
 
 use neardup::{FingerprintConfig, Fingerprinter, Profile, Thresholds, TooShort};
 
-const ARTICLE: &str = "青禾市图书馆完成为期半年的改造后重新开放。改造后的图书馆新增自习座位三百个，\
+const ARTICLE: &str =
+    "青禾市图书馆完成为期半年的改造后重新开放。改造后的图书馆新增自习座位三百个，\
     延长夜间开放时间至晚上十点，并设立少儿阅读区、老年人阅览室和数字资源体验区。馆长介绍，\
     此次改造共投入资金一千二百万元，新增图书八万册，全年预计接待读者超过六十万人次。\
     市民王女士表示，新馆环境明亮安静，带孩子来看书非常方便。";
@@ -29,15 +30,23 @@ fn html_wrapping_does_not_change_the_fingerprint() {
 
 #[test]
 fn entities_are_decoded() {
-    let a = fp().fingerprint("<p>研究&amp;开发中心 发布 新型 电池 储能 系统 效率 提升 明显 成本 下降</p>").unwrap();
-    let b = fp().fingerprint("研究&开发中心 发布 新型 电池 储能 系统 效率 提升 明显 成本 下降").unwrap();
+    let a = fp()
+        .fingerprint("<p>研究&amp;开发中心 发布 新型 电池 储能 系统 效率 提升 明显 成本 下降</p>")
+        .unwrap();
+    let b = fp()
+        .fingerprint("研究&开发中心 发布 新型 电池 储能 系统 效率 提升 明显 成本 下降")
+        .unwrap();
     assert_eq!(a.simhash, b.simhash);
 }
 
 #[test]
 fn full_width_case_and_whitespace_do_not_matter() {
-    let a = fp().fingerprint(&format!("ＮｏｖａＰａｄ　３ 发布。{ARTICLE}")).unwrap();
-    let b = fp().fingerprint(&format!("novapad 3   发布。\n\n{ARTICLE}")).unwrap();
+    let a = fp()
+        .fingerprint(&format!("ＮｏｖａＰａｄ　３ 发布。{ARTICLE}"))
+        .unwrap();
+    let b = fp()
+        .fingerprint(&format!("novapad 3   发布。\n\n{ARTICLE}"))
+        .unwrap();
     assert_eq!(a.simhash, b.simhash);
 }
 
@@ -47,9 +56,11 @@ fn small_edit_is_near_unrelated_is_far() {
     let edited = ARTICLE.replace("非常方便", "十分方便");
     let b = fp().fingerprint(&edited).unwrap().simhash;
     let other = fp()
-        .fingerprint("南屿港今年前十个月完成集装箱吞吐量四百二十万标准箱，同比增长百分之九。港口集团表示，\
+        .fingerprint(
+            "南屿港今年前十个月完成集装箱吞吐量四百二十万标准箱，同比增长百分之九。港口集团表示，\
             新开通的三条国际航线带动了外贸货物增长，自动化码头二期工程将于明年投入使用，\
-            届时港口通过能力将再提高三成。")
+            届时港口通过能力将再提高三成。",
+        )
         .unwrap()
         .simhash;
     assert!(a.distance(b) <= 3, "distance {}", a.distance(b));
@@ -58,7 +69,13 @@ fn small_edit_is_near_unrelated_is_far() {
 
 #[test]
 fn empty_and_punctuation_only_are_too_short() {
-    for text in ["", "   \n\t", "……！！", "，。、；：？！“”（）", "<p>&nbsp;</p><script>x()</script>"] {
+    for text in [
+        "",
+        "   \n\t",
+        "……！！",
+        "，。、；：？！“”（）",
+        "<p>&nbsp;</p><script>x()</script>",
+    ] {
         for profile in Profile::ALL {
             let got = Fingerprinter::for_profile(profile).fingerprint(text);
             assert_eq!(got, Err(TooShort::NoWords), "{profile} {text:?}");
@@ -90,7 +107,10 @@ fn thresholds_are_configurable() {
 #[test]
 fn one_repeated_word_is_dominated() {
     let err = fp().fingerprint(&"图书馆 ".repeat(50)).unwrap_err();
-    assert!(matches!(err, TooShort::FewWords { words: 1, .. }), "{err:?}");
+    assert!(
+        matches!(err, TooShort::FewWords { words: 1, .. }),
+        "{err:?}"
+    );
     let lenient = Fingerprinter::new(FingerprintConfig {
         thresholds: Thresholds {
             min_words: 1,
@@ -105,17 +125,23 @@ fn one_repeated_word_is_dominated() {
 #[test]
 fn mixed_chinese_and_english() {
     let f = fp();
-    let words = f.words("星衡科技发布 NovaPad 3 平板电脑，搭载 the new Nebula chip，续航提升 20%。");
+    let words =
+        f.words("星衡科技发布 NovaPad 3 平板电脑，搭载 the new Nebula chip，续航提升 20%。");
     for w in ["novapad", "平板", "电脑", "nebula", "chip", "续航"] {
         assert!(words.iter().any(|x| x == w), "{w} missing from {words:?}");
     }
-    assert!(!words.iter().any(|x| x == "the" || x == "，" || x == "%"), "{words:?}");
+    assert!(
+        !words.iter().any(|x| x == "the" || x == "，" || x == "%"),
+        "{words:?}"
+    );
 }
 
 #[test]
 fn fields_are_one_text() {
     let f = fp();
-    let joined = f.fingerprint(&format!("图书馆重新开放\n{ARTICLE}")).unwrap();
+    let joined = f
+        .fingerprint(&format!("图书馆重新开放\n{ARTICLE}"))
+        .unwrap();
     let fields = f.fingerprint_fields(&["图书馆重新开放", ARTICLE]).unwrap();
     assert_eq!(joined.simhash, fields.simhash);
 }
@@ -123,7 +149,9 @@ fn fields_are_one_text() {
 #[test]
 fn very_long_single_line_input() {
     // 8 MB on one line with no line breaks: segmented in bounded pieces.
-    let text = ARTICLE.replace('\n', "").repeat(8_000_000 / ARTICLE.len() + 1);
+    let text = ARTICLE
+        .replace('\n', "")
+        .repeat(8_000_000 / ARTICLE.len() + 1);
     let long = fp().fingerprint(&text).unwrap();
     // Repetition does not change relative weights, so the fingerprint is the article's.
     let once = fp().fingerprint(ARTICLE).unwrap();

@@ -44,7 +44,10 @@ fn example_fingerprints_are_pinned() {
             let Body::Fields(fields) = &doc.body else {
                 unreachable!()
             };
-            let got = fp.fingerprint_fields(fields).ok().map(|f| f.simhash.to_hex());
+            let got = fp
+                .fingerprint_fields(fields)
+                .ok()
+                .map(|f| f.simhash.to_hex());
             assert_eq!(got.as_deref(), want, "{profile} {id}");
         }
     }
@@ -52,7 +55,10 @@ fn example_fingerprints_are_pinned() {
 
 #[test]
 fn version_is_pinned() {
-    assert_eq!(Fingerprinter::for_profile(Profile::Default).version(), DEFAULT_VERSION);
+    assert_eq!(
+        Fingerprinter::for_profile(Profile::Default).version(),
+        DEFAULT_VERSION
+    );
     assert_eq!(
         Fingerprinter::for_profile(Profile::Default).version_pretokenized(),
         "default-1;weight=tf*idf-jieba-0.11;hash=xxh3-64-s0;text=pretokenized"

@@ -88,7 +88,11 @@ mod tests {
 
     #[test]
     fn matches_the_signed_vote() {
-        let words = [(0x0123_4567_89ab_cdefu64, 5i64), (0xfedc_ba98_7654_3210, 3), (0xffff_0000_ffff_0000, 4)];
+        let words = [
+            (0x0123_4567_89ab_cdefu64, 5i64),
+            (0xfedc_ba98_7654_3210, 3),
+            (0xffff_0000_ffff_0000, 4),
+        ];
         let mut f = Folder::<i64>::default();
         let mut sums = [0i64; 64];
         for (h, w) in words {

@@ -98,10 +98,7 @@ mod tests {
         // Combining marks after Latin letters, compatibility ideographs, full-width forms,
         // with CJK ideographs between them.
         let text = "Cafe\u{301}中文ＡＢ\u{f900}测试e\u{301}\u{323}文字①";
-        let whole: String = text
-            .nfkc()
-            .flat_map(char::to_lowercase)
-            .collect();
+        let whole: String = text.nfkc().flat_map(char::to_lowercase).collect();
         assert_eq!(normalise(text), whole);
     }
 
