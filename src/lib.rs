@@ -12,8 +12,12 @@
 //! use neardup::{Fingerprinter, Profile};
 //!
 //! let fp = Fingerprinter::for_profile(Profile::Default);
-//! let a = fp.fingerprint("市图书馆完成改造后重新开放，新增自习座位三百个，延长夜间开放时间，并设立少儿阅读区和数字资源体验区，方便市民借阅。").unwrap();
-//! let b = fp.fingerprint("市图书馆完成改造后重新开放，新增自习座位三百个，延长夜间开放时间，并设立少儿阅读区和数字资源体验区，方便广大市民借阅。").unwrap();
+//! let text = "青禾市图书馆完成为期半年的改造后重新开放。改造后的图书馆新增自习座位三百个，\
+//!     延长夜间开放时间至晚上十点，并设立少儿阅读区、老年人阅览室和数字资源体验区。馆长介绍，\
+//!     此次改造共投入资金一千二百万元，新增图书八万册，全年预计接待读者超过六十万人次。\
+//!     市民王女士表示，新馆环境明亮安静，带孩子来看书非常方便。";
+//! let a = fp.fingerprint(text).unwrap();
+//! let b = fp.fingerprint(&text.replace("非常方便", "十分方便")).unwrap();
 //! assert!(a.simhash.distance(b.simhash) <= 3);
 //! assert!(fp.fingerprint("快讯").is_err()); // too short: no fingerprint, and a reason
 //! ```
