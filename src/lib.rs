@@ -7,6 +7,8 @@
 //! - [`simhash`] holds the value type, Hamming distance and the pigeonhole [`BlockLayout`]
 //!   that makes "every fingerprint within distance k" an exact lookup.
 //! - [`input`] reads JSON Lines articles with line-numbered errors.
+//! - [`es`] stores fingerprints next to articles in Elasticsearch and keeps them current
+//!   ([`es::EsIndexer`], [`es::Worker`]).
 //!
 //! ```
 //! use neardup::{Fingerprinter, Profile};
@@ -23,6 +25,7 @@
 //! ```
 
 pub mod error;
+pub mod es;
 pub mod fingerprint;
 pub mod hashing;
 pub mod input;

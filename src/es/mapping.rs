@@ -1,0 +1,436 @@
+//! The fingerprint fields of an index: their names, their mapping, and `es-init`.
+//!
+//! A fingerprint is stored as seven fields next to the article (default names):
+//!
+//! | field | type | holds |
+//! |---|---|---|
+//! | `simHashA`…`simHashD` | `short` (or `keyword`) | the four 16-bit blocks, A = highest bits, as signed `i16` |
+//! | `simHash` | `long` | the whole 64 bits as a signed `i64` (same bits, two's complement) |
+//! | `simHashVersion` | `keyword` | [`Fingerprinter::version`](crate::Fingerprinter::version) |
+//! | `simHashReason` | `keyword` | why there is no fingerprint (`too_short`), else absent/null |
+//!
+//! `short` keeps indices written by the older Java service working. Block values are written
+//! as JSON numbers either way: a `keyword` field indexes the number's decimal text, and a
+//! `term` query with a number matches it, so writers and queries need not know the block
+//! type. The mappings come from `mappings/*.json` (compiled in), so docs and code agree.
+
+use std::fmt;
+use std::str::FromStr;
+
+use elasticsearch::http::Method;
+use elasticsearch::Elasticsearch;
+use serde_json::{json, Map, Value};
+
+use super::{path_segment, request, send, Body, EsError, RetryPolicy};
+
+/// `mappings/neardup-fields.json`: blocks as `short` (the default).
+pub const MAPPING_SHORT: &str = include_str!("../../mappings/neardup-fields.json");
+/// `mappings/neardup-fields-keyword.json`: blocks as `keyword`.
+pub const MAPPING_KEYWORD: &str = include_str!("../../mappings/neardup-fields-keyword.json");
+
+/// Names of the fingerprint fields. The defaults are those of the older Java service.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FieldNames {
+    /// The four 16-bit blocks, highest bits first.
+    pub blocks: [String; 4],
+    /// The whole fingerprint as a signed 64-bit integer.
+    pub simhash: String,
+    /// The fingerprint version.
+    pub version: String,
+    /// Why a document has no fingerprint (e.g. `too_short`).
+    pub reason: String,
+}
+
+impl Default for FieldNames {
+    fn default() -> Self {
+        FieldNames {
+            blocks: ["simHashA", "simHashB", "simHashC", "simHashD"].map(String::from),
+            simhash: "simHash".into(),
+            version: "simHashVersion".into(),
+            reason: "simHashReason".into(),
+        }
+    }
+}
+
+impl FieldNames {
+    /// All seven names: blocks, whole value, version, reason.
+    pub fn all(&self) -> [&str; 7] {
+        [
+            &self.blocks[0],
+            &self.blocks[1],
+            &self.blocks[2],
+            &self.blocks[3],
+            &self.simhash,
+            &self.version,
+            &self.reason,
+        ]
+    }
+
+    /// Checks that the names are usable: non-empty, distinct, top-level (no dots), and not
+    /// Elasticsearch metadata (`_…`).
+    pub fn validate(&self) -> Result<(), EsError> {
+        let all = self.all();
+        for (i, n) in all.iter().enumerate() {
+            if n.is_empty() || n.starts_with('_') || n.contains('.') {
+                return Err(EsError::Config(format!(
+                    "fingerprint field name `{n}` is not allowed: use a non-empty top-level name without dots that does not start with `_`"
+                )));
+            }
+            if all[..i].contains(n) {
+                return Err(EsError::Config(format!(
+                    "fingerprint field name `{n}` is used twice: each of the seven fields needs its own name"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// The `{"properties": …}` mapping of the fields, from the shipped JSON file, renamed to
+    /// these names.
+    pub fn mapping(&self, block_type: BlockType) -> Value {
+        let shipped: Value =
+            serde_json::from_str(block_type.shipped_mapping()).expect("shipped mapping is JSON");
+        let defaults = FieldNames::default();
+        let props = &shipped["properties"];
+        let mut out = Map::new();
+        for (default, name) in defaults.all().iter().zip(self.all()) {
+            out.insert(name.to_owned(), props[*default].clone());
+        }
+        json!({ "properties": out })
+    }
+}
+
+/// How the four blocks are mapped.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub enum BlockType {
+    /// `short`: compatible with the older Java service; see `docs/elasticsearch.md` for the
+    /// measured difference to `keyword`.
+    #[default]
+    Short,
+    /// `keyword`: what Elasticsearch's tuning guide suggests for identifiers only used in
+    /// `term` queries.
+    Keyword,
+}
+
+impl BlockType {
+    pub const ALL: [BlockType; 2] = [BlockType::Short, BlockType::Keyword];
+
+    /// The Elasticsearch field type.
+    pub fn name(self) -> &'static str {
+        match self {
+            BlockType::Short => "short",
+            BlockType::Keyword => "keyword",
+        }
+    }
+
+    /// The mapping file shipped in `mappings/` for this block type.
+    pub fn shipped_mapping(self) -> &'static str {
+        match self {
+            BlockType::Short => MAPPING_SHORT,
+            BlockType::Keyword => MAPPING_KEYWORD,
+        }
+    }
+}
+
+impl fmt::Display for BlockType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for BlockType {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        BlockType::ALL
+            .into_iter()
+            .find(|t| t.name() == s)
+            .ok_or_else(|| format!("unknown block type `{s}`: use `short` or `keyword`"))
+    }
+}
+
+/// What [`init_index`] did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum InitOutcome {
+    /// The index did not exist and was created with the fingerprint fields.
+    Created,
+    /// These fields were added to the existing index(es).
+    Added(Vec<String>),
+    /// Every field was already mapped as needed; nothing changed.
+    Unchanged,
+}
+
+/// Makes sure `index` has the fingerprint fields: creates the index if it does not exist, or
+/// adds the missing fields to it (put-mapping). Idempotent. Fields that exist with the type
+/// neardup needs are left as they are (their other parameters too); a field that exists with
+/// another type is a [`EsError::MappingConflict`] and nothing is changed.
+///
+/// `index` may be an alias or a pattern: every index it names is checked, then updated.
+pub async fn init_index(
+    client: &Elasticsearch,
+    retry: &RetryPolicy,
+    index: &str,
+    names: &FieldNames,
+    block_type: BlockType,
+) -> Result<InitOutcome, EsError> {
+    names.validate()?;
+    let wanted = names.mapping(block_type);
+    let path = format!("/{}/_mapping", path_segment_keep_patterns(index));
+    let existing = match request(
+        client,
+        retry,
+        &format!("index `{index}`: get mapping"),
+        Method::Get,
+        &path,
+        &[],
+        None,
+    )
+    .await
+    {
+        Ok(v) => Some(v),
+        Err(EsError::IndexNotFound { .. }) => None,
+        Err(e) => return Err(e),
+    };
+    let existing = match existing {
+        Some(Value::Object(m)) if !m.is_empty() => m,
+        _ if index.contains(['*', ',']) => {
+            return Err(EsError::IndexNotFound {
+                index: index.to_owned(),
+            })
+        }
+        _ => {
+            if create_index(client, retry, index, &wanted).await? {
+                return Ok(InitOutcome::Created);
+            }
+            // Created by someone else meanwhile: check it like any existing index.
+            return Box::pin(init_index(client, retry, index, names, block_type)).await;
+        }
+    };
+
+    let mut missing: Vec<String> = Vec::new();
+    for (concrete, m) in &existing {
+        let props = &m["mappings"]["properties"];
+        for (name, want) in wanted["properties"].as_object().expect("properties").iter() {
+            let want_type = want["type"].as_str().unwrap_or_default();
+            match props.get(name) {
+                None => {
+                    if !missing.contains(name) {
+                        missing.push(name.clone());
+                    }
+                }
+                Some(have) => {
+                    let have_type = have["type"].as_str().unwrap_or("object");
+                    if have_type != want_type {
+                        return Err(conflict(concrete, names, name, have_type, want_type));
+                    }
+                }
+            }
+        }
+    }
+    if missing.is_empty() {
+        return Ok(InitOutcome::Unchanged);
+    }
+    let mut props = Map::new();
+    for name in &missing {
+        props.insert(name.clone(), wanted["properties"][name].clone());
+    }
+    request(
+        client,
+        retry,
+        &format!("index `{index}`: put mapping"),
+        Method::Put,
+        &path,
+        &[],
+        Some(&Body::Json(json!({ "properties": props }))),
+    )
+    .await
+    .map_err(|e| match e {
+        // Someone mapped the field differently between our check and our write.
+        EsError::Status { status: 400, ref error_type, ref reason, .. }
+            if error_type == "illegal_argument_exception" && reason.contains("mapper") =>
+        {
+            EsError::MappingConflict {
+                index: index.to_owned(),
+                field: missing.join(", "),
+                existing: "(changed concurrently)".into(),
+                wanted: reason.clone(),
+                hint: "run es-init again to see which field differs".into(),
+            }
+        }
+        other => other,
+    })?;
+    Ok(InitOutcome::Added(missing))
+}
+
+/// Checks, without changing anything, that every index behind `index` maps all seven
+/// fingerprint fields with usable types (blocks `short` or `keyword`), and returns the block
+/// type. Writers call this first: an unmapped field would get a dynamic mapping (`long` blocks,
+/// `text` version) that breaks queries.
+pub async fn verify_index(
+    client: &Elasticsearch,
+    retry: &RetryPolicy,
+    index: &str,
+    names: &FieldNames,
+) -> Result<BlockType, EsError> {
+    names.validate()?;
+    let path = format!("/{}/_mapping", path_segment_keep_patterns(index));
+    let existing = request(
+        client,
+        retry,
+        &format!("index `{index}`: get mapping"),
+        Method::Get,
+        &path,
+        &[],
+        None,
+    )
+    .await?;
+    let Some(existing) = existing.as_object().filter(|m| !m.is_empty()) else {
+        return Err(EsError::IndexNotFound {
+            index: index.to_owned(),
+        });
+    };
+    let mut block_type = None;
+    let mut missing = Vec::new();
+    for (concrete, m) in existing {
+        let props = &m["mappings"]["properties"];
+        let type_of = |f: &str| props.get(f).map(|v| v["type"].as_str().unwrap_or("object").to_owned());
+        for b in &names.blocks {
+            match type_of(b) {
+                None => missing.push(b.clone()),
+                Some(t) => {
+                    let Ok(bt) = t.parse::<BlockType>() else {
+                        return Err(conflict(concrete, names, b, &t, "short"));
+                    };
+                    if *block_type.get_or_insert(bt) != bt {
+                        return Err(conflict(concrete, names, b, &t, block_type.unwrap().name()));
+                    }
+                }
+            }
+        }
+        let wanted = names.mapping(BlockType::Short);
+        for f in [&names.simhash, &names.version, &names.reason] {
+            let want = wanted["properties"][f]["type"].as_str().unwrap_or_default();
+            match type_of(f) {
+                None => missing.push(f.clone()),
+                Some(t) if t != want => return Err(conflict(concrete, names, f, &t, want)),
+                Some(_) => {}
+            }
+        }
+    }
+    if !missing.is_empty() {
+        missing.sort();
+        missing.dedup();
+        return Err(EsError::NotInitialised {
+            index: index.to_owned(),
+            fields: missing,
+        });
+    }
+    Ok(block_type.unwrap_or_default())
+}
+
+fn conflict(index: &str, names: &FieldNames, field: &str, have: &str, want: &str) -> EsError {
+    let is_block = names.blocks.iter().any(|b| b == field);
+    let hint = match (is_block, have) {
+        (true, "short") | (true, "keyword") => format!(
+            "the blocks of this index are `{have}`: run es-init with --block-type {have}"
+        ),
+        _ => "choose other field names (--block-fields, --simhash-field, --version-field, --reason-field) or reindex into an index with the right mapping".to_owned(),
+    };
+    EsError::MappingConflict {
+        index: index.to_owned(),
+        field: field.to_owned(),
+        existing: have.to_owned(),
+        wanted: want.to_owned(),
+        hint,
+    }
+}
+
+/// `PUT /index` with the mappings. `Ok(false)` when the index appeared meanwhile.
+async fn create_index(
+    client: &Elasticsearch,
+    retry: &RetryPolicy,
+    index: &str,
+    mapping: &Value,
+) -> Result<bool, EsError> {
+    let what = format!("index `{index}`: create");
+    let body = Body::Json(json!({ "mappings": mapping }));
+    let path = format!("/{}", path_segment(index));
+    let reply = retry
+        .run(|| async {
+            let reply = send(client, Method::Put, &path, &[], Some(&body)).await?;
+            if reply.body["error"]["type"] == "resource_already_exists_exception" {
+                return Ok(None);
+            }
+            super::check(&what, reply).map(Some)
+        })
+        .await?;
+    Ok(reply.is_some())
+}
+
+/// Like [`path_segment`], but keeps `*` and `,` so patterns and lists reach Elasticsearch.
+fn path_segment_keep_patterns(index: &str) -> String {
+    index
+        .split(',')
+        .map(|part| part.split('*').map(path_segment).collect::<Vec<_>>().join("*"))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shipped_mappings_have_every_default_field() {
+        for t in BlockType::ALL {
+            let m = FieldNames::default().mapping(t);
+            let props = m["properties"].as_object().unwrap();
+            assert_eq!(props.len(), 7);
+            assert_eq!(props["simHashA"]["type"], t.name());
+            assert_eq!(props["simHashD"]["type"], t.name());
+            assert_eq!(props["simHash"]["type"], "long");
+            assert_eq!(props["simHashVersion"]["type"], "keyword");
+            assert_eq!(props["simHashReason"]["type"], "keyword");
+        }
+    }
+
+    #[test]
+    fn renamed_fields_keep_their_types() {
+        let names = FieldNames {
+            blocks: ["a", "b", "c", "d"].map(String::from),
+            simhash: "fp".into(),
+            version: "fpv".into(),
+            reason: "why".into(),
+        };
+        names.validate().unwrap();
+        let m = names.mapping(BlockType::Keyword);
+        assert_eq!(m["properties"]["c"]["type"], "keyword");
+        assert_eq!(m["properties"]["fp"]["type"], "long");
+        assert_eq!(m["properties"]["why"]["type"], "keyword");
+        assert!(m["properties"].get("simHashA").is_none());
+    }
+
+    #[test]
+    fn bad_names_are_rejected() {
+        let mut n = FieldNames::default();
+        n.simhash = "simHashA".into();
+        assert!(n.validate().unwrap_err().to_string().contains("twice"));
+        let mut n = FieldNames::default();
+        n.version = "fp.version".into();
+        assert!(n.validate().is_err());
+        let mut n = FieldNames::default();
+        n.reason = "_id".into();
+        assert!(n.validate().is_err());
+    }
+
+    #[test]
+    fn block_type_parses() {
+        assert_eq!("keyword".parse::<BlockType>().unwrap(), BlockType::Keyword);
+        assert!("long".parse::<BlockType>().is_err());
+    }
+
+    #[test]
+    fn patterns_survive_encoding() {
+        assert_eq!(path_segment_keep_patterns("news-*,old"), "news-*,old");
+        assert_eq!(path_segment_keep_patterns("a b"), "a%20b");
+    }
+}

@@ -1,0 +1,489 @@
+//! Elasticsearch: connection, the fingerprint fields' mapping, writing fingerprints next to
+//! articles, and the worker that keeps an index's fingerprints current.
+//!
+//! - [`EsConfig`] says where the cluster is and how to log in; [`EsConfig::client`] builds the
+//!   official [`Elasticsearch`] client from it.
+//! - [`mapping`]: field names ([`FieldNames`]), block type ([`BlockType`]), the JSON mapping
+//!   shipped in `mappings/` and [`init_index`] (`neardup es-init`).
+//! - [`write`]: [`EsIndexer`] indexes articles with their fingerprint and updates fingerprint
+//!   fields in bulk, guarded by sequence numbers so a stale fingerprint never wins.
+//! - [`worker`]: one pass of "find documents whose fingerprint is missing, outdated or older
+//!   than their text, and write a fresh one".
+//! - [`retry`]: the backoff policy every request goes through ([`request`]).
+//!
+//! Every request is sent with plain `application/json` (the client's default; bulk bodies as
+//! `application/x-ndjson`) and the client does not check the `X-Elastic-Product` header, so the
+//! same code talks to Elasticsearch 7.10+ and 8.x. See `docs/elasticsearch.md`.
+
+pub mod mapping;
+pub mod retry;
+pub mod worker;
+pub mod write;
+
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use elasticsearch::auth::Credentials;
+use elasticsearch::cert::{Certificate, CertificateValidation};
+use elasticsearch::http::headers::{HeaderMap, HeaderValue, CONTENT_TYPE};
+use elasticsearch::http::transport::{
+    MultiNodeConnectionPool, SingleNodeConnectionPool, TransportBuilder,
+};
+use elasticsearch::http::{Method, StatusCode, Url};
+use elasticsearch::Elasticsearch;
+use serde_json::Value;
+
+pub use mapping::{init_index, verify_index, BlockType, FieldNames, InitOutcome};
+pub use retry::RetryPolicy;
+pub use worker::{PassReport, Watermark, Worker, WorkerConfig};
+pub use write::{
+    fingerprint_fields_json, fingerprint_source, BulkReport, EsIndexer, FingerprintUpdate,
+    IndexedArticle, ItemFailure, Refresh,
+};
+
+/// A secret (password, API key) that never shows in `Debug` output or logs.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(s: impl Into<String>) -> Secret {
+        Secret(s.into())
+    }
+
+    /// The secret itself, for handing to the client. Never print it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+impl From<String> for Secret {
+    fn from(s: String) -> Self {
+        Secret(s)
+    }
+}
+
+/// How to log in.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Auth {
+    /// No credentials (a local dev node with security off).
+    #[default]
+    None,
+    /// HTTP basic auth.
+    Basic { user: String, password: Secret },
+    /// An API key: either `id:api_key` or the base64 `encoded` form Elasticsearch returns.
+    ApiKey(Secret),
+}
+
+/// Where the cluster is and how to connect to it.
+#[derive(Clone, Debug)]
+pub struct EsConfig {
+    /// One or more node URLs (requests go round-robin). Credentials in a URL
+    /// (`http://user:pass@host:9200`) are moved to [`Auth::Basic`] and removed from the URL.
+    pub urls: Vec<Url>,
+    pub auth: Auth,
+    /// PEM file with the CA certificate(s) that signed the cluster's HTTP certificate.
+    pub ca_cert: Option<PathBuf>,
+    /// Timeout of one HTTP request.
+    pub timeout: Duration,
+}
+
+impl EsConfig {
+    /// A configuration for `urls` (comma-separated for several nodes), without auth.
+    pub fn new(urls: &str) -> Result<EsConfig, EsError> {
+        let mut auth = Auth::None;
+        let mut parsed = Vec::new();
+        for u in urls.split(',').map(str::trim).filter(|u| !u.is_empty()) {
+            let mut url = Url::parse(u).map_err(|e| {
+                EsError::Config(format!(
+                    "`{}` is not a URL ({e}); expected e.g. http://127.0.0.1:9200",
+                    redact_url_str(u)
+                ))
+            })?;
+            if !matches!(url.scheme(), "http" | "https") {
+                return Err(EsError::Config(format!(
+                    "`{}`: the URL must start with http:// or https://",
+                    redact_url(&url)
+                )));
+            }
+            if !url.username().is_empty() {
+                auth = Auth::Basic {
+                    user: url.username().to_owned(),
+                    password: Secret::new(url.password().unwrap_or_default()),
+                };
+                let _ = url.set_username("");
+                let _ = url.set_password(None);
+            }
+            parsed.push(url);
+        }
+        if parsed.is_empty() {
+            return Err(EsError::Config(
+                "no Elasticsearch URL: pass --es URL or set NEARDUP_ES_URL".into(),
+            ));
+        }
+        Ok(EsConfig {
+            urls: parsed,
+            auth,
+            ca_cert: None,
+            timeout: Duration::from_secs(60),
+        })
+    }
+
+    /// The URLs, comma-separated, for messages (never with credentials).
+    pub fn display_urls(&self) -> String {
+        self.urls
+            .iter()
+            .map(redact_url)
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    /// Builds the client. Fails on an unreadable CA certificate; does not contact the cluster
+    /// (see [`server_version`] for a check that it answers).
+    pub fn client(&self) -> Result<Elasticsearch, EsError> {
+        let mut builder = if self.urls.len() == 1 {
+            TransportBuilder::new(SingleNodeConnectionPool::new(self.urls[0].clone()))
+        } else {
+            TransportBuilder::new(MultiNodeConnectionPool::round_robin(
+                self.urls.clone(),
+                None,
+            ))
+        };
+        builder = builder.timeout(self.timeout).enable_meta_header(false);
+        match &self.auth {
+            Auth::None => {}
+            Auth::Basic { user, password } => {
+                builder = builder.auth(Credentials::Basic(
+                    user.clone(),
+                    password.expose().to_owned(),
+                ));
+            }
+            Auth::ApiKey(key) => {
+                let key = key.expose();
+                builder = builder.auth(match key.split_once(':') {
+                    Some((id, k)) => Credentials::ApiKey(id.to_owned(), k.to_owned()),
+                    None => Credentials::EncodedApiKey(key.to_owned()),
+                });
+            }
+        }
+        if let Some(path) = &self.ca_cert {
+            let pem = std::fs::read(path).map_err(|e| EsError::CaCert {
+                path: path.clone(),
+                reason: e.to_string(),
+            })?;
+            let cert = Certificate::from_pem(&pem).map_err(|e| EsError::CaCert {
+                path: path.clone(),
+                reason: e.to_string(),
+            })?;
+            builder = builder.cert_validation(CertificateValidation::Full(cert));
+        }
+        let transport = builder
+            .build()
+            .map_err(|e| EsError::Config(format!("cannot build the HTTP client: {e}")))?;
+        Ok(Elasticsearch::new(transport))
+    }
+}
+
+/// Everything talking to Elasticsearch can fail with. Messages say what to do.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum EsError {
+    #[error("{0}")]
+    Config(String),
+
+    #[error("CA certificate {}: {reason}; pass a PEM file with --es-ca-cert / NEARDUP_ES_CA_CERT", path.display())]
+    CaCert { path: PathBuf, reason: String },
+
+    #[error("cannot reach Elasticsearch ({detail}); check --es / NEARDUP_ES_URL and that the node is up (scripts/es-up starts a local one)")]
+    Unreachable { detail: String },
+
+    #[error("Elasticsearch refused the credentials (HTTP {status}: {reason}); check NEARDUP_ES_USER / NEARDUP_ES_PASSWORD or NEARDUP_ES_API_KEY and the user's privileges")]
+    Unauthorized { status: u16, reason: String },
+
+    #[error("index `{index}` does not exist; create it, or run `neardup es-init --index {index}` to create it with the fingerprint fields")]
+    IndexNotFound { index: String },
+
+    #[error("index `{index}` has no mapping for the fingerprint fields {fields:?}; run `neardup es-init --index {index}` first (writing them unmapped would let Elasticsearch guess wrong types)")]
+    NotInitialised { index: String, fields: Vec<String> },
+
+    #[error("index `{index}`: field `{field}` is already mapped as `{existing}`, but neardup needs `{wanted}`; {hint}")]
+    MappingConflict {
+        index: String,
+        field: String,
+        existing: String,
+        wanted: String,
+        hint: String,
+    },
+
+    #[error("{what}: HTTP {status} {error_type}: {reason}")]
+    Status {
+        what: String,
+        status: u16,
+        error_type: String,
+        reason: String,
+    },
+
+    #[error("gave up after {attempts} attempts: {last}")]
+    Exhausted { attempts: u32, last: Box<EsError> },
+
+    #[error("{what}: unexpected response from Elasticsearch: {detail}")]
+    BadResponse { what: String, detail: String },
+
+    #[error("document `{id}`: {reason}")]
+    BadDocument { id: String, reason: String },
+}
+
+impl EsError {
+    /// Whether trying again later may succeed (429, 5xx, connection errors).
+    pub fn is_transient(&self) -> bool {
+        match self {
+            EsError::Unreachable { .. } => true,
+            EsError::Status { status, .. } => *status == 429 || *status >= 500,
+            _ => false,
+        }
+    }
+
+    /// The HTTP status of a server error, if it came with one.
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            EsError::Status { status, .. } | EsError::Unauthorized { status, .. } => Some(*status),
+            EsError::IndexNotFound { .. } => Some(404),
+            EsError::Exhausted { last, .. } => last.status(),
+            _ => None,
+        }
+    }
+}
+
+/// A request body: JSON, or newline-delimited JSON for `_bulk`.
+#[derive(Clone, Debug)]
+pub enum Body {
+    Json(Value),
+    NdJson(String),
+}
+
+/// A response that came back, whatever its status.
+#[derive(Clone, Debug)]
+pub struct Reply {
+    pub status: StatusCode,
+    pub body: Value,
+}
+
+/// Sends one request and returns the status and the parsed JSON body (`null` when empty).
+/// Connection failures become [`EsError::Unreachable`]; HTTP statuses are left to the caller.
+/// No retries: see [`request`].
+pub async fn send(
+    client: &Elasticsearch,
+    method: Method,
+    path: &str,
+    query: &[(&str, &str)],
+    body: Option<&Body>,
+) -> Result<Reply, EsError> {
+    let mut headers = HeaderMap::new();
+    let bytes = match body {
+        None => None,
+        Some(Body::Json(v)) => Some(v.to_string()),
+        Some(Body::NdJson(s)) => {
+            headers.insert(
+                CONTENT_TYPE,
+                HeaderValue::from_static("application/x-ndjson"),
+            );
+            Some(s.clone())
+        }
+    };
+    let response = client
+        .send(method, path, headers, Some(query), bytes, None)
+        .await
+        .map_err(|e| EsError::Unreachable {
+            detail: error_chain(&e),
+        })?;
+    let status = response.status_code();
+    let text = response.text().await.map_err(|e| EsError::Unreachable {
+        detail: format!("reading the response: {}", error_chain(&e)),
+    })?;
+    let body = if text.trim().is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_str(&text).unwrap_or(Value::String(text))
+    };
+    Ok(Reply { status, body })
+}
+
+/// Sends a request with retries (see [`RetryPolicy`]) and turns error statuses into
+/// [`EsError`]s; `what` names the operation in messages (e.g. "index `news`: put mapping").
+pub async fn request(
+    client: &Elasticsearch,
+    retry: &RetryPolicy,
+    what: &str,
+    method: Method,
+    path: &str,
+    query: &[(&str, &str)],
+    body: Option<&Body>,
+) -> Result<Value, EsError> {
+    retry
+        .run(|| async {
+            let reply = send(client, method, path, query, body).await?;
+            check(what, reply)
+        })
+        .await
+}
+
+/// Maps an error status to an [`EsError`]; passes 2xx bodies through.
+pub fn check(what: &str, reply: Reply) -> Result<Value, EsError> {
+    let status = reply.status.as_u16();
+    if (200..300).contains(&status) {
+        return Ok(reply.body);
+    }
+    let (error_type, reason) = error_type_reason(&reply.body);
+    if status == 401 || status == 403 {
+        return Err(EsError::Unauthorized { status, reason });
+    }
+    if error_type == "index_not_found_exception" {
+        let index = reply.body["error"]["index"]
+            .as_str()
+            .unwrap_or("?")
+            .to_owned();
+        return Err(EsError::IndexNotFound { index });
+    }
+    Err(EsError::Status {
+        what: what.to_owned(),
+        status,
+        error_type,
+        reason,
+    })
+}
+
+/// `(type, reason)` of an Elasticsearch error body (`{"error": {"type", "reason"}}`, or the
+/// plain `{"error": "..."}` some endpoints return).
+pub fn error_type_reason(body: &Value) -> (String, String) {
+    let err = &body["error"];
+    match err {
+        Value::Object(_) => {
+            let ty = err["type"].as_str().unwrap_or("error").to_owned();
+            let mut reason = err["reason"].as_str().unwrap_or("").to_owned();
+            if let Some(cause) = err["caused_by"]["reason"].as_str() {
+                reason = format!("{reason} (caused by: {cause})");
+            }
+            (ty, reason)
+        }
+        Value::String(s) => ("error".into(), s.clone()),
+        _ => ("error".into(), truncate(&body.to_string(), 300)),
+    }
+}
+
+/// The version number (`7.10.2`) of the cluster, which also checks that it answers and that
+/// the credentials work.
+pub async fn server_version(client: &Elasticsearch, retry: &RetryPolicy) -> Result<String, EsError> {
+    let info = request(client, retry, "GET /", Method::Get, "/", &[], None).await?;
+    info["version"]["number"]
+        .as_str()
+        .map(str::to_owned)
+        .ok_or_else(|| EsError::BadResponse {
+            what: "GET /".into(),
+            detail: "no version.number: is this Elasticsearch?".into(),
+        })
+}
+
+/// Percent-encodes an index name or document id for use as one path segment.
+pub fn path_segment(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                out.push(b as char)
+            }
+            _ => out.push_str(&format!("%{b:02X}")),
+        }
+    }
+    out
+}
+
+/// A URL with its user and password removed, for messages.
+pub fn redact_url(url: &Url) -> String {
+    let mut u = url.clone();
+    let _ = u.set_username("");
+    let _ = u.set_password(None);
+    u.to_string().trim_end_matches('/').to_owned()
+}
+
+fn redact_url_str(s: &str) -> String {
+    match (s.find("://"), s.rfind('@')) {
+        (Some(i), Some(j)) if j > i => format!("{}{}", &s[..i + 3], &s[j + 1..]),
+        _ => s.to_owned(),
+    }
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        let m = c.to_string();
+        if !s.contains(&m) {
+            s.push_str(": ");
+            s.push_str(&m);
+        }
+        cur = c.source();
+    }
+    s
+}
+
+fn truncate(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_owned();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &s[..end])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn credentials_in_the_url_move_to_basic_auth_and_never_print() {
+        let c = EsConfig::new("https://elastic:s3cret@es.example:9200").unwrap();
+        assert_eq!(c.display_urls(), "https://es.example:9200");
+        match &c.auth {
+            Auth::Basic { user, password } => {
+                assert_eq!(user, "elastic");
+                assert_eq!(password.expose(), "s3cret");
+            }
+            other => panic!("expected basic auth, got {other:?}"),
+        }
+        assert!(!format!("{c:?}").contains("s3cret"));
+    }
+
+    #[test]
+    fn several_urls_and_bad_ones() {
+        let c = EsConfig::new("http://a:9200, http://b:9200").unwrap();
+        assert_eq!(c.urls.len(), 2);
+        let e = EsConfig::new("es.example:9200").unwrap_err().to_string();
+        assert!(e.contains("http://"), "{e}");
+        let e = EsConfig::new("not a url://u:pw@x").unwrap_err().to_string();
+        assert!(!e.contains("pw"), "{e}");
+        assert!(EsConfig::new(" ").is_err());
+    }
+
+    #[test]
+    fn path_segments_are_encoded() {
+        assert_eq!(path_segment("news-2024"), "news-2024");
+        assert_eq!(path_segment("a/b c"), "a%2Fb%20c");
+        assert_eq!(path_segment("文"), "%E6%96%87");
+    }
+
+    #[test]
+    fn error_bodies() {
+        let body = serde_json::json!({"error": {"type": "x", "reason": "y", "caused_by": {"reason": "z"}}});
+        assert_eq!(error_type_reason(&body), ("x".into(), "y (caused by: z)".into()));
+        let body = serde_json::json!({"error": "Incorrect HTTP method"});
+        assert_eq!(error_type_reason(&body).1, "Incorrect HTTP method");
+    }
+}

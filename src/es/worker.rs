@@ -1,0 +1,336 @@
+//! Keeping an index's fingerprints current, one pass at a time.
+//!
+//! A pass finds the documents that need a (new) fingerprint with one query
+//! ([`Worker::stale_query`]):
+//!
+//! - no `simHashVersion`, or one other than the current fingerprinter's: never fingerprinted,
+//!   or by another pipeline version;
+//! - with a changed field (`--changed-field updated_at`): changed at or after the watermark,
+//!   the field's highest value when the previous pass started (minus an overlap for dates, to
+//!   cover refresh delays and writers' clock skew).
+//!
+//! Too-short texts are written with the current version, `simHashReason: "too_short"` and
+//! `null` blocks, so the first rule skips them until their text changes.
+//!
+//! Documents are read with a scroll (sorted by `_doc`, the cheapest order; point-in-time is
+//! x-pack and absent from the 7.10 test node), fingerprinted on all cores, and written back in
+//! bulk, each update guarded by the `_seq_no`/`_primary_term` the text was read with.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use elasticsearch::http::Method;
+use rayon::prelude::*;
+use serde_json::{json, Value};
+
+use super::write::{fingerprint_source, BulkReport, EsIndexer, FingerprintUpdate};
+use super::{path_segment, request, Body, EsError, FieldNames};
+
+/// What the worker reads and how.
+#[derive(Clone, Debug)]
+pub struct WorkerConfig {
+    /// Text fields fingerprinted together, in order (dotted paths allowed).
+    pub text_fields: Vec<String>,
+    /// A date or number field the article service bumps on every change (e.g. `updated_at`).
+    pub changed_field: Option<String>,
+    /// Documents per scroll page and bulk request.
+    pub batch_size: usize,
+    /// How long Elasticsearch keeps the scroll between two pages.
+    pub scroll_keep_alive: Duration,
+    /// For a date `changed_field`: documents changed up to this long before the watermark are
+    /// looked at again (refresh delay, clock skew between writers).
+    pub changed_overlap: Duration,
+}
+
+impl Default for WorkerConfig {
+    fn default() -> Self {
+        WorkerConfig {
+            text_fields: vec!["title".into(), "content".into()],
+            changed_field: None,
+            batch_size: 500,
+            scroll_keep_alive: Duration::from_secs(300),
+            changed_overlap: Duration::from_secs(60),
+        }
+    }
+}
+
+/// The highest value of the changed field seen at the start of a pass.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Watermark {
+    /// Milliseconds since the epoch (date fields).
+    EpochMillis(i64),
+    /// A numeric field's value.
+    Number(f64),
+}
+
+/// What one pass did.
+#[derive(Clone, Debug, Default)]
+pub struct PassReport {
+    /// Stale documents the query found when the pass started.
+    pub stale: u64,
+    /// Documents read and fingerprinted.
+    pub seen: u64,
+    pub fingerprinted: u64,
+    pub too_short: u64,
+    /// What the bulk updates did, item by item.
+    pub writes: BulkReport,
+    /// Stopped early (a signal): the rest is left for the next pass.
+    pub interrupted: bool,
+    pub elapsed: Duration,
+}
+
+/// Keeps one index's fingerprints current. Holds the watermark between passes.
+#[derive(Debug)]
+pub struct Worker {
+    indexer: EsIndexer,
+    config: WorkerConfig,
+    watermark: Option<Watermark>,
+    changed_is_date: Option<bool>,
+}
+
+impl Worker {
+    /// A worker writing through `indexer` (its index, field names, fingerprinter and retry
+    /// policy). Call [`Worker::check`] before the first pass.
+    pub fn new(indexer: EsIndexer, config: WorkerConfig) -> Worker {
+        Worker {
+            indexer,
+            config,
+            watermark: None,
+            changed_is_date: None,
+        }
+    }
+
+    pub fn indexer(&self) -> &EsIndexer {
+        &self.indexer
+    }
+
+    /// The current watermark (persist it to resume change detection after a restart).
+    pub fn watermark(&self) -> Option<&Watermark> {
+        self.watermark.as_ref()
+    }
+
+    /// Starts change detection at `w` instead of at the first pass (which then only looks
+    /// at missing and outdated fingerprints).
+    pub fn set_watermark(&mut self, w: Option<Watermark>) {
+        self.watermark = w;
+    }
+
+    /// Checks that the index has the fingerprint fields (so writes cannot create them with a
+    /// dynamic mapping) and finds the changed field's type.
+    pub async fn check(&mut self) -> Result<(), EsError> {
+        let index = self.indexer.index().to_owned();
+        super::mapping::verify_index(
+            self.indexer.client(),
+            &super::RetryPolicy::default(),
+            &index,
+            self.indexer.names(),
+        )
+        .await?;
+        if let Some(field) = &self.config.changed_field {
+            self.changed_is_date = Some(field_is_date(&self.indexer, field).await?);
+        }
+        Ok(())
+    }
+
+    /// The query that finds documents needing a fingerprint (see the module docs).
+    pub fn stale_query(&self) -> Value {
+        let names: &FieldNames = self.indexer.names();
+        let version = self.indexer.fingerprinter().version();
+        let mut should = vec![json!({
+            "bool": { "must_not": [ { "term": { &names.version: version } } ] }
+        })];
+        if let (Some(field), Some(w)) = (&self.config.changed_field, &self.watermark) {
+            should.push(match w {
+                Watermark::EpochMillis(ms) => {
+                    let from = ms - self.config.changed_overlap.as_millis() as i64;
+                    json!({ "range": { field: { "gte": from, "format": "epoch_millis" } } })
+                }
+                Watermark::Number(n) => json!({ "range": { field: { "gte": n } } }),
+            });
+        }
+        json!({ "bool": { "should": should, "minimum_should_match": 1 } })
+    }
+
+    /// One pass over the stale documents. Stops after the batch in flight once `stop` is set.
+    pub async fn pass(&mut self, stop: &AtomicBool) -> Result<PassReport, EsError> {
+        let started = Instant::now();
+        if self.config.changed_field.is_some() && self.changed_is_date.is_none() {
+            self.check().await?;
+        }
+        let next_watermark = match &self.config.changed_field {
+            Some(f) => self.max_changed(f).await?,
+            None => None,
+        };
+        let mut report = PassReport::default();
+        let client = self.indexer.client().clone();
+        let retry = super::RetryPolicy::default();
+        let index = self.indexer.index().to_owned();
+        let keep_alive = format!("{}s", self.config.scroll_keep_alive.as_secs().max(1));
+        let body = json!({
+            "size": self.config.batch_size.max(1),
+            "query": self.stale_query(),
+            "sort": ["_doc"],
+            "_source": self.config.text_fields,
+            "seq_no_primary_term": true,
+            "track_total_hits": true,
+        });
+        let mut page = request(
+            &client,
+            &retry,
+            &format!("index `{index}`: search for stale fingerprints"),
+            Method::Post,
+            &format!("/{}/_search", path_segment(&index)),
+            &[("scroll", &keep_alive)],
+            Some(&Body::Json(body)),
+        )
+        .await?;
+        report.stale = page["hits"]["total"]["value"].as_u64().unwrap_or(0);
+        let mut scroll_id = page["_scroll_id"].as_str().map(str::to_owned);
+        let result = loop {
+            let hits = page["hits"]["hits"].as_array().cloned().unwrap_or_default();
+            if hits.is_empty() {
+                break Ok(());
+            }
+            if let Err(e) = self.process(hits, &mut report).await {
+                break Err(e);
+            }
+            tracing::info!(
+                index = %index,
+                seen = report.seen,
+                stale = report.stale,
+                "batch written"
+            );
+            if stop.load(Ordering::SeqCst) {
+                report.interrupted = true;
+                break Ok(());
+            }
+            let Some(id) = &scroll_id else { break Ok(()) };
+            page = match request(
+                &client,
+                &retry,
+                &format!("index `{index}`: next scroll page"),
+                Method::Post,
+                "/_search/scroll",
+                &[],
+                Some(&Body::Json(json!({ "scroll": keep_alive, "scroll_id": id }))),
+            )
+            .await
+            {
+                Ok(p) => p,
+                Err(e) => break Err(e),
+            };
+            scroll_id = page["_scroll_id"].as_str().map(str::to_owned).or(scroll_id);
+        };
+        if let Some(id) = scroll_id {
+            // Frees the search context now rather than at keep-alive; failure is harmless.
+            let _ = super::send(
+                &client,
+                Method::Delete,
+                "/_search/scroll",
+                &[],
+                Some(&Body::Json(json!({ "scroll_id": [id] }))),
+            )
+            .await;
+        }
+        result?;
+        if !report.interrupted && next_watermark.is_some() {
+            self.watermark = next_watermark;
+        }
+        report.elapsed = started.elapsed();
+        Ok(report)
+    }
+
+    /// Fingerprints one page of hits on all cores and writes the fields back.
+    async fn process(&self, hits: Vec<Value>, report: &mut PassReport) -> Result<(), EsError> {
+        let fp = self.indexer.fingerprinter().clone();
+        let fields = self.config.text_fields.clone();
+        let updates = tokio::task::spawn_blocking(move || {
+            hits.par_iter()
+                .filter_map(|h| {
+                    let id = h["_id"].as_str()?.to_owned();
+                    let guard = Some((h["_seq_no"].as_u64()?, h["_primary_term"].as_u64()?));
+                    let outcome = fingerprint_source(&fp, &h["_source"], &fields);
+                    Some(FingerprintUpdate { id, guard, outcome })
+                })
+                .collect::<Vec<_>>()
+        })
+        .await
+        .map_err(|e| EsError::Config(format!("fingerprinting task failed: {e}")))?;
+        report.seen += updates.len() as u64;
+        for u in &updates {
+            match &u.outcome {
+                Ok(_) => report.fingerprinted += 1,
+                Err(_) => report.too_short += 1,
+            }
+        }
+        let written = self.indexer.update_fingerprints(&updates).await?;
+        for f in &written.failed {
+            tracing::error!(index = %self.indexer.index(), "{f}");
+        }
+        report.writes.merge(written);
+        Ok(())
+    }
+
+    /// The changed field's highest value now, as the next pass's watermark.
+    async fn max_changed(&self, field: &str) -> Result<Option<Watermark>, EsError> {
+        let index = self.indexer.index();
+        let body = json!({ "size": 0, "aggs": { "max_changed": { "max": { "field": field } } } });
+        let r = request(
+            self.indexer.client(),
+            &super::RetryPolicy::default(),
+            &format!("index `{index}`: highest `{field}`"),
+            Method::Post,
+            &format!("/{}/_search", path_segment(index)),
+            &[],
+            Some(&Body::Json(body)),
+        )
+        .await?;
+        let Some(v) = r["aggregations"]["max_changed"]["value"].as_f64() else {
+            return Ok(None);
+        };
+        Ok(Some(if self.changed_is_date == Some(true) {
+            Watermark::EpochMillis(v as i64)
+        } else {
+            Watermark::Number(v)
+        }))
+    }
+}
+
+/// Whether `field` is mapped as a date (else it must be numeric) in every index behind `index`.
+async fn field_is_date(indexer: &EsIndexer, field: &str) -> Result<bool, EsError> {
+    let index = indexer.index();
+    let r = request(
+        indexer.client(),
+        &super::RetryPolicy::default(),
+        &format!("index `{index}`: mapping of `{field}`"),
+        Method::Get,
+        &format!("/{}/_mapping/field/{}", path_segment(index), path_segment(field)),
+        &[],
+        None,
+    )
+    .await?;
+    let mut types = Vec::new();
+    for m in r.as_object().into_iter().flat_map(|o| o.values()) {
+        if let Some(mapping) = m["mappings"][field]["mapping"].as_object() {
+            types.extend(mapping.values().filter_map(|v| v["type"].as_str()).map(str::to_owned));
+        }
+    }
+    if types.is_empty() {
+        return Err(EsError::Config(format!(
+            "index `{index}` has no field `{field}` (--changed-field): name a date or number field the article service updates on every change"
+        )));
+    }
+    let numeric = [
+        "long", "integer", "short", "byte", "double", "float", "half_float", "scaled_float",
+        "unsigned_long",
+    ];
+    if types.iter().all(|t| t == "date" || t == "date_nanos") {
+        Ok(true)
+    } else if types.iter().all(|t| numeric.contains(&t.as_str())) {
+        Ok(false)
+    } else {
+        Err(EsError::Config(format!(
+            "field `{field}` of index `{index}` is mapped as {types:?}: --changed-field needs a date or number field"
+        )))
+    }
+}

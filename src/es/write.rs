@@ -1,0 +1,420 @@
+//! Writing fingerprints: with the article in one request, or as bulk partial updates of
+//! existing documents that never touch their other fields.
+//!
+//! Every write carries all seven fingerprint fields ([`fingerprint_fields_json`]): a document
+//! whose text became too short loses its old blocks (they are set to `null`) instead of keeping
+//! a fingerprint of a text it no longer has.
+//!
+//! Bulk updates are guarded by the `_seq_no`/`_primary_term` the text was read with: when the
+//! document changed in between, Elasticsearch answers 409 and the stale fingerprint is dropped
+//! ([`BulkReport::conflicts`]); whoever changed it (or the next worker pass) writes a fresh one.
+
+use std::fmt::Write as _;
+
+use elasticsearch::http::Method;
+use elasticsearch::Elasticsearch;
+use serde_json::{json, Map, Value};
+
+use super::{check, path_segment, send, Body, EsError, FieldNames, RetryPolicy};
+use crate::{Fingerprinter, Outcome};
+
+/// When writes become visible to search (`refresh` parameter).
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub enum Refresh {
+    /// At the index's next periodic refresh (the cheapest; the default).
+    #[default]
+    No,
+    /// The request returns once its writes are searchable.
+    WaitFor,
+    /// Refresh the touched shards immediately (expensive; for tests).
+    Now,
+}
+
+impl Refresh {
+    fn param(self) -> &'static str {
+        match self {
+            Refresh::No => "false",
+            Refresh::WaitFor => "wait_for",
+            Refresh::Now => "true",
+        }
+    }
+}
+
+/// The seven fingerprint fields for `outcome`, as a JSON object to merge into a document.
+/// A too-short text gets `version` (the fingerprinter's), its reason and `null` blocks, so it
+/// is not fingerprinted again under the same version.
+pub fn fingerprint_fields_json(names: &FieldNames, outcome: &Outcome, version: &str) -> Map<String, Value> {
+    let mut m = Map::new();
+    match outcome {
+        Ok(f) => {
+            for (name, block) in names.blocks.iter().zip(f.simhash.blocks16()) {
+                m.insert(name.clone(), json!(block));
+            }
+            m.insert(names.simhash.clone(), json!(f.simhash.as_i64()));
+            m.insert(names.version.clone(), json!(&*f.version));
+            m.insert(names.reason.clone(), Value::Null);
+        }
+        Err(why) => {
+            for name in &names.blocks {
+                m.insert(name.clone(), Value::Null);
+            }
+            m.insert(names.simhash.clone(), Value::Null);
+            m.insert(names.version.clone(), json!(version));
+            m.insert(names.reason.clone(), json!(why.code()));
+        }
+    }
+    m
+}
+
+/// Fingerprints the text fields of a `_source`, in order. A field may be a dotted path
+/// (`body.text`) and hold a string or an array of strings; absent fields are skipped, so a
+/// document with none of them is too short.
+pub fn fingerprint_source(fp: &Fingerprinter, source: &Value, fields: &[String]) -> Outcome {
+    let mut texts: Vec<&str> = Vec::with_capacity(fields.len());
+    for field in fields {
+        collect_strings(lookup(source, field), &mut texts);
+    }
+    fp.fingerprint_fields(&texts)
+}
+
+/// The value at a dotted path; an exact key containing dots wins over the path.
+fn lookup<'a>(source: &'a Value, path: &str) -> Option<&'a Value> {
+    if let Some(v) = source.get(path) {
+        return Some(v);
+    }
+    let (head, rest) = path.split_once('.')?;
+    lookup(source.get(head)?, rest)
+}
+
+fn collect_strings<'a>(v: Option<&'a Value>, out: &mut Vec<&'a str>) {
+    match v {
+        Some(Value::String(s)) => out.push(s),
+        Some(Value::Array(a)) => a.iter().for_each(|x| collect_strings(Some(x), out)),
+        _ => {}
+    }
+}
+
+/// The result of [`EsIndexer::index_article`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IndexedArticle {
+    pub id: String,
+    /// `created` or `updated`.
+    pub result: String,
+    pub seq_no: u64,
+    pub primary_term: u64,
+}
+
+/// One fingerprint to write into an existing document.
+#[derive(Clone, Debug)]
+pub struct FingerprintUpdate {
+    pub id: String,
+    /// `(_seq_no, _primary_term)` of the document version whose text was fingerprinted. With
+    /// it the update only applies if the document has not changed since; without it, always.
+    pub guard: Option<(u64, u64)>,
+    pub outcome: Outcome,
+}
+
+/// A document a bulk update could not write, and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ItemFailure {
+    pub id: String,
+    pub status: u16,
+    pub error_type: String,
+    pub reason: String,
+}
+
+impl std::fmt::Display for ItemFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "document `{}`: HTTP {} {}: {}",
+            self.id, self.status, self.error_type, self.reason
+        )
+    }
+}
+
+/// What a bulk update did, item by item. Nothing is swallowed: every id is in exactly one of
+/// the counts or lists.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct BulkReport {
+    /// Documents whose fingerprint fields were written.
+    pub updated: u64,
+    /// Documents that already had exactly these values (nothing written).
+    pub noop: u64,
+    /// Documents changed since their text was read (409): the stale fingerprint was dropped.
+    pub conflicts: Vec<String>,
+    /// Documents deleted since their text was read (404).
+    pub missing: Vec<String>,
+    /// Documents that failed for another reason (a mapping error, a rejection that outlasted
+    /// the retries…).
+    pub failed: Vec<ItemFailure>,
+}
+
+impl BulkReport {
+    /// Adds another report's counts to this one.
+    pub fn merge(&mut self, other: BulkReport) {
+        self.updated += other.updated;
+        self.noop += other.noop;
+        self.conflicts.extend(other.conflicts);
+        self.missing.extend(other.missing);
+        self.failed.extend(other.failed);
+    }
+
+    /// Items seen.
+    pub fn total(&self) -> u64 {
+        self.updated
+            + self.noop
+            + (self.conflicts.len() + self.missing.len() + self.failed.len()) as u64
+    }
+}
+
+/// Writes articles and fingerprints into one index. Cheap to clone; share one per index.
+#[derive(Clone, Debug)]
+pub struct EsIndexer {
+    client: Elasticsearch,
+    index: String,
+    names: FieldNames,
+    fp: Fingerprinter,
+    retry: RetryPolicy,
+    refresh: Refresh,
+}
+
+impl EsIndexer {
+    /// An indexer for `index` with the default field names, retry policy and no forced
+    /// refresh. `fp` gives the version written for too-short texts (and fingerprints articles
+    /// in [`EsIndexer::fingerprint`]).
+    pub fn new(client: Elasticsearch, index: impl Into<String>, fp: Fingerprinter) -> EsIndexer {
+        EsIndexer {
+            client,
+            index: index.into(),
+            names: FieldNames::default(),
+            fp,
+            retry: RetryPolicy::default(),
+            refresh: Refresh::No,
+        }
+    }
+
+    pub fn with_names(mut self, names: FieldNames) -> Self {
+        self.names = names;
+        self
+    }
+
+    pub fn with_retry(mut self, retry: RetryPolicy) -> Self {
+        self.retry = retry;
+        self
+    }
+
+    pub fn with_refresh(mut self, refresh: Refresh) -> Self {
+        self.refresh = refresh;
+        self
+    }
+
+    pub fn index(&self) -> &str {
+        &self.index
+    }
+
+    pub fn names(&self) -> &FieldNames {
+        &self.names
+    }
+
+    pub fn client(&self) -> &Elasticsearch {
+        &self.client
+    }
+
+    pub fn fingerprinter(&self) -> &Fingerprinter {
+        &self.fp
+    }
+
+    /// Fingerprints an article's text fields (see [`fingerprint_source`]). CPU-bound (about a
+    /// millisecond per article); call it from `spawn_blocking` when that matters.
+    pub fn fingerprint(&self, article: &Value, text_fields: &[String]) -> Outcome {
+        fingerprint_source(&self.fp, article, text_fields)
+    }
+
+    /// Indexes `article` (a JSON object) with its fingerprint fields in one request, replacing
+    /// the document `id`; with `id = None` Elasticsearch picks one (and the request is then not
+    /// retried, since a retry after a lost answer could create a second copy).
+    pub async fn index_article(
+        &self,
+        id: Option<&str>,
+        article: &Value,
+        outcome: &Outcome,
+    ) -> Result<IndexedArticle, EsError> {
+        let Value::Object(fields) = article else {
+            return Err(EsError::BadDocument {
+                id: id.unwrap_or("(new)").to_owned(),
+                reason: "an article must be a JSON object".into(),
+            });
+        };
+        let mut doc = fields.clone();
+        doc.extend(fingerprint_fields_json(&self.names, outcome, self.fp.version()));
+        let body = Body::Json(Value::Object(doc));
+        let index = path_segment(&self.index);
+        let (method, path, retry) = match id {
+            Some(id) => (
+                Method::Put,
+                format!("/{index}/_doc/{}", path_segment(id)),
+                &self.retry,
+            ),
+            None => (Method::Post, format!("/{index}/_doc"), &RetryPolicy::none()),
+        };
+        let what = format!(
+            "index `{}`: index document `{}`",
+            self.index,
+            id.unwrap_or("(new)")
+        );
+        let query = [("refresh", self.refresh.param())];
+        let reply = retry
+            .run(|| async {
+                let r = send(&self.client, method, &path, &query, Some(&body)).await?;
+                check(&what, r)
+            })
+            .await?;
+        let bad = |detail: &str| EsError::BadResponse {
+            what: what.clone(),
+            detail: detail.into(),
+        };
+        Ok(IndexedArticle {
+            id: reply["_id"].as_str().ok_or_else(|| bad("no _id"))?.to_owned(),
+            result: reply["result"].as_str().unwrap_or_default().to_owned(),
+            seq_no: reply["_seq_no"].as_u64().ok_or_else(|| bad("no _seq_no"))?,
+            primary_term: reply["_primary_term"]
+                .as_u64()
+                .ok_or_else(|| bad("no _primary_term"))?,
+        })
+    }
+
+    /// Writes the fingerprint fields of existing documents with one `_bulk` request of partial
+    /// updates (`doc` merges; every other field of `_source` is left as it is). Transient
+    /// failures of the whole request, and items rejected with 429, are retried with backoff;
+    /// every other per-item failure is reported with its document id.
+    pub async fn update_fingerprints(
+        &self,
+        updates: &[FingerprintUpdate],
+    ) -> Result<BulkReport, EsError> {
+        let mut report = BulkReport::default();
+        let mut pending: Vec<&FingerprintUpdate> = updates.iter().collect();
+        let mut retry = 0u32;
+        while !pending.is_empty() {
+            let body = self.bulk_body(&pending);
+            let path = format!("/{}/_bulk", path_segment(&self.index));
+            let query = [("refresh", self.refresh.param())];
+            let what = format!("index `{}`: bulk update of {} fingerprints", self.index, pending.len());
+            let reply = self
+                .retry
+                .run(|| async {
+                    let r = send(&self.client, Method::Post, &path, &query, Some(&body)).await?;
+                    check(&what, r)
+                })
+                .await?;
+            let items = reply["items"].as_array().ok_or_else(|| EsError::BadResponse {
+                what: what.clone(),
+                detail: "no items in the bulk response".into(),
+            })?;
+            if items.len() != pending.len() {
+                return Err(EsError::BadResponse {
+                    what,
+                    detail: format!("{} items for {} actions", items.len(), pending.len()),
+                });
+            }
+            let mut rejected = Vec::new();
+            for (item, update) in items.iter().zip(&pending) {
+                let item = &item["update"];
+                let status = item["status"].as_u64().unwrap_or(0) as u16;
+                match status {
+                    200 | 201 => {
+                        if item["result"] == "noop" {
+                            report.noop += 1;
+                        } else {
+                            report.updated += 1;
+                        }
+                    }
+                    409 => report.conflicts.push(update.id.clone()),
+                    404 if item["error"]["type"] == "document_missing_exception" => {
+                        report.missing.push(update.id.clone())
+                    }
+                    429 if retry < self.retry.max_retries => rejected.push(*update),
+                    _ => {
+                        let (error_type, reason) = super::error_type_reason(item);
+                        report.failed.push(ItemFailure {
+                            id: update.id.clone(),
+                            status,
+                            error_type,
+                            reason,
+                        });
+                    }
+                }
+            }
+            if !rejected.is_empty() {
+                let wait = self.retry.backoff(retry);
+                tracing::warn!(
+                    index = %self.index,
+                    rejected = rejected.len(),
+                    wait_ms = wait.as_millis() as u64,
+                    "bulk items rejected (429), retrying them"
+                );
+                tokio::time::sleep(wait).await;
+                retry += 1;
+            }
+            pending = rejected;
+        }
+        Ok(report)
+    }
+
+    fn bulk_body(&self, updates: &[&FingerprintUpdate]) -> Body {
+        let mut s = String::with_capacity(updates.len() * 256);
+        for u in updates {
+            let mut action = json!({ "_id": u.id });
+            if let Some((seq_no, term)) = u.guard {
+                action["if_seq_no"] = json!(seq_no);
+                action["if_primary_term"] = json!(term);
+            }
+            let doc = fingerprint_fields_json(&self.names, &u.outcome, self.fp.version());
+            // serde_json output has no raw newlines, as NDJSON needs.
+            let _ = writeln!(s, "{}", json!({ "update": action }));
+            let _ = writeln!(s, "{}", json!({ "doc": doc }));
+        }
+        Body::NdJson(s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Fingerprint, SimHash, TooShort};
+    use std::sync::Arc;
+
+    #[test]
+    fn fields_of_a_fingerprint_and_of_a_too_short_text() {
+        let names = FieldNames::default();
+        let f = Fingerprint {
+            simhash: SimHash(0xFFFF_0001_8000_7FFF),
+            version: Arc::from("v1"),
+        };
+        let m = fingerprint_fields_json(&names, &Ok(f), "ignored");
+        assert_eq!(m["simHashA"], json!(-1));
+        assert_eq!(m["simHashB"], json!(1));
+        assert_eq!(m["simHashC"], json!(-32768));
+        assert_eq!(m["simHashD"], json!(32767));
+        assert_eq!(m["simHash"], json!(0xFFFF_0001_8000_7FFFu64 as i64));
+        assert_eq!(m["simHashVersion"], json!("v1"));
+        assert_eq!(m["simHashReason"], Value::Null);
+
+        let m = fingerprint_fields_json(&names, &Err(TooShort::NoWords), "v2");
+        assert_eq!(m.len(), 7);
+        assert_eq!(m["simHashA"], Value::Null);
+        assert_eq!(m["simHash"], Value::Null);
+        assert_eq!(m["simHashVersion"], json!("v2"));
+        assert_eq!(m["simHashReason"], json!("too_short"));
+    }
+
+    #[test]
+    fn text_fields_by_path() {
+        let src = json!({"title": "t", "body": {"text": ["a", "b", 3]}, "x.y": "dotted"});
+        let mut out = Vec::new();
+        for f in ["title", "body.text", "x.y", "missing"] {
+            collect_strings(lookup(&src, f), &mut out);
+        }
+        assert_eq!(out, ["t", "a", "b", "dotted"]);
+    }
+}
