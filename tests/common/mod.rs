@@ -53,3 +53,5 @@ pub fn json_lines(s: &str) -> Vec<serde_json::Value> {
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad output line {l:?}: {e}")))
         .collect()
 }
+
+pub mod es;

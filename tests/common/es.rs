@@ -1,0 +1,184 @@
+//! A live Elasticsearch node for the `es_*` tests: never a mock.
+//!
+//! The URL comes from `NEARDUP_TEST_ES` (default `http://127.0.0.1:9200`). A test that finds no
+//! node fails: start one with `scripts/es-up` (`ES_PORT=9250 scripts/es-up` and
+//! `NEARDUP_TEST_ES=http://127.0.0.1:9250` for a port of your own).
+
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use elasticsearch::http::Method;
+use elasticsearch::Elasticsearch;
+use neardup::es::{self, Body, EsConfig, RetryPolicy};
+use serde_json::Value;
+
+pub fn url() -> String {
+    std::env::var("NEARDUP_TEST_ES").unwrap_or_else(|_| "http://127.0.0.1:9200".into())
+}
+
+/// A client for the test node, after checking that it answers.
+pub async fn client() -> Elasticsearch {
+    let url = url();
+    let client = EsConfig::new(&url)
+        .and_then(|c| c.client())
+        .unwrap_or_else(|e| panic!("bad NEARDUP_TEST_ES `{url}`: {e}"));
+    if let Err(e) = es::server_version(&client, &RetryPolicy::none()).await {
+        panic!(
+            "no Elasticsearch node answers at {url} ({e}).\n\
+             Start one with scripts/es-up (or ES_PORT=9250 scripts/es-up and \
+             NEARDUP_TEST_ES=http://127.0.0.1:9250); these tests never run against a mock."
+        );
+    }
+    client
+}
+
+/// An index name no other test (or test run) uses.
+pub fn unique_name(prefix: &str) -> String {
+    static N: AtomicU32 = AtomicU32::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    format!(
+        "neardup-test-{prefix}-{}-{nanos}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::SeqCst)
+    )
+}
+
+/// A uniquely named index that is deleted when dropped (also when the test fails).
+pub struct TestIndex {
+    pub name: String,
+}
+
+impl TestIndex {
+    pub fn new(prefix: &str) -> TestIndex {
+        TestIndex {
+            name: unique_name(prefix),
+        }
+    }
+}
+
+impl Drop for TestIndex {
+    fn drop(&mut self) {
+        // A fresh runtime and client on a plain thread: Drop may run inside a runtime.
+        let name = self.name.clone();
+        let _ = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async {
+                let client = EsConfig::new(&url()).unwrap().client().unwrap();
+                let path = format!("/{}", es::path_segment(&name));
+                let _ = es::send(&client, Method::Delete, &path, &[], None).await;
+            });
+        })
+        .join();
+    }
+}
+
+/// Sends a request and returns its body, panicking on an error status.
+pub async fn call(
+    client: &Elasticsearch,
+    method: Method,
+    path: &str,
+    body: Option<Value>,
+) -> Value {
+    let body = body.map(Body::Json);
+    es::request(
+        client,
+        &RetryPolicy::none(),
+        path,
+        method,
+        path,
+        &[],
+        body.as_ref(),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{method:?} {path}: {e}"))
+}
+
+/// Indexes `docs` (`(id, source)`) with one bulk request and refreshes.
+pub async fn load(client: &Elasticsearch, index: &str, docs: &[(String, Value)]) {
+    let mut nd = String::new();
+    for (id, doc) in docs {
+        nd.push_str(&serde_json::json!({ "index": { "_id": id } }).to_string());
+        nd.push('\n');
+        nd.push_str(&doc.to_string());
+        nd.push('\n');
+    }
+    let r = es::request(
+        client,
+        &RetryPolicy::none(),
+        "load",
+        Method::Post,
+        &format!("/{index}/_bulk"),
+        &[("refresh", "true")],
+        Some(&Body::NdJson(nd)),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r["errors"], false, "bulk load failed: {r}");
+}
+
+/// `_source` and `(_seq_no, _primary_term)` of a document.
+pub async fn get(client: &Elasticsearch, index: &str, id: &str) -> (Value, (u64, u64)) {
+    let r = call(
+        client,
+        Method::Get,
+        &format!("/{index}/_doc/{}", es::path_segment(id)),
+        None,
+    )
+    .await;
+    (
+        r["_source"].clone(),
+        (
+            r["_seq_no"].as_u64().unwrap(),
+            r["_primary_term"].as_u64().unwrap(),
+        ),
+    )
+}
+
+pub async fn refresh(client: &Elasticsearch, index: &str) {
+    call(client, Method::Post, &format!("/{index}/_refresh"), None).await;
+}
+
+pub async fn count(client: &Elasticsearch, index: &str) -> u64 {
+    call(client, Method::Get, &format!("/{index}/_count"), None).await["count"]
+        .as_u64()
+        .unwrap()
+}
+
+/// The articles of `examples/articles.jsonl` as `(id, {"title", "content"})`.
+pub fn example_articles() -> Vec<(String, Value)> {
+    std::fs::read_to_string(super::examples())
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let mut v: Value = serde_json::from_str(l).unwrap();
+            let id = v["id"].as_str().unwrap().to_owned();
+            v.as_object_mut().unwrap().remove("id");
+            (id, v)
+        })
+        .collect()
+}
+
+/// The first `n` real articles of the shared corpus as `(id, {"title", "content"})`.
+pub fn shared_articles(n: usize) -> Vec<(String, Value)> {
+    use std::io::BufRead;
+    let path = super::shared_dir().join("data/zh_articles.jsonl.gz");
+    let f = std::fs::File::open(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    std::io::BufReader::new(flate2::read::GzDecoder::new(f))
+        .lines()
+        .take(n)
+        .map(|l| {
+            let mut v: Value = serde_json::from_str(&l.unwrap()).unwrap();
+            let id = match v["id"].take() {
+                Value::String(s) => s,
+                other => other.to_string(),
+            };
+            v.as_object_mut().unwrap().remove("id");
+            (format!("zh-{id}"), v)
+        })
+        .collect()
+}

@@ -1,0 +1,147 @@
+//! `init_index` (`neardup es-init`) against a live node: new index, existing index with
+//! articles, conflicting mapping.
+
+mod common;
+
+use common::es::{self as t, TestIndex};
+use elasticsearch::http::Method;
+use neardup::es::{init_index, verify_index, BlockType, EsError, FieldNames, InitOutcome, RetryPolicy};
+use serde_json::json;
+
+async fn field_types(client: &elasticsearch::Elasticsearch, index: &str) -> serde_json::Value {
+    let m = t::call(client, Method::Get, &format!("/{index}/_mapping"), None).await;
+    m[index]["mappings"]["properties"].clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn creates_a_new_index_with_the_fields_and_is_idempotent() {
+    let client = t::client().await;
+    let idx = TestIndex::new("init-new");
+    let names = FieldNames::default();
+    let retry = RetryPolicy::none();
+
+    let r = init_index(&client, &retry, &idx.name, &names, BlockType::Short).await.unwrap();
+    assert_eq!(r, InitOutcome::Created);
+    let props = field_types(&client, &idx.name).await;
+    for b in ["simHashA", "simHashB", "simHashC", "simHashD"] {
+        assert_eq!(props[b]["type"], "short", "{b}: {props}");
+    }
+    assert_eq!(props["simHash"]["type"], "long");
+    assert_eq!(props["simHashVersion"]["type"], "keyword");
+    assert_eq!(props["simHashReason"]["type"], "keyword");
+
+    let again = init_index(&client, &retry, &idx.name, &names, BlockType::Short).await.unwrap();
+    assert_eq!(again, InitOutcome::Unchanged);
+    assert_eq!(verify_index(&client, &retry, &idx.name, &names).await.unwrap(), BlockType::Short);
+
+    // The keyword variant on the same (short) index is a conflict that names the fix.
+    let e = init_index(&client, &retry, &idx.name, &names, BlockType::Keyword).await.unwrap_err();
+    match &e {
+        EsError::MappingConflict { field, existing, wanted, .. } => {
+            assert_eq!((field.as_str(), existing.as_str(), wanted.as_str()), ("simHashA", "short", "keyword"));
+        }
+        other => panic!("expected a mapping conflict, got {other:?}"),
+    }
+    assert!(e.to_string().contains("--block-type short"), "{e}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn adds_the_fields_to_an_existing_index_with_articles() {
+    let client = t::client().await;
+    let idx = TestIndex::new("init-existing");
+    t::call(
+        &client,
+        Method::Put,
+        &format!("/{}", idx.name),
+        Some(json!({"mappings": {"properties": {
+            "title": {"type": "text"},
+            "content": {"type": "text"},
+            // already there, as the older Java service left it: kept as it is
+            "simHashA": {"type": "short", "doc_values": false}
+        }}})),
+    )
+    .await;
+    let articles = t::example_articles();
+    t::load(&client, &idx.name, &articles).await;
+    let retry = RetryPolicy::none();
+    let names = FieldNames::default();
+
+    // Not initialised yet: writers refuse with a message naming es-init.
+    let e = verify_index(&client, &retry, &idx.name, &names).await.unwrap_err();
+    assert!(matches!(e, EsError::NotInitialised { .. }), "{e:?}");
+    assert!(e.to_string().contains("neardup es-init"), "{e}");
+
+    let r = init_index(&client, &retry, &idx.name, &names, BlockType::Short).await.unwrap();
+    let mut added = match r {
+        InitOutcome::Added(f) => f,
+        other => panic!("expected Added, got {other:?}"),
+    };
+    added.sort();
+    assert_eq!(
+        added,
+        ["simHash", "simHashB", "simHashC", "simHashD", "simHashReason", "simHashVersion"]
+    );
+    let props = field_types(&client, &idx.name).await;
+    assert_eq!(props["simHashA"]["doc_values"], false, "existing field left alone: {props}");
+    assert_eq!(props["title"]["type"], "text");
+    assert_eq!(t::count(&client, &idx.name).await, articles.len() as u64);
+    let (src, _) = t::get(&client, &idx.name, "ex-001").await;
+    assert_eq!(src, articles[0].1);
+
+    let again = init_index(&client, &retry, &idx.name, &names, BlockType::Short).await.unwrap();
+    assert_eq!(again, InitOutcome::Unchanged);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conflicting_mapping_is_a_clear_error_and_changes_nothing() {
+    let client = t::client().await;
+    let idx = TestIndex::new("init-conflict");
+    t::call(
+        &client,
+        Method::Put,
+        &format!("/{}", idx.name),
+        Some(json!({"mappings": {"properties": {
+            "content": {"type": "text"},
+            "simHashVersion": {"type": "text"}
+        }}})),
+    )
+    .await;
+    let e = init_index(&client, &RetryPolicy::none(), &idx.name, &FieldNames::default(), BlockType::Short)
+        .await
+        .unwrap_err();
+    match &e {
+        EsError::MappingConflict { index, field, existing, wanted, .. } => {
+            assert_eq!(index, &idx.name);
+            assert_eq!((field.as_str(), existing.as_str(), wanted.as_str()), ("simHashVersion", "text", "keyword"));
+        }
+        other => panic!("expected a mapping conflict, got {other:?}"),
+    }
+    assert!(e.to_string().contains("--version-field"), "{e}");
+    let props = field_types(&client, &idx.name).await;
+    assert!(props.get("simHashA").is_none(), "nothing added on conflict: {props}");
+
+    // Other names avoid the clash.
+    let names = FieldNames {
+        version: "fpVersion".into(),
+        ..FieldNames::default()
+    };
+    let r = init_index(&client, &RetryPolicy::none(), &idx.name, &names, BlockType::Keyword).await.unwrap();
+    assert!(matches!(r, InitOutcome::Added(ref f) if f.len() == 7), "{r:?}");
+    assert_eq!(field_types(&client, &idx.name).await["simHashB"]["type"], "keyword");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_index_and_an_unreachable_node_say_what_to_do() {
+    let client = t::client().await;
+    let e = verify_index(&client, &RetryPolicy::none(), &t::unique_name("absent"), &FieldNames::default())
+        .await
+        .unwrap_err();
+    assert!(matches!(e, EsError::IndexNotFound { .. }), "{e:?}");
+    assert!(e.to_string().contains("es-init"), "{e}");
+
+    // Port 9 (discard) on loopback: nothing listens there.
+    let dead = neardup::es::EsConfig::new("http://127.0.0.1:9").unwrap().client().unwrap();
+    let e = neardup::es::server_version(&dead, &RetryPolicy::none()).await.unwrap_err();
+    assert!(matches!(e, EsError::Unreachable { .. }), "{e:?}");
+    assert!(e.to_string().contains("NEARDUP_ES_URL"), "{e}");
+}
