@@ -185,3 +185,15 @@ pub fn flush(w: &mut impl Write) -> anyhow::Result<()> {
     w.flush()?;
     Ok(())
 }
+
+/// Log lines (the worker's progress, retries) on stderr; `RUST_LOG` overrides the default
+/// level (`info` for neardup, `warn` for everything else).
+pub fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,neardup=info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(io::stderr)
+        .with_ansi(io::stderr().is_terminal())
+        .try_init();
+}

@@ -3,7 +3,10 @@
 
 mod bench;
 mod common;
+mod es_args;
+mod es_init;
 mod fingerprint;
+mod worker;
 
 use clap::{Parser, Subcommand};
 
@@ -22,6 +25,10 @@ struct Cli {
 enum Command {
     /// Fingerprint JSON Lines articles; one JSON line out per line in, in input order.
     Fingerprint(fingerprint::Args),
+    /// Give an Elasticsearch index the fingerprint fields (creates the index if needed).
+    EsInit(es_init::Args),
+    /// Keep an Elasticsearch index's fingerprints current: fill missing, outdated and changed ones.
+    Worker(worker::Args),
     /// Measure throughput on a corpus (medians of several runs).
     #[command(subcommand)]
     Bench(bench::Bench),
@@ -30,8 +37,11 @@ enum Command {
 /// Runs the command line and returns the process exit code.
 pub fn main() -> i32 {
     let cli = Cli::parse();
+    common::init_logging();
     let result = match cli.command {
         Command::Fingerprint(args) => fingerprint::run(args),
+        Command::EsInit(args) => es_init::run(args),
+        Command::Worker(args) => worker::run(args),
         Command::Bench(b) => bench::run(b),
     };
     common::finish(result)

@@ -115,6 +115,11 @@ impl Worker {
         self.watermark = w;
     }
 
+    /// Whether `changed_field` is a date (known after [`Worker::check`]).
+    pub fn changed_field_is_date(&self) -> bool {
+        self.changed_is_date == Some(true)
+    }
+
     /// Checks that the index has the fingerprint fields (so writes cannot create them with a
     /// dynamic mapping) and finds the changed field's type.
     pub async fn check(&mut self) -> Result<(), EsError> {

@@ -1,0 +1,193 @@
+//! Flags shared by the subcommands that talk to Elasticsearch: where the cluster is, how to
+//! log in, and the names of the fingerprint fields. Secrets come from flags or the
+//! environment and never show in `--help`, `Debug` output, logs or error messages.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use neardup::es::{Auth, EsConfig, FieldNames, Secret};
+
+/// Connection to the cluster.
+#[derive(clap::Args, Clone)]
+pub struct EsArgs {
+    /// Elasticsearch URL; several nodes comma-separated. Credentials in the URL
+    /// (`https://user:pass@host:9200`) are used as basic auth.
+    #[arg(long = "es", env = "NEARDUP_ES_URL", value_name = "URL", hide_env_values = true)]
+    pub url: String,
+    /// User for HTTP basic auth (with --es-password).
+    #[arg(long = "es-user", env = "NEARDUP_ES_USER", value_name = "USER")]
+    pub user: Option<String>,
+    /// Password for basic auth. Prefer the environment variable: flags show in `ps`.
+    #[arg(
+        long = "es-password",
+        env = "NEARDUP_ES_PASSWORD",
+        value_name = "PASSWORD",
+        hide_env_values = true
+    )]
+    pub password: Option<String>,
+    /// API key: `id:api_key`, or the base64 `encoded` value Elasticsearch returns.
+    #[arg(
+        long = "es-api-key",
+        env = "NEARDUP_ES_API_KEY",
+        value_name = "KEY",
+        hide_env_values = true,
+        conflicts_with_all = ["user", "password"]
+    )]
+    pub api_key: Option<String>,
+    /// PEM file of the CA that signed the cluster's HTTPS certificate (self-signed clusters).
+    #[arg(long = "es-ca-cert", env = "NEARDUP_ES_CA_CERT", value_name = "PEM")]
+    pub ca_cert: Option<PathBuf>,
+    /// Timeout of one request to Elasticsearch.
+    #[arg(long = "es-timeout", default_value = "60s", value_parser = parse_duration, value_name = "DURATION")]
+    pub timeout: Duration,
+}
+
+impl fmt::Debug for EsArgs {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let redacted = |o: &Option<String>| o.as_ref().map(|_| "<redacted>");
+        f.debug_struct("EsArgs")
+            .field(
+                "url",
+                &EsConfig::new(&self.url).map_or_else(|_| "<invalid>".into(), |c| c.display_urls()),
+            )
+            .field("user", &self.user)
+            .field("password", &redacted(&self.password))
+            .field("api_key", &redacted(&self.api_key))
+            .field("ca_cert", &self.ca_cert)
+            .field("timeout", &self.timeout)
+            .finish()
+    }
+}
+
+impl EsArgs {
+    /// The library's connection config.
+    pub fn config(&self) -> anyhow::Result<EsConfig> {
+        let mut c = EsConfig::new(&self.url)?;
+        match (&self.user, &self.password, &self.api_key) {
+            (Some(user), Some(pw), None) => {
+                c.auth = Auth::Basic {
+                    user: user.clone(),
+                    password: Secret::new(pw.clone()),
+                }
+            }
+            (Some(_), None, _) => {
+                anyhow::bail!("--es-user needs a password: set NEARDUP_ES_PASSWORD (or --es-password)")
+            }
+            (None, Some(_), _) => {
+                anyhow::bail!("a password was given without a user: set NEARDUP_ES_USER (or --es-user)")
+            }
+            (None, None, Some(key)) => c.auth = Auth::ApiKey(Secret::new(key.clone())),
+            (None, None, None) => {}
+            (Some(_), Some(_), Some(_)) => {
+                anyhow::bail!("give either a user and password or an API key, not both")
+            }
+        }
+        c.ca_cert = self.ca_cert.clone();
+        c.timeout = self.timeout;
+        Ok(c)
+    }
+
+    /// A client for the cluster.
+    pub fn client(&self) -> anyhow::Result<(EsConfig, elasticsearch::Elasticsearch)> {
+        let c = self.config()?;
+        let client = c.client()?;
+        Ok((c, client))
+    }
+}
+
+/// Names of the fingerprint fields (defaults: those of the older Java service).
+#[derive(clap::Args, Debug, Clone)]
+pub struct FieldArgs {
+    /// The four block fields, highest bits first, comma-separated.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "simHashA,simHashB,simHashC,simHashD",
+        value_name = "A,B,C,D"
+    )]
+    pub block_fields: Vec<String>,
+    /// Field of the whole fingerprint (`long`, the 64 bits as a signed integer).
+    #[arg(long, default_value = "simHash", value_name = "NAME")]
+    pub simhash_field: String,
+    /// Field of the fingerprint version (`keyword`).
+    #[arg(long, default_value = "simHashVersion", value_name = "NAME")]
+    pub version_field: String,
+    /// Field saying why a document has no fingerprint (`keyword`, e.g. `too_short`).
+    #[arg(long, default_value = "simHashReason", value_name = "NAME")]
+    pub reason_field: String,
+}
+
+impl FieldArgs {
+    pub fn names(&self) -> anyhow::Result<FieldNames> {
+        let blocks: [String; 4] = self.block_fields.clone().try_into().map_err(|v: Vec<String>| {
+            anyhow::anyhow!("--block-fields needs exactly four names, got {}", v.len())
+        })?;
+        let names = FieldNames {
+            blocks,
+            simhash: self.simhash_field.clone(),
+            version: self.version_field.clone(),
+            reason: self.reason_field.clone(),
+        };
+        names.validate()?;
+        Ok(names)
+    }
+}
+
+/// A tokio runtime for one subcommand.
+pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")
+}
+
+/// Parses `500ms`, `10s`, `5m`, `1h` (a bare number is seconds).
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: f64 = num
+        .parse()
+        .map_err(|_| format!("`{s}` is not a duration: use e.g. 500ms, 10s, 5m or 1h"))?;
+    let secs = match unit {
+        "ms" => n / 1000.0,
+        "" | "s" => n,
+        "m" => n * 60.0,
+        "h" => n * 3600.0,
+        _ => return Err(format!("`{s}`: unknown unit `{unit}` (use ms, s, m or h)")),
+    };
+    Duration::try_from_secs_f64(secs).map_err(|e| format!("`{s}`: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("10s"), Ok(Duration::from_secs(10)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("3"), Ok(Duration::from_secs(3)));
+        assert!(parse_duration("10 parsecs").is_err());
+        assert!(parse_duration("").is_err());
+    }
+
+    #[test]
+    fn secrets_never_in_debug() {
+        let a = EsArgs {
+            url: "https://u:hunter2@es:9200".into(),
+            user: None,
+            password: Some("pw-secret".into()),
+            api_key: Some("id:key-secret".into()),
+            ca_cert: None,
+            timeout: Duration::from_secs(1),
+        };
+        let d = format!("{a:?}");
+        for s in ["hunter2", "pw-secret", "key-secret"] {
+            assert!(!d.contains(s), "{d}");
+        }
+    }
+}

@@ -1,0 +1,181 @@
+//! `neardup worker`: keeps an index's fingerprints current until stopped.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use neardup::es::{self, EsError, EsIndexer, PassReport, RetryPolicy, Watermark, Worker, WorkerConfig};
+use tokio::sync::Notify;
+
+use super::common::{CmdResult, ProfileArgs, Status};
+use super::es_args::{self, parse_duration, EsArgs, FieldArgs};
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    #[command(flatten)]
+    es: EsArgs,
+    /// Index (or alias) to keep current; prepare it with `neardup es-init` first.
+    #[arg(long, value_name = "NAME")]
+    index: String,
+    /// Text field to fingerprint (dotted paths allowed); repeat for several, joined in order.
+    #[arg(long = "field", value_name = "NAME", default_values = ["title", "content"])]
+    fields: Vec<String>,
+    /// A date or number field the article service bumps on every change: documents changed
+    /// since the previous pass are fingerprinted again.
+    #[arg(long, value_name = "FIELD")]
+    changed_field: Option<String>,
+    /// Start change detection at this value of --changed-field (epoch milliseconds for a
+    /// date) instead of at the first pass, e.g. to resume after a restart.
+    #[arg(long, value_name = "VALUE", requires = "changed_field")]
+    since: Option<f64>,
+    /// With a date --changed-field: also look again at documents changed this long before the
+    /// previous pass's watermark (refresh delay, writers' clock skew).
+    #[arg(long, default_value = "60s", value_parser = parse_duration, value_name = "DURATION")]
+    changed_overlap: Duration,
+    /// Pause between two passes.
+    #[arg(long, default_value = "10s", value_parser = parse_duration, value_name = "DURATION")]
+    interval: Duration,
+    /// Documents per scroll page and bulk request.
+    #[arg(long, default_value_t = 500, value_name = "N")]
+    batch_size: usize,
+    /// Do one pass and exit (exit code 1 if any document could not be written).
+    #[arg(long)]
+    once: bool,
+    /// Fingerprinting threads (default: all cores).
+    #[arg(long, short = 'j', value_name = "N")]
+    threads: Option<usize>,
+    #[command(flatten)]
+    profile: ProfileArgs,
+    #[command(flatten)]
+    fields_names: FieldArgs,
+}
+
+pub fn run(args: Args) -> CmdResult {
+    anyhow::ensure!(args.batch_size > 0, "--batch-size must be at least 1");
+    if let Some(n) = args.threads {
+        anyhow::ensure!(n > 0, "--threads must be at least 1");
+        rayon::ThreadPoolBuilder::new().num_threads(n).build_global()?;
+    }
+    let names = args.fields_names.names()?;
+    let (config, client) = args.es.client()?;
+    let fp = args.profile.fingerprinter();
+    es_args::runtime()?.block_on(async move {
+        let version = es::server_version(&client, &RetryPolicy::default()).await?;
+        let indexer = EsIndexer::new(client, &args.index, fp).with_names(names);
+        let mut worker = Worker::new(
+            indexer,
+            WorkerConfig {
+                text_fields: args.fields.clone(),
+                changed_field: args.changed_field.clone(),
+                batch_size: args.batch_size,
+                changed_overlap: args.changed_overlap,
+                ..WorkerConfig::default()
+            },
+        );
+        worker.check().await?;
+        if let Some(v) = args.since {
+            worker.set_watermark(Some(if worker.changed_field_is_date() {
+                Watermark::EpochMillis(v as i64)
+            } else {
+                Watermark::Number(v)
+            }));
+        }
+        tracing::info!(
+            es = %config.display_urls(),
+            es_version = %version,
+            index = %args.index,
+            fingerprint_version = %worker.indexer().fingerprinter().version(),
+            "worker started"
+        );
+
+        let stop = Arc::new(AtomicBool::new(false));
+        let wake = Arc::new(Notify::new());
+        tokio::spawn(watch_signals(Arc::clone(&stop), Arc::clone(&wake)));
+
+        let mut pass_no = 0u64;
+        let mut failed_items = 0usize;
+        loop {
+            pass_no += 1;
+            match worker.pass(&stop).await {
+                Ok(r) => {
+                    failed_items += r.writes.failed.len();
+                    log_pass(pass_no, &r);
+                }
+                // A cluster restarting or overloaded: try again next interval.
+                Err(e) if !args.once && is_transient(&e) => {
+                    tracing::error!(error = %e, "pass failed; trying again after the interval");
+                }
+                Err(e) => return Err(e.into()),
+            }
+            if args.once || stop.load(Ordering::SeqCst) {
+                break;
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(args.interval) => {}
+                _ = wake.notified() => {}
+            }
+            if stop.load(Ordering::SeqCst) {
+                break;
+            }
+        }
+        tracing::info!("worker stopped");
+        if args.once && failed_items > 0 {
+            anyhow::bail!("{failed_items} document(s) could not be written (see the errors above)");
+        }
+        Ok(Status::Done)
+    })
+}
+
+fn is_transient(e: &EsError) -> bool {
+    match e {
+        EsError::Exhausted { .. } => true,
+        other => other.is_transient(),
+    }
+}
+
+fn log_pass(n: u64, r: &PassReport) {
+    tracing::info!(
+        pass = n,
+        stale = r.stale,
+        read = r.seen,
+        fingerprinted = r.fingerprinted,
+        too_short = r.too_short,
+        written = r.writes.updated,
+        unchanged = r.writes.noop,
+        changed_meanwhile = r.writes.conflicts.len(),
+        deleted_meanwhile = r.writes.missing.len(),
+        failed = r.writes.failed.len(),
+        interrupted = r.interrupted,
+        secs = format!("{:.2}", r.elapsed.as_secs_f64()),
+        "pass done"
+    );
+}
+
+/// SIGINT or SIGTERM: finish the batch in flight, then stop. A second signal exits at once.
+async fn watch_signals(stop: Arc<AtomicBool>, wake: Arc<Notify>) {
+    #[cfg(unix)]
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+    loop {
+        #[cfg(unix)]
+        let terminated = async {
+            match term.as_mut() {
+                Some(t) => {
+                    t.recv().await;
+                }
+                None => std::future::pending().await,
+            }
+        };
+        #[cfg(not(unix))]
+        let terminated = std::future::pending::<()>();
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = terminated => {}
+        }
+        if stop.swap(true, Ordering::SeqCst) {
+            eprintln!("second signal: exiting now");
+            std::process::exit(130);
+        }
+        tracing::info!("signal received: finishing the batch in flight, then stopping");
+        wake.notify_one();
+    }
+}
