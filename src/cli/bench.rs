@@ -13,6 +13,8 @@ use super::common::{CmdResult, ProfileArgs, Status};
 pub enum Bench {
     /// Fingerprint throughput (MB/s of UTF-8 text, documents/s), one thread and all threads.
     Fingerprint(FingerprintBench),
+    /// Block term-query latency on Elasticsearch: `short` vs `keyword` blocks (medians, p99).
+    EsTerms(super::bench_es::EsTermsBench),
 }
 
 #[derive(clap::Args, Debug)]
@@ -36,6 +38,7 @@ pub struct FingerprintBench {
 pub fn run(b: Bench) -> CmdResult {
     match b {
         Bench::Fingerprint(args) => fingerprint(args),
+        Bench::EsTerms(args) => super::bench_es::run(args),
     }
 }
 

@@ -2,6 +2,7 @@
 //! translates flags into library calls and results into output.
 
 mod bench;
+mod bench_es;
 mod common;
 mod es_args;
 mod es_init;
