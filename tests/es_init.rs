@@ -5,7 +5,9 @@ mod common;
 
 use common::es::{self as t, TestIndex};
 use elasticsearch::http::Method;
-use neardup::es::{init_index, verify_index, BlockType, EsError, FieldNames, InitOutcome, RetryPolicy};
+use neardup::es::{
+    init_index, verify_index, BlockType, EsError, FieldNames, InitOutcome, RetryPolicy,
+};
 use serde_json::json;
 
 async fn field_types(client: &elasticsearch::Elasticsearch, index: &str) -> serde_json::Value {
@@ -20,7 +22,9 @@ async fn creates_a_new_index_with_the_fields_and_is_idempotent() {
     let names = FieldNames::default();
     let retry = RetryPolicy::none();
 
-    let r = init_index(&client, &retry, &idx.name, &names, BlockType::Short).await.unwrap();
+    let r = init_index(&client, &retry, &idx.name, &names, BlockType::Short)
+        .await
+        .unwrap();
     assert_eq!(r, InitOutcome::Created);
     let props = field_types(&client, &idx.name).await;
     for b in ["simHashA", "simHashB", "simHashC", "simHashD"] {
@@ -30,15 +34,32 @@ async fn creates_a_new_index_with_the_fields_and_is_idempotent() {
     assert_eq!(props["simHashVersion"]["type"], "keyword");
     assert_eq!(props["simHashReason"]["type"], "keyword");
 
-    let again = init_index(&client, &retry, &idx.name, &names, BlockType::Short).await.unwrap();
+    let again = init_index(&client, &retry, &idx.name, &names, BlockType::Short)
+        .await
+        .unwrap();
     assert_eq!(again, InitOutcome::Unchanged);
-    assert_eq!(verify_index(&client, &retry, &idx.name, &names).await.unwrap(), BlockType::Short);
+    assert_eq!(
+        verify_index(&client, &retry, &idx.name, &names)
+            .await
+            .unwrap(),
+        BlockType::Short
+    );
 
     // The keyword variant on the same (short) index is a conflict that names the fix.
-    let e = init_index(&client, &retry, &idx.name, &names, BlockType::Keyword).await.unwrap_err();
+    let e = init_index(&client, &retry, &idx.name, &names, BlockType::Keyword)
+        .await
+        .unwrap_err();
     match &e {
-        EsError::MappingConflict { field, existing, wanted, .. } => {
-            assert_eq!((field.as_str(), existing.as_str(), wanted.as_str()), ("simHashA", "short", "keyword"));
+        EsError::MappingConflict {
+            field,
+            existing,
+            wanted,
+            ..
+        } => {
+            assert_eq!(
+                (field.as_str(), existing.as_str(), wanted.as_str()),
+                ("simHashA", "short", "keyword")
+            );
         }
         other => panic!("expected a mapping conflict, got {other:?}"),
     }
@@ -67,11 +88,15 @@ async fn adds_the_fields_to_an_existing_index_with_articles() {
     let names = FieldNames::default();
 
     // Not initialised yet: writers refuse with a message naming es-init.
-    let e = verify_index(&client, &retry, &idx.name, &names).await.unwrap_err();
+    let e = verify_index(&client, &retry, &idx.name, &names)
+        .await
+        .unwrap_err();
     assert!(matches!(e, EsError::NotInitialised { .. }), "{e:?}");
     assert!(e.to_string().contains("neardup es-init"), "{e}");
 
-    let r = init_index(&client, &retry, &idx.name, &names, BlockType::Short).await.unwrap();
+    let r = init_index(&client, &retry, &idx.name, &names, BlockType::Short)
+        .await
+        .unwrap();
     let mut added = match r {
         InitOutcome::Added(f) => f,
         other => panic!("expected Added, got {other:?}"),
@@ -79,16 +104,28 @@ async fn adds_the_fields_to_an_existing_index_with_articles() {
     added.sort();
     assert_eq!(
         added,
-        ["simHash", "simHashB", "simHashC", "simHashD", "simHashReason", "simHashVersion"]
+        [
+            "simHash",
+            "simHashB",
+            "simHashC",
+            "simHashD",
+            "simHashReason",
+            "simHashVersion"
+        ]
     );
     let props = field_types(&client, &idx.name).await;
-    assert_eq!(props["simHashA"]["doc_values"], false, "existing field left alone: {props}");
+    assert_eq!(
+        props["simHashA"]["doc_values"], false,
+        "existing field left alone: {props}"
+    );
     assert_eq!(props["title"]["type"], "text");
     assert_eq!(t::count(&client, &idx.name).await, articles.len() as u64);
     let (src, _) = t::get(&client, &idx.name, "ex-001").await;
     assert_eq!(src, articles[0].1);
 
-    let again = init_index(&client, &retry, &idx.name, &names, BlockType::Short).await.unwrap();
+    let again = init_index(&client, &retry, &idx.name, &names, BlockType::Short)
+        .await
+        .unwrap();
     assert_eq!(again, InitOutcome::Unchanged);
 }
 
@@ -106,42 +143,84 @@ async fn a_conflicting_mapping_is_a_clear_error_and_changes_nothing() {
         }}})),
     )
     .await;
-    let e = init_index(&client, &RetryPolicy::none(), &idx.name, &FieldNames::default(), BlockType::Short)
-        .await
-        .unwrap_err();
+    let e = init_index(
+        &client,
+        &RetryPolicy::none(),
+        &idx.name,
+        &FieldNames::default(),
+        BlockType::Short,
+    )
+    .await
+    .unwrap_err();
     match &e {
-        EsError::MappingConflict { index, field, existing, wanted, .. } => {
+        EsError::MappingConflict {
+            index,
+            field,
+            existing,
+            wanted,
+            ..
+        } => {
             assert_eq!(index, &idx.name);
-            assert_eq!((field.as_str(), existing.as_str(), wanted.as_str()), ("simHashVersion", "text", "keyword"));
+            assert_eq!(
+                (field.as_str(), existing.as_str(), wanted.as_str()),
+                ("simHashVersion", "text", "keyword")
+            );
         }
         other => panic!("expected a mapping conflict, got {other:?}"),
     }
     assert!(e.to_string().contains("--version-field"), "{e}");
     let props = field_types(&client, &idx.name).await;
-    assert!(props.get("simHashA").is_none(), "nothing added on conflict: {props}");
+    assert!(
+        props.get("simHashA").is_none(),
+        "nothing added on conflict: {props}"
+    );
 
     // Other names avoid the clash.
     let names = FieldNames {
         version: "fpVersion".into(),
         ..FieldNames::default()
     };
-    let r = init_index(&client, &RetryPolicy::none(), &idx.name, &names, BlockType::Keyword).await.unwrap();
-    assert!(matches!(r, InitOutcome::Added(ref f) if f.len() == 7), "{r:?}");
-    assert_eq!(field_types(&client, &idx.name).await["simHashB"]["type"], "keyword");
+    let r = init_index(
+        &client,
+        &RetryPolicy::none(),
+        &idx.name,
+        &names,
+        BlockType::Keyword,
+    )
+    .await
+    .unwrap();
+    assert!(
+        matches!(r, InitOutcome::Added(ref f) if f.len() == 7),
+        "{r:?}"
+    );
+    assert_eq!(
+        field_types(&client, &idx.name).await["simHashB"]["type"],
+        "keyword"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_missing_index_and_an_unreachable_node_say_what_to_do() {
     let client = t::client().await;
-    let e = verify_index(&client, &RetryPolicy::none(), &t::unique_name("absent"), &FieldNames::default())
-        .await
-        .unwrap_err();
+    let e = verify_index(
+        &client,
+        &RetryPolicy::none(),
+        &t::unique_name("absent"),
+        &FieldNames::default(),
+    )
+    .await
+    .unwrap_err();
     assert!(matches!(e, EsError::IndexNotFound { .. }), "{e:?}");
     assert!(e.to_string().contains("es-init"), "{e}");
 
     // Port 9 (discard) on loopback: nothing listens there.
-    let dead = neardup::es::EsConfig::new("http://127.0.0.1:9").unwrap().client().unwrap();
-    let e = neardup::es::server_version(&dead, &RetryPolicy::none()).await.unwrap_err();
+    let dead = neardup::es::EsConfig::new("http://127.0.0.1:9")
+        .unwrap()
+        .client()
+        .unwrap();
+    let e = neardup::es::server_version(&dead, &RetryPolicy::none())
+        .await
+        .unwrap_err();
     assert!(matches!(e, EsError::Unreachable { .. }), "{e:?}");
     assert!(e.to_string().contains("NEARDUP_ES_URL"), "{e}");
 }

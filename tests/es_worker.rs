@@ -44,9 +44,15 @@ async fn the_worker_fills_refreshes_and_skips_too_short_documents() {
         Some(json!({"mappings": {"properties": {"updated_at": {"type": "date"}}}})),
     )
     .await;
-    init_index(&client, &RetryPolicy::none(), &idx.name, &FieldNames::default(), BlockType::Short)
-        .await
-        .unwrap();
+    init_index(
+        &client,
+        &RetryPolicy::none(),
+        &idx.name,
+        &FieldNames::default(),
+        BlockType::Short,
+    )
+    .await
+    .unwrap();
 
     let mut docs = t::shared_articles(300);
     docs.extend(t::example_articles());
@@ -58,7 +64,8 @@ async fn the_worker_fills_refreshes_and_skips_too_short_documents() {
     t::load(&client, &idx.name, &docs).await;
 
     let fp = Fingerprinter::for_profile(Profile::Default);
-    let indexer = EsIndexer::new(client.clone(), &idx.name, fp.clone()).with_refresh(Refresh::WaitFor);
+    let indexer =
+        EsIndexer::new(client.clone(), &idx.name, fp.clone()).with_refresh(Refresh::WaitFor);
     let mut worker = Worker::new(
         indexer,
         WorkerConfig {
@@ -115,7 +122,12 @@ async fn the_worker_fills_refreshes_and_skips_too_short_documents() {
         Some(json!({"doc": {"simHashVersion": "default-0;old", "simHash": 1}})),
     )
     .await;
-    t::load(&client, &idx.name, &[("brand-new".into(), docs[20].1.clone())]).await;
+    t::load(
+        &client,
+        &idx.name,
+        &[("brand-new".into(), docs[20].1.clone())],
+    )
+    .await;
     t::call(
         &client,
         Method::Post,
@@ -131,7 +143,11 @@ async fn the_worker_fills_refreshes_and_skips_too_short_documents() {
     assert_eq!(r.writes.updated, 5, "{r:?}");
     assert_eq!(r.writes.noop, 1, "{r:?}");
     t::refresh(&client, &idx.name).await;
-    for id in edited.iter().map(|s| s.as_str()).chain([docs[10].0.as_str(), "brand-new", "ex-029"]) {
+    for id in edited
+        .iter()
+        .map(|s| s.as_str())
+        .chain([docs[10].0.as_str(), "brand-new", "ex-029"])
+    {
         let (src, _) = t::get(&client, &idx.name, id).await;
         assert_eq!(src["simHashVersion"], fp.version(), "{id}");
         let want = expected(&fp, &src);
@@ -167,11 +183,17 @@ async fn neardup_worker_once_from_the_command_line() {
         .args(["es-init", "--es", &t::url(), "--index", &idx.name])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(String::from_utf8_lossy(&out.stdout).contains("added"));
 
     let out = Command::new(bin)
-        .args(["worker", "--once", "--index", &idx.name, "--field", "title", "--field", "content"])
+        .args([
+            "worker", "--once", "--index", &idx.name, "--field", "title", "--field", "content",
+        ])
         .env("NEARDUP_ES_URL", t::url())
         .env("NEARDUP_ES_PASSWORD", "never-printed")
         .env("NEARDUP_ES_USER", "nobody")
@@ -198,12 +220,26 @@ async fn sigterm_stops_a_running_worker_cleanly() {
 
     let client = t::client().await;
     let idx = TestIndex::new("worker-signal");
-    init_index(&client, &RetryPolicy::none(), &idx.name, &FieldNames::default(), BlockType::Short)
-        .await
-        .unwrap();
+    init_index(
+        &client,
+        &RetryPolicy::none(),
+        &idx.name,
+        &FieldNames::default(),
+        BlockType::Short,
+    )
+    .await
+    .unwrap();
     t::load(&client, &idx.name, &t::example_articles()).await;
     let mut child = Command::new(env!("CARGO_BIN_EXE_neardup"))
-        .args(["worker", "--es", &t::url(), "--index", &idx.name, "--interval", "1h"])
+        .args([
+            "worker",
+            "--es",
+            &t::url(),
+            "--index",
+            &idx.name,
+            "--interval",
+            "1h",
+        ])
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();

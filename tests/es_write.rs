@@ -17,9 +17,15 @@ use serde_json::{json, Value};
 
 async fn initialised(client: &Elasticsearch, prefix: &str) -> TestIndex {
     let idx = TestIndex::new(prefix);
-    init_index(client, &RetryPolicy::none(), &idx.name, &FieldNames::default(), BlockType::Short)
-        .await
-        .unwrap();
+    init_index(
+        client,
+        &RetryPolicy::none(),
+        &idx.name,
+        &FieldNames::default(),
+        BlockType::Short,
+    )
+    .await
+    .unwrap();
     idx
 }
 
@@ -33,7 +39,11 @@ fn stored_simhash(src: &Value) -> Option<SimHash> {
         .map(|b| src[b].as_i64().map(|v| v as i16))
         .collect::<Option<_>>()?;
     let fp = SimHash::from_blocks16([blocks[0], blocks[1], blocks[2], blocks[3]]);
-    assert_eq!(fp, SimHash::from_i64(src["simHash"].as_i64().unwrap()), "blocks and long agree");
+    assert_eq!(
+        fp,
+        SimHash::from_i64(src["simHash"].as_i64().unwrap()),
+        "blocks and long agree"
+    );
     Some(fp)
 }
 
@@ -47,7 +57,10 @@ async fn articles_are_indexed_with_their_fingerprint_in_one_request() {
     let articles = t::example_articles();
     for (id, article) in &articles {
         let outcome = indexer.fingerprint(article, &text_fields());
-        let r = indexer.index_article(Some(id), article, &outcome).await.unwrap();
+        let r = indexer
+            .index_article(Some(id), article, &outcome)
+            .await
+            .unwrap();
         assert_eq!(&r.id, id);
         assert_eq!(r.result, "created");
     }
@@ -58,7 +71,10 @@ async fn articles_are_indexed_with_their_fingerprint_in_one_request() {
         assert_eq!(src["title"], article["title"]);
         assert_eq!(src["content"], article["content"]);
         assert_eq!(src["simHashVersion"], fp.version());
-        match fp.fingerprint_fields(&[article["title"].as_str().unwrap(), article["content"].as_str().unwrap()]) {
+        match fp.fingerprint_fields(&[
+            article["title"].as_str().unwrap(),
+            article["content"].as_str().unwrap(),
+        ]) {
             Ok(f) => {
                 assert_eq!(stored_simhash(&src), Some(f.simhash), "{id}");
                 assert_eq!(src["simHashReason"], Value::Null);
@@ -76,12 +92,29 @@ async fn articles_are_indexed_with_their_fingerprint_in_one_request() {
 
     // Re-indexing replaces the article; an auto id works too; a non-object is refused.
     let (id, article) = &articles[0];
-    let r = indexer.index_article(Some(id), article, &indexer.fingerprint(article, &text_fields())).await.unwrap();
+    let r = indexer
+        .index_article(
+            Some(id),
+            article,
+            &indexer.fingerprint(article, &text_fields()),
+        )
+        .await
+        .unwrap();
     assert_eq!(r.result, "updated");
-    let r = indexer.index_article(None, article, &indexer.fingerprint(article, &text_fields())).await.unwrap();
+    let r = indexer
+        .index_article(None, article, &indexer.fingerprint(article, &text_fields()))
+        .await
+        .unwrap();
     assert_eq!(r.result, "created");
     assert_ne!(&r.id, id);
-    let e = indexer.index_article(Some("x"), &json!(["not", "an", "object"]), &indexer.fingerprint(&json!({}), &[])).await.unwrap_err();
+    let e = indexer
+        .index_article(
+            Some("x"),
+            &json!(["not", "an", "object"]),
+            &indexer.fingerprint(&json!({}), &[]),
+        )
+        .await
+        .unwrap_err();
     assert!(e.to_string().contains("document `x`"), "{e}");
 }
 
@@ -101,7 +134,10 @@ async fn raw_source(client: &Elasticsearch, index: &str, id: &str) -> BTreeMap<S
         .unwrap();
     let text = resp.text().await.unwrap();
     let fields: BTreeMap<String, Box<RawValue>> = serde_json::from_str(&text).unwrap();
-    fields.into_iter().map(|(k, v)| (k, v.get().to_owned())).collect()
+    fields
+        .into_iter()
+        .map(|(k, v)| (k, v.get().to_owned()))
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -117,12 +153,18 @@ async fn bulk_updates_touch_only_the_fingerprint_fields() {
         let o = d.as_object_mut().unwrap();
         o.insert("views".into(), json!(i * 1000 + 7));
         o.insert("score".into(), json!(0.25 + i as f64));
-        o.insert("tags".into(), json!(["新闻", "tag \"quoted\"", format!("第{i}条")]));
+        o.insert(
+            "tags".into(),
+            json!(["新闻", "tag \"quoted\"", format!("第{i}条")]),
+        );
         o.insert("meta".into(), json!({"source": {"name": "新京报", "url": "https://example.com/a?b=1&c=2"}, "flags": [true, false, null]}));
         o.insert("updated_at".into(), json!("2024-05-01T08:00:00Z"));
         o.insert("empty".into(), json!({}));
     }
-    docs.push(("short-one".into(), json!({"title": "快讯", "content": "", "views": 1})));
+    docs.push((
+        "short-one".into(),
+        json!({"title": "快讯", "content": "", "views": 1}),
+    ));
     t::load(&client, &idx.name, &docs).await;
 
     let mut before = Vec::new();
@@ -155,7 +197,10 @@ async fn bulk_updates_touch_only_the_fingerprint_fields() {
     }
 
     // The same values again are no-ops (no new document versions).
-    let updates: Vec<_> = updates.into_iter().map(|u| FingerprintUpdate { guard: None, ..u }).collect();
+    let updates: Vec<_> = updates
+        .into_iter()
+        .map(|u| FingerprintUpdate { guard: None, ..u })
+        .collect();
     let report = indexer.update_fingerprints(&updates).await.unwrap();
     assert_eq!(report.noop, docs.len() as u64, "{report:?}");
 }
@@ -175,7 +220,10 @@ async fn a_stale_fingerprint_never_overwrites_a_newer_text() {
     // ...meanwhile the article service saves a new text with its fresh fingerprint...
     let new_article = &docs[1].1;
     let fresh = indexer.fingerprint(new_article, &text_fields());
-    indexer.index_article(Some(&docs[0].0), new_article, &fresh).await.unwrap();
+    indexer
+        .index_article(Some(&docs[0].0), new_article, &fresh)
+        .await
+        .unwrap();
     // ...and a second document is edited without a fingerprint at all.
     let (_, guard2) = t::get(&client, &idx.name, &docs[2].0).await;
     t::call(
@@ -188,21 +236,44 @@ async fn a_stale_fingerprint_never_overwrites_a_newer_text() {
 
     let report = indexer
         .update_fingerprints(&[
-            FingerprintUpdate { id: docs[0].0.clone(), guard: Some(guard), outcome: stale.clone() },
-            FingerprintUpdate { id: docs[2].0.clone(), guard: Some(guard2), outcome: stale.clone() },
-            FingerprintUpdate { id: "deleted-meanwhile".into(), guard: Some((0, 1)), outcome: stale.clone() },
+            FingerprintUpdate {
+                id: docs[0].0.clone(),
+                guard: Some(guard),
+                outcome: stale.clone(),
+            },
+            FingerprintUpdate {
+                id: docs[2].0.clone(),
+                guard: Some(guard2),
+                outcome: stale.clone(),
+            },
+            FingerprintUpdate {
+                id: "deleted-meanwhile".into(),
+                guard: Some((0, 1)),
+                outcome: stale.clone(),
+            },
         ])
         .await
         .unwrap();
-    assert_eq!(report.conflicts, [docs[0].0.clone(), docs[2].0.clone()], "{report:?}");
+    assert_eq!(
+        report.conflicts,
+        [docs[0].0.clone(), docs[2].0.clone()],
+        "{report:?}"
+    );
     assert_eq!(report.missing, ["deleted-meanwhile"]);
     assert_eq!(report.updated, 0);
 
     let (src, _) = t::get(&client, &idx.name, &docs[0].0).await;
-    assert_eq!(stored_simhash(&src), Some(fresh.unwrap().simhash), "the newer fingerprint stays");
+    assert_eq!(
+        stored_simhash(&src),
+        Some(fresh.unwrap().simhash),
+        "the newer fingerprint stays"
+    );
     assert_ne!(stale.unwrap().simhash, stored_simhash(&src).unwrap());
     let (src, _) = t::get(&client, &idx.name, &docs[2].0).await;
-    assert!(src.get("simHashA").is_none(), "no stale fingerprint on the edited text: {src}");
+    assert!(
+        src.get("simHashA").is_none(),
+        "no stale fingerprint on the edited text: {src}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -210,21 +281,48 @@ async fn per_item_failures_are_reported_with_the_document_id() {
     let client = t::client().await;
     let idx = TestIndex::new("write-failures");
     // `simHashReason` mapped as a number: writing "too_short" into it fails for that item only.
-    let names = FieldNames { reason: "reasonCode".into(), ..FieldNames::default() };
-    init_index(&client, &RetryPolicy::none(), &idx.name, &FieldNames { reason: "other".into(), ..FieldNames::default() }, BlockType::Short)
-        .await
-        .unwrap();
-    t::call(&client, Method::Put, &format!("/{}/_mapping", idx.name), Some(json!({"properties": {"reasonCode": {"type": "long"}}}))).await;
+    let names = FieldNames {
+        reason: "reasonCode".into(),
+        ..FieldNames::default()
+    };
+    init_index(
+        &client,
+        &RetryPolicy::none(),
+        &idx.name,
+        &FieldNames {
+            reason: "other".into(),
+            ..FieldNames::default()
+        },
+        BlockType::Short,
+    )
+    .await
+    .unwrap();
+    t::call(
+        &client,
+        Method::Put,
+        &format!("/{}/_mapping", idx.name),
+        Some(json!({"properties": {"reasonCode": {"type": "long"}}})),
+    )
+    .await;
     let fp = Fingerprinter::for_profile(Profile::Default);
-    let indexer = EsIndexer::new(client.clone(), &idx.name, fp).with_names(names).with_refresh(Refresh::Now);
+    let indexer = EsIndexer::new(client.clone(), &idx.name, fp)
+        .with_names(names)
+        .with_refresh(Refresh::Now);
     let docs = vec![
         ("good".to_string(), t::shared_articles(1).remove(0).1),
-        ("tiny".to_string(), json!({"title": "快讯", "content": "暂无"})),
+        (
+            "tiny".to_string(),
+            json!({"title": "快讯", "content": "暂无"}),
+        ),
     ];
     t::load(&client, &idx.name, &docs).await;
     let updates: Vec<_> = docs
         .iter()
-        .map(|(id, d)| FingerprintUpdate { id: id.clone(), guard: None, outcome: indexer.fingerprint(d, &text_fields()) })
+        .map(|(id, d)| FingerprintUpdate {
+            id: id.clone(),
+            guard: None,
+            outcome: indexer.fingerprint(d, &text_fields()),
+        })
         .collect();
     let report = indexer.update_fingerprints(&updates).await.unwrap();
     assert_eq!(report.updated, 1, "{report:?}");
@@ -232,5 +330,8 @@ async fn per_item_failures_are_reported_with_the_document_id() {
     let f = &report.failed[0];
     assert_eq!((f.id.as_str(), f.status), ("tiny", 400));
     assert_eq!(f.error_type, "mapper_parsing_exception");
-    assert!(f.to_string().starts_with("document `tiny`: HTTP 400"), "{f}");
+    assert!(
+        f.to_string().starts_with("document `tiny`: HTTP 400"),
+        "{f}"
+    );
 }

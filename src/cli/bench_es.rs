@@ -52,7 +52,10 @@ impl Rng {
 }
 
 pub fn run(args: EsTermsBench) -> CmdResult {
-    anyhow::ensure!(args.docs > 0 && args.queries > 0, "--docs and --queries must be positive");
+    anyhow::ensure!(
+        args.docs > 0 && args.queries > 0,
+        "--docs and --queries must be positive"
+    );
     let mut fps = real_fingerprints(&args)?;
     let real = fps.len().min(args.docs);
     fps.truncate(args.docs);
@@ -141,7 +144,11 @@ fn real_fingerprints(args: &EsTermsBench) -> anyhow::Result<Vec<SimHash>> {
     let mut bodies = Vec::new();
     for (line, raw) in Lines::new(source.reader) {
         let raw = raw.with_context(|| format!("{path}:{line}"))?;
-        bodies.push(input::parse_line(&raw, &spec).with_context(|| format!("{path}:{line}"))?.body);
+        bodies.push(
+            input::parse_line(&raw, &spec)
+                .with_context(|| format!("{path}:{line}"))?
+                .body,
+        );
         if bodies.len() >= args.docs {
             break;
         }
@@ -166,7 +173,16 @@ async fn load(
         "settings": { "number_of_shards": 1, "number_of_replicas": 0, "refresh_interval": "-1" },
         "mappings": names.mapping(bt),
     });
-    es::request(client, retry, "create bench index", Method::Put, &format!("/{index}"), &[], Some(&Body::Json(body))).await?;
+    es::request(
+        client,
+        retry,
+        "create bench index",
+        Method::Put,
+        &format!("/{index}"),
+        &[],
+        Some(&Body::Json(body)),
+    )
+    .await?;
     let started = Instant::now();
     for chunk in fps.chunks(5_000) {
         let mut nd = String::with_capacity(chunk.len() * 120);
@@ -179,17 +195,58 @@ async fn load(
             );
             nd.push('\n');
         }
-        let r = es::request(client, retry, "bench bulk load", Method::Post, &format!("/{index}/_bulk"), &[], Some(&Body::NdJson(nd))).await?;
-        anyhow::ensure!(r["errors"] == false, "bulk load into {index} failed: {}", r["items"][0]);
+        let r = es::request(
+            client,
+            retry,
+            "bench bulk load",
+            Method::Post,
+            &format!("/{index}/_bulk"),
+            &[],
+            Some(&Body::NdJson(nd)),
+        )
+        .await?;
+        anyhow::ensure!(
+            r["errors"] == false,
+            "bulk load into {index} failed: {}",
+            r["items"][0]
+        );
     }
-    es::request(client, retry, "refresh", Method::Post, &format!("/{index}/_refresh"), &[], None).await?;
-    es::request(client, retry, "force merge", Method::Post, &format!("/{index}/_forcemerge"), &[("max_num_segments", "1")], None).await?;
-    eprintln!("loaded {} fingerprints into {index} ({bt} blocks) in {:.1} s", fps.len(), started.elapsed().as_secs_f64());
+    es::request(
+        client,
+        retry,
+        "refresh",
+        Method::Post,
+        &format!("/{index}/_refresh"),
+        &[],
+        None,
+    )
+    .await?;
+    es::request(
+        client,
+        retry,
+        "force merge",
+        Method::Post,
+        &format!("/{index}/_forcemerge"),
+        &[("max_num_segments", "1")],
+        None,
+    )
+    .await?;
+    eprintln!(
+        "loaded {} fingerprints into {index} ({bt} blocks) in {:.1} s",
+        fps.len(),
+        started.elapsed().as_secs_f64()
+    );
     Ok(())
 }
 
 /// One query; returns the number of hits (exact: track_total_hits).
-async fn search(client: &Elasticsearch, index: &str, names: &FieldNames, q: SimHash, shape: usize) -> anyhow::Result<u64> {
+async fn search(
+    client: &Elasticsearch,
+    index: &str,
+    names: &FieldNames,
+    q: SimHash,
+    shape: usize,
+) -> anyhow::Result<u64> {
     let blocks = q.blocks16();
     let filter = if shape == 0 {
         json!({ "term": { &names.blocks[0]: blocks[0] } })
@@ -209,12 +266,32 @@ async fn search(client: &Elasticsearch, index: &str, names: &FieldNames, q: SimH
         "docvalue_fields": [&names.simhash],
         "query": { "bool": { "filter": filter } },
     });
-    let r = es::request(client, &RetryPolicy::none(), "bench search", Method::Post, &format!("/{index}/_search"), &[("request_cache", "false")], Some(&Body::Json(body))).await?;
+    let r = es::request(
+        client,
+        &RetryPolicy::none(),
+        "bench search",
+        Method::Post,
+        &format!("/{index}/_search"),
+        &[("request_cache", "false")],
+        Some(&Body::Json(body)),
+    )
+    .await?;
     Ok(r["hits"]["total"]["value"].as_u64().unwrap_or(0))
 }
 
 /// On-disk size of an index's primary shards.
 async fn store_bytes(client: &Elasticsearch, index: &str) -> anyhow::Result<u64> {
-    let r = es::request(client, &RetryPolicy::none(), "index stats", Method::Get, &format!("/{index}/_stats/store"), &[], None).await?;
-    Ok(r["_all"]["primaries"]["store"]["size_in_bytes"].as_u64().unwrap_or(0))
+    let r = es::request(
+        client,
+        &RetryPolicy::none(),
+        "index stats",
+        Method::Get,
+        &format!("/{index}/_stats/store"),
+        &[],
+        None,
+    )
+    .await?;
+    Ok(r["_all"]["primaries"]["store"]["size_in_bytes"]
+        .as_u64()
+        .unwrap_or(0))
 }

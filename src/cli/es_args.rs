@@ -14,7 +14,12 @@ use neardup::es::{Auth, EsConfig, FieldNames, Secret};
 pub struct EsArgs {
     /// Elasticsearch URL; several nodes comma-separated. Credentials in the URL
     /// (`https://user:pass@host:9200`) are used as basic auth.
-    #[arg(long = "es", env = "NEARDUP_ES_URL", value_name = "URL", hide_env_values = true)]
+    #[arg(
+        long = "es",
+        env = "NEARDUP_ES_URL",
+        value_name = "URL",
+        hide_env_values = true
+    )]
     pub url: String,
     /// User for HTTP basic auth (with --es-password).
     #[arg(long = "es-user", env = "NEARDUP_ES_USER", value_name = "USER")]
@@ -73,10 +78,14 @@ impl EsArgs {
                 }
             }
             (Some(_), None, _) => {
-                anyhow::bail!("--es-user needs a password: set NEARDUP_ES_PASSWORD (or --es-password)")
+                anyhow::bail!(
+                    "--es-user needs a password: set NEARDUP_ES_PASSWORD (or --es-password)"
+                )
             }
             (None, Some(_), _) => {
-                anyhow::bail!("a password was given without a user: set NEARDUP_ES_USER (or --es-user)")
+                anyhow::bail!(
+                    "a password was given without a user: set NEARDUP_ES_USER (or --es-user)"
+                )
             }
             (None, None, Some(key)) => c.auth = Auth::ApiKey(Secret::new(key.clone())),
             (None, None, None) => {}
@@ -121,9 +130,13 @@ pub struct FieldArgs {
 
 impl FieldArgs {
     pub fn names(&self) -> anyhow::Result<FieldNames> {
-        let blocks: [String; 4] = self.block_fields.clone().try_into().map_err(|v: Vec<String>| {
-            anyhow::anyhow!("--block-fields needs exactly four names, got {}", v.len())
-        })?;
+        let blocks: [String; 4] =
+            self.block_fields
+                .clone()
+                .try_into()
+                .map_err(|v: Vec<String>| {
+                    anyhow::anyhow!("--block-fields needs exactly four names, got {}", v.len())
+                })?;
         let names = FieldNames {
             blocks,
             simhash: self.simhash_field.clone(),
@@ -146,7 +159,9 @@ pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 /// Parses `500ms`, `10s`, `5m`, `1h` (a bare number is seconds).
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
-    let split = s.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(s.len());
+    let split = s
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(s.len());
     let (num, unit) = s.split_at(split);
     let n: f64 = num
         .parse()

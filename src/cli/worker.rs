@@ -4,7 +4,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use neardup::es::{self, EsError, EsIndexer, PassReport, RetryPolicy, Watermark, Worker, WorkerConfig};
+use neardup::es::{
+    self, EsError, EsIndexer, PassReport, RetryPolicy, Watermark, Worker, WorkerConfig,
+};
 use tokio::sync::Notify;
 
 use super::common::{CmdResult, ProfileArgs, Status};
@@ -54,7 +56,9 @@ pub fn run(args: Args) -> CmdResult {
     anyhow::ensure!(args.batch_size > 0, "--batch-size must be at least 1");
     if let Some(n) = args.threads {
         anyhow::ensure!(n > 0, "--threads must be at least 1");
-        rayon::ThreadPoolBuilder::new().num_threads(n).build_global()?;
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(n)
+            .build_global()?;
     }
     let names = args.fields_names.names()?;
     let (config, client) = args.es.client()?;

@@ -245,9 +245,12 @@ pub async fn init_index(
     .await
     .map_err(|e| match e {
         // Someone mapped the field differently between our check and our write.
-        EsError::Status { status: 400, ref error_type, ref reason, .. }
-            if error_type == "illegal_argument_exception" && reason.contains("mapper") =>
-        {
+        EsError::Status {
+            status: 400,
+            ref error_type,
+            ref reason,
+            ..
+        } if error_type == "illegal_argument_exception" && reason.contains("mapper") => {
             EsError::MappingConflict {
                 index: index.to_owned(),
                 field: missing.join(", "),
@@ -292,7 +295,11 @@ pub async fn verify_index(
     let mut missing = Vec::new();
     for (concrete, m) in existing {
         let props = &m["mappings"]["properties"];
-        let type_of = |f: &str| props.get(f).map(|v| v["type"].as_str().unwrap_or("object").to_owned());
+        let type_of = |f: &str| {
+            props
+                .get(f)
+                .map(|v| v["type"].as_str().unwrap_or("object").to_owned())
+        };
         for b in &names.blocks {
             match type_of(b) {
                 None => missing.push(b.clone()),
@@ -370,7 +377,12 @@ async fn create_index(
 fn path_segment_keep_patterns(index: &str) -> String {
     index
         .split(',')
-        .map(|part| part.split('*').map(path_segment).collect::<Vec<_>>().join("*"))
+        .map(|part| {
+            part.split('*')
+                .map(path_segment)
+                .collect::<Vec<_>>()
+                .join("*")
+        })
         .collect::<Vec<_>>()
         .join(",")
 }

@@ -378,7 +378,10 @@ pub fn error_type_reason(body: &Value) -> (String, String) {
 
 /// The version number (`7.10.2`) of the cluster, which also checks that it answers and that
 /// the credentials work.
-pub async fn server_version(client: &Elasticsearch, retry: &RetryPolicy) -> Result<String, EsError> {
+pub async fn server_version(
+    client: &Elasticsearch,
+    retry: &RetryPolicy,
+) -> Result<String, EsError> {
     let info = request(client, retry, "GET /", Method::Get, "/", &[], None).await?;
     info["version"]["number"]
         .as_str()
@@ -482,8 +485,16 @@ mod tests {
     #[test]
     fn error_bodies() {
         let body = serde_json::json!({"error": {"type": "x", "reason": "y", "caused_by": {"reason": "z"}}});
-        assert_eq!(error_type_reason(&body), ("x".into(), "y (caused by: z)".into()));
+        assert_eq!(
+            error_type_reason(&body),
+            ("x".into(), "y (caused by: z)".into())
+        );
         let body = serde_json::json!({"error": "Incorrect HTTP method"});
         assert_eq!(error_type_reason(&body).1, "Incorrect HTTP method");
     }
 }
+
+/// Compiles the Rust examples of `docs/elasticsearch.md`, so the guide cannot drift from the API.
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/elasticsearch.md")]
+pub struct ElasticsearchGuide;

@@ -217,7 +217,9 @@ impl Worker {
                 Method::Post,
                 "/_search/scroll",
                 &[],
-                Some(&Body::Json(json!({ "scroll": keep_alive, "scroll_id": id }))),
+                Some(&Body::Json(
+                    json!({ "scroll": keep_alive, "scroll_id": id }),
+                )),
             )
             .await
             {
@@ -309,7 +311,11 @@ async fn field_is_date(indexer: &EsIndexer, field: &str) -> Result<bool, EsError
         &super::RetryPolicy::default(),
         &format!("index `{index}`: mapping of `{field}`"),
         Method::Get,
-        &format!("/{}/_mapping/field/{}", path_segment(index), path_segment(field)),
+        &format!(
+            "/{}/_mapping/field/{}",
+            path_segment(index),
+            path_segment(field)
+        ),
         &[],
         None,
     )
@@ -317,7 +323,12 @@ async fn field_is_date(indexer: &EsIndexer, field: &str) -> Result<bool, EsError
     let mut types = Vec::new();
     for m in r.as_object().into_iter().flat_map(|o| o.values()) {
         if let Some(mapping) = m["mappings"][field]["mapping"].as_object() {
-            types.extend(mapping.values().filter_map(|v| v["type"].as_str()).map(str::to_owned));
+            types.extend(
+                mapping
+                    .values()
+                    .filter_map(|v| v["type"].as_str())
+                    .map(str::to_owned),
+            );
         }
     }
     if types.is_empty() {
@@ -326,7 +337,14 @@ async fn field_is_date(indexer: &EsIndexer, field: &str) -> Result<bool, EsError
         )));
     }
     let numeric = [
-        "long", "integer", "short", "byte", "double", "float", "half_float", "scaled_float",
+        "long",
+        "integer",
+        "short",
+        "byte",
+        "double",
+        "float",
+        "half_float",
+        "scaled_float",
         "unsigned_long",
     ];
     if types.iter().all(|t| t == "date" || t == "date_nanos") {

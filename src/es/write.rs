@@ -43,7 +43,11 @@ impl Refresh {
 /// The seven fingerprint fields for `outcome`, as a JSON object to merge into a document.
 /// A too-short text gets `version` (the fingerprinter's), its reason and `null` blocks, so it
 /// is not fingerprinted again under the same version.
-pub fn fingerprint_fields_json(names: &FieldNames, outcome: &Outcome, version: &str) -> Map<String, Value> {
+pub fn fingerprint_fields_json(
+    names: &FieldNames,
+    outcome: &Outcome,
+    version: &str,
+) -> Map<String, Value> {
     let mut m = Map::new();
     match outcome {
         Ok(f) => {
@@ -247,7 +251,11 @@ impl EsIndexer {
             });
         };
         let mut doc = fields.clone();
-        doc.extend(fingerprint_fields_json(&self.names, outcome, self.fp.version()));
+        doc.extend(fingerprint_fields_json(
+            &self.names,
+            outcome,
+            self.fp.version(),
+        ));
         let body = Body::Json(Value::Object(doc));
         let index = path_segment(&self.index);
         let (method, path, retry) = match id {
@@ -275,7 +283,10 @@ impl EsIndexer {
             detail: detail.into(),
         };
         Ok(IndexedArticle {
-            id: reply["_id"].as_str().ok_or_else(|| bad("no _id"))?.to_owned(),
+            id: reply["_id"]
+                .as_str()
+                .ok_or_else(|| bad("no _id"))?
+                .to_owned(),
             result: reply["result"].as_str().unwrap_or_default().to_owned(),
             seq_no: reply["_seq_no"].as_u64().ok_or_else(|| bad("no _seq_no"))?,
             primary_term: reply["_primary_term"]
@@ -299,7 +310,11 @@ impl EsIndexer {
             let body = self.bulk_body(&pending);
             let path = format!("/{}/_bulk", path_segment(&self.index));
             let query = [("refresh", self.refresh.param())];
-            let what = format!("index `{}`: bulk update of {} fingerprints", self.index, pending.len());
+            let what = format!(
+                "index `{}`: bulk update of {} fingerprints",
+                self.index,
+                pending.len()
+            );
             let reply = self
                 .retry
                 .run(|| async {
@@ -307,10 +322,12 @@ impl EsIndexer {
                     check(&what, r)
                 })
                 .await?;
-            let items = reply["items"].as_array().ok_or_else(|| EsError::BadResponse {
-                what: what.clone(),
-                detail: "no items in the bulk response".into(),
-            })?;
+            let items = reply["items"]
+                .as_array()
+                .ok_or_else(|| EsError::BadResponse {
+                    what: what.clone(),
+                    detail: "no items in the bulk response".into(),
+                })?;
             if items.len() != pending.len() {
                 return Err(EsError::BadResponse {
                     what,
