@@ -423,14 +423,20 @@ mod tests {
 
     #[test]
     fn bad_names_are_rejected() {
-        let mut n = FieldNames::default();
-        n.simhash = "simHashA".into();
+        let n = FieldNames {
+            simhash: "simHashA".into(),
+            ..FieldNames::default()
+        };
         assert!(n.validate().unwrap_err().to_string().contains("twice"));
-        let mut n = FieldNames::default();
-        n.version = "fp.version".into();
+        let n = FieldNames {
+            version: "fp.version".into(),
+            ..FieldNames::default()
+        };
         assert!(n.validate().is_err());
-        let mut n = FieldNames::default();
-        n.reason = "_id".into();
+        let n = FieldNames {
+            reason: "_id".into(),
+            ..FieldNames::default()
+        };
         assert!(n.validate().is_err());
     }
 
