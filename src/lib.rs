@@ -9,6 +9,8 @@
 //! - [`input`] reads JSON Lines articles with line-numbered errors.
 //! - [`es`] stores fingerprints next to articles in Elasticsearch and keeps them current
 //!   ([`es::EsIndexer`], [`es::Worker`]).
+//! - [`store`] is the local near-duplicate index: persistent, crash-safe, no server.
+//! - [`AllPairs`] finds every pair within distance k in memory (`neardup dedupe`).
 //!
 //! ```
 //! use neardup::{Fingerprinter, Profile};
@@ -31,10 +33,13 @@ pub mod hashing;
 pub mod input;
 pub mod pipeline;
 pub mod simhash;
+pub mod store;
 pub mod text;
 
 pub use error::{Error, Result};
 pub use fingerprint::{
     Fingerprint, FingerprintConfig, Fingerprinter, Outcome, Profile, Thresholds, TooShort,
 };
+pub use simhash::allpairs::AllPairs;
 pub use simhash::{hamming, BlockLayout, SimHash};
+pub use store::Store;

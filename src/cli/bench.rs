@@ -15,6 +15,10 @@ pub enum Bench {
     Fingerprint(FingerprintBench),
     /// Block term-query latency on Elasticsearch: `short` vs `keyword` blocks (medians, p99).
     EsTerms(super::bench_es::EsTermsBench),
+    /// All pairs within k among random fingerprints and/or a corpus's, one thread and all.
+    Allpairs(super::bench_index::AllPairsBench),
+    /// Latency of `similar` queries on a store (median, p99).
+    Similar(super::bench_index::SimilarBench),
 }
 
 #[derive(clap::Args, Debug)]
@@ -39,6 +43,8 @@ pub fn run(b: Bench) -> CmdResult {
     match b {
         Bench::Fingerprint(args) => fingerprint(args),
         Bench::EsTerms(args) => super::bench_es::run(args),
+        Bench::Allpairs(args) => super::bench_index::allpairs(args),
+        Bench::Similar(args) => super::bench_index::similar(args),
     }
 }
 

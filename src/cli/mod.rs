@@ -3,6 +3,7 @@
 
 mod bench;
 mod bench_es;
+mod bench_index;
 mod common;
 mod es_args;
 mod es_init;
