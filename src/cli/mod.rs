@@ -4,10 +4,17 @@
 mod bench;
 mod bench_es;
 mod bench_index;
+mod check;
 mod common;
+mod dedupe;
+mod delete;
 mod es_args;
 mod es_init;
 mod fingerprint;
+mod index;
+mod similar;
+mod stats;
+mod store_args;
 mod worker;
 
 use clap::{Parser, Subcommand};
@@ -31,6 +38,18 @@ enum Command {
     EsInit(es_init::Args),
     /// Keep an Elasticsearch index's fingerprints current: fill missing, outdated and changed ones.
     Worker(worker::Args),
+    /// Fingerprint JSON Lines articles and upsert them into a local store (created if missing).
+    Index(index::Args),
+    /// Stored documents near a stored id, a text or one article: JSON lines `{"id", "distance"}`.
+    Similar(similar::Args),
+    /// For each article: is it a near-duplicate of something stored? `--insert` adds the rest.
+    Check(check::Args),
+    /// Remove documents from a local store.
+    Delete(delete::Args),
+    /// Near-duplicate clusters of one file, in memory (no store): JSON lines `{"cluster", "max_distance"}`.
+    Dedupe(dedupe::Args),
+    /// Size, settings and bucket skew of a local store (JSON).
+    Stats(stats::Args),
     /// Measure throughput on a corpus (medians of several runs).
     #[command(subcommand)]
     Bench(bench::Bench),
@@ -44,6 +63,12 @@ pub fn main() -> i32 {
         Command::Fingerprint(args) => fingerprint::run(args),
         Command::EsInit(args) => es_init::run(args),
         Command::Worker(args) => worker::run(args),
+        Command::Index(args) => index::run(args),
+        Command::Similar(args) => similar::run(args),
+        Command::Check(args) => check::run(args),
+        Command::Delete(args) => delete::run(args),
+        Command::Dedupe(args) => dedupe::run(args),
+        Command::Stats(args) => stats::run(args),
         Command::Bench(b) => bench::run(b),
     };
     common::finish(result)

@@ -1,0 +1,221 @@
+//! `neardup check`: is each article a near-duplicate of something already stored?
+
+use std::io::Write;
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::Context;
+use neardup::pipeline::{self, Item, PipelineOptions};
+use neardup::store::{Match, Store};
+use neardup::{Outcome, SimHash};
+use serde::Serialize;
+use serde_json::Value;
+
+use super::common::{self, CmdResult, InputArgs, RunArgs, Status};
+use super::store_args::{self, StoreArgs, StoreProfileArgs};
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    #[command(flatten)]
+    store: StoreArgs,
+    /// Add the articles that are not near-duplicates, atomically with their check (creates
+    /// the store if missing).
+    #[arg(long)]
+    insert: bool,
+    /// Largest Hamming distance that counts as a near-duplicate (default: the store's k;
+    /// also the k of a store that --insert creates, if at most 7).
+    #[arg(short, value_name = "K")]
+    k: Option<u32>,
+    /// Articles per transaction.
+    #[arg(long, default_value_t = 2048, value_name = "N")]
+    batch: usize,
+    #[command(flatten)]
+    input: InputArgs,
+    #[command(flatten)]
+    profile: StoreProfileArgs,
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+/// One output line.
+#[derive(Serialize)]
+struct Line<'a> {
+    id: &'a Value,
+    /// `null` when the article has no fingerprint.
+    duplicate: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    matches: Option<&'a [Match]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    inserted: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    detail: Option<String>,
+}
+
+#[derive(Default)]
+struct Tally {
+    duplicates: u64,
+    unique: u64,
+    inserted: u64,
+}
+
+struct Batch<W> {
+    docs: Vec<(Value, String, Outcome)>,
+    k: u32,
+    insert: bool,
+    out: W,
+    tally: Tally,
+}
+
+impl<W: Write> Batch<W> {
+    fn flush(&mut self, store: &Store) -> anyhow::Result<()> {
+        let queries: Vec<(&str, SimHash)> = self
+            .docs
+            .iter()
+            .filter_map(|(_, key, o)| o.as_ref().ok().map(|f| (key.as_str(), f.simhash)))
+            .collect();
+        let mut results = store.check(&queries, self.k, self.insert)?.into_iter();
+        for (id, _, outcome) in &self.docs {
+            let line = match outcome {
+                Ok(_) => {
+                    let r = results
+                        .next()
+                        .expect("one result per fingerprinted article");
+                    let duplicate = !r.matches.is_empty();
+                    if duplicate {
+                        self.tally.duplicates += 1;
+                    } else {
+                        self.tally.unique += 1;
+                    }
+                    self.tally.inserted += u64::from(r.inserted);
+                    serde_json::to_writer(
+                        &mut self.out,
+                        &Line {
+                            id,
+                            duplicate: Some(duplicate),
+                            matches: Some(&r.matches),
+                            inserted: self.insert.then_some(r.inserted),
+                            reason: None,
+                            detail: None,
+                        },
+                    )
+                }
+                Err(why) => serde_json::to_writer(
+                    &mut self.out,
+                    &Line {
+                        id,
+                        duplicate: None,
+                        matches: None,
+                        inserted: self.insert.then_some(false),
+                        reason: Some(why.code()),
+                        detail: Some(why.to_string()),
+                    },
+                ),
+            };
+            line.context("writing output")?;
+            self.out.write_all(b"\n").context("writing output")?;
+        }
+        self.docs.clear();
+        Ok(())
+    }
+}
+
+pub fn run(args: Args) -> CmdResult {
+    let started = Instant::now();
+    anyhow::ensure!(args.batch > 0, "--batch must be at least 1");
+    args.run.init_threads()?;
+    let source = neardup::input::open(&args.input.input)?;
+    let pre = args.input.pre_tokenized;
+    let (store, fp) = if args.insert {
+        // An existing store keeps its k whatever the query distance; a new one takes -k.
+        let store_k = if Store::exists(&args.store.store) {
+            None
+        } else {
+            args.k.filter(|&k| k <= neardup::simhash::MAX_K)
+        };
+        store_args::open_for_writing(&args.store, &args.profile, store_k, pre)?
+    } else {
+        let store = args.store.open()?;
+        let fp = args.profile.fingerprinter(Some(&store.config().profile))?;
+        store_args::ensure_comparable(&store, &fp, pre)?;
+        (store, fp)
+    };
+    let k = args.k.unwrap_or(store.config().k);
+    let spec = args.input.spec();
+    let pb = common::progress_bar(&source, args.run.quiet);
+    let position = Arc::clone(&source.position);
+    let strict = args.input.strict;
+    let mut batch = Batch {
+        docs: Vec::with_capacity(args.batch),
+        k,
+        insert: args.insert,
+        out: common::stdout(),
+        tally: Tally::default(),
+    };
+
+    let counts = pipeline::run(
+        source,
+        &spec,
+        &fp,
+        &PipelineOptions::default(),
+        |c| common::tick(&pb, &position, c),
+        |item| -> anyhow::Result<()> {
+            match item {
+                Item::Doc { id, outcome, .. } => {
+                    let key = id.key();
+                    batch.docs.push((id.0, key, outcome));
+                    if batch.docs.len() >= args.batch {
+                        batch.flush(&store)?;
+                    }
+                }
+                Item::Bad(e) => {
+                    if let Some(pb) = &pb {
+                        pb.suspend(|| eprintln!("error: {e}"));
+                    } else {
+                        eprintln!("error: {e}");
+                    }
+                    if strict {
+                        batch.flush(&store)?;
+                        common::flush(&mut batch.out)?;
+                        anyhow::bail!("stopped at the first bad line (--strict)");
+                    }
+                }
+            }
+            Ok(())
+        },
+    );
+    if let Some(pb) = &pb {
+        pb.finish_and_clear();
+    }
+    let counts = counts?;
+    batch.flush(&store)?;
+    common::flush(&mut batch.out)?;
+    if !args.run.quiet {
+        let t = &batch.tally;
+        let inserted = if args.insert {
+            format!(" ({} inserted)", t.inserted)
+        } else {
+            String::new()
+        };
+        eprintln!(
+            "check: {} documents, {} near-duplicates (within {k}), {} not{inserted}, {} too short, {} bad lines; store {} holds {} documents; {:.2} s",
+            counts.documents,
+            t.duplicates,
+            t.unique,
+            counts.too_short,
+            counts.bad_lines,
+            store_args::shown(store.path()),
+            store.len()?,
+            started.elapsed().as_secs_f64()
+        );
+    }
+    if counts.bad_lines > 0 {
+        eprintln!(
+            "{} input line(s) rejected; see the errors above (exit code 3)",
+            counts.bad_lines
+        );
+        return Ok(Status::BadInput);
+    }
+    Ok(Status::Done)
+}

@@ -1,0 +1,166 @@
+//! `neardup index`: fingerprint articles and upsert them into a local store.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use neardup::pipeline::{self, Item, PipelineOptions};
+use neardup::store::{Op, Store, WriteCounts};
+use neardup::SimHash;
+
+use super::common::{self, CmdResult, InputArgs, RunArgs, Status};
+use super::store_args::{self, StoreArgs, StoreProfileArgs};
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    #[command(flatten)]
+    store: StoreArgs,
+    /// Distance a new store's block tables are built for (k + 1 blocks, at most 7; default 3).
+    /// An existing store keeps its own: a different value is an error.
+    #[arg(short, value_name = "K")]
+    k: Option<u32>,
+    /// Documents per transaction. A crash loses at most the batch in flight, never part of a
+    /// document.
+    #[arg(long, default_value_t = 2048, value_name = "N")]
+    batch: usize,
+    /// Print a line on stderr after each committed batch.
+    #[arg(long, short)]
+    verbose: bool,
+    #[command(flatten)]
+    input: InputArgs,
+    #[command(flatten)]
+    profile: StoreProfileArgs,
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+/// Changes waiting for the next commit.
+struct Pending {
+    /// (id, fingerprint); `None` removes the id: its text no longer has a fingerprint.
+    docs: Vec<(String, Option<SimHash>)>,
+    /// Last input line in the batch, for `--verbose`.
+    line: u64,
+    committed: u64,
+    counts: WriteCounts,
+}
+
+impl Pending {
+    fn commit(&mut self, store: &Store, verbose: bool) -> anyhow::Result<()> {
+        if self.docs.is_empty() {
+            return Ok(());
+        }
+        let ops: Vec<Op<'_>> = self
+            .docs
+            .iter()
+            .map(|(id, fp)| match fp {
+                Some(fp) => Op::Upsert(id, *fp),
+                None => Op::Delete(id),
+            })
+            .collect();
+        let c = store.write(&ops)?;
+        self.committed += self.docs.len() as u64;
+        self.counts.inserted += c.inserted;
+        self.counts.replaced += c.replaced;
+        self.counts.unchanged += c.unchanged;
+        self.counts.deleted += c.deleted;
+        self.docs.clear();
+        if verbose {
+            eprintln!(
+                "index: committed {} documents (through input line {})",
+                self.committed, self.line
+            );
+        }
+        Ok(())
+    }
+}
+
+pub fn run(args: Args) -> CmdResult {
+    let started = Instant::now();
+    anyhow::ensure!(args.batch > 0, "--batch must be at least 1");
+    args.run.init_threads()?;
+    let source = neardup::input::open(&args.input.input)?;
+    let (store, fp) =
+        store_args::open_for_writing(&args.store, &args.profile, args.k, args.input.pre_tokenized)?;
+    let spec = args.input.spec();
+    let pb = common::progress_bar(&source, args.run.quiet);
+    let position = Arc::clone(&source.position);
+    let strict = args.input.strict;
+    let mut pending = Pending {
+        docs: Vec::with_capacity(args.batch),
+        line: 0,
+        committed: 0,
+        counts: WriteCounts::default(),
+    };
+
+    let counts = pipeline::run(
+        source,
+        &spec,
+        &fp,
+        &PipelineOptions::default(),
+        |c| common::tick(&pb, &position, c),
+        |item| -> anyhow::Result<()> {
+            match item {
+                Item::Doc { line, id, outcome } => {
+                    pending
+                        .docs
+                        .push((id.key(), outcome.ok().map(|f| f.simhash)));
+                    pending.line = line;
+                    if pending.docs.len() >= args.batch {
+                        pending.commit(&store, args.verbose)?;
+                    }
+                }
+                Item::Bad(e) => {
+                    if let Some(pb) = &pb {
+                        pb.suspend(|| eprintln!("error: {e}"));
+                    } else {
+                        eprintln!("error: {e}");
+                    }
+                    if strict {
+                        pending.commit(&store, args.verbose)?;
+                        anyhow::bail!(
+                            "stopped at the first bad line (--strict); the documents before it are stored"
+                        );
+                    }
+                }
+            }
+            Ok(())
+        },
+    );
+    if let Some(pb) = &pb {
+        pb.finish_and_clear();
+    }
+    let counts = counts?;
+    pending.commit(&store, args.verbose)?;
+    if !args.run.quiet {
+        let stats = store.stats()?;
+        let w = pending.counts;
+        let secs = started.elapsed().as_secs_f64().max(1e-9);
+        eprintln!(
+            "index: {} documents, {} fingerprinted ({} new, {} replaced, {} unchanged), {} too short ({} removed from the store), {} bad lines; store {} holds {} documents (k = {}); {:.1} MB in {:.2} s ({:.0} docs/s)",
+            counts.documents,
+            counts.fingerprinted,
+            w.inserted,
+            w.replaced,
+            w.unchanged,
+            counts.too_short,
+            w.deleted,
+            counts.bad_lines,
+            store_args::shown(store.path()),
+            stats.documents,
+            stats.config.k,
+            counts.bytes as f64 / 1e6,
+            secs,
+            counts.documents as f64 / secs,
+        );
+        if let Some(warning) = stats.skew_warning() {
+            eprintln!("warning: {warning}");
+        }
+    }
+    if counts.bad_lines > 0 {
+        eprintln!(
+            "{} input line(s) rejected; see the errors above (exit code 3)",
+            counts.bad_lines
+        );
+        return Ok(Status::BadInput);
+    }
+    Ok(Status::Done)
+}

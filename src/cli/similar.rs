@@ -1,0 +1,121 @@
+//! `neardup similar`: the stored documents near one document or text.
+//!
+//! The target is a local store (`--store DIR`); the query is a stored id, a text, or one
+//! JSON Lines article.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::ArgGroup;
+use neardup::input::{self, InputSpec};
+use neardup::pipeline::fingerprint_body;
+use neardup::store::{Match, Store};
+use neardup::SimHash;
+
+use super::common::{self, CmdResult, Status};
+use super::store_args::{self, StoreProfileArgs};
+
+#[derive(clap::Args, Debug)]
+#[command(group(ArgGroup::new("target").required(true).args(["store"])))]
+#[command(group(ArgGroup::new("query").required(true).args(["id", "text", "input"])))]
+pub struct Args {
+    /// Search the local index in this directory.
+    #[arg(long, value_name = "DIR")]
+    store: Option<PathBuf>,
+    /// If another process has the store open, wait up to this many seconds for it.
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        default_value_t = 0.0,
+        requires = "store"
+    )]
+    wait: f64,
+    /// Documents near this stored document (itself excluded).
+    #[arg(long, value_name = "ID")]
+    id: Option<String>,
+    /// Documents near this text (plain text or HTML).
+    #[arg(long, value_name = "TEXT")]
+    text: Option<String>,
+    /// Documents near the one JSON Lines article in this file; `-` reads standard input.
+    #[arg(long, short, value_name = "PATH")]
+    input: Option<String>,
+    /// Text field of the --input article; repeat for several, joined in order.
+    #[arg(long = "field", value_name = "NAME", default_values = ["title", "content"])]
+    fields: Vec<String>,
+    /// Field holding the --input article's id (its own id is left out of the results).
+    #[arg(long, default_value = "id", value_name = "NAME")]
+    id_field: String,
+    /// Largest Hamming distance to report (default: the store's k). Larger values than the
+    /// store's k stay exact, at the cost of more lookups.
+    #[arg(short, value_name = "K")]
+    k: Option<u32>,
+    #[command(flatten)]
+    profile: StoreProfileArgs,
+}
+
+pub fn run(args: Args) -> CmdResult {
+    let dir = args
+        .store
+        .clone()
+        .context("give --store DIR (the local index to search)")?;
+    let store = Store::open(&dir, &store_args::open_options(args.wait)?)?;
+    let k = args.k.unwrap_or(store.config().k);
+    anyhow::ensure!(
+        k <= 64,
+        "-k must be at most 64 (the fingerprint has 64 bits)"
+    );
+    let matches = if let Some(id) = &args.id {
+        store.similar_to_id(id, k)?.with_context(|| {
+            format!(
+                "no document `{id}` in store {}; `neardup index` adds documents",
+                dir.display()
+            )
+        })?
+    } else {
+        let (fp, own_id) = query_fingerprint(&args, &store)?;
+        store.similar(fp, k, own_id.as_deref())?
+    };
+    print(&matches)?;
+    Ok(Status::Done)
+}
+
+/// Fingerprints the --text or --input query with the store's settings.
+fn query_fingerprint(args: &Args, store: &Store) -> anyhow::Result<(SimHash, Option<String>)> {
+    let fp = args.profile.fingerprinter(Some(&store.config().profile))?;
+    store_args::ensure_comparable(store, &fp, false)?;
+    let (outcome, own_id, what) = if let Some(text) = &args.text {
+        (fp.fingerprint(text), None, "the --text".to_owned())
+    } else {
+        let path = args.input.as_deref().unwrap_or("-");
+        let spec = InputSpec {
+            id_field: args.id_field.clone(),
+            text_fields: args.fields.clone(),
+            pre_tokenized: false,
+        };
+        let source = input::open(path)?;
+        let mut docs = input::read_all(source.reader, &source.name, &spec);
+        anyhow::ensure!(
+            docs.len() == 1,
+            "{} holds {} articles; `similar` takes one (use `neardup check` for many)",
+            source.name,
+            docs.len()
+        );
+        let doc = docs.pop().expect("one document")?;
+        let what = format!("article `{}`", doc.id);
+        (fingerprint_body(&fp, &doc.body), Some(doc.id.key()), what)
+    };
+    let f = outcome.map_err(|why| {
+        anyhow::anyhow!("{what} has no fingerprint: too short ({why}); nothing to compare")
+    })?;
+    Ok((f.simhash, own_id))
+}
+
+fn print(matches: &[Match]) -> anyhow::Result<()> {
+    let mut out = common::stdout();
+    for m in matches {
+        serde_json::to_writer(&mut out, m).context("writing output")?;
+        out.write_all(b"\n").context("writing output")?;
+    }
+    common::flush(&mut out)
+}
