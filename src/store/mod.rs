@@ -148,7 +148,8 @@ pub enum Plan {
     /// would need more lookups than the store has documents to read.
     #[default]
     Auto,
-    /// Always block lookups.
+    /// Always block lookups (their number grows fast with the distance beyond the
+    /// store's `k`: far beyond it, this is much slower than a scan).
     Index,
     /// Always read every document.
     Scan,
@@ -824,7 +825,9 @@ fn open_db(dir: &Path, create: bool, wait: Duration) -> StoreResult<Database> {
                 std::thread::sleep(pause.min(deadline - now));
                 pause = (pause * 2).min(Duration::from_millis(250));
             }
-            Err(DatabaseError::Storage(redb::StorageError::Io(source))) => {
+            Err(DatabaseError::Storage(redb::StorageError::Io(source)))
+                if source.kind() != std::io::ErrorKind::InvalidData =>
+            {
                 return Err(StoreError::Io { path: file, source })
             }
             Err(e) => {

@@ -1,0 +1,553 @@
+//! `neardup index`, `similar`, `check`, `delete`, `dedupe` and `stats` as a user runs them,
+//! on the example corpus, checked against distances computed from `neardup fingerprint`.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use common::{json_lines, neardup};
+use neardup::store::{OpenOptions, Store};
+use serde_json::{json, Value};
+
+fn examples() -> String {
+    common::examples().to_str().unwrap().to_owned()
+}
+
+/// id → fingerprint of every fingerprinted example article, in input order.
+fn example_fps() -> Vec<(String, u64)> {
+    let (code, out, err) = neardup(&["fingerprint", "-i", &examples(), "-q"], b"");
+    assert_eq!(code, 0, "{err}");
+    json_lines(&out)
+        .into_iter()
+        .filter(|l| !l["simhash"].is_null())
+        .map(|l| {
+            (
+                l["id"].as_str().unwrap().to_owned(),
+                l["u64"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// What `similar` must print for `q` at distance `k`: computed by brute force.
+fn expected(fps: &[(String, u64)], q: u64, k: u32, exclude: Option<&str>) -> Vec<Value> {
+    let mut v: Vec<(u32, &str)> = fps
+        .iter()
+        .filter(|(id, _)| Some(id.as_str()) != exclude)
+        .map(|(id, fp)| ((fp ^ q).count_ones(), id.as_str()))
+        .filter(|&(d, _)| d <= k)
+        .collect();
+    v.sort();
+    v.into_iter()
+        .map(|(d, id)| json!({"id": id, "distance": d}))
+        .collect()
+}
+
+fn index(store: &Path, input: &str, extra: &[&str]) -> (i32, String, String) {
+    let mut args = vec![
+        "index",
+        "--store",
+        store.to_str().unwrap(),
+        "--input",
+        input,
+    ];
+    args.extend_from_slice(extra);
+    neardup(&args, b"")
+}
+
+fn similar(store: &Path, extra: &[&str], stdin: &[u8]) -> (i32, Vec<Value>, String) {
+    let mut args = vec!["similar", "--store", store.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    let (code, out, err) = neardup(&args, stdin);
+    (code, if code == 0 { json_lines(&out) } else { vec![] }, err)
+}
+
+#[test]
+fn index_then_similar_by_id_matches_brute_force_at_k3_and_k7() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let (code, _, err) = index(&store, &examples(), &[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains(
+            "index: 40 documents, 38 fingerprinted (38 new, 0 replaced, 0 unchanged), 2 too short"
+        ),
+        "{err}"
+    );
+    assert!(err.contains("holds 38 documents (k = 3)"), "{err}");
+
+    let fps = example_fps();
+    assert_eq!(fps.len(), 38);
+    for (id, fp) in &fps {
+        // k = 3 is the store's own k; 7 is beyond it and probes neighbouring block values.
+        for k in ["3", "7"] {
+            let (code, got, err) = similar(&store, &["--id", id, "-k", k], b"");
+            assert_eq!(code, 0, "{err}");
+            assert_eq!(
+                got,
+                expected(&fps, *fp, k.parse().unwrap(), Some(id)),
+                "{id} k={k}"
+            );
+        }
+    }
+    // The two variants the default profile keeps within 3 of their originals.
+    let (_, got, _) = similar(&store, &["--id", "ex-009"], b"");
+    assert_eq!(got, vec![json!({"id": "ex-009-halfwidth", "distance": 0})]);
+    let (_, got, _) = similar(&store, &["--id", "ex-012-html"], b"");
+    assert_eq!(got, vec![json!({"id": "ex-012", "distance": 1})]);
+}
+
+#[test]
+fn similar_to_a_text_or_one_article() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    assert_eq!(index(&store, &examples(), &["-q"]).0, 0);
+    let fps = example_fps();
+    let corpus = std::fs::read_to_string(common::examples()).unwrap();
+    let line = corpus.lines().find(|l| l.contains("\"ex-012\"")).unwrap();
+
+    // One article on stdin: its own id is left out.
+    let (code, got, err) = similar(&store, &["--input", "-", "-k", "7"], line.as_bytes());
+    assert_eq!(code, 0, "{err}");
+    let own = fps.iter().find(|(id, _)| id == "ex-012").unwrap().1;
+    assert_eq!(got, expected(&fps, own, 7, Some("ex-012")));
+    assert!(got.iter().any(|m| m["id"] == "ex-012-html"));
+
+    // A text: compared with what the library makes of it.
+    let article: Value = serde_json::from_str(line).unwrap();
+    let text = article["content"].as_str().unwrap();
+    let q = neardup::Fingerprinter::for_profile(neardup::Profile::Default)
+        .fingerprint(text)
+        .unwrap()
+        .simhash
+        .0;
+    let (code, got, err) = similar(&store, &["--text", text, "-k", "5"], b"");
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(got, expected(&fps, q, 5, None));
+}
+
+#[test]
+fn similar_errors_name_the_problem() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let (code, _, err) = similar(&store, &["--id", "x"], b"");
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("no store at") && err.contains("neardup index"),
+        "{err}"
+    );
+
+    assert_eq!(index(&store, &examples(), &["-q"]).0, 0);
+    let (code, _, err) = similar(&store, &["--id", "nope"], b"");
+    assert_eq!(code, 1);
+    assert!(err.contains("no document `nope`"), "{err}");
+    let (code, _, err) = similar(&store, &["--text", "快讯"], b"");
+    assert_eq!(code, 1);
+    assert!(err.contains("too short"), "{err}");
+    let (code, _, err) = similar(
+        &store,
+        &["--input", "-"],
+        b"{\"id\":1,\"content\":\"a\"}\n{\"id\":2,\"content\":\"b\"}\n",
+    );
+    assert_eq!(code, 1);
+    assert!(err.contains("takes one"), "{err}");
+    let (code, _, err) = similar(&store, &[], b"");
+    assert_eq!(code, 2, "a query is required: {err}");
+    let (code, _, err) = similar(&store, &["--id", "ex-001", "--profile", "seed000"], b"");
+    assert_eq!(code, 0, "--id needs no fingerprinting: {err}");
+    let (code, _, err) = similar(
+        &store,
+        &[
+            "--text",
+            "市图书馆完成改造后重新开放",
+            "--profile",
+            "seed000",
+        ],
+        b"",
+    );
+    assert_eq!(code, 1);
+    assert!(err.contains("profile `default`, not `seed000`"), "{err}");
+}
+
+#[test]
+fn reindexing_replaces_changed_texts_and_removes_too_short_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    assert_eq!(index(&store, &examples(), &["-q"]).0, 0);
+    let corpus = std::fs::read_to_string(common::examples()).unwrap();
+    let mut changed = String::new();
+    for line in corpus.lines() {
+        let mut v: Value = serde_json::from_str(line).unwrap();
+        if v["id"] == "ex-009-halfwidth" {
+            // Now a different article's text: its old fingerprint must go everywhere.
+            let other: Value =
+                serde_json::from_str(corpus.lines().find(|l| l.contains("\"ex-001\"")).unwrap())
+                    .unwrap();
+            v["content"] = other["content"].clone();
+            v["title"] = other["title"].clone();
+        }
+        if v["id"] == "ex-005-edit" {
+            v["content"] = json!("快讯");
+            v["title"] = json!("");
+        }
+        changed.push_str(&v.to_string());
+        changed.push('\n');
+    }
+    let changed_path = dir.path().join("changed.jsonl");
+    std::fs::write(&changed_path, changed).unwrap();
+    let (code, _, err) = index(&store, changed_path.to_str().unwrap(), &[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("(0 new, 1 replaced, 36 unchanged), 3 too short (1 removed from the store)"),
+        "{err}"
+    );
+    let (_, got, _) = similar(&store, &["--id", "ex-009"], b"");
+    assert!(
+        got.is_empty(),
+        "the old halfwidth fingerprint is gone: {got:?}"
+    );
+    let (_, got, _) = similar(&store, &["--id", "ex-009-halfwidth"], b"");
+    assert_eq!(got, vec![json!({"id": "ex-001", "distance": 0})]);
+    let (code, _, _) = similar(&store, &["--id", "ex-005-edit"], b"");
+    assert_eq!(code, 1, "a text that became too short is removed");
+}
+
+#[test]
+fn check_reports_duplicates_and_insert_keeps_one_of_each() {
+    let dir = tempfile::tempdir().unwrap();
+    let fps = example_fps();
+    let corpus = std::fs::read_to_string(common::examples()).unwrap();
+    // A store of the originals only.
+    let originals: String = corpus
+        .lines()
+        .filter(|l| {
+            let v: Value = serde_json::from_str(l).unwrap();
+            !v["id"].as_str().unwrap()[4..].contains('-')
+        })
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let orig_path = dir.path().join("originals.jsonl");
+    std::fs::write(&orig_path, &originals).unwrap();
+    let store = dir.path().join("store");
+    assert_eq!(index(&store, orig_path.to_str().unwrap(), &["-q"]).0, 0);
+    let stored: Vec<(String, u64)> = fps
+        .iter()
+        .filter(|(id, _)| !id[4..].contains('-'))
+        .cloned()
+        .collect();
+
+    let (code, out, err) = neardup(
+        &[
+            "check",
+            "--store",
+            store.to_str().unwrap(),
+            "-i",
+            &examples(),
+            "-k",
+            "7",
+        ],
+        b"",
+    );
+    assert_eq!(code, 0, "{err}");
+    let lines = json_lines(&out);
+    assert_eq!(lines.len(), 40, "one line per article, in input order");
+    for line in &lines {
+        let id = line["id"].as_str().unwrap();
+        match fps.iter().find(|(i, _)| i == id) {
+            Some((_, fp)) => {
+                let want = expected(&stored, *fp, 7, Some(id));
+                assert_eq!(line["duplicate"], json!(!want.is_empty()), "{id}");
+                assert_eq!(line["matches"], json!(want), "{id}");
+                assert!(line.get("inserted").is_none());
+            }
+            None => {
+                assert!(line["duplicate"].is_null());
+                assert_eq!(line["reason"], "too_short");
+            }
+        }
+    }
+    let dup = |id: &str| lines.iter().find(|l| l["id"] == id).unwrap()["duplicate"].clone();
+    assert_eq!(dup("ex-012-html"), json!(true));
+    assert_eq!(
+        dup("ex-001"),
+        json!(false),
+        "an original is not a duplicate of itself"
+    );
+    assert!(err.contains("check: 40 documents"), "{err}");
+
+    // --insert into a new store: articles in input order; a variant within 7 of an earlier
+    // stored article is not inserted. The result has no two stored articles within 7.
+    let fresh = dir.path().join("fresh");
+    let (code, out, err) = neardup(
+        &[
+            "check",
+            "--store",
+            fresh.to_str().unwrap(),
+            "-i",
+            &examples(),
+            "-k",
+            "7",
+            "--insert",
+        ],
+        b"",
+    );
+    assert_eq!(code, 0, "{err}");
+    let mut kept: Vec<(String, u64)> = Vec::new();
+    for line in json_lines(&out) {
+        let id = line["id"].as_str().unwrap();
+        let Some((_, fp)) = fps.iter().find(|(i, _)| i == id) else {
+            assert_eq!(line["inserted"], json!(false));
+            continue;
+        };
+        let want = expected(&kept, *fp, 7, Some(id));
+        assert_eq!(line["matches"], json!(want), "{id}");
+        assert_eq!(line["inserted"], json!(want.is_empty()), "{id}");
+        if want.is_empty() {
+            kept.push((id.to_owned(), *fp));
+        }
+    }
+    let s = Store::open(&fresh, &OpenOptions::default()).unwrap();
+    assert_eq!(
+        s.config().k,
+        7,
+        "a store made by check --insert -k 7 is built for 7"
+    );
+    assert_eq!(s.len().unwrap(), kept.len() as u64);
+}
+
+#[test]
+fn delete_removes_and_reports_each_id() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    assert_eq!(index(&store, &examples(), &["-q"]).0, 0);
+    let s = store.to_str().unwrap();
+    let (code, out, err) = neardup(&["delete", "--store", s, "--id", "ex-009", "nope"], b"");
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        json_lines(&out),
+        vec![
+            json!({"id": "ex-009", "deleted": true}),
+            json!({"id": "nope", "deleted": false})
+        ]
+    );
+    assert!(
+        err.contains("1 deleted, 1 not in the store") && err.contains("holds 37"),
+        "{err}"
+    );
+    let (_, got, _) = similar(&store, &["--id", "ex-009-halfwidth"], b"");
+    assert!(got.is_empty(), "{got:?}");
+    let (code, out, err) = neardup(&["stats", "--store", s, "--verify"], b"");
+    assert_eq!(code, 0, "{err}");
+    let stats: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(stats["documents"], 37);
+    assert_eq!(stats["k"], 3);
+    assert_eq!(stats["blocks"].as_array().unwrap().len(), 4);
+    assert!(err.contains("verify: 37 documents"), "{err}");
+}
+
+#[test]
+fn dedupe_clusters_are_the_components_within_k() {
+    let fps = example_fps();
+    for k in [3u32, 7] {
+        let (code, out, err) = neardup(&["dedupe", "-i", &examples(), "-k", &k.to_string()], b"");
+        assert_eq!(code, 0, "{err}");
+        // Brute force: components of the "within k" graph, members in input order.
+        let n = fps.len();
+        let mut comp: Vec<usize> = (0..n).collect();
+        for i in 0..n {
+            for j in i + 1..n {
+                if (fps[i].1 ^ fps[j].1).count_ones() <= k {
+                    let (a, b) = (comp[i], comp[j]);
+                    for c in comp.iter_mut() {
+                        if *c == b {
+                            *c = a;
+                        }
+                    }
+                }
+            }
+        }
+        let mut groups: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+        for (i, &c) in comp.iter().enumerate() {
+            groups.entry(c).or_default().push(i);
+        }
+        let mut want: Vec<Value> = groups
+            .into_values()
+            .filter(|g| g.len() > 1)
+            .map(|g| {
+                let mut max = 0;
+                for &a in &g {
+                    for &b in &g {
+                        max = max.max((fps[a].1 ^ fps[b].1).count_ones());
+                    }
+                }
+                json!({"cluster": g.iter().map(|&i| fps[i].0.clone()).collect::<Vec<_>>(), "max_distance": max})
+            })
+            .collect();
+        want.sort_by_key(|c| {
+            fps.iter()
+                .position(|(id, _)| c["cluster"][0] == id.as_str())
+        });
+        assert_eq!(json_lines(&out), want, "k={k}");
+        let dups: usize = want
+            .iter()
+            .map(|c| c["cluster"].as_array().unwrap().len() - 1)
+            .sum();
+        assert!(
+            err.contains(&format!(
+                "dedupe: 40 documents, 38 fingerprinted, 2 too short, 0 bad lines; {} clusters",
+                want.len()
+            )),
+            "{err}"
+        );
+        assert!(err.contains(&format!("{dups} duplicates")), "{err}");
+    }
+    let (_, out, _) = neardup(&["dedupe", "-i", &examples(), "-k", "3"], b"");
+    let ids: Vec<Value> = json_lines(&out)
+        .into_iter()
+        .map(|c| c["cluster"].clone())
+        .collect();
+    assert_eq!(
+        ids,
+        vec![
+            json!(["ex-009", "ex-009-halfwidth"]),
+            json!(["ex-012", "ex-012-html"])
+        ]
+    );
+    let (_, out, _) = neardup(&["dedupe", "-i", &examples(), "-k", "3", "--pairs"], b"");
+    assert_eq!(
+        json_lines(&out),
+        vec![
+            json!({"a": "ex-009", "b": "ex-009-halfwidth", "distance": 0}),
+            json!({"a": "ex-012", "b": "ex-012-html", "distance": 1}),
+        ]
+    );
+}
+
+#[test]
+fn a_store_refuses_other_profiles_and_k() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    assert_eq!(index(&store, &examples(), &["-q"]).0, 0);
+    let (code, _, err) = index(&store, &examples(), &["--profile", "seed000"]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("profile `default`, not `seed000`") && err.contains("--profile"),
+        "{err}"
+    );
+    let (code, _, err) = index(&store, &examples(), &["-k", "4"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("k `3`, not `4`"), "{err}");
+    let (code, _, err) = index(&store, &examples(), &["--no-hmm"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("fingerprint version"), "{err}");
+    // A seed000 store is used with its own profile without naming it again.
+    let seed = dir.path().join("seed");
+    assert_eq!(
+        index(&seed, &examples(), &["-q", "--profile", "seed000"]).0,
+        0
+    );
+    let (code, _, err) = index(&seed, &examples(), &[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("0 new") && err.contains("0 replaced"), "{err}");
+}
+
+#[test]
+fn a_store_in_use_by_another_process_is_reported_or_waited_for() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    assert_eq!(index(&store, &examples(), &["-q"]).0, 0);
+    let held = Store::open(&store, &OpenOptions::default()).unwrap();
+    let (code, _, err) = similar(&store, &["--id", "ex-009"], b"");
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("in use by another process") && err.contains("--wait"),
+        "{err}"
+    );
+
+    let child = Command::new(env!("CARGO_BIN_EXE_neardup"))
+        .args([
+            "similar",
+            "--store",
+            store.to_str().unwrap(),
+            "--id",
+            "ex-009",
+            "--wait",
+            "60",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    drop(held);
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        json_lines(&String::from_utf8(out.stdout).unwrap()),
+        vec![json!({"id": "ex-009-halfwidth", "distance": 0})]
+    );
+}
+
+/// Two `check --insert` processes at once, each with every article: they take turns on the
+/// store (the file lock, `--wait`), so near-duplicates are inserted once, not once each.
+#[test]
+fn concurrent_check_insert_processes_take_turns() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let corpus = std::fs::read_to_string(common::examples()).unwrap();
+    let mut reversed: Vec<&str> = corpus.lines().collect();
+    reversed.reverse();
+    let rev_path = dir.path().join("reversed.jsonl");
+    std::fs::write(&rev_path, reversed.join("\n")).unwrap();
+    let spawn = |input: &str| {
+        Command::new(env!("CARGO_BIN_EXE_neardup"))
+            .args(["check", "--insert", "--wait", "120", "-k", "7", "-q"])
+            .args([
+                "--store",
+                store.to_str().unwrap(),
+                "-i",
+                input,
+                "--batch",
+                "3",
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let a = spawn(&examples());
+    let b = spawn(rev_path.to_str().unwrap());
+    for c in [a, b] {
+        let out = c.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let s = Store::open(&store, &OpenOptions::default()).unwrap();
+    let docs = s.snapshot().unwrap().documents().unwrap();
+    for (i, (a, fa)) in docs.iter().enumerate() {
+        for (b, fb) in &docs[i + 1..] {
+            assert!(
+                fa.distance(*fb) > 7,
+                "{a} and {b} both stored at distance {}",
+                fa.distance(*fb)
+            );
+        }
+    }
+    // Everything is covered: each fingerprinted article is stored or within 7 of a stored one.
+    for (id, fp) in example_fps() {
+        assert!(
+            docs.iter()
+                .any(|(_, f)| f.distance(neardup::SimHash(fp)) <= 7),
+            "{id} neither stored nor matched"
+        );
+    }
+}

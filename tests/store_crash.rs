@@ -1,0 +1,144 @@
+//! Crash safety: `neardup index` killed (SIGKILL) in the middle of a run leaves a store that
+//! opens, holds every batch committed before the kill, and no document half-written.
+
+mod common;
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use neardup::store::{OpenOptions, Store};
+use neardup::{Fingerprinter, Profile, SimHash};
+
+const DOCS: usize = 20_000;
+const BATCH: usize = 200;
+
+/// Pre-tokenized articles (no dictionary work, so the run is dominated by commits).
+/// `generation` changes every text, so a second run replaces every fingerprint.
+fn write_input(path: &Path, generation: u32) -> Vec<(String, Vec<String>)> {
+    let mut docs = Vec::with_capacity(DOCS);
+    let mut text = String::new();
+    for i in 0..DOCS {
+        let tokens: Vec<String> = (0..12)
+            .map(|j| format!("w{}", (i * 7 + j * 13 + generation as usize * 5) % 5000))
+            .collect();
+        let id = format!("doc-{i:06}");
+        text.push_str(&serde_json::json!({"id": id, "tokens": tokens}).to_string());
+        text.push('\n');
+        docs.push((id, tokens));
+    }
+    std::fs::write(path, text).unwrap();
+    docs
+}
+
+/// Starts `neardup index -v` and kills it with SIGKILL once it has reported `after`
+/// commits. Returns how many documents it had reported committed, or `None` if it finished
+/// before that.
+fn index_and_kill(store: &Path, input: &Path, after: usize) -> Option<usize> {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_neardup"))
+        .args(["index", "--pre-tokenized", "-v", "-j", "1", "--batch"])
+        .arg(BATCH.to_string())
+        .arg("--store")
+        .arg(store)
+        .arg("--input")
+        .arg(input)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut committed = 0;
+    let mut commits = 0;
+    for line in stderr.lines() {
+        let line = line.unwrap();
+        if let Some(rest) = line.strip_prefix("index: committed ") {
+            committed = rest.split_whitespace().next().unwrap().parse().unwrap();
+            commits += 1;
+            if commits == after {
+                child.kill().unwrap(); // SIGKILL on Unix: no destructor, no flush.
+                child.wait().unwrap();
+                return Some(committed);
+            }
+        }
+    }
+    let status = child.wait().unwrap();
+    assert!(status.success(), "index failed before the kill");
+    None
+}
+
+/// Opens the store after a kill and checks it against the input generations.
+/// Returns how many documents carry the newest generation's fingerprint.
+fn check_store(store: &Path, expected: &[HashMap<String, SimHash>], reported: usize) -> usize {
+    let s = Store::open(store, &OpenOptions::default()).expect("a killed store opens");
+    let n = s
+        .verify()
+        .expect("block tables and documents agree exactly") as usize;
+    let docs = s.snapshot().unwrap().documents().unwrap();
+    assert_eq!(docs.len(), n);
+    let newest = expected.last().unwrap();
+    let mut current = 0;
+    for (id, fp) in &docs {
+        // Every stored fingerprint is the full, correct one of some generation's text.
+        let gen = expected
+            .iter()
+            .position(|e| e.get(id) == Some(fp))
+            .unwrap_or_else(|| panic!("{id} has {fp:?}, which no input gave it"));
+        if gen == expected.len() - 1 {
+            current += 1;
+        }
+        assert!(newest.contains_key(id));
+    }
+    // Batches commit in input order: the newest generation covers a prefix of whole
+    // batches, at least as long as the commits reported before the kill.
+    assert!(
+        current >= reported,
+        "{current} documents current, {reported} reported committed"
+    );
+    assert!(
+        current % BATCH == 0 || current == DOCS,
+        "{current} is not whole batches"
+    );
+    let mut ids: Vec<&String> = newest.keys().collect();
+    ids.sort();
+    for id in &ids[..current] {
+        assert_eq!(
+            s.get(id).unwrap().as_ref(),
+            newest.get(*id),
+            "{id} should be current"
+        );
+    }
+    current
+}
+
+#[test]
+fn killed_index_runs_leave_whole_batches_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let fp = Fingerprinter::for_profile(Profile::Default);
+    let mut expected: Vec<HashMap<String, SimHash>> = Vec::new();
+    for (generation, kills) in [(0u32, [3usize, 11, 19]), (1, [2, 9, 25])] {
+        let input = dir.path().join(format!("gen{generation}.jsonl"));
+        let docs = write_input(&input, generation);
+        expected.push(
+            docs.iter()
+                .map(|(id, t)| (id.clone(), fp.fingerprint_tokens(t).unwrap().simhash))
+                .collect(),
+        );
+        // Kill the same run several times at different points, resuming each time.
+        let mut last = 0;
+        for after in kills {
+            match index_and_kill(&store, &input, after) {
+                Some(reported) => {
+                    let current = check_store(&store, &expected, reported);
+                    assert!(current >= last.min(reported));
+                    last = current;
+                }
+                None => break,
+            }
+        }
+        // Finally a run to the end: everything current.
+        assert_eq!(index_and_kill(&store, &input, usize::MAX), None);
+        assert_eq!(check_store(&store, &expected, DOCS), DOCS);
+    }
+}
