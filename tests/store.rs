@@ -202,7 +202,7 @@ proptest! {
         prop_assert_eq!(&got, &want);
         // Clusters are the connected components of those pairs.
         let mut comp: Vec<usize> = (0..fps.len()).collect();
-        fn root(c: &mut Vec<usize>, mut x: usize) -> usize { while c[x] != x { x = c[x]; } x }
+        fn root(c: &mut [usize], mut x: usize) -> usize { while c[x] != x { x = c[x]; } x }
         for &(a, b, _) in &want {
             let (ra, rb) = (root(&mut comp, a as usize), root(&mut comp, b as usize));
             comp[ra.max(rb)] = ra.min(rb);
