@@ -48,12 +48,11 @@ fn index_and_kill(store: &Path, input: &Path, after: usize) -> Option<usize> {
         .spawn()
         .unwrap();
     let stderr = BufReader::new(child.stderr.take().unwrap());
-    let mut committed = 0;
     let mut commits = 0;
     for line in stderr.lines() {
         let line = line.unwrap();
         if let Some(rest) = line.strip_prefix("index: committed ") {
-            committed = rest.split_whitespace().next().unwrap().parse().unwrap();
+            let committed: usize = rest.split_whitespace().next().unwrap().parse().unwrap();
             commits += 1;
             if commits == after {
                 // A varying delay lands the kill anywhere: fingerprinting, writing a batch,
