@@ -28,6 +28,7 @@
 
 pub mod error;
 pub mod es;
+pub mod eval;
 pub mod fingerprint;
 pub mod hashing;
 pub mod input;
@@ -38,7 +39,8 @@ pub mod text;
 
 pub use error::{Error, Result};
 pub use fingerprint::{
-    Fingerprint, FingerprintConfig, Fingerprinter, Outcome, Profile, Thresholds, TooShort,
+    Features, Fingerprint, FingerprintConfig, Fingerprinter, Outcome, Profile, Scheme, Thresholds,
+    TooShort, Weight,
 };
 pub use simhash::allpairs::AllPairs;
 pub use simhash::{hamming, BlockLayout, SimHash};

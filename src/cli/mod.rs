@@ -10,6 +10,8 @@ mod dedupe;
 mod delete;
 mod es_args;
 mod es_init;
+mod eval;
+mod eval_plot;
 mod fingerprint;
 mod index;
 mod similar;
@@ -50,6 +52,8 @@ enum Command {
     Dedupe(dedupe::Args),
     /// Size, settings and bucket skew of a local store (JSON).
     Stats(stats::Args),
+    /// Measure detection quality on labelled pairs, or generate the synthetic benchmark.
+    Eval(eval::Args),
     /// Measure throughput on a corpus (medians of several runs).
     #[command(subcommand)]
     Bench(bench::Bench),
@@ -69,6 +73,7 @@ pub fn main() -> i32 {
         Command::Delete(args) => delete::run(args),
         Command::Dedupe(args) => dedupe::run(args),
         Command::Stats(args) => stats::run(args),
+        Command::Eval(args) => eval::run(args),
         Command::Bench(b) => bench::run(b),
     };
     common::finish(result)

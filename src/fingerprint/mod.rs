@@ -1,9 +1,11 @@
 //! The fingerprint pipeline: text → words → weights → 64-bit SimHash, per profile.
 
+mod scheme;
 mod seed000;
 mod tfidf;
 
-pub use tfidf::Thresholds;
+pub use scheme::{is_number, Features, Scheme, Weight};
+pub use tfidf::{Idf, Thresholds};
 
 use std::fmt;
 use std::str::FromStr;
@@ -15,28 +17,100 @@ use crate::simhash::SimHash;
 use crate::text::{self, segment, Segmenter};
 
 /// A weighting and hashing scheme. Fingerprints are only comparable within one profile.
+///
+/// Every profile but `seed000` is a [`Scheme`] (features × weights). `default` is the one that
+/// measured best on the labelled benchmark (`docs/evaluation.md`); the others stay available
+/// so that the measurement can be repeated on any user's data (`neardup eval --profile`).
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum Profile {
-    /// TF-IDF weights (jieba's IDF table) and xxh3 word hashes.
+    /// The best-measured scheme; see [`Profile::scheme`].
     #[default]
     Default,
     /// The older Java service's rules, bit for bit, for indices it wrote.
     Seed000,
+    /// Words weighted by term frequency alone.
+    Tf,
+    /// Words weighted by term frequency × jieba's IDF (the first `default`).
+    Tfidf,
+    /// The 20 heaviest words by TF-IDF only (keywords).
+    Keywords,
+    /// Pairs of adjacent words, weighted by term frequency × their mean IDF.
+    Bigram,
+    /// Runs of three letters or digits, weighted by term frequency; no segmentation.
+    Char3,
 }
 
 impl Profile {
     /// Every profile, for help texts.
-    pub const ALL: [Profile; 2] = [Profile::Default, Profile::Seed000];
+    pub const ALL: [Profile; 7] = [
+        Profile::Default,
+        Profile::Seed000,
+        Profile::Tf,
+        Profile::Tfidf,
+        Profile::Keywords,
+        Profile::Bigram,
+        Profile::Char3,
+    ];
 
     /// The profile's name as used on the command line and in versions.
     pub fn name(self) -> &'static str {
         match self {
             Profile::Default => "default",
             Profile::Seed000 => "seed000",
+            Profile::Tf => "tf",
+            Profile::Tfidf => "tfidf",
+            Profile::Keywords => "keywords",
+            Profile::Bigram => "bigram",
+            Profile::Char3 => "char3",
+        }
+    }
+
+    /// The profile's features and weights; `None` for `seed000`, which has its own rules.
+    pub fn scheme(self) -> Option<Scheme> {
+        let words = Scheme::TFIDF;
+        Some(match self {
+            Profile::Seed000 => return None,
+            Profile::Default => DEFAULT_SCHEME,
+            Profile::Tf => Scheme {
+                weight: Weight::Tf,
+                ..words
+            },
+            Profile::Tfidf => words,
+            Profile::Keywords => Scheme {
+                top_n: Some(20),
+                ..words
+            },
+            Profile::Bigram => Scheme {
+                features: Features::WordBigrams,
+                ..words
+            },
+            Profile::Char3 => Scheme {
+                features: Features::CharNgrams(3),
+                weight: Weight::Tf,
+                ..words
+            },
+        })
+    }
+
+    /// The version prefix naming the profile's rules; bumped whenever its bits change.
+    fn version_name(self) -> &'static str {
+        match self {
+            Profile::Default => DEFAULT_VERSION_NAME,
+            Profile::Seed000 => "seed000",
+            Profile::Tf => "tf-1",
+            Profile::Tfidf => "tfidf-1",
+            Profile::Keywords => "keywords-1",
+            Profile::Bigram => "bigram-1",
+            Profile::Char3 => "char3-1",
         }
     }
 }
+
+/// The scheme of the `default` profile. Changing it changes every default fingerprint: bump
+/// [`DEFAULT_VERSION_NAME`] with it.
+const DEFAULT_SCHEME: Scheme = Scheme::TFIDF;
+const DEFAULT_VERSION_NAME: &str = "default-1";
 
 impl fmt::Display for Profile {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -143,6 +217,8 @@ pub type Outcome = Result<Fingerprint, TooShort>;
 #[derive(Clone)]
 pub struct Fingerprinter {
     config: Arc<FingerprintConfig>,
+    /// `None` for `seed000`.
+    scheme: Option<Scheme>,
     segmenter: Segmenter,
     version: Arc<str>,
     version_pretokenized: Arc<str>,
@@ -160,28 +236,47 @@ impl Fingerprinter {
     /// A fingerprinter for `config`. The first one in a process loads the jieba dictionary
     /// and IDF table (about a second); later ones share them.
     pub fn new(config: FingerprintConfig) -> Fingerprinter {
-        if config.profile == Profile::Default {
+        let scheme = config.profile.scheme();
+        let name = config.profile.version_name();
+        Fingerprinter::build(config, scheme, name)
+    }
+
+    /// A fingerprinter for a scheme that is not a profile, for experiments and evaluation.
+    /// Its version starts with `custom;` and names the scheme, so its fingerprints are never
+    /// mistaken for a profile's. `config.profile` is ignored.
+    pub fn with_scheme(scheme: Scheme, config: FingerprintConfig) -> Fingerprinter {
+        Fingerprinter::build(config, Some(scheme), "custom")
+    }
+
+    fn build(config: FingerprintConfig, scheme: Option<Scheme>, name: &str) -> Fingerprinter {
+        if scheme.is_some_and(|s| s.uses_idf()) {
             tfidf::Idf::shared();
         }
-        let text_id = format!(
-            "html-1,nfkc,lower,{}{},{}",
-            segment::SEGMENTER_ID,
-            if config.hmm { "+hmm" } else { "" },
-            segment::STOP_WORDS_ID
-        );
-        let scheme = match config.profile {
-            Profile::Default => format!(
+        let text_id = match scheme {
+            Some(s) if !s.segments() => "html-1,nfkc,lower,alnum".to_owned(),
+            _ => format!(
+                "html-1,nfkc,lower,{}{},{}",
+                segment::SEGMENTER_ID,
+                if config.hmm { "+hmm" } else { "" },
+                segment::STOP_WORDS_ID
+            ),
+        };
+        let scheme_id = match scheme {
+            // The first default's version, kept so its stored fingerprints stay current.
+            Some(s) if name == "default-1" && s == Scheme::TFIDF => format!(
                 "default-1;weight=tf*{};hash=xxh3-64-s{}",
                 tfidf::IDF_ID,
                 crate::hashing::WORD_HASH_SEED
             ),
-            Profile::Seed000 => "seed000".to_owned(),
+            Some(s) => format!("{name};{s};hash=xxh3-64-s{}", crate::hashing::WORD_HASH_SEED),
+            None => name.to_owned(),
         };
         Fingerprinter {
             segmenter: Segmenter::new(config.hmm),
-            version: format!("{scheme};text={text_id}").into(),
-            version_pretokenized: format!("{scheme};text=pretokenized").into(),
+            version: format!("{scheme_id};text={text_id}").into(),
+            version_pretokenized: format!("{scheme_id};text=pretokenized").into(),
             config: Arc::new(config),
+            scheme,
         }
     }
 
@@ -218,7 +313,13 @@ impl Fingerprinter {
         let mut acc = self.accumulator();
         for field in fields {
             let plain = text::plain_text(field.as_ref());
-            self.segmenter.for_each_word(&plain, |w, h| acc.add(w, h));
+            match &mut acc {
+                Accumulator::Terms(t) if !t.scheme().segments() => {
+                    t.add_chars(&text::normalise(&plain));
+                }
+                _ => self.segmenter.for_each_word(&plain, |w, h| acc.add(w, h)),
+            }
+            acc.end_field();
         }
         self.finish(acc, &self.version)
     }
@@ -229,7 +330,10 @@ impl Fingerprinter {
         let mut acc = self.accumulator();
         for t in tokens {
             let t = t.as_ref();
-            acc.add(t, crate::hashing::word_hash(t));
+            match &mut acc {
+                Accumulator::Terms(terms) if !terms.scheme().segments() => terms.add_chars(t),
+                _ => acc.add(t, crate::hashing::word_hash(t)),
+            }
         }
         self.finish(acc, &self.version_pretokenized)
     }
@@ -239,16 +343,21 @@ impl Fingerprinter {
         self.segmenter.words(&text::plain_text(text))
     }
 
+    /// The features and weights, or `None` for `seed000`.
+    pub fn scheme(&self) -> Option<Scheme> {
+        self.scheme
+    }
+
     fn accumulator(&self) -> Accumulator<'static> {
-        match self.config.profile {
-            Profile::Default => Accumulator::TfIdf(tfidf::TfIdf::new(tfidf::Idf::shared())),
-            Profile::Seed000 => Accumulator::Seed000(Box::default()),
+        match self.scheme {
+            Some(s) => Accumulator::Terms(scheme::Terms::new(s, tfidf::Idf::shared())),
+            None => Accumulator::Seed000(Box::default()),
         }
     }
 
     fn finish(&self, acc: Accumulator<'_>, version: &Arc<str>) -> Outcome {
         let simhash = match acc {
-            Accumulator::TfIdf(t) => t.finish(&self.config.thresholds)?,
+            Accumulator::Terms(t) => t.finish(&self.config.thresholds)?,
             Accumulator::Seed000(s) => s.finish()?,
         };
         Ok(Fingerprint {
@@ -259,17 +368,23 @@ impl Fingerprinter {
 }
 
 enum Accumulator<'a> {
-    TfIdf(tfidf::TfIdf<'a>),
+    Terms(scheme::Terms<'a>),
     Seed000(Box<seed000::Seed000>),
 }
 
 impl Accumulator<'_> {
-    /// `h` is the word's default-profile hash, already computed by the segmenter.
+    /// `h` is the word's xxh3 hash, already computed by the segmenter.
     #[inline]
     fn add(&mut self, word: &str, h: u64) {
         match self {
-            Accumulator::TfIdf(t) => t.add(h),
+            Accumulator::Terms(t) => t.add_word(word, h),
             Accumulator::Seed000(s) => s.add(word),
+        }
+    }
+
+    fn end_field(&mut self) {
+        if let Accumulator::Terms(t) = self {
+            t.end_field();
         }
     }
 }

@@ -1,14 +1,10 @@
-//! The `default` profile's weights: term frequency × inverse document frequency, with the IDF
-//! table of jieba, and xxh3 word hashes.
+//! The IDF table (jieba's) and the too-short thresholds of the weighted-feature profiles.
 
 use std::collections::HashMap;
 use std::io::Read;
 use std::sync::OnceLock;
 
 use crate::hashing::{word_hash, BuildIdentity};
-use crate::simhash::{Folder, SimHash};
-
-use super::TooShort;
 
 /// Identifies the IDF table in fingerprint versions; bump when `data/idf.txt.gz` changes.
 pub const IDF_ID: &str = "idf-jieba-0.11";
@@ -81,63 +77,6 @@ impl Default for Thresholds {
     }
 }
 
-/// Running state of one TF-IDF fingerprint: term frequencies keyed by word hash, so each
-/// token costs one hash and one map probe, and each distinct word one IDF lookup.
-pub struct TfIdf<'a> {
-    idf: &'a Idf,
-    terms: HashMap<u64, (u32, f32), BuildIdentity>,
-}
-
-impl<'a> TfIdf<'a> {
-    pub fn new(idf: &'a Idf) -> Self {
-        TfIdf {
-            idf,
-            terms: HashMap::with_capacity_and_hasher(512, BuildIdentity),
-        }
-    }
-
-    /// Counts one occurrence of the word with hash `h` (see [`word_hash`]).
-    #[inline]
-    pub fn add(&mut self, h: u64) {
-        let idf = self.idf;
-        self.terms.entry(h).or_insert_with(|| (0, idf.get(h))).0 += 1;
-    }
-
-    /// The fingerprint, or why the text gets none.
-    pub fn finish(&self, t: &Thresholds) -> Result<SimHash, TooShort> {
-        if self.terms.is_empty() {
-            return Err(TooShort::NoWords);
-        }
-        if self.terms.len() < t.min_words {
-            return Err(TooShort::FewWords {
-                words: self.terms.len(),
-                min: t.min_words,
-            });
-        }
-        let mut folder = Folder::<f64>::default();
-        let (mut sum, mut max) = (0f64, 0f64);
-        // Sorted by hash so the floating-point sums do not depend on map iteration order.
-        let mut terms: Vec<(u64, f64)> = self
-            .terms
-            .iter()
-            .map(|(&h, &(tf, idf))| (h, f64::from(tf) * f64::from(idf)))
-            .collect();
-        terms.sort_unstable_by_key(|&(h, _)| h);
-        for (h, w) in terms {
-            folder.add(h, w);
-            sum += w;
-            max = max.max(w);
-        }
-        if sum <= 0.0 || max / sum >= t.max_share {
-            return Err(TooShort::Dominated {
-                share: if sum > 0.0 { max / sum } else { 1.0 },
-                max_share: t.max_share,
-            });
-        }
-        Ok(folder.finish())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -147,18 +86,5 @@ mod tests {
         let idf = Idf::shared();
         assert!(idf.get(word_hash("生化学")) > 13.0);
         assert_eq!(idf.get(word_hash("绝对不在词表里的词zzz")), idf.median);
-    }
-
-    #[test]
-    fn few_words_are_too_short() {
-        let idf = Idf::shared();
-        let mut t = TfIdf::new(idf);
-        for w in ["北京", "天气", "晴朗"] {
-            t.add(word_hash(w));
-        }
-        assert!(matches!(
-            t.finish(&Thresholds::default()),
-            Err(TooShort::FewWords { words: 3, .. })
-        ));
     }
 }

@@ -1,0 +1,306 @@
+//! `neardup eval`: detection quality on labelled pairs, and the synthetic benchmark generator.
+
+use std::io::{BufReader, Write};
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::{bail, Context};
+use neardup::eval::generate::{self, Article};
+use neardup::eval::minhash::{self, MinHasher};
+use neardup::eval::{read_pairs, score_simhash, Report, Scored};
+use neardup::input::{self, Lines};
+use neardup::{Features, FingerprintConfig, Fingerprinter, Profile, Scheme, Thresholds, Weight};
+use serde_json::Value;
+
+use super::common::{self, CmdResult, RunArgs, Status};
+use super::eval_plot;
+
+#[derive(clap::Args, Debug)]
+#[command(after_help = "Examples:
+  neardup eval --generate -i ../shared/data/zh_articles.jsonl.gz -o pairs.jsonl
+  neardup eval --pairs pairs.jsonl                       # the default profile
+  neardup eval --pairs pairs.jsonl --all-profiles --minhash --plot pr.png")]
+pub struct Args {
+    /// Labelled pairs to measure: JSON Lines of
+    /// {\"a\": {\"title\": .., \"content\": ..}, \"b\": {..}, \"duplicate\": true|false}.
+    #[arg(long, value_name = "PATH", required_unless_present = "generate", conflicts_with = "generate")]
+    pairs: Option<PathBuf>,
+    /// Build the synthetic benchmark from the articles of --input instead, writing pairs to
+    /// --output.
+    #[arg(long)]
+    generate: bool,
+    /// --generate: JSON Lines articles {\"id\", \"title\", \"content\"} (`.gz` is fine).
+    #[arg(long, short, value_name = "PATH", requires = "generate")]
+    input: Option<String>,
+    /// --generate: where to write the pairs (`-` = standard output).
+    #[arg(long, short, default_value = "-", value_name = "PATH")]
+    output: String,
+    /// --generate: RNG seed; the same seed and input give the same pairs on every platform.
+    #[arg(long, default_value_t = generate::Config::default().seed)]
+    seed: u64,
+    /// --generate: positive pairs per transformation and size.
+    #[arg(long, default_value_t = generate::Config::default().per_cell, value_name = "N")]
+    per_cell: usize,
+    /// --generate: random negatives, and hard negatives of each kind.
+    #[arg(long, default_value_t = generate::Config::default().negatives, value_name = "N")]
+    negatives: usize,
+    /// --generate: real reposts mined from the input (by sentence overlap), at most N per
+    /// group; 0 turns mining off.
+    #[arg(long, default_value_t = generate::Config::default().real, value_name = "N")]
+    real: usize,
+
+    /// Profile to measure; repeat to compare several (default: `default`).
+    #[arg(long = "profile", value_name = "NAME", value_parser = parse_profile)]
+    profiles: Vec<Profile>,
+    /// Measure every profile.
+    #[arg(long)]
+    all_profiles: bool,
+    /// Also measure a scheme that is not a profile, e.g. `word,logtfidf,nonum`, `word2,tf`,
+    /// `char4,tf`, `word,tfidf,top40`: features (word | word2 | charN), weight (tf | tfidf |
+    /// logtfidf), optional `topN` and `nonum` (numbers do not vote). Repeatable.
+    #[arg(long = "scheme", value_name = "SPEC", value_parser = parse_scheme)]
+    schemes: Vec<Scheme>,
+    /// Also measure the MinHash baseline (Jaccard of word shingles).
+    #[arg(long)]
+    minhash: bool,
+    /// MinHash: number of hash functions.
+    #[arg(long, default_value_t = 128, value_name = "N")]
+    minhash_hashes: usize,
+    /// MinHash: words per shingle.
+    #[arg(long, default_value_t = 2, value_name = "N")]
+    shingle: usize,
+    /// Text fields of each article, joined in order.
+    #[arg(long = "field", value_name = "NAME", default_values = ["title", "content"])]
+    fields: Vec<String>,
+    /// Distance shown in the per-group table (SimHash); MinHash shows its best threshold.
+    #[arg(long, short, default_value_t = 3)]
+    k: u32,
+    /// Texts with fewer distinct features get no fingerprint.
+    #[arg(long, default_value_t = Thresholds::default().min_words, value_name = "N")]
+    min_words: usize,
+    /// Draw precision–recall curves to this PNG.
+    #[arg(long, value_name = "PNG")]
+    plot: Option<PathBuf>,
+    /// TrueType font for the plot's labels (default: `NEARDUP_FONT` or a usual system font).
+    #[arg(long, value_name = "TTF")]
+    font: Option<PathBuf>,
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+fn parse_profile(s: &str) -> Result<Profile, String> {
+    s.parse().map_err(|e: neardup::Error| e.to_string())
+}
+
+/// `word,tfidf[,topN][,nonum]`; see `--scheme`.
+fn parse_scheme(spec: &str) -> Result<Scheme, String> {
+    let mut scheme = Scheme {
+        features: Features::Words,
+        weight: Weight::TfIdf,
+        top_n: None,
+        numbers: true,
+    };
+    for part in spec.split(',').map(str::trim) {
+        match part {
+            "word" => scheme.features = Features::Words,
+            "word2" => scheme.features = Features::WordBigrams,
+            "tf" => scheme.weight = Weight::Tf,
+            "tfidf" => scheme.weight = Weight::TfIdf,
+            "logtfidf" => scheme.weight = Weight::LogTfIdf,
+            "nonum" => scheme.numbers = false,
+            p if p.starts_with("char") => {
+                let n: u8 = p[4..]
+                    .parse()
+                    .ok()
+                    .filter(|&n| (1..=8).contains(&n))
+                    .ok_or_else(|| format!("`{p}`: charN needs N from 1 to 8"))?;
+                scheme.features = Features::CharNgrams(n);
+            }
+            p if p.starts_with("top") => {
+                let n: u16 = p[3..]
+                    .parse()
+                    .ok()
+                    .filter(|&n| n > 0)
+                    .ok_or_else(|| format!("`{p}`: topN needs a positive N"))?;
+                scheme.top_n = Some(n);
+            }
+            p => {
+                return Err(format!(
+                    "`{p}`: expected word, word2, charN, tf, tfidf, logtfidf, topN or nonum"
+                ))
+            }
+        }
+    }
+    Ok(scheme)
+}
+
+pub fn run(args: Args) -> CmdResult {
+    args.run.init_threads()?;
+    if args.generate {
+        generate(&args)
+    } else {
+        evaluate(&args)
+    }
+}
+
+fn note(quiet: bool, msg: &str) {
+    if !quiet {
+        eprintln!("{msg}");
+    }
+}
+
+fn read_articles(path: &str) -> anyhow::Result<Vec<Article>> {
+    let source = input::open(path)?;
+    let name = source.name.clone();
+    let mut out = Vec::new();
+    for (line, raw) in Lines::new(source.reader) {
+        let raw = raw.with_context(|| format!("reading {name}"))?;
+        if raw.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        let v: Value = serde_json::from_slice(&raw)
+            .with_context(|| format!("{name}:{line}: not valid JSON"))?;
+        let text = |f: &str| v.get(f).and_then(Value::as_str).unwrap_or_default().to_owned();
+        let id = match v.get("id") {
+            Some(Value::String(s)) => s.clone(),
+            Some(Value::Number(n)) => n.to_string(),
+            _ => bail!("{name}:{line}: no `id` (string or integer); every article needs one"),
+        };
+        let (title, content) = (text("title"), text("content"));
+        if content.is_empty() {
+            bail!("{name}:{line}: article {id} has no `content` string");
+        }
+        out.push(Article { id, title, content });
+    }
+    Ok(out)
+}
+
+fn generate(args: &Args) -> CmdResult {
+    let started = Instant::now();
+    let path = args
+        .input
+        .as_deref()
+        .context("--generate needs --input ARTICLES.jsonl")?;
+    let articles = read_articles(path)?;
+    anyhow::ensure!(
+        articles.len() >= 20,
+        "{path}: {} articles; the generator needs at least 20",
+        articles.len()
+    );
+    let config = generate::Config {
+        seed: args.seed,
+        per_cell: args.per_cell,
+        negatives: args.negatives,
+        real: args.real,
+    };
+    let quiet = args.run.quiet;
+    let pairs = generate::generate(&articles, &config, |m| note(quiet, m));
+    let mut out: Box<dyn Write> = if args.output == "-" {
+        Box::new(common::stdout())
+    } else {
+        // Written beside the target and renamed, so a failed run leaves no half file.
+        let tmp = format!("{}.tmp", args.output);
+        Box::new(std::io::BufWriter::new(
+            std::fs::File::create(&tmp).with_context(|| format!("creating {tmp}"))?,
+        ))
+    };
+    for p in &pairs {
+        serde_json::to_writer(&mut out, p).context("writing pairs")?;
+        out.write_all(b"\n").context("writing pairs")?;
+    }
+    common::flush(&mut out)?;
+    drop(out);
+    if args.output != "-" {
+        std::fs::rename(format!("{}.tmp", args.output), &args.output)
+            .with_context(|| format!("writing {}", args.output))?;
+    }
+    let mut kinds = std::collections::BTreeMap::<&str, usize>::new();
+    for p in &pairs {
+        *kinds.entry(p.kind()).or_default() += 1;
+    }
+    note(
+        quiet,
+        &format!(
+            "eval --generate: {} pairs from {} articles ({kinds:?}) in {:.1} s",
+            pairs.len(),
+            articles.len(),
+            started.elapsed().as_secs_f64()
+        ),
+    );
+    Ok(Status::Done)
+}
+
+fn evaluate(args: &Args) -> CmdResult {
+    let started = Instant::now();
+    let path = args.pairs.as_ref().expect("clap requires --pairs");
+    let file = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
+    let pairs = read_pairs(BufReader::new(file), &path.display().to_string())?;
+    anyhow::ensure!(!pairs.is_empty(), "{}: no pairs", path.display());
+    anyhow::ensure!(args.k <= neardup::eval::MAX_K, "--k must be at most {}", neardup::eval::MAX_K);
+    let config = |profile| FingerprintConfig {
+        profile,
+        thresholds: Thresholds {
+            min_words: args.min_words,
+            ..Thresholds::default()
+        },
+        ..FingerprintConfig::default()
+    };
+    let mut profiles = if args.all_profiles {
+        Profile::ALL.to_vec()
+    } else {
+        args.profiles.clone()
+    };
+    if profiles.is_empty() && args.schemes.is_empty() && !args.minhash {
+        profiles.push(Profile::Default);
+    }
+    let quiet = args.run.quiet;
+    let mut scored: Vec<Scored> = Vec::new();
+    for p in profiles {
+        let fp = Fingerprinter::new(config(p));
+        note(quiet, &format!("scoring {p}: {}", fp.version()));
+        scored.push(score_simhash(p.name(), &fp, &args.fields, &pairs));
+    }
+    for s in &args.schemes {
+        let fp = Fingerprinter::with_scheme(*s, config(Profile::Default));
+        note(quiet, &format!("scoring {s}: {}", fp.version()));
+        scored.push(score_simhash(&s.to_string(), &fp, &args.fields, &pairs));
+    }
+    if args.minhash {
+        let mh = MinHasher::new(args.minhash_hashes, args.shingle);
+        note(quiet, &format!("scoring {}", mh.name()));
+        let fp = Fingerprinter::new(config(Profile::Default));
+        scored.push(minhash::score(&mh, &fp, &args.fields, &pairs));
+    }
+    let report = Report {
+        pairs: &pairs,
+        scored: &scored,
+        point: format!("k={}", args.k),
+    };
+    let mut out = common::stdout();
+    writeln!(out, "{}", report.markdown())?;
+    common::flush(&mut out)?;
+    if let Some(png) = &args.plot {
+        let labelled = eval_plot::pr_curves(png, &pairs, &scored, args.font.as_deref())
+            .with_context(|| format!("drawing {}", png.display()))?;
+        if !labelled {
+            eprintln!(
+                "{}: no TrueType font found (give one with --font or NEARDUP_FONT), so the plot has no labels; colours in order:",
+                png.display()
+            );
+            for (n, s) in scored.iter().enumerate() {
+                let (colour, _) = eval_plot::COLOURS[n % eval_plot::COLOURS.len()];
+                eprintln!("  {colour}: {}", s.name);
+            }
+        }
+    }
+    note(
+        quiet,
+        &format!(
+            "eval: {} pairs, {} detector(s) in {:.1} s",
+            pairs.len(),
+            scored.len(),
+            started.elapsed().as_secs_f64()
+        ),
+    );
+    Ok(Status::Done)
+}
