@@ -75,6 +75,9 @@ pub struct Args {
     /// Distance shown in the per-group table (SimHash); MinHash shows its best threshold.
     #[arg(long, short, default_value_t = 3)]
     k: u32,
+    /// Largest distance in the overall table (SimHash).
+    #[arg(long, default_value_t = neardup::eval::MAX_K, value_name = "K")]
+    max_k: u32,
     /// Texts with fewer distinct features get no fingerprint.
     #[arg(long, default_value_t = Thresholds::default().min_words, value_name = "N")]
     min_words: usize,
@@ -236,7 +239,8 @@ fn evaluate(args: &Args) -> CmdResult {
     let file = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
     let pairs = read_pairs(BufReader::new(file), &path.display().to_string())?;
     anyhow::ensure!(!pairs.is_empty(), "{}: no pairs", path.display());
-    anyhow::ensure!(args.k <= neardup::eval::MAX_K, "--k must be at most {}", neardup::eval::MAX_K);
+    anyhow::ensure!(args.max_k <= 64, "--max-k must be at most 64");
+    anyhow::ensure!(args.k <= args.max_k, "--k must be at most --max-k ({})", args.max_k);
     let config = |profile| FingerprintConfig {
         profile,
         thresholds: Thresholds {
@@ -258,12 +262,12 @@ fn evaluate(args: &Args) -> CmdResult {
     for p in profiles {
         let fp = Fingerprinter::new(config(p));
         note(quiet, &format!("scoring {p}: {}", fp.version()));
-        scored.push(score_simhash(p.name(), &fp, &args.fields, &pairs));
+        scored.push(score_simhash(p.name(), &fp, &args.fields, &pairs, args.max_k));
     }
     for s in &args.schemes {
         let fp = Fingerprinter::with_scheme(*s, config(Profile::Default));
         note(quiet, &format!("scoring {s}: {}", fp.version()));
-        scored.push(score_simhash(&s.to_string(), &fp, &args.fields, &pairs));
+        scored.push(score_simhash(&s.to_string(), &fp, &args.fields, &pairs, args.max_k));
     }
     if args.minhash {
         let mh = MinHasher::new(args.minhash_hashes, args.shingle);

@@ -21,7 +21,7 @@ use serde_json::{Map, Value};
 
 use crate::Fingerprinter;
 
-/// The largest distance k evaluated (SimHash).
+/// The largest distance k evaluated by default (SimHash); `score_simhash` takes another.
 pub const MAX_K: u32 = 8;
 
 /// One labelled pair. `a` and `b` are article objects; their text fields are chosen when
@@ -61,7 +61,7 @@ impl LabelledPair {
         }
         if let Some(s) = self.size {
             if self.kind() == "positive" && s > 0.0 {
-                write!(g, "@{s:.2}").unwrap();
+                g.push_str(size_bucket(s));
             }
         }
         g
@@ -70,6 +70,22 @@ impl LabelledPair {
     fn is_negative_of(&self, kind: &str) -> bool {
         !self.duplicate && self.kind() == kind
     }
+}
+
+/// The size group of a pair: generated sizes (0.05, 0.10, 0.20, 0.30, 0.50) fall in their own
+/// bucket; measured ones (boilerplate, numbers) in the bucket above them.
+pub fn size_bucket(size: f64) -> &'static str {
+    const BUCKETS: [(f64, &str); 5] = [
+        (0.05, " ≤5%"),
+        (0.10, " ≤10%"),
+        (0.20, " ≤20%"),
+        (0.30, " ≤30%"),
+        (0.50, " ≤50%"),
+    ];
+    BUCKETS
+        .iter()
+        .find(|(max, _)| size <= max + 1e-9)
+        .map_or(" >50%", |(_, label)| label)
 }
 
 /// Errors reading a pair file: they name the file and line.
@@ -158,12 +174,13 @@ pub struct Scored {
 }
 
 /// Scores pairs with a SimHash fingerprinter: duplicate at point `k` when the distance is at
-/// most `k`, for k = 0..=[`MAX_K`]. Runs on the rayon pool.
+/// most `k`, for k = 0..=`max_k` (usually [`MAX_K`]). Runs on the rayon pool.
 pub fn score_simhash(
     name: &str,
     fp: &Fingerprinter,
     fields: &[String],
     pairs: &[LabelledPair],
+    max_k: u32,
 ) -> Scored {
     let (texts, refs) = unique_texts(pairs, fields);
     let prints: Vec<Option<crate::SimHash>> = texts
@@ -174,7 +191,7 @@ pub fn score_simhash(
         .iter()
         .map(|&[a, b]| Some(prints[a]?.distance(prints[b]?)))
         .collect();
-    let points = (0..=MAX_K)
+    let points = (0..=max_k)
         .map(|k| {
             (
                 format!("k={k}"),

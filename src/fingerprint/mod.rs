@@ -24,7 +24,7 @@ use crate::text::{self, segment, Segmenter};
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum Profile {
-    /// The best-measured scheme; see [`Profile::scheme`].
+    /// The best-measured scheme, now that of `keywords` (see `docs/evaluation.md`).
     #[default]
     Default,
     /// The older Java service's rules, bit for bit, for indices it wrote.
@@ -33,7 +33,7 @@ pub enum Profile {
     Tf,
     /// Words weighted by term frequency × jieba's IDF (the first `default`).
     Tfidf,
-    /// The 20 heaviest words by TF-IDF only (keywords).
+    /// The 20 heaviest words by TF-IDF only (keywords); numbers do not vote.
     Keywords,
     /// Pairs of adjacent words, weighted by term frequency × their mean IDF.
     Bigram,
@@ -77,10 +77,7 @@ impl Profile {
                 ..words
             },
             Profile::Tfidf => words,
-            Profile::Keywords => Scheme {
-                top_n: Some(20),
-                ..words
-            },
+            Profile::Keywords => KEYWORDS,
             Profile::Bigram => Scheme {
                 features: Features::WordBigrams,
                 ..words
@@ -107,10 +104,17 @@ impl Profile {
     }
 }
 
-/// The scheme of the `default` profile. Changing it changes every default fingerprint: bump
-/// [`DEFAULT_VERSION_NAME`] with it.
-const DEFAULT_SCHEME: Scheme = Scheme::TFIDF;
-const DEFAULT_VERSION_NAME: &str = "default-1";
+const KEYWORDS: Scheme = Scheme {
+    top_n: Some(20),
+    numbers: false,
+    ..Scheme::TFIDF
+};
+
+/// The scheme of the `default` profile: `keywords`, the best F1 at k = 3 on the benchmark of
+/// `docs/evaluation.md` (default-1 was `tfidf`). Changing it changes every default
+/// fingerprint: bump [`DEFAULT_VERSION_NAME`] with it.
+const DEFAULT_SCHEME: Scheme = KEYWORDS;
+const DEFAULT_VERSION_NAME: &str = "default-2";
 
 impl fmt::Display for Profile {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -262,12 +266,6 @@ impl Fingerprinter {
             ),
         };
         let scheme_id = match scheme {
-            // The first default's version, kept so its stored fingerprints stay current.
-            Some(s) if name == "default-1" && s == Scheme::TFIDF => format!(
-                "default-1;weight=tf*{};hash=xxh3-64-s{}",
-                tfidf::IDF_ID,
-                crate::hashing::WORD_HASH_SEED
-            ),
             Some(s) => format!("{name};{s};hash=xxh3-64-s{}", crate::hashing::WORD_HASH_SEED),
             None => name.to_owned(),
         };
