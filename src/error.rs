@@ -4,7 +4,9 @@
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    #[error("unknown profile `{0}`: use one of default, seed000, tf, tfidf, keywords, bigram, char3")]
+    #[error(
+        "unknown profile `{0}`: use one of default, seed000, tf, tfidf, keywords, bigram, char3"
+    )]
     UnknownProfile(String),
 
     #[error("distance k = {k} is not supported: at most {max} (k + 1 blocks of at least 8 bits)")]

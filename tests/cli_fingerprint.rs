@@ -33,7 +33,7 @@ fn example_corpus_in_input_order_with_all_fields() {
     assert_eq!(first["u64"], v);
     let blocks = neardup::SimHash(v).blocks16();
     assert_eq!(first["blocks"], json!(blocks));
-    assert!(first["version"].as_str().unwrap().starts_with("default-1;"));
+    assert!(first["version"].as_str().unwrap().starts_with("default-2;"));
     let short: Vec<_> = lines.iter().filter(|l| l["simhash"].is_null()).collect();
     assert!(short.iter().any(|l| l["id"] == "ex-030"));
     assert!(short.iter().all(|l| l["reason"] == "too_short"));

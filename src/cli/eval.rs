@@ -23,7 +23,12 @@ use super::eval_plot;
 pub struct Args {
     /// Labelled pairs to measure: JSON Lines of
     /// {\"a\": {\"title\": .., \"content\": ..}, \"b\": {..}, \"duplicate\": true|false}.
-    #[arg(long, value_name = "PATH", required_unless_present = "generate", conflicts_with = "generate")]
+    #[arg(
+        long,
+        value_name = "PATH",
+        required_unless_present = "generate",
+        conflicts_with = "generate"
+    )]
     pairs: Option<PathBuf>,
     /// Build the synthetic benchmark from the articles of --input instead, writing pairs to
     /// --output.
@@ -163,7 +168,12 @@ fn read_articles(path: &str) -> anyhow::Result<Vec<Article>> {
         }
         let v: Value = serde_json::from_slice(&raw)
             .with_context(|| format!("{name}:{line}: not valid JSON"))?;
-        let text = |f: &str| v.get(f).and_then(Value::as_str).unwrap_or_default().to_owned();
+        let text = |f: &str| {
+            v.get(f)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned()
+        };
         let id = match v.get("id") {
             Some(Value::String(s)) => s.clone(),
             Some(Value::Number(n)) => n.to_string(),
@@ -240,7 +250,11 @@ fn evaluate(args: &Args) -> CmdResult {
     let pairs = read_pairs(BufReader::new(file), &path.display().to_string())?;
     anyhow::ensure!(!pairs.is_empty(), "{}: no pairs", path.display());
     anyhow::ensure!(args.max_k <= 64, "--max-k must be at most 64");
-    anyhow::ensure!(args.k <= args.max_k, "--k must be at most --max-k ({})", args.max_k);
+    anyhow::ensure!(
+        args.k <= args.max_k,
+        "--k must be at most --max-k ({})",
+        args.max_k
+    );
     let config = |profile| FingerprintConfig {
         profile,
         thresholds: Thresholds {
@@ -262,12 +276,24 @@ fn evaluate(args: &Args) -> CmdResult {
     for p in profiles {
         let fp = Fingerprinter::new(config(p));
         note(quiet, &format!("scoring {p}: {}", fp.version()));
-        scored.push(score_simhash(p.name(), &fp, &args.fields, &pairs, args.max_k));
+        scored.push(score_simhash(
+            p.name(),
+            &fp,
+            &args.fields,
+            &pairs,
+            args.max_k,
+        ));
     }
     for s in &args.schemes {
         let fp = Fingerprinter::with_scheme(*s, config(Profile::Default));
         note(quiet, &format!("scoring {s}: {}", fp.version()));
-        scored.push(score_simhash(&s.to_string(), &fp, &args.fields, &pairs, args.max_k));
+        scored.push(score_simhash(
+            &s.to_string(),
+            &fp,
+            &args.fields,
+            &pairs,
+            args.max_k,
+        ));
     }
     if args.minhash {
         let mh = MinHasher::new(args.minhash_hashes, args.shingle);

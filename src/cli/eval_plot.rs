@@ -85,7 +85,10 @@ pub fn pr_curves(
     builder.margin(20);
     if font {
         builder
-            .caption("Precision–recall, k = 0..8 (SimHash) / J = 0.1..0.9 (MinHash)", ("sans-serif", 24))
+            .caption(
+                "Precision–recall, k = 0..8 (SimHash) / J = 0.1..0.9 (MinHash)",
+                ("sans-serif", 24),
+            )
             .x_label_area_size(45)
             .y_label_area_size(60);
     }
@@ -100,18 +103,25 @@ pub fn pr_curves(
     } else {
         for i in 0..=10 {
             let x = f64::from(i) / 10.0;
-            chart.draw_series(LineSeries::new([(x, y_min), (x, 1.0)], RGBColor(225, 225, 225)))?;
+            chart.draw_series(LineSeries::new(
+                [(x, y_min), (x, 1.0)],
+                RGBColor(225, 225, 225),
+            ))?;
             let y = y_min + (1.0 - y_min) * x;
-            chart.draw_series(LineSeries::new([(0.0, y), (1.0, y)], RGBColor(225, 225, 225)))?;
+            chart.draw_series(LineSeries::new(
+                [(0.0, y), (1.0, y)],
+                RGBColor(225, 225, 225),
+            ))?;
         }
     }
     for (n, (name, pts)) in curves.iter().enumerate() {
         let colour = COLOURS[n % COLOURS.len()].1;
-        let series = chart.draw_series(LineSeries::new(pts.iter().copied(), colour.stroke_width(2)))?;
+        let series =
+            chart.draw_series(LineSeries::new(pts.iter().copied(), colour.stroke_width(2)))?;
         if font {
-            series
-                .label(name.as_str())
-                .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], colour.stroke_width(2)));
+            series.label(name.as_str()).legend(move |(x, y)| {
+                PathElement::new([(x, y), (x + 20, y)], colour.stroke_width(2))
+            });
         }
         chart.draw_series(pts.iter().map(|&p| Circle::new(p, 4, colour.filled())))?;
     }

@@ -77,10 +77,22 @@ pub const TRANSFORMATIONS: &[(&str, &[f64])] = &[
 ];
 
 const SOURCES: &[&str] = &[
-    "新华网", "人民网", "中国新闻网", "央视新闻客户端", "澎湃新闻", "新京报", "环球网",
-    "北京青年报", "光明网", "中国青年网", "每日经济新闻", "21世纪经济报道",
+    "新华网",
+    "人民网",
+    "中国新闻网",
+    "央视新闻客户端",
+    "澎湃新闻",
+    "新京报",
+    "环球网",
+    "北京青年报",
+    "光明网",
+    "中国青年网",
+    "每日经济新闻",
+    "21世纪经济报道",
 ];
-const EDITORS: &[&str] = &["张三", "李梅", "王强", "赵宁", "刘洋", "陈静", "杨帆", "周敏"];
+const EDITORS: &[&str] = &[
+    "张三", "李梅", "王强", "赵宁", "刘洋", "陈静", "杨帆", "周敏",
+];
 const ADS: &[&str] = &[
     "点击关注，获取更多精彩资讯。",
     "扫描二维码下载新浪新闻客户端，随时随地看新闻。",
@@ -486,7 +498,13 @@ impl<'a> Generator<'a> {
                 duplicate: true,
                 kind: Some("positive".into()),
                 transformation: Some(t.into()),
-                size: Some(if size > 0.0 { size } else { round(measured) }),
+                // Edits of a requested size keep it as their label; compound ones (`mixed`:
+                // an edit plus boilerplate) and unsized ones carry what was measured.
+                size: Some(if size > 0.0 && t != "mixed" {
+                    size
+                } else {
+                    round(measured)
+                }),
             });
         }
         out
@@ -498,7 +516,9 @@ fn round(v: f64) -> f64 {
 }
 
 fn escape(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
 }
 
 /// The category of an id: `sina2018-<folder>-<n>` → folder; `rmrb-<date>-<page>-<n>` → date.
@@ -513,7 +533,9 @@ pub fn category(id: &str) -> Option<&str> {
 
 /// The page of a People's Daily id (`rmrb-<date>-<page>-<n>`).
 fn page(id: &str) -> Option<&str> {
-    id.starts_with("rmrb-").then(|| id.split('-').nth(2)).flatten()
+    id.starts_with("rmrb-")
+        .then(|| id.split('-').nth(2))
+        .flatten()
 }
 
 /// Builds the whole benchmark from `articles` (at least 20). Progress goes to `progress`.
@@ -561,7 +583,14 @@ pub fn generate(
                 b: articles[j].to_map(),
                 duplicate: true,
                 kind: Some("real_positive".into()),
-                transformation: Some(if strong { "real_repost" } else { "real_partial" }.into()),
+                transformation: Some(
+                    if strong {
+                        "real_repost"
+                    } else {
+                        "real_partial"
+                    }
+                    .into(),
+                ),
                 size: Some(round(c)),
             });
         }
@@ -611,8 +640,18 @@ pub fn generate(
         if i == j || is_related(i, j) {
             continue;
         }
-        let same_page = page(&articles[i].id).is_some() && page(&articles[i].id) == page(&articles[j].id);
-        pairs.push(neg(i, j, "hard_negative", if same_page { "same_day_page" } else { "same_category_day" }));
+        let same_page =
+            page(&articles[i].id).is_some() && page(&articles[i].id) == page(&articles[j].id);
+        pairs.push(neg(
+            i,
+            j,
+            "hard_negative",
+            if same_page {
+                "same_day_page"
+            } else {
+                "same_category_day"
+            },
+        ));
         n += 1;
     }
 
@@ -624,7 +663,10 @@ pub fn generate(
             Some(cats[g.rng.gen_range(0..cats.len())])
         };
         let (i, j) = match members {
-            Some(m) => (m[g.rng.gen_range(0..m.len())], m[g.rng.gen_range(0..m.len())]),
+            Some(m) => (
+                m[g.rng.gen_range(0..m.len())],
+                m[g.rng.gen_range(0..m.len())],
+            ),
             None => (g.pick(), g.pick()),
         };
         if i == j || is_related(i, j) {
@@ -651,7 +693,12 @@ pub fn generate(
     let seg = Segmenter::new(true);
     let title_words: Vec<HashSet<String>> = articles
         .iter()
-        .map(|a| seg.words(&a.title).into_iter().filter(|w| w.chars().count() >= 2).collect())
+        .map(|a| {
+            seg.words(&a.title)
+                .into_iter()
+                .filter(|w| w.chars().count() >= 2)
+                .collect()
+        })
         .collect();
     let mut by_word: std::collections::HashMap<&str, Vec<usize>> = Default::default();
     for (i, ws) in title_words.iter().enumerate() {
@@ -661,7 +708,8 @@ pub fn generate(
     }
     let mut events = Vec::new();
     let mut seen = HashSet::new();
-    let mut words: Vec<(&&str, &Vec<usize>)> = by_word.iter().filter(|(_, v)| v.len() <= 40).collect();
+    let mut words: Vec<(&&str, &Vec<usize>)> =
+        by_word.iter().filter(|(_, v)| v.len() <= 40).collect();
     words.sort_unstable_by_key(|(w, _)| **w);
     for (_, docs) in words {
         for (x, &i) in docs.iter().enumerate() {

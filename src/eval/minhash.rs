@@ -43,7 +43,10 @@ impl MinHasher {
 
     /// The signature of a word sequence; `None` when it has no shingle.
     pub fn signature<S: AsRef<str>>(&self, words: &[S]) -> Option<Vec<u64>> {
-        let hashes: Vec<u64> = words.iter().map(|w| xxh3_64(w.as_ref().as_bytes())).collect();
+        let hashes: Vec<u64> = words
+            .iter()
+            .map(|w| xxh3_64(w.as_ref().as_bytes()))
+            .collect();
         if hashes.is_empty() {
             return None;
         }
@@ -70,7 +73,12 @@ impl MinHasher {
 }
 
 /// Scores pairs with MinHash at each of [`THRESHOLDS`]; words come from `fp`'s pipeline.
-pub fn score(mh: &MinHasher, fp: &Fingerprinter, fields: &[String], pairs: &[LabelledPair]) -> Scored {
+pub fn score(
+    mh: &MinHasher,
+    fp: &Fingerprinter,
+    fields: &[String],
+    pairs: &[LabelledPair],
+) -> Scored {
     let (texts, refs) = unique_texts(pairs, fields);
     let sigs: Vec<Option<Vec<u64>>> = texts
         .par_iter()
@@ -90,7 +98,9 @@ pub fn score(mh: &MinHasher, fp: &Fingerprinter, fields: &[String], pairs: &[Lab
             .map(|&t| {
                 (
                     format!("J>={t:.1}"),
-                    sims.iter().map(|s| s.is_some_and(|s| s >= t - 1e-12)).collect(),
+                    sims.iter()
+                        .map(|s| s.is_some_and(|s| s >= t - 1e-12))
+                        .collect(),
                 )
             })
             .collect(),
@@ -107,8 +117,12 @@ mod tests {
     #[test]
     fn identical_and_disjoint() {
         let mh = MinHasher::new(128, 2);
-        let a = mh.signature(&["北京", "天气", "晴朗", "气温", "回升"]).unwrap();
-        let b = mh.signature(&["上海", "股市", "收盘", "上涨", "两点"]).unwrap();
+        let a = mh
+            .signature(&["北京", "天气", "晴朗", "气温", "回升"])
+            .unwrap();
+        let b = mh
+            .signature(&["上海", "股市", "收盘", "上涨", "两点"])
+            .unwrap();
         assert_eq!(MinHasher::similarity(&a, &a), 1.0);
         assert!(MinHasher::similarity(&a, &b) < 0.05);
     }

@@ -195,7 +195,10 @@ pub fn score_simhash(
         .map(|k| {
             (
                 format!("k={k}"),
-                distances.iter().map(|d| d.is_some_and(|d| d <= k)).collect(),
+                distances
+                    .iter()
+                    .map(|d| d.is_some_and(|d| d <= k))
+                    .collect(),
             )
         })
         .collect();
@@ -464,7 +467,9 @@ impl Report<'_> {
 
     /// Too-short rate per detector: distinct texts without a fingerprint, and pairs affected.
     pub fn too_short_table(&self) -> String {
-        let mut out = String::from("| detector | texts too short | pairs with a too-short text |\n|---|---|---|\n");
+        let mut out = String::from(
+            "| detector | texts too short | pairs with a too-short text |\n|---|---|---|\n",
+        );
         for s in self.scored {
             let (short, texts) = s.texts_too_short;
             let pairs = s.too_short.iter().filter(|&&t| t).count();

@@ -51,7 +51,10 @@ impl SentenceIndex {
         let docs: Vec<Vec<u64>> = texts
             .iter()
             .map(|t| {
-                let mut v: Vec<u64> = sentences(t.as_ref()).iter().map(|s| xxh3_64(s.as_bytes())).collect();
+                let mut v: Vec<u64> = sentences(t.as_ref())
+                    .iter()
+                    .map(|s| xxh3_64(s.as_bytes()))
+                    .collect();
                 v.sort_unstable();
                 v.dedup();
                 v
@@ -67,12 +70,17 @@ impl SentenceIndex {
     }
 
     fn informative(&self, h: u64) -> bool {
-        self.postings.get(&h).is_some_and(|p| p.len() <= MAX_SENTENCE_DOCS)
+        self.postings
+            .get(&h)
+            .is_some_and(|p| p.len() <= MAX_SENTENCE_DOCS)
     }
 
     /// The informative sentences of article `i`.
     fn count(&self, i: usize) -> usize {
-        self.docs[i].iter().filter(|&&h| self.informative(h)).count()
+        self.docs[i]
+            .iter()
+            .filter(|&&h| self.informative(h))
+            .count()
     }
 
     /// Shared informative sentences / informative sentences of the smaller article; 0 when
@@ -125,7 +133,10 @@ mod tests {
     fn sentences_ignore_punctuation_and_width() {
         assert_eq!(
             sentences("今天，北京的天气非常晴朗。明天，Ｂｅｉｊｉｎｇ会下雨吗？短句。"),
-            vec!["今天北京的天气非常晴朗".to_owned(), "明天ｂｅｉｊｉｎｇ会下雨吗".to_owned()]
+            vec![
+                "今天北京的天气非常晴朗".to_owned(),
+                "明天ｂｅｉｊｉｎｇ会下雨吗".to_owned()
+            ]
         );
     }
 

@@ -266,7 +266,10 @@ impl Fingerprinter {
             ),
         };
         let scheme_id = match scheme {
-            Some(s) => format!("{name};{s};hash=xxh3-64-s{}", crate::hashing::WORD_HASH_SEED),
+            Some(s) => format!(
+                "{name};{s};hash=xxh3-64-s{}",
+                crate::hashing::WORD_HASH_SEED
+            ),
             None => name.to_owned(),
         };
         Fingerprinter {

@@ -301,7 +301,9 @@ mod tests {
             ..Scheme::TFIDF
         };
         let mut t = Terms::new(scheme, Idf::shared());
-        let words = ["北京", "天气", "晴朗", "气温", "回升", "市民", "出行", "公园", "踏青"];
+        let words = [
+            "北京", "天气", "晴朗", "气温", "回升", "市民", "出行", "公园", "踏青",
+        ];
         for w in words {
             t.add_word(w, word_hash(w));
         }

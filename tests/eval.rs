@@ -1,0 +1,357 @@
+//! The evaluation harness: metrics on hand-made cases, the generator (deterministic, and each
+//! transformation doing what it says), real-repost mining, and `neardup eval` end to end.
+
+mod common;
+
+use neardup::eval::generate::{self, split_sentences, Article, Config, Generator};
+use neardup::eval::real::SentenceIndex;
+use neardup::eval::{
+    balanced_precision, overall, read_pairs, score_simhash, Confusion, LabelledPair, Scored,
+};
+use neardup::{Fingerprinter, Profile};
+use serde_json::{json, Map, Value};
+
+fn articles() -> Vec<Article> {
+    std::fs::read_to_string(common::examples())
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn obj(v: Value) -> Map<String, Value> {
+    v.as_object().unwrap().clone()
+}
+
+fn pair(dup: bool, kind: &str, transformation: Option<&str>, size: Option<f64>) -> LabelledPair {
+    LabelledPair {
+        a: Map::new(),
+        b: Map::new(),
+        duplicate: dup,
+        kind: Some(kind.into()),
+        transformation: transformation.map(Into::into),
+        size,
+    }
+}
+
+#[test]
+fn metrics_on_a_hand_made_case() {
+    // 4 positives (2 small edits, 1 big edit, 1 real repost), 2 random and 2 hard negatives.
+    let pairs = vec![
+        pair(true, "positive", Some("delete"), Some(0.05)),
+        pair(true, "positive", Some("delete"), Some(0.10)),
+        pair(true, "positive", Some("delete"), Some(0.30)),
+        pair(true, "real_positive", Some("real_repost"), Some(0.95)),
+        pair(false, "random_negative", Some("random"), None),
+        pair(false, "random_negative", Some("random"), None),
+        pair(false, "hard_negative", Some("same_event"), None),
+        pair(false, "hard_negative", Some("same_event"), None),
+    ];
+    let decided = vec![true, false, false, true, false, false, true, false];
+    let c = Confusion::count(&pairs, &decided, |_| true);
+    assert_eq!((c.tp, c.fn_, c.fp, c.tn), (2, 2, 1, 3));
+    assert!((c.precision() - 2.0 / 3.0).abs() < 1e-12);
+    assert_eq!(c.recall(), 0.5);
+    assert!((c.f1() - 4.0 / 7.0).abs() < 1e-12);
+
+    let scored = Scored {
+        name: "hand".into(),
+        points: vec![("k=3".into(), decided)],
+        too_short: vec![false; 8],
+        texts_too_short: (0, 16),
+        distances: vec![None; 8],
+    };
+    let row = &overall(&pairs, &scored)[0];
+    assert_eq!(row.recall_small_edits, 0.5);
+    assert_eq!(row.recall_real, Some(1.0));
+    assert_eq!(row.fpr_random, Some(0.0));
+    assert_eq!(row.precision_random, Some(1.0));
+    assert_eq!(row.fpr_hard, Some(0.5));
+    // Balanced: recall 0.5 against an FPR of 0.5 is a coin toss.
+    assert_eq!(row.precision_hard, Some(0.5));
+    assert_eq!(balanced_precision(0.9, 0.1), 0.9);
+}
+
+#[test]
+fn empty_cases_do_not_divide_by_zero() {
+    let c = Confusion::default();
+    assert_eq!(c.precision(), 1.0);
+    assert_eq!(c.recall(), 1.0);
+    assert_eq!(c.false_positive_rate(), 0.0);
+}
+
+#[test]
+fn generator_is_deterministic_for_a_seed() {
+    let arts = articles();
+    let config = Config {
+        seed: 7,
+        per_cell: 1,
+        negatives: 2,
+        real: 2,
+    };
+    let a = generate::generate(&arts, &config, |_| {});
+    let b = generate::generate(&arts, &config, |_| {});
+    assert_eq!(a, b);
+    let other = generate::generate(&arts, &Config { seed: 8, ..config }, |_| {});
+    assert_ne!(a, other);
+    // Every transformation and size is there once, plus real reposts and negatives.
+    let cells: usize = generate::TRANSFORMATIONS.iter().map(|(_, s)| s.len()).sum();
+    assert_eq!(a.iter().filter(|p| p.kind() == "positive").count(), cells);
+    assert!(a.iter().any(|p| p.kind() == "real_positive"));
+    assert!(a.iter().any(|p| p.kind() == "random_negative"));
+    assert!(a
+        .iter()
+        .any(|p| p.kind() == "hard_negative" && !p.duplicate));
+}
+
+fn text(m: &Map<String, Value>, f: &str) -> String {
+    m[f].as_str().unwrap().to_owned()
+}
+
+/// Letters and digits only, NFKC: what survives punctuation and whitespace changes.
+fn alnum(s: &str) -> String {
+    neardup::text::normalise(s)
+        .chars()
+        .filter(|c| c.is_alphanumeric())
+        .collect()
+}
+
+/// Sentences, paragraph by paragraph.
+fn sentences(s: &str) -> Vec<String> {
+    s.split('\n').flat_map(split_sentences).collect()
+}
+
+/// Whether every sentence occurs in `text`, each after the previous one.
+fn in_order(sentences: &[String], text: &str) -> bool {
+    let mut from = 0;
+    sentences
+        .iter()
+        .all(|s| match text[from..].find(s.as_str()) {
+            Some(i) => {
+                from += i + s.len();
+                true
+            }
+            None => false,
+        })
+}
+
+fn sorted_chars(s: &str) -> Vec<char> {
+    let mut v: Vec<char> = s.chars().filter(|c| !c.is_whitespace()).collect();
+    v.sort_unstable();
+    v
+}
+
+#[test]
+fn each_transformation_does_what_it_says() {
+    let arts = articles();
+    let mut g = Generator::new(&arts, 11);
+    for (t, sizes) in generate::TRANSFORMATIONS {
+        for &size in *sizes {
+            let pairs = g.positives(t, size, 3);
+            assert!(!pairs.is_empty(), "{t} {size}");
+            for p in pairs {
+                assert!(p.duplicate);
+                assert_eq!(p.transformation.as_deref(), Some(*t));
+                let (ta, tb) = (text(&p.a, "title"), text(&p.b, "title"));
+                let (ca, cb) = (text(&p.a, "content"), text(&p.b, "content"));
+                assert_ne!((&ta, &ca), (&tb, &cb), "{t}: unchanged");
+                let sa = sentences(&ca);
+                let sb = sentences(&cb);
+                match *t {
+                    "boilerplate" => {
+                        assert_eq!(ta, tb);
+                        assert!(cb.contains(&ca), "{t}: body kept whole");
+                        assert!(cb.contains("编辑："), "{t}: editor credit");
+                        assert!(p.size.unwrap() > 0.0);
+                    }
+                    "html" => {
+                        assert!(neardup::text::looks_like_html(&cb));
+                        let visible = alnum(&neardup::text::html_to_text(&cb));
+                        assert!(visible.contains(&alnum(&ca)), "{t}: text survives");
+                    }
+                    "retitle" => {
+                        assert_ne!(ta, tb);
+                        assert_eq!(ca, cb);
+                    }
+                    "retitle_boilerplate" => {
+                        assert_ne!(ta, tb);
+                        assert!(cb.contains(&ca));
+                    }
+                    "insert" => {
+                        assert!(
+                            in_order(&sa, &cb),
+                            "{t}: the original's sentences, in order"
+                        );
+                        let added = cb.chars().count() - ca.chars().count();
+                        assert!(added as f64 >= size * ca.chars().count() as f64 - 1.0);
+                    }
+                    "delete" => {
+                        assert!(sb.len() < sa.len());
+                        assert!(in_order(&sb, &ca), "{t}: what is left is the original's");
+                    }
+                    "replace" => {
+                        let kept = sa.iter().filter(|s| cb.contains(s.as_str())).count();
+                        assert!(kept < sa.len(), "{t}: some sentences replaced");
+                        assert!(kept * 2 >= sa.len(), "{t}: most sentences kept");
+                    }
+                    "reorder" => {
+                        assert_eq!(sorted_chars(&ca), sorted_chars(&cb), "{t}: same text");
+                        assert_ne!(alnum(&ca), alnum(&cb), "{t}: another order");
+                    }
+                    "truncate" => {
+                        assert!(alnum(&ca).starts_with(&alnum(&cb)), "{t}: a lead");
+                        let kept = cb.chars().count() as f64 / ca.chars().count() as f64;
+                        assert!(kept < 1.0 - size + 0.2 && kept > 0.0, "{t}: kept {kept}");
+                    }
+                    "punctuation" => {
+                        assert_eq!(alnum(&ca), alnum(&cb), "{t}: only punctuation/space/width");
+                        assert_eq!(alnum(&ta), alnum(&tb));
+                    }
+                    "numbers" => {
+                        let strip = |s: &str| -> String {
+                            s.chars().filter(|c| !c.is_ascii_digit()).collect()
+                        };
+                        assert_eq!(strip(&ca), strip(&cb), "{t}: only digits change");
+                        assert_ne!(ca, cb);
+                    }
+                    "mixed" => {
+                        assert!(cb.contains("编辑："));
+                        assert!(p.size.unwrap() > size);
+                    }
+                    other => panic!("untested transformation {other}"),
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn real_reposts_of_the_examples_are_found() {
+    let arts = articles();
+    let texts: Vec<String> = arts
+        .iter()
+        .map(|a| format!("{}\n{}", a.title, a.content))
+        .collect();
+    let idx = SentenceIndex::new(&texts);
+    let found: Vec<(String, String)> = idx
+        .overlapping_pairs(0.9)
+        .into_iter()
+        .map(|(i, j, _)| (arts[i].id.clone(), arts[j].id.clone()))
+        .collect();
+    for want in [("ex-007", "ex-007-retitle"), ("ex-020", "ex-020-repost")] {
+        assert!(
+            found.contains(&(want.0.into(), want.1.into())),
+            "{want:?} not in {found:?}"
+        );
+    }
+    // No two originals of examples/README.md are reposts of each other.
+    assert!(found
+        .iter()
+        .all(|(a, b)| b.starts_with(a.as_str()) || a.starts_with(b.as_str())));
+}
+
+#[test]
+fn scoring_finds_an_identical_pair_and_rejects_a_stranger() {
+    let arts = articles();
+    let a = &arts[0];
+    let b = &arts[1];
+    let article = |x: &Article| obj(json!({"title": x.title, "content": x.content}));
+    let pairs = vec![
+        LabelledPair {
+            a: article(a),
+            b: article(a),
+            duplicate: true,
+            kind: None,
+            transformation: None,
+            size: None,
+        },
+        LabelledPair {
+            a: article(a),
+            b: article(b),
+            duplicate: false,
+            kind: None,
+            transformation: None,
+            size: None,
+        },
+    ];
+    let fields = vec!["title".to_owned(), "content".to_owned()];
+    let fp = Fingerprinter::for_profile(Profile::Default);
+    let s = score_simhash("default", &fp, &fields, &pairs, 8);
+    assert_eq!(s.points.len(), 9);
+    assert_eq!(s.distances[0], Some(0));
+    assert!(s.distances[1].unwrap() > 8);
+    assert_eq!(
+        s.texts_too_short,
+        (0, 2),
+        "identical texts are fingerprinted once"
+    );
+    let rows = overall(&pairs, &s);
+    assert!(rows.iter().all(|r| r.precision == 1.0 && r.recall == 1.0));
+}
+
+#[test]
+fn read_pairs_names_the_bad_line() {
+    let input = "{\"a\": {\"content\": \"x\"}, \"b\": {\"content\": \"y\"}, \"duplicate\": true}\n\n{\"a\": {}}\n";
+    let err = read_pairs(input.as_bytes(), "mine.jsonl").unwrap_err();
+    assert!(err.to_string().starts_with("mine.jsonl:3:"), "{err}");
+}
+
+#[test]
+fn cli_eval_prints_the_table_for_the_shipped_sample() {
+    let sample = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/eval-pairs.jsonl");
+    let (code, out, err) = common::neardup(
+        &[
+            "eval",
+            "--pairs",
+            sample.to_str().unwrap(),
+            "--profile",
+            "default",
+            "--minhash",
+            "-q",
+        ],
+        b"",
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("32 pairs: 28 duplicates, 4 not."), "{out}");
+    for k in 0..=8 {
+        assert!(
+            out.contains(&format!("| default | k={k}")),
+            "k={k} missing:\n{out}"
+        );
+    }
+    assert!(out.contains("| minhash-128x2w | J>=0.3"), "{out}");
+    assert!(out.contains("| positive/punctuation | 1 |"), "{out}");
+    assert!(out.contains("texts too short"));
+}
+
+#[test]
+fn cli_eval_generate_writes_pairs_and_rejects_bad_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("pairs.jsonl");
+    let (code, _, err) = common::neardup(
+        &[
+            "eval",
+            "--generate",
+            "-i",
+            common::examples().to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+            "--per-cell",
+            "1",
+            "--negatives",
+            "1",
+            "-q",
+        ],
+        b"",
+    );
+    assert_eq!(code, 0, "{err}");
+    let pairs = read_pairs(
+        std::io::BufReader::new(std::fs::File::open(&out).unwrap()),
+        "pairs.jsonl",
+    )
+    .unwrap();
+    assert!(pairs.len() >= 24);
+    let (code, _, err) = common::neardup(&["eval", "--pairs", "/nonexistent/pairs.jsonl"], b"");
+    assert_eq!(code, 1);
+    assert!(err.contains("/nonexistent/pairs.jsonl"), "{err}");
+}
