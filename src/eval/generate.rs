@@ -635,7 +635,7 @@ pub fn generate(
         tries += 1;
         let members = cats[g.rng.gen_range(0..cats.len())];
         let x = g.rng.gen_range(0..members.len());
-        let y = (x + g.rng.gen_range(1..=members.len().min(20).max(2) - 1)) % members.len();
+        let y = (x + g.rng.gen_range(1..=members.len().clamp(2, 20) - 1)) % members.len();
         let (i, j) = (members[x], members[y]);
         if i == j || is_related(i, j) {
             continue;

@@ -120,7 +120,7 @@ impl SentenceIndex {
                 (c >= min).then_some((i as usize, j as usize, c))
             })
             .collect();
-        out.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+        out.sort_by_key(|&(i, j, _)| (i, j));
         out
     }
 }
