@@ -83,7 +83,8 @@ impl InputArgs {
 /// Fingerprint profile and its knobs.
 #[derive(Args, Debug, Clone)]
 pub struct ProfileArgs {
-    /// Fingerprint profile: `default` (TF-IDF) or `seed000` (the older Java service, bit for bit).
+    /// Fingerprint profile: `default` (the best-measured scheme, see docs/evaluation.md), `seed000`
+    /// (the older Java service, bit for bit), or `tf`, `tfidf`, `keywords`, `bigram`, `char3`.
     #[arg(long, default_value = "default", value_parser = parse_profile)]
     pub profile: Profile,
     /// `default` profile: texts with fewer distinct words get no fingerprint.
