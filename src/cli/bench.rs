@@ -19,6 +19,8 @@ pub enum Bench {
     Allpairs(super::bench_index::AllPairsBench),
     /// Latency of `similar` queries on a store (median, p99).
     Similar(super::bench_index::SimilarBench),
+    /// `similar --id` latency on Elasticsearch: client vs server filter, `short` vs `keyword`.
+    EsSimilar(super::bench_es_similar::EsSimilarBench),
 }
 
 #[derive(clap::Args, Debug)]
@@ -45,6 +47,7 @@ pub fn run(b: Bench) -> CmdResult {
         Bench::EsTerms(args) => super::bench_es::run(args),
         Bench::Allpairs(args) => super::bench_index::allpairs(args),
         Bench::Similar(args) => super::bench_index::similar(args),
+        Bench::EsSimilar(args) => super::bench_es_similar::run(args),
     }
 }
 

@@ -39,10 +39,10 @@ pub struct EsTermsBench {
 }
 
 /// SplitMix64: reproducible random fingerprints without another dependency.
-struct Rng(u64);
+pub(super) struct Rng(pub(super) u64);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
+    pub(super) fn next(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -56,7 +56,7 @@ pub fn run(args: EsTermsBench) -> CmdResult {
         args.docs > 0 && args.queries > 0,
         "--docs and --queries must be positive"
     );
-    let mut fps = real_fingerprints(&args)?;
+    let mut fps = real_fingerprints(args.input.as_deref(), args.docs, &args.profile)?;
     let real = fps.len().min(args.docs);
     fps.truncate(args.docs);
     let mut rng = Rng(42);
@@ -90,7 +90,7 @@ pub fn run(args: EsTermsBench) -> CmdResult {
         let mut indices = Vec::new();
         for bt in BlockType::ALL {
             let index = format!("neardup-bench-{bt}");
-            load(&client, &retry, &index, bt, &names, &fps).await?;
+            load(&client, &retry, &index, bt, &names, &fps, false).await?;
             indices.push((bt, index));
         }
         let shapes = ["one block term", "four-block bool should"];
@@ -135,8 +135,13 @@ pub fn run(args: EsTermsBench) -> CmdResult {
     })
 }
 
-fn real_fingerprints(args: &EsTermsBench) -> anyhow::Result<Vec<SimHash>> {
-    let Some(path) = &args.input else {
+/// Fingerprints of up to `docs` articles of `input` (none without it).
+pub(super) fn real_fingerprints(
+    input: Option<&str>,
+    docs: usize,
+    profile: &ProfileArgs,
+) -> anyhow::Result<Vec<SimHash>> {
+    let Some(path) = input else {
         return Ok(Vec::new());
     };
     let spec = InputSpec::default();
@@ -149,24 +154,27 @@ fn real_fingerprints(args: &EsTermsBench) -> anyhow::Result<Vec<SimHash>> {
                 .with_context(|| format!("{path}:{line}"))?
                 .body,
         );
-        if bodies.len() >= args.docs {
+        if bodies.len() >= docs {
             break;
         }
     }
-    let fp = args.profile.fingerprinter();
+    let fp = profile.fingerprinter();
     Ok(bodies
         .par_iter()
         .filter_map(|b| fingerprint_body(&fp, b).ok().map(|f| f.simhash))
         .collect())
 }
 
-async fn load(
+/// Loads `fps` into a fresh `index` (1 shard, 0 replicas), refreshes and force-merges it to
+/// one segment. With `ids`, document `n` gets the id `n`; else Elasticsearch chooses.
+pub(super) async fn load(
     client: &Elasticsearch,
     retry: &RetryPolicy,
     index: &str,
     bt: BlockType,
     names: &FieldNames,
     fps: &[SimHash],
+    ids: bool,
 ) -> anyhow::Result<()> {
     let _ = es::send(client, Method::Delete, &format!("/{index}"), &[], None).await?;
     let body = json!({
@@ -184,11 +192,15 @@ async fn load(
     )
     .await?;
     let started = Instant::now();
-    for chunk in fps.chunks(5_000) {
-        let mut nd = String::with_capacity(chunk.len() * 120);
-        for f in chunk {
+    for (chunk_no, chunk) in fps.chunks(5_000).enumerate() {
+        let mut nd = String::with_capacity(chunk.len() * 140);
+        for (i, f) in chunk.iter().enumerate() {
             let [a, b, c, d] = f.blocks16();
-            nd.push_str("{\"index\":{}}\n");
+            if ids {
+                nd.push_str(&format!("{{\"index\":{{\"_id\":\"{}\"}}}}\n", chunk_no * 5_000 + i));
+            } else {
+                nd.push_str("{\"index\":{}}\n");
+            }
             nd.push_str(
                 &json!({ &names.blocks[0]: a, &names.blocks[1]: b, &names.blocks[2]: c, &names.blocks[3]: d, &names.simhash: f.as_i64() })
                     .to_string(),

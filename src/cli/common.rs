@@ -17,6 +17,8 @@ pub enum ExitCode {
     Error = 1,
     /// The run finished but some input lines were rejected.
     BadInput = 3,
+    /// `similar`: the query text is too short to have a fingerprint.
+    NoFingerprint = 4,
 }
 
 /// How a subcommand that did not fail ends.
@@ -25,6 +27,8 @@ pub enum Status {
     Done,
     /// Finished, but some input lines were rejected (already reported): exit 3.
     BadInput,
+    /// The query text is too short to have a fingerprint (already reported): exit 4.
+    NoFingerprint,
 }
 
 pub type CmdResult = anyhow::Result<Status>;
@@ -34,6 +38,7 @@ pub fn finish(result: CmdResult) -> i32 {
     match result {
         Ok(Status::Done) => ExitCode::Ok as i32,
         Ok(Status::BadInput) => ExitCode::BadInput as i32,
+        Ok(Status::NoFingerprint) => ExitCode::NoFingerprint as i32,
         Err(e) if is_broken_pipe(&e) => ExitCode::Ok as i32,
         Err(e) => {
             eprintln!("error: {e:#}");

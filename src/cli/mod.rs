@@ -3,6 +3,7 @@
 
 mod bench;
 mod bench_es;
+mod bench_es_similar;
 mod bench_index;
 mod check;
 mod common;
@@ -15,6 +16,7 @@ mod eval_plot;
 mod fingerprint;
 mod index;
 mod similar;
+mod similar_es;
 mod stats;
 mod store_args;
 mod worker;
@@ -25,7 +27,7 @@ use clap::{Parser, Subcommand};
 #[derive(Parser, Debug)]
 #[command(name = "neardup", version, about, long_about = None)]
 #[command(
-    after_help = "Exit codes: 0 success; 1 error; 2 usage error; 3 finished, but some input lines were rejected."
+    after_help = "Exit codes: 0 success; 1 error; 2 usage error; 3 finished, but some input lines were rejected; 4 similar: the query text is too short to have a fingerprint."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -54,6 +56,8 @@ enum Command {
     Stats(stats::Args),
     /// Measure detection quality on labelled pairs, or generate the synthetic benchmark.
     Eval(eval::Args),
+    /// Near duplicates of a document (or a text) in Elasticsearch (to become `similar --es`).
+    SimilarEs(similar_es::EsSimilarArgs),
     /// Measure throughput on a corpus (medians of several runs).
     #[command(subcommand)]
     Bench(bench::Bench),
@@ -74,6 +78,7 @@ pub fn main() -> i32 {
         Command::Dedupe(args) => dedupe::run(args),
         Command::Stats(args) => stats::run(args),
         Command::Eval(args) => eval::run(args),
+        Command::SimilarEs(args) => similar_es::run(args),
         Command::Bench(b) => bench::run(b),
     };
     common::finish(result)

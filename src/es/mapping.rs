@@ -374,7 +374,7 @@ async fn create_index(
 }
 
 /// Like [`path_segment`], but keeps `*` and `,` so patterns and lists reach Elasticsearch.
-fn path_segment_keep_patterns(index: &str) -> String {
+pub(crate) fn path_segment_keep_patterns(index: &str) -> String {
     index
         .split(',')
         .map(|part| {

@@ -9,6 +9,10 @@
 //!   fields in bulk, guarded by sequence numbers so a stale fingerprint never wins.
 //! - [`worker`]: one pass of "find documents whose fingerprint is missing, outdated or older
 //!   than their text, and write a fresh one".
+//! - [`similar`]: the query path: [`Similar`] finds every document within Hamming distance k
+//!   of a document, a text or a fingerprint.
+//! - [`scan`]: paging through all hits of a query ([`Scanner`]: point in time +
+//!   `search_after`, or scroll on clusters without PIT).
 //! - [`retry`]: the backoff policy every request goes through ([`request`]).
 //!
 //! Every request is sent with plain `application/json` (the client's default; bulk bodies as
@@ -17,6 +21,8 @@
 
 pub mod mapping;
 pub mod retry;
+pub mod scan;
+pub mod similar;
 pub mod worker;
 pub mod write;
 
@@ -36,6 +42,10 @@ use serde_json::Value;
 
 pub use mapping::{init_index, verify_index, BlockType, FieldNames, InitOutcome};
 pub use retry::RetryPolicy;
+pub use scan::{Paging, ScanOptions, ScanStats, Scanner};
+pub use similar::{
+    FilterMode, IndexList, Match, QueryFingerprint, Similar, SimilarOptions, Similarity, MAX_K,
+};
 pub use worker::{PassReport, Watermark, Worker, WorkerConfig};
 pub use write::{
     fingerprint_fields_json, fingerprint_source, BulkReport, EsIndexer, FingerprintUpdate,
@@ -237,6 +247,15 @@ pub enum EsError {
 
     #[error("document `{id}`: {reason}")]
     BadDocument { id: String, reason: String },
+
+    #[error("no document with id `{id}` in `{index}`; check the id and --index (a document written less than a refresh interval ago, 1 s by default, is not searchable yet)")]
+    DocumentNotFound { id: String, index: String },
+
+    #[error("id `{id}` is in several indices ({}); pass just one of them with --index", indices.join(", "))]
+    AmbiguousId { id: String, indices: Vec<String> },
+
+    #[error("k = {k} is too large: k ≤ 3 needs the four 16-bit blocks; larger k would need a mapping with k+1 blocks, e.g. 8 blocks of 8 bits for k ≤ 7")]
+    DistanceTooLarge { k: u32 },
 }
 
 impl EsError {

@@ -1,0 +1,516 @@
+//! The query path against a live node: near duplicates planted at known distances around real
+//! articles are all found within k and never beyond it, the query document is left out,
+//! several indices answer at once, paging through more candidates than one page loses
+//! nothing, and deletions and new fingerprints show at once.
+
+mod common;
+
+use std::collections::BTreeSet;
+
+use common::es::{self as t, TestIndex};
+use elasticsearch::http::Method;
+use neardup::es::{
+    fingerprint_fields_json, init_index, BlockType, EsError, FieldNames, FilterMode, Match,
+    Paging, QueryFingerprint, RetryPolicy, Similar, SimilarOptions,
+};
+use neardup::{Fingerprinter, Profile, SimHash};
+use serde_json::{json, Value};
+
+fn fingerprinter() -> Fingerprinter {
+    Fingerprinter::for_profile(Profile::Default)
+}
+
+fn similar(client: &elasticsearch::Elasticsearch, filter: FilterMode, page_size: usize) -> Similar {
+    Similar::with_options(
+        client.clone(),
+        fingerprinter(),
+        SimilarOptions {
+            filter,
+            page_size,
+            ..SimilarOptions::default()
+        },
+        RetryPolicy::none(),
+    )
+}
+
+/// `fp` with the given bits (0 = lowest) flipped.
+fn flip(fp: SimHash, bits: &[u32]) -> SimHash {
+    SimHash(bits.iter().fold(fp.0, |v, b| v ^ (1u64 << b)))
+}
+
+/// Bits to flip for a planted copy at `d`. Up to 3 the flips are spread over the blocks
+/// (block A = bits 48..64) so that at least one block stays whole, as pigeonhole promises;
+/// from 4 on they all fall into blocks A and B, so C and D still match and the copy is a
+/// candidate the exact distance must reject.
+fn flips(d: u32, salt: u32) -> Vec<u32> {
+    let spread = [63 - salt % 16, 40 - salt % 8, 20 + salt % 8];
+    let ab = [48, 50, 53, 57, 33, 36];
+    if d <= 3 {
+        spread[..d as usize].to_vec()
+    } else {
+        ab[..d as usize].to_vec()
+    }
+}
+
+fn doc_with(source: &Value, fp: SimHash) -> Value {
+    let mut doc = source.clone();
+    let fields = fingerprint_fields_json(
+        &FieldNames::default(),
+        &Ok(neardup::Fingerprint {
+            simhash: fp,
+            version: fingerprinter().version().into(),
+        }),
+        fingerprinter().version(),
+    );
+    doc.as_object_mut().unwrap().extend(fields);
+    doc
+}
+
+async fn new_index(client: &elasticsearch::Elasticsearch, prefix: &str, bt: BlockType) -> TestIndex {
+    let idx = TestIndex::new(prefix);
+    init_index(client, &RetryPolicy::none(), &idx.name, &FieldNames::default(), bt)
+        .await
+        .unwrap();
+    idx
+}
+
+/// Real articles with their fingerprints, and planted copies at distances 0..=6 around the
+/// first `bases` of them. Returns every `(id, fingerprint)` written.
+fn corpus(prefix: &str, articles: usize, bases: usize) -> (Vec<(String, Value)>, Vec<(String, SimHash)>) {
+    let fp = fingerprinter();
+    let mut docs = Vec::new();
+    let mut all = Vec::new();
+    let mut planted_for = 0;
+    for (id, src) in t::shared_articles(articles) {
+        let Ok(f) = fp.fingerprint_fields(&[
+            src["title"].as_str().unwrap_or(""),
+            src["content"].as_str().unwrap_or(""),
+        ]) else {
+            continue;
+        };
+        let id = format!("{prefix}{id}");
+        if planted_for < bases {
+            for d in 0..=6u32 {
+                let planted = flip(f.simhash, &flips(d, planted_for as u32));
+                assert_eq!(planted.distance(f.simhash), d);
+                let pid = format!("{id}-planted-d{d}");
+                docs.push((pid.clone(), doc_with(&json!({"title": "planted"}), planted)));
+                all.push((pid, planted));
+            }
+            planted_for += 1;
+        }
+        docs.push((id.clone(), doc_with(&src, f.simhash)));
+        all.push((id, f.simhash));
+    }
+    (docs, all)
+}
+
+/// What a correct answer is: every other document within k, by brute force.
+fn expected(all: &[(String, SimHash)], index: &str, query: &str, k: u32) -> Vec<Match> {
+    let q = all.iter().find(|(id, _)| id == query).unwrap().1;
+    let mut m: Vec<Match> = all
+        .iter()
+        .filter(|(id, f)| id != query && f.distance(q) <= k)
+        .map(|(id, f)| Match {
+            id: id.clone(),
+            index: index.to_owned(),
+            distance: f.distance(q),
+        })
+        .collect();
+    m.sort_by(|a, b| (a.distance, &a.id).cmp(&(b.distance, &b.id)));
+    m
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn planted_duplicates_within_k_are_found_and_none_beyond() {
+    let client = t::client().await;
+    for bt in BlockType::ALL {
+        let idx = new_index(&client, "similar", bt).await;
+        let (docs, all) = corpus("", 120, 6);
+        t::load(&client, &idx.name, &docs).await;
+
+        let bases: Vec<String> = all
+            .iter()
+            .filter(|(id, _)| id.ends_with("-planted-d0"))
+            .map(|(id, _)| id.trim_end_matches("-planted-d0").to_owned())
+            .collect();
+        assert_eq!(bases.len(), 6);
+        for filter in [FilterMode::Client, FilterMode::Server] {
+            let s = similar(&client, filter, 1000);
+            for base in &bases {
+                for k in 0..=3 {
+                    let found = s.by_id(idx.name.as_str(), base, k).await.unwrap();
+                    let want = expected(&all, &idx.name, base, k);
+                    assert_eq!(found.matches, want, "{bt} {filter} k={k} base {base}");
+                    assert!(matches!(found.query, QueryFingerprint::Stored(_)));
+                    for d in 0..=6 {
+                        let planted = format!("{base}-planted-d{d}");
+                        let hit = found.matches.iter().any(|m| m.id == planted);
+                        assert_eq!(hit, d <= k, "{bt} {filter} k={k}: {planted}");
+                    }
+                    assert!(found.matches.iter().all(|m| &m.id != base), "query document left out");
+                }
+                // The distance-4..6 copies share blocks C and D: they are candidates, and the
+                // exact distance rejects them. Server-side, only true matches (and the query
+                // document itself) cross the network.
+                let found = s.by_id(idx.name.as_str(), base, 3).await.unwrap();
+                match filter {
+                    FilterMode::Client => {
+                        assert!(found.transferred >= found.matches.len() as u64 + 4)
+                    }
+                    FilterMode::Server => {
+                        assert_eq!(found.transferred, found.matches.len() as u64 + 1)
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn several_indices_at_once_and_an_id_in_two_of_them() {
+    let client = t::client().await;
+    let a = new_index(&client, "similar-2024", BlockType::Short).await;
+    let b = new_index(&client, "similar-2025", BlockType::Keyword).await;
+    let (docs, all) = corpus("", 40, 2);
+    // Split: the originals in `a`, the planted copies in `b`.
+    let (planted, originals): (Vec<_>, Vec<_>) =
+        docs.into_iter().partition(|(id, _)| id.contains("-planted-"));
+    t::load(&client, &a.name, &originals).await;
+    t::load(&client, &b.name, &planted).await;
+    let index_of = |id: &str| if id.contains("-planted-") { &b.name } else { &a.name };
+    let base = all
+        .iter()
+        .find(|(id, _)| id.ends_with("-planted-d0"))
+        .unwrap()
+        .0
+        .trim_end_matches("-planted-d0")
+        .to_owned();
+    let s = similar(&client, FilterMode::Client, 1000);
+    let mut want = expected(&all, "", &base, 3);
+    for m in &mut want {
+        m.index = index_of(&m.id).clone();
+    }
+    want.sort_by(|x, y| (x.distance, &x.id, &x.index).cmp(&(y.distance, &y.id, &y.index)));
+    let comma = format!("{},{}", a.name, b.name);
+    let found = s.by_id(comma.as_str(), &base, 3).await.unwrap();
+    assert_eq!(found.matches, want);
+    assert!(found.matches.iter().any(|m| m.index == b.name));
+    let list = vec![a.name.clone(), b.name.clone()];
+    assert_eq!(s.by_id(list, &base, 3).await.unwrap().matches, want);
+
+    // The same id in both indices is ambiguous: the message names both.
+    t::load(&client, &b.name, &[(base.clone(), json!({"title": "same id, other index"}))]).await;
+    let e = s.by_id(comma.as_str(), &base, 3).await.unwrap_err();
+    assert!(matches!(e, EsError::AmbiguousId { .. }), "{e}");
+    assert!(e.to_string().contains(&a.name) && e.to_string().contains(&b.name), "{e}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn more_candidates_than_a_page_are_all_read() {
+    let client = t::client().await;
+    let idx = new_index(&client, "similar-pages", BlockType::Short).await;
+    // 40 documents sharing block D with the query, 12 of them within distance 3.
+    let q = SimHash(0x1234_5678_9ABC_DEF0);
+    let mut docs = vec![("query".to_string(), doc_with(&json!({}), q))];
+    let mut all = vec![("query".to_string(), q)];
+    for i in 0..40u32 {
+        let bits: Vec<u32> = if i < 12 {
+            (0..i % 4).map(|j| 20 + j * 7 + i % 5).collect()
+        } else {
+            (0..4 + i % 5).map(|j| 16 + j * 9).collect()
+        };
+        let f = flip(q, &bits);
+        let id = format!("cand-{i:02}");
+        docs.push((id.clone(), doc_with(&json!({}), f)));
+        all.push((id, f));
+    }
+    t::load(&client, &idx.name, &docs).await;
+    let want = expected(&all, &idx.name, "query", 3);
+    assert_eq!(want.len(), 12);
+
+    for filter in [FilterMode::Client, FilterMode::Server] {
+        let small = similar(&client, filter, 3);
+        let found = small.by_id(idx.name.as_str(), "query", 3).await.unwrap();
+        assert_eq!(found.matches, want, "{filter}");
+        // The 7.10 test node has no point in time: detected, remembered, scroll used.
+        assert_eq!(found.scan.paging, Some(Paging::Scroll), "{filter}");
+        assert!(found.scan.requests > 2, "{:?}", found.scan);
+        assert_eq!(small.scanner().pit_supported(), Some(false));
+        let again = small.by_id(idx.name.as_str(), "query", 3).await.unwrap();
+        assert_eq!(again.matches, want);
+
+        // One page that holds everything: no scroll at all.
+        let big = similar(&client, filter, 1000);
+        let found = big.by_id(idx.name.as_str(), "query", 3).await.unwrap();
+        assert_eq!(found.matches, want);
+        assert_eq!(found.scan.paging, None);
+        assert_eq!(found.scan.requests, 1);
+    }
+
+    // Forcing point in time on a cluster without it fails with Elasticsearch's answer.
+    let pit = Similar::with_options(
+        client.clone(),
+        fingerprinter(),
+        SimilarOptions {
+            page_size: 3,
+            paging: Paging::Pit,
+            ..SimilarOptions::default()
+        },
+        RetryPolicy::none(),
+    );
+    let e = pit.by_id(idx.name.as_str(), "query", 3).await.unwrap_err();
+    assert!(e.to_string().contains("point in time"), "{e}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deletions_and_new_fingerprints_show_at_once() {
+    let client = t::client().await;
+    let idx = new_index(&client, "similar-live", BlockType::Short).await;
+    let (docs, all) = corpus("", 30, 1);
+    t::load(&client, &idx.name, &docs).await;
+    let base = all.iter().find(|(id, _)| id.ends_with("-planted-d0")).unwrap().0.trim_end_matches("-planted-d0").to_owned();
+    let base_fp = all.iter().find(|(id, _)| *id == base).unwrap().1;
+    let s = similar(&client, FilterMode::Client, 1000);
+    let ids = |m: &[Match]| m.iter().map(|m| m.id.clone()).collect::<BTreeSet<_>>();
+    let before = ids(&s.by_id(idx.name.as_str(), &base, 3).await.unwrap().matches);
+    let d1 = format!("{base}-planted-d1");
+    let d2 = format!("{base}-planted-d2");
+    let d5 = format!("{base}-planted-d5");
+    assert!(before.contains(&d1) && before.contains(&d2) && !before.contains(&d5));
+
+    let write = |id: String, body: Value| {
+        let client = client.clone();
+        let index = idx.name.clone();
+        async move {
+            neardup::es::request(
+                &client,
+                &RetryPolicy::none(),
+                "write",
+                Method::Post,
+                &format!("/{index}/_update/{id}"),
+                &[("refresh", "true")],
+                Some(&neardup::es::Body::Json(json!({ "doc": body }))),
+            )
+            .await
+            .unwrap();
+        }
+    };
+    // d1 deleted; d2 re-fingerprinted far away; d5 re-fingerprinted at distance 1.
+    neardup::es::request(
+        &client,
+        &RetryPolicy::none(),
+        "delete",
+        Method::Delete,
+        &format!("/{}/_doc/{d1}", idx.name),
+        &[("refresh", "true")],
+        None,
+    )
+    .await
+    .unwrap();
+    let far = SimHash(!base_fp.0);
+    write(d2.clone(), Value::Object(doc_with(&json!({}), far).as_object().unwrap().clone())).await;
+    let near = flip(base_fp, &[5]);
+    write(d5.clone(), Value::Object(doc_with(&json!({}), near).as_object().unwrap().clone())).await;
+
+    let after = s.by_id(idx.name.as_str(), &base, 3).await.unwrap();
+    let after_ids = ids(&after.matches);
+    assert!(!after_ids.contains(&d1), "deleted");
+    assert!(!after_ids.contains(&d2), "moved away");
+    assert!(after.matches.iter().any(|m| m.id == d5 && m.distance == 1), "moved near");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn documents_without_a_fingerprint_and_free_texts() {
+    let client = t::client().await;
+    let idx = new_index(&client, "similar-text", BlockType::Short).await;
+    let fp = fingerprinter();
+    let articles = t::shared_articles(20);
+    // Stored with fingerprints, except the first (text only) and a too-short one.
+    let mut docs: Vec<(String, Value)> = Vec::new();
+    for (i, (id, src)) in articles.iter().enumerate() {
+        if i == 0 {
+            docs.push((id.clone(), src.clone()));
+            continue;
+        }
+        let f = fp.fingerprint_fields(&[src["title"].as_str().unwrap(), src["content"].as_str().unwrap()]);
+        if let Ok(f) = f {
+            docs.push((id.clone(), doc_with(src, f.simhash)));
+        }
+    }
+    let (id0, src0) = &articles[0];
+    let f0 = fp
+        .fingerprint_fields(&[src0["title"].as_str().unwrap(), src0["content"].as_str().unwrap()])
+        .unwrap()
+        .simhash;
+    docs.push(("copy-of-0".into(), doc_with(&json!({}), flip(f0, &[1, 30]))));
+    docs.push(("short".into(), json!({"title": "快讯", "content": "", "simHashReason": "too_short"})));
+    t::load(&client, &idx.name, &docs).await;
+    let s = similar(&client, FilterMode::Client, 1000);
+
+    let found = s.by_id(idx.name.as_str(), id0, 3).await.unwrap();
+    assert_eq!(found.query, QueryFingerprint::Computed(f0));
+    assert!(found.matches.iter().any(|m| m.id == "copy-of-0" && m.distance == 2));
+
+    let found = s.by_id(idx.name.as_str(), "short", 3).await.unwrap();
+    assert!(matches!(found.query, QueryFingerprint::TooShort(_)), "{:?}", found.query);
+    assert!(found.matches.is_empty());
+
+    // A text not in the index: the article's own text finds the copy.
+    let text = format!("{}\n{}", src0["title"].as_str().unwrap(), src0["content"].as_str().unwrap());
+    let found = s.by_text(idx.name.as_str(), &text, 3).await.unwrap();
+    assert!(matches!(found.query, QueryFingerprint::Computed(_)));
+    assert!(found.matches.iter().any(|m| m.id == "copy-of-0"), "{:?}", found.matches);
+    let found = s.by_text(idx.name.as_str(), "快讯", 3).await.unwrap();
+    assert!(matches!(found.query, QueryFingerprint::TooShort(_)));
+
+    let found = s.by_fingerprint(idx.name.as_str(), f0, 0).await.unwrap();
+    assert!(found.matches.is_empty(), "{:?}", found.matches);
+    let found = s.by_fingerprint(idx.name.as_str(), flip(f0, &[1, 30]), 0).await.unwrap();
+    assert_eq!(found.matches.len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn indices_of_the_older_java_service_work_with_both_filters() {
+    // Four `short` blocks without doc values, no `long`, no version: as the Java service left
+    // them. Candidates are read from `_source` (the four fields only).
+    let client = t::client().await;
+    let idx = TestIndex::new("similar-java");
+    let short = json!({"type": "short", "doc_values": false});
+    t::call(
+        &client,
+        Method::Put,
+        &format!("/{}", idx.name),
+        Some(json!({"mappings": {"properties": {
+            "simHashA": short, "simHashB": short, "simHashC": short, "simHashD": short
+        }}})),
+    )
+    .await;
+    let q = SimHash(0xA5A5_0F0F_1234_8001);
+    let blocks = |f: SimHash| {
+        let [a, b, c, d] = f.blocks16();
+        json!({"simHashA": a, "simHashB": b, "simHashC": c, "simHashD": d})
+    };
+    let docs = vec![
+        ("q".to_string(), blocks(q)),
+        ("near".to_string(), blocks(flip(q, &[0, 17, 40]))),
+        ("far".to_string(), blocks(flip(q, &[48, 49, 50, 51]))),
+    ];
+    t::load(&client, &idx.name, &docs).await;
+    for filter in [FilterMode::Client, FilterMode::Server] {
+        let found = similar(&client, filter, 1000)
+            .by_id(idx.name.as_str(), "q", 3)
+            .await
+            .unwrap();
+        assert_eq!(
+            found.matches,
+            vec![Match { id: "near".into(), index: idx.name.clone(), distance: 3 }],
+            "{filter}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn errors_say_what_to_do() {
+    let client = t::client().await;
+    let idx = new_index(&client, "similar-errors", BlockType::Short).await;
+    let q = SimHash(42);
+    t::load(&client, &idx.name, &[("a".into(), doc_with(&json!({}), q))]).await;
+    let s = similar(&client, FilterMode::Client, 1000);
+
+    let e = s.by_id("neardup-test-no-such-index", "a", 3).await.unwrap_err();
+    assert!(matches!(e, EsError::IndexNotFound { .. }), "{e}");
+    let e = s.by_id(idx.name.as_str(), "nope", 3).await.unwrap_err();
+    assert!(matches!(e, EsError::DocumentNotFound { .. }), "{e}");
+    let e = s.by_id(idx.name.as_str(), "a", 4).await.unwrap_err();
+    assert!(e.to_string().contains("k+1 blocks"), "{e}");
+
+    let bare = TestIndex::new("similar-bare");
+    t::load(&client, &bare.name, &[("x".into(), json!({"title": "no fingerprint fields"}))]).await;
+    let e = s.by_id(bare.name.as_str(), "x", 3).await.unwrap_err();
+    assert!(matches!(e, EsError::NotInitialised { .. }), "{e}");
+    assert!(e.to_string().contains("neardup es-init"), "{e}");
+
+    let nowhere = neardup::es::EsConfig::new("http://127.0.0.1:1").unwrap().client().unwrap();
+    let e = similar(&nowhere, FilterMode::Client, 10).by_id("x", "y", 3).await.unwrap_err();
+    assert!(matches!(e, EsError::Unreachable { .. }), "{e}");
+}
+
+#[test]
+fn the_cli_prints_matches_and_one_line_errors() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let client = rt.block_on(t::client());
+    let idx = rt.block_on(new_index(&client, "similar-cli", BlockType::Short));
+    let (src_id, src) = t::shared_articles(1).remove(0);
+    let f = fingerprinter()
+        .fingerprint_fields(&[src["title"].as_str().unwrap(), src["content"].as_str().unwrap()])
+        .unwrap()
+        .simhash;
+    let docs = vec![
+        (src_id.clone(), doc_with(&src, f)),
+        ("b-copy".to_string(), doc_with(&json!({}), flip(f, &[3]))),
+        ("a-copy".to_string(), doc_with(&json!({}), flip(f, &[9]))),
+        ("copy2".to_string(), doc_with(&json!({}), flip(f, &[3, 20]))),
+        ("short".to_string(), json!({"title": "快讯"})),
+    ];
+    rt.block_on(t::load(&client, &idx.name, &docs));
+    let url = t::url();
+    let base = ["similar", "--es", url.as_str(), "--index", idx.name.as_str()];
+    let run = |extra: &[&str], stdin: &[u8]| {
+        let args: Vec<&str> = base.iter().chain(extra).copied().collect();
+        common::neardup(&args, stdin)
+    };
+
+    let (code, out, err) = run(&["--id", &src_id], b"");
+    assert_eq!(code, 0, "{err}");
+    let lines = common::json_lines(&out);
+    let got: Vec<(String, u64)> = lines
+        .iter()
+        .map(|l| (l["id"].as_str().unwrap().to_owned(), l["distance"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(
+        got,
+        vec![("a-copy".into(), 1), ("b-copy".into(), 1), ("copy2".into(), 2)]
+    );
+    assert_eq!(lines[0]["index"], idx.name.as_str());
+
+    let (code, out, _) = run(&["--id", &src_id, "-k", "1", "--filter", "server", "--format", "table"], b"");
+    assert_eq!(code, 0);
+    assert!(out.starts_with("2 matches within distance 1"), "{out}");
+    assert!(out.contains("a-copy") && !out.contains("copy2"), "{out}");
+
+    let text = format!("{}\n{}", src["title"].as_str().unwrap(), src["content"].as_str().unwrap());
+    let (code, out, _) = run(&["--input", "-"], text.as_bytes());
+    assert_eq!(code, 0);
+    let ids: Vec<Value> = common::json_lines(&out).iter().map(|l| l["id"].clone()).collect();
+    assert!(ids.contains(&json!(src_id)) && ids.contains(&json!("a-copy")), "{out}");
+    let (code, out, _) = run(&["--fingerprint", &f.to_hex(), "-k", "0"], b"");
+    assert_eq!((code, common::json_lines(&out).len()), (0, 1));
+
+    for (extra, code_want, needle) in [
+        (vec!["--id", "short"], 4, "too short"),
+        (vec!["--text", "快讯"], 4, "too short"),
+        (vec!["--id", "nope"], 1, "no document with id `nope`"),
+        (vec!["--id", &src_id, "-k", "4"], 1, "8 blocks of 8 bits"),
+    ] {
+        let (code, out, err) = run(&extra, b"");
+        assert_eq!(code, code_want, "{extra:?}: {err}");
+        assert!(out.is_empty());
+        assert!(err.contains(needle), "{extra:?}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
+    }
+    let (code, _, err) = common::neardup(
+        &["similar", "--es", url.as_str(), "--index", "neardup-test-missing", "--id", "x"],
+        b"",
+    );
+    assert_eq!(code, 1);
+    assert!(err.contains("does not exist") && err.trim_end().lines().count() == 1, "{err}");
+    let (code, _, err) = common::neardup(
+        &["similar", "--es", "http://127.0.0.1:1", "--index", "x", "--id", "x"],
+        b"",
+    );
+    assert_eq!(code, 1);
+    assert!(err.contains("cannot reach Elasticsearch") && err.trim_end().lines().count() == 1, "{err}");
+    let (code, _, _) = common::neardup(&["similar", "--es", url.as_str(), "--index", "x"], b"");
+    assert_eq!(code, 2, "one of --id, --text, --input, --fingerprint is required");
+}
