@@ -218,7 +218,7 @@ async fn more_candidates_than_a_page_are_all_read() {
         let bits: Vec<u32> = if i < 12 {
             (0..i % 4).map(|j| 20 + j * 7 + i % 5).collect()
         } else {
-            (0..4 + i % 5).map(|j| 16 + j * 9).collect()
+            (0..4 + i % 5).map(|j| 16 + j * 6).collect()
         };
         let f = flip(q, &bits);
         let id = format!("cand-{i:02}");

@@ -4,7 +4,7 @@
 use std::io::{Read, Write};
 
 use anyhow::Context;
-use neardup::es::{FilterMode, Paging, QueryFingerprint, RetryPolicy, Similar, SimilarOptions};
+use neardup::es::{self, FilterMode, Paging, QueryFingerprint, RetryPolicy, Similar, SimilarOptions};
 use neardup::SimHash;
 
 use super::common::{self, CmdResult, ProfileArgs, Status};
@@ -89,12 +89,15 @@ pub fn run(args: EsSimilarArgs) -> CmdResult {
     let similar = Similar::with_options(client, args.profile.fingerprinter(), options, retry);
     let index = args.index.as_str();
     let found = es_args::runtime()?.block_on(async {
+        // Fails fast, in one line, when the node is down or refuses the credentials.
+        es::server_version(similar.scanner().client(), &RetryPolicy::none()).await?;
         match (&args.id, &text, args.fingerprint) {
             (Some(id), _, _) => similar.by_id(index, id, args.k).await,
             (None, Some(t), _) => similar.by_text(index, t, args.k).await,
             (None, None, Some(fp)) => similar.by_fingerprint(index, fp, args.k).await,
             _ => unreachable!("clap requires one of --id, --text, --input, --fingerprint"),
         }
+        .map_err(anyhow::Error::from)
     })?;
 
     if let QueryFingerprint::TooShort(why) = &found.query {
