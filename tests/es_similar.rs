@@ -10,8 +10,8 @@ use std::collections::BTreeSet;
 use common::es::{self as t, TestIndex};
 use elasticsearch::http::Method;
 use neardup::es::{
-    fingerprint_fields_json, init_index, BlockType, EsError, FieldNames, FilterMode, Match,
-    Paging, QueryFingerprint, RetryPolicy, Similar, SimilarOptions,
+    fingerprint_fields_json, init_index, BlockType, EsError, FieldNames, FilterMode, Match, Paging,
+    QueryFingerprint, RetryPolicy, Similar, SimilarOptions,
 };
 use neardup::{Fingerprinter, Profile, SimHash};
 use serde_json::{json, Value};
@@ -66,17 +66,30 @@ fn doc_with(source: &Value, fp: SimHash) -> Value {
     doc
 }
 
-async fn new_index(client: &elasticsearch::Elasticsearch, prefix: &str, bt: BlockType) -> TestIndex {
+async fn new_index(
+    client: &elasticsearch::Elasticsearch,
+    prefix: &str,
+    bt: BlockType,
+) -> TestIndex {
     let idx = TestIndex::new(prefix);
-    init_index(client, &RetryPolicy::none(), &idx.name, &FieldNames::default(), bt)
-        .await
-        .unwrap();
+    init_index(
+        client,
+        &RetryPolicy::none(),
+        &idx.name,
+        &FieldNames::default(),
+        bt,
+    )
+    .await
+    .unwrap();
     idx
 }
 
+/// `(id, _source)` pairs to load.
+type Docs = Vec<(String, Value)>;
+
 /// Real articles with their fingerprints, and planted copies at distances 0..=6 around the
 /// first `bases` of them. Returns every `(id, fingerprint)` written.
-fn corpus(prefix: &str, articles: usize, bases: usize) -> (Vec<(String, Value)>, Vec<(String, SimHash)>) {
+fn corpus(prefix: &str, articles: usize, bases: usize) -> (Docs, Vec<(String, SimHash)>) {
     let fp = fingerprinter();
     let mut docs = Vec::new();
     let mut all = Vec::new();
@@ -148,7 +161,10 @@ async fn planted_duplicates_within_k_are_found_and_none_beyond() {
                         let hit = found.matches.iter().any(|m| m.id == planted);
                         assert_eq!(hit, d <= k, "{bt} {filter} k={k}: {planted}");
                     }
-                    assert!(found.matches.iter().all(|m| &m.id != base), "query document left out");
+                    assert!(
+                        found.matches.iter().all(|m| &m.id != base),
+                        "query document left out"
+                    );
                 }
                 // The distance-4..6 copies share blocks C and D: they are candidates, and the
                 // exact distance rejects them. Server-side, only true matches (and the query
@@ -174,11 +190,18 @@ async fn several_indices_at_once_and_an_id_in_two_of_them() {
     let b = new_index(&client, "similar-2025", BlockType::Keyword).await;
     let (docs, all) = corpus("", 40, 2);
     // Split: the originals in `a`, the planted copies in `b`.
-    let (planted, originals): (Vec<_>, Vec<_>) =
-        docs.into_iter().partition(|(id, _)| id.contains("-planted-"));
+    let (planted, originals): (Vec<_>, Vec<_>) = docs
+        .into_iter()
+        .partition(|(id, _)| id.contains("-planted-"));
     t::load(&client, &a.name, &originals).await;
     t::load(&client, &b.name, &planted).await;
-    let index_of = |id: &str| if id.contains("-planted-") { &b.name } else { &a.name };
+    let index_of = |id: &str| {
+        if id.contains("-planted-") {
+            &b.name
+        } else {
+            &a.name
+        }
+    };
     let base = all
         .iter()
         .find(|(id, _)| id.ends_with("-planted-d0"))
@@ -200,10 +223,18 @@ async fn several_indices_at_once_and_an_id_in_two_of_them() {
     assert_eq!(s.by_id(list, &base, 3).await.unwrap().matches, want);
 
     // The same id in both indices is ambiguous: the message names both.
-    t::load(&client, &b.name, &[(base.clone(), json!({"title": "same id, other index"}))]).await;
+    t::load(
+        &client,
+        &b.name,
+        &[(base.clone(), json!({"title": "same id, other index"}))],
+    )
+    .await;
     let e = s.by_id(comma.as_str(), &base, 3).await.unwrap_err();
     assert!(matches!(e, EsError::AmbiguousId { .. }), "{e}");
-    assert!(e.to_string().contains(&a.name) && e.to_string().contains(&b.name), "{e}");
+    assert!(
+        e.to_string().contains(&a.name) && e.to_string().contains(&b.name),
+        "{e}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -269,7 +300,13 @@ async fn deletions_and_new_fingerprints_show_at_once() {
     let idx = new_index(&client, "similar-live", BlockType::Short).await;
     let (docs, all) = corpus("", 30, 1);
     t::load(&client, &idx.name, &docs).await;
-    let base = all.iter().find(|(id, _)| id.ends_with("-planted-d0")).unwrap().0.trim_end_matches("-planted-d0").to_owned();
+    let base = all
+        .iter()
+        .find(|(id, _)| id.ends_with("-planted-d0"))
+        .unwrap()
+        .0
+        .trim_end_matches("-planted-d0")
+        .to_owned();
     let base_fp = all.iter().find(|(id, _)| *id == base).unwrap().1;
     let s = similar(&client, FilterMode::Client, 1000);
     let ids = |m: &[Match]| m.iter().map(|m| m.id.clone()).collect::<BTreeSet<_>>();
@@ -309,15 +346,26 @@ async fn deletions_and_new_fingerprints_show_at_once() {
     .await
     .unwrap();
     let far = SimHash(!base_fp.0);
-    write(d2.clone(), Value::Object(doc_with(&json!({}), far).as_object().unwrap().clone())).await;
+    write(
+        d2.clone(),
+        Value::Object(doc_with(&json!({}), far).as_object().unwrap().clone()),
+    )
+    .await;
     let near = flip(base_fp, &[5]);
-    write(d5.clone(), Value::Object(doc_with(&json!({}), near).as_object().unwrap().clone())).await;
+    write(
+        d5.clone(),
+        Value::Object(doc_with(&json!({}), near).as_object().unwrap().clone()),
+    )
+    .await;
 
     let after = s.by_id(idx.name.as_str(), &base, 3).await.unwrap();
     let after_ids = ids(&after.matches);
     assert!(!after_ids.contains(&d1), "deleted");
     assert!(!after_ids.contains(&d2), "moved away");
-    assert!(after.matches.iter().any(|m| m.id == d5 && m.distance == 1), "moved near");
+    assert!(
+        after.matches.iter().any(|m| m.id == d5 && m.distance == 1),
+        "moved near"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -333,40 +381,67 @@ async fn documents_without_a_fingerprint_and_free_texts() {
             docs.push((id.clone(), src.clone()));
             continue;
         }
-        let f = fp.fingerprint_fields(&[src["title"].as_str().unwrap(), src["content"].as_str().unwrap()]);
+        let f = fp.fingerprint_fields(&[
+            src["title"].as_str().unwrap(),
+            src["content"].as_str().unwrap(),
+        ]);
         if let Ok(f) = f {
             docs.push((id.clone(), doc_with(src, f.simhash)));
         }
     }
     let (id0, src0) = &articles[0];
     let f0 = fp
-        .fingerprint_fields(&[src0["title"].as_str().unwrap(), src0["content"].as_str().unwrap()])
+        .fingerprint_fields(&[
+            src0["title"].as_str().unwrap(),
+            src0["content"].as_str().unwrap(),
+        ])
         .unwrap()
         .simhash;
     docs.push(("copy-of-0".into(), doc_with(&json!({}), flip(f0, &[1, 30]))));
-    docs.push(("short".into(), json!({"title": "快讯", "content": "", "simHashReason": "too_short"})));
+    docs.push((
+        "short".into(),
+        json!({"title": "快讯", "content": "", "simHashReason": "too_short"}),
+    ));
     t::load(&client, &idx.name, &docs).await;
     let s = similar(&client, FilterMode::Client, 1000);
 
     let found = s.by_id(idx.name.as_str(), id0, 3).await.unwrap();
     assert_eq!(found.query, QueryFingerprint::Computed(f0));
-    assert!(found.matches.iter().any(|m| m.id == "copy-of-0" && m.distance == 2));
+    assert!(found
+        .matches
+        .iter()
+        .any(|m| m.id == "copy-of-0" && m.distance == 2));
 
     let found = s.by_id(idx.name.as_str(), "short", 3).await.unwrap();
-    assert!(matches!(found.query, QueryFingerprint::TooShort(_)), "{:?}", found.query);
+    assert!(
+        matches!(found.query, QueryFingerprint::TooShort(_)),
+        "{:?}",
+        found.query
+    );
     assert!(found.matches.is_empty());
 
     // A text not in the index: the article's own text finds the copy.
-    let text = format!("{}\n{}", src0["title"].as_str().unwrap(), src0["content"].as_str().unwrap());
+    let text = format!(
+        "{}\n{}",
+        src0["title"].as_str().unwrap(),
+        src0["content"].as_str().unwrap()
+    );
     let found = s.by_text(idx.name.as_str(), &text, 3).await.unwrap();
     assert!(matches!(found.query, QueryFingerprint::Computed(_)));
-    assert!(found.matches.iter().any(|m| m.id == "copy-of-0"), "{:?}", found.matches);
+    assert!(
+        found.matches.iter().any(|m| m.id == "copy-of-0"),
+        "{:?}",
+        found.matches
+    );
     let found = s.by_text(idx.name.as_str(), "快讯", 3).await.unwrap();
     assert!(matches!(found.query, QueryFingerprint::TooShort(_)));
 
     let found = s.by_fingerprint(idx.name.as_str(), f0, 0).await.unwrap();
     assert!(found.matches.is_empty(), "{:?}", found.matches);
-    let found = s.by_fingerprint(idx.name.as_str(), flip(f0, &[1, 30]), 0).await.unwrap();
+    let found = s
+        .by_fingerprint(idx.name.as_str(), flip(f0, &[1, 30]), 0)
+        .await
+        .unwrap();
     assert_eq!(found.matches.len(), 1);
 }
 
@@ -404,7 +479,11 @@ async fn indices_of_the_older_java_service_work_with_both_filters() {
             .unwrap();
         assert_eq!(
             found.matches,
-            vec![Match { id: "near".into(), index: idx.name.clone(), distance: 3 }],
+            vec![Match {
+                id: "near".into(),
+                index: idx.name.clone(),
+                distance: 3
+            }],
             "{filter}"
         );
     }
@@ -418,7 +497,10 @@ async fn errors_say_what_to_do() {
     t::load(&client, &idx.name, &[("a".into(), doc_with(&json!({}), q))]).await;
     let s = similar(&client, FilterMode::Client, 1000);
 
-    let e = s.by_id("neardup-test-no-such-index", "a", 3).await.unwrap_err();
+    let e = s
+        .by_id("neardup-test-no-such-index", "a", 3)
+        .await
+        .unwrap_err();
     assert!(matches!(e, EsError::IndexNotFound { .. }), "{e}");
     let e = s.by_id(idx.name.as_str(), "nope", 3).await.unwrap_err();
     assert!(matches!(e, EsError::DocumentNotFound { .. }), "{e}");
@@ -426,13 +508,45 @@ async fn errors_say_what_to_do() {
     assert!(e.to_string().contains("k+1 blocks"), "{e}");
 
     let bare = TestIndex::new("similar-bare");
-    t::load(&client, &bare.name, &[("x".into(), json!({"title": "no fingerprint fields"}))]).await;
+    t::load(
+        &client,
+        &bare.name,
+        &[("x".into(), json!({"title": "no fingerprint fields"}))],
+    )
+    .await;
     let e = s.by_id(bare.name.as_str(), "x", 3).await.unwrap_err();
     assert!(matches!(e, EsError::NotInitialised { .. }), "{e}");
     assert!(e.to_string().contains("neardup es-init"), "{e}");
 
-    let nowhere = neardup::es::EsConfig::new("http://127.0.0.1:1").unwrap().client().unwrap();
-    let e = similar(&nowhere, FilterMode::Client, 10).by_id("x", "y", 3).await.unwrap_err();
+    // A block that is not a number (hand-written into a `keyword` block) breaks the script:
+    // the query falls back to the client-side filter for good, and that names the document.
+    let kw = new_index(&client, "similar-badblock", BlockType::Keyword).await;
+    let [_, b, c, d] = q.blocks16();
+    t::load(
+        &client,
+        &kw.name,
+        &[(
+            "bad".into(),
+            json!({"simHashA": "abc", "simHashB": b, "simHashC": c, "simHashD": d}),
+        )],
+    )
+    .await;
+    let server = similar(&client, FilterMode::Server, 1000);
+    let e = server
+        .by_fingerprint(kw.name.as_str(), q, 3)
+        .await
+        .unwrap_err();
+    assert_eq!(server.effective_filter(), FilterMode::Client, "{e:?}");
+    assert!(e.to_string().contains("document `bad`"), "{e}");
+
+    let nowhere = neardup::es::EsConfig::new("http://127.0.0.1:1")
+        .unwrap()
+        .client()
+        .unwrap();
+    let e = similar(&nowhere, FilterMode::Client, 10)
+        .by_id("x", "y", 3)
+        .await
+        .unwrap_err();
     assert!(matches!(e, EsError::Unreachable { .. }), "{e}");
 }
 
@@ -443,7 +557,10 @@ fn the_cli_prints_matches_and_one_line_errors() {
     let idx = rt.block_on(new_index(&client, "similar-cli", BlockType::Short));
     let (src_id, src) = t::shared_articles(1).remove(0);
     let f = fingerprinter()
-        .fingerprint_fields(&[src["title"].as_str().unwrap(), src["content"].as_str().unwrap()])
+        .fingerprint_fields(&[
+            src["title"].as_str().unwrap(),
+            src["content"].as_str().unwrap(),
+        ])
         .unwrap()
         .simhash;
     let docs = vec![
@@ -455,7 +572,13 @@ fn the_cli_prints_matches_and_one_line_errors() {
     ];
     rt.block_on(t::load(&client, &idx.name, &docs));
     let url = t::url();
-    let base = ["similar", "--es", url.as_str(), "--index", idx.name.as_str()];
+    let base = [
+        "similar",
+        "--es",
+        url.as_str(),
+        "--index",
+        idx.name.as_str(),
+    ];
     let run = |extra: &[&str], stdin: &[u8]| {
         let args: Vec<&str> = base.iter().chain(extra).copied().collect();
         common::neardup(&args, stdin)
@@ -466,24 +589,48 @@ fn the_cli_prints_matches_and_one_line_errors() {
     let lines = common::json_lines(&out);
     let got: Vec<(String, u64)> = lines
         .iter()
-        .map(|l| (l["id"].as_str().unwrap().to_owned(), l["distance"].as_u64().unwrap()))
+        .map(|l| {
+            (
+                l["id"].as_str().unwrap().to_owned(),
+                l["distance"].as_u64().unwrap(),
+            )
+        })
         .collect();
     assert_eq!(
         got,
-        vec![("a-copy".into(), 1), ("b-copy".into(), 1), ("copy2".into(), 2)]
+        vec![
+            ("a-copy".into(), 1),
+            ("b-copy".into(), 1),
+            ("copy2".into(), 2)
+        ]
     );
     assert_eq!(lines[0]["index"], idx.name.as_str());
 
-    let (code, out, _) = run(&["--id", &src_id, "-k", "1", "--filter", "server", "--format", "table"], b"");
+    let (code, out, _) = run(
+        &[
+            "--id", &src_id, "-k", "1", "--filter", "server", "--format", "table",
+        ],
+        b"",
+    );
     assert_eq!(code, 0);
     assert!(out.starts_with("2 matches within distance 1"), "{out}");
     assert!(out.contains("a-copy") && !out.contains("copy2"), "{out}");
 
-    let text = format!("{}\n{}", src["title"].as_str().unwrap(), src["content"].as_str().unwrap());
+    let text = format!(
+        "{}\n{}",
+        src["title"].as_str().unwrap(),
+        src["content"].as_str().unwrap()
+    );
     let (code, out, _) = run(&["--input", "-"], text.as_bytes());
     assert_eq!(code, 0);
-    let ids: Vec<Value> = common::json_lines(&out).iter().map(|l| l["id"].clone()).collect();
-    assert!(ids.contains(&json!(src_id)) && ids.contains(&json!("a-copy")), "{out}");
+    let ids: Vec<Value> = common::json_lines(&out)
+        .iter()
+        .map(|l| l["id"].clone())
+        .collect();
+    assert!(
+        ids.contains(&json!(src_id)) && ids.contains(&json!("a-copy")),
+        "{out}"
+    );
     let (code, out, _) = run(&["--fingerprint", &f.to_hex(), "-k", "0"], b"");
     assert_eq!((code, common::json_lines(&out).len()), (0, 1));
 
@@ -500,17 +647,42 @@ fn the_cli_prints_matches_and_one_line_errors() {
         assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
     }
     let (code, _, err) = common::neardup(
-        &["similar", "--es", url.as_str(), "--index", "neardup-test-missing", "--id", "x"],
+        &[
+            "similar",
+            "--es",
+            url.as_str(),
+            "--index",
+            "neardup-test-missing",
+            "--id",
+            "x",
+        ],
         b"",
     );
     assert_eq!(code, 1);
-    assert!(err.contains("does not exist") && err.trim_end().lines().count() == 1, "{err}");
+    assert!(
+        err.contains("does not exist") && err.trim_end().lines().count() == 1,
+        "{err}"
+    );
     let (code, _, err) = common::neardup(
-        &["similar", "--es", "http://127.0.0.1:1", "--index", "x", "--id", "x"],
+        &[
+            "similar",
+            "--es",
+            "http://127.0.0.1:1",
+            "--index",
+            "x",
+            "--id",
+            "x",
+        ],
         b"",
     );
     assert_eq!(code, 1);
-    assert!(err.contains("cannot reach Elasticsearch") && err.trim_end().lines().count() == 1, "{err}");
+    assert!(
+        err.contains("cannot reach Elasticsearch") && err.trim_end().lines().count() == 1,
+        "{err}"
+    );
     let (code, _, _) = common::neardup(&["similar", "--es", url.as_str(), "--index", "x"], b"");
-    assert_eq!(code, 2, "one of --id, --text, --input, --fingerprint is required");
+    assert_eq!(
+        code, 2,
+        "one of --id, --text, --input, --fingerprint is required"
+    );
 }

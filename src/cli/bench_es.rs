@@ -197,7 +197,10 @@ pub(super) async fn load(
         for (i, f) in chunk.iter().enumerate() {
             let [a, b, c, d] = f.blocks16();
             if ids {
-                nd.push_str(&format!("{{\"index\":{{\"_id\":\"{}\"}}}}\n", chunk_no * 5_000 + i));
+                nd.push_str(&format!(
+                    "{{\"index\":{{\"_id\":\"{}\"}}}}\n",
+                    chunk_no * 5_000 + i
+                ));
             } else {
                 nd.push_str("{\"index\":{}}\n");
             }

@@ -9,9 +9,7 @@
 use std::time::{Duration, Instant};
 
 use elasticsearch::http::Method;
-use neardup::es::{
-    self, BlockType, FieldNames, FilterMode, RetryPolicy, Similar, SimilarOptions,
-};
+use neardup::es::{self, BlockType, FieldNames, FilterMode, RetryPolicy, Similar, SimilarOptions};
 use neardup::SimHash;
 
 use super::bench_es::{load, real_fingerprints, Rng};

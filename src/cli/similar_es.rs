@@ -4,7 +4,9 @@
 use std::io::{Read, Write};
 
 use anyhow::Context;
-use neardup::es::{self, FilterMode, Paging, QueryFingerprint, RetryPolicy, Similar, SimilarOptions};
+use neardup::es::{
+    self, FilterMode, Paging, QueryFingerprint, RetryPolicy, Similar, SimilarOptions,
+};
 use neardup::SimHash;
 
 use super::common::{self, CmdResult, ProfileArgs, Status};
@@ -32,11 +34,17 @@ pub struct EsSimilarArgs {
     #[arg(long, value_name = "HEX")]
     fingerprint: Option<SimHash>,
     /// Largest Hamming distance to report (at most 3 with the four 16-bit blocks).
-    #[arg(short = 'k', long = "max-distance", default_value_t = 3, value_name = "K")]
+    #[arg(
+        short = 'k',
+        long = "max-distance",
+        default_value_t = 3,
+        value_name = "K"
+    )]
     k: u32,
-    /// Where the exact distance is checked: `client` (every candidate's blocks are fetched)
-    /// or `server` (a painless script filter; only matches cross the network).
-    #[arg(long, default_value = "client", value_name = "client|server")]
+    /// Where the exact distance is checked: `server` (a painless script filter; only matches
+    /// cross the network; falls back to `client` when the cluster refuses scripts) or
+    /// `client` (every candidate's blocks are fetched and checked here).
+    #[arg(long, default_value = "server", value_name = "server|client")]
     filter: FilterMode,
     /// Output: `json` (one `{"id","index","distance"}` line per match) or `table`.
     #[arg(long, default_value = "json", value_name = "json|table")]

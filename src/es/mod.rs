@@ -387,6 +387,16 @@ pub fn error_type_reason(body: &Value) -> (String, String) {
             let mut reason = err["reason"].as_str().unwrap_or("").to_owned();
             if let Some(cause) = err["caused_by"]["reason"].as_str() {
                 reason = format!("{reason} (caused by: {cause})");
+            } else if let Some(root) = err["root_cause"]
+                .get(0)
+                .filter(|r| r["type"] != err["type"])
+            {
+                // Search failures ("all shards failed") carry the real error only here.
+                reason = format!(
+                    "{reason} (root cause: {}: {})",
+                    root["type"].as_str().unwrap_or("error"),
+                    root["reason"].as_str().unwrap_or("")
+                );
             }
             (ty, reason)
         }
@@ -507,6 +517,12 @@ mod tests {
         assert_eq!(
             error_type_reason(&body),
             ("x".into(), "y (caused by: z)".into())
+        );
+        let body = serde_json::json!({"error": {"type": "search_phase_execution_exception", "reason": "all shards failed",
+            "root_cause": [{"type": "script_exception", "reason": "runtime error"}]}});
+        assert_eq!(
+            error_type_reason(&body).1,
+            "all shards failed (root cause: script_exception: runtime error)"
         );
         let body = serde_json::json!({"error": "Incorrect HTTP method"});
         assert_eq!(error_type_reason(&body).1, "Incorrect HTTP method");

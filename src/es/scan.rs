@@ -188,13 +188,29 @@ impl Scanner {
         match pit {
             Some(pit_id) => {
                 stats.paging = Some(Paging::Pit);
-                self.scan_pit(indices, pit_id, body, size, options, &mut stats, &mut on_page)
-                    .await?
+                self.scan_pit(
+                    indices,
+                    pit_id,
+                    body,
+                    size,
+                    options,
+                    &mut stats,
+                    &mut on_page,
+                )
+                .await?
             }
             None => {
                 stats.paging = Some(Paging::Scroll);
-                self.scan_scroll(&search_path, &what, body, size, options, &mut stats, &mut on_page)
-                    .await?
+                self.scan_scroll(
+                    &search_path,
+                    &what,
+                    body,
+                    size,
+                    options,
+                    &mut stats,
+                    &mut on_page,
+                )
+                .await?
             }
         }
         Ok(stats)
@@ -215,12 +231,23 @@ impl Scanner {
             return Ok(None);
         }
         if self.pit_supported.get().is_none() {
-            let info =
-                request(&self.client, &self.retry, "GET /", Method::Get, "/", &[], None).await?;
+            let info = request(
+                &self.client,
+                &self.retry,
+                "GET /",
+                Method::Get,
+                "/",
+                &[],
+                None,
+            )
+            .await?;
             let version = info["version"]["number"].as_str().unwrap_or("0");
             let distribution = info["version"]["distribution"].as_str().unwrap_or("");
             if distribution == "opensearch" || !version_at_least(version, 7, 12) {
-                tracing::debug!(version, "no point in time with _shard_doc: paging with scroll");
+                tracing::debug!(
+                    version,
+                    "no point in time with _shard_doc: paging with scroll"
+                );
                 let _ = self.pit_supported.set(false);
                 return Ok(None);
             }
@@ -425,7 +452,13 @@ fn keep_alive_param(d: Duration) -> String {
 
 /// Whether an error opening a PIT means "this cluster has no PIT" (not "something is wrong").
 fn pit_unavailable(e: &EsError) -> bool {
-    matches!(e, EsError::Status { status: 400 | 404 | 405, .. })
+    matches!(
+        e,
+        EsError::Status {
+            status: 400 | 404 | 405,
+            ..
+        }
+    )
 }
 
 /// `7.12.1` ≥ (7, 12)? Unparsable versions count as old.

@@ -16,6 +16,7 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::str::FromStr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -37,9 +38,11 @@ pub const MAX_K: u32 = 3;
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub enum FilterMode {
     /// Fetch every candidate's blocks and keep those within k here.
-    #[default]
     Client,
-    /// A painless script filter keeps only true matches inside Elasticsearch.
+    /// A painless script filter keeps only true matches inside Elasticsearch. The default:
+    /// measured faster (`docs/elasticsearch.md`). On a cluster that refuses inline scripts,
+    /// [`Similar`] switches to [`FilterMode::Client`] for good after the first refusal.
+    #[default]
     Server,
 }
 
@@ -177,6 +180,8 @@ pub struct Similar {
     fingerprinter: Fingerprinter,
     options: SimilarOptions,
     checked: Mutex<HashMap<String, Arc<FieldInfo>>>,
+    /// The cluster refused the server-side script once: filter on the client from then on.
+    scripts_refused: AtomicBool,
 }
 
 impl Similar {
@@ -202,6 +207,7 @@ impl Similar {
             fingerprinter,
             options,
             checked: Mutex::new(HashMap::new()),
+            scripts_refused: AtomicBool::new(false),
         }
     }
 
@@ -297,6 +303,15 @@ impl Similar {
         )
     }
 
+    /// The filter mode in effect: the configured one, unless the cluster refused scripts.
+    pub fn effective_filter(&self) -> FilterMode {
+        if self.scripts_refused.load(Ordering::Relaxed) {
+            FilterMode::Client
+        } else {
+            self.options.filter
+        }
+    }
+
     async fn search(
         &self,
         indices: &IndexList,
@@ -305,8 +320,32 @@ impl Similar {
         k: u32,
         exclude: Option<(&str, &str)>,
     ) -> Result<Similarity, EsError> {
+        let filter = self.effective_filter();
+        match self
+            .search_with(filter, indices, info, fp, k, exclude)
+            .await
+        {
+            Err(e) if filter == FilterMode::Server && script_refused(&e) => {
+                tracing::warn!(error = %e, "the cluster refused the server-side filter script; filtering on the client from now on");
+                self.scripts_refused.store(true, Ordering::Relaxed);
+                self.search_with(FilterMode::Client, indices, info, fp, k, exclude)
+                    .await
+            }
+            r => r,
+        }
+    }
+
+    async fn search_with(
+        &self,
+        filter: FilterMode,
+        indices: &IndexList,
+        info: &FieldInfo,
+        fp: SimHash,
+        k: u32,
+        exclude: Option<(&str, &str)>,
+    ) -> Result<Similarity, EsError> {
         let names = &self.options.names;
-        let body = query_body(names, info, self.options.filter, fp, k);
+        let body = query_body(names, info, filter, fp, k);
         let scan_options = ScanOptions {
             page_size: self.options.page_size,
             keep_alive: self.options.keep_alive,
@@ -321,8 +360,7 @@ impl Similar {
             .scan(indices.as_str(), &body, &scan_options, |hits| {
                 for h in hits {
                     transferred += 1;
-                    let (Some(index), Some(id)) = (h["_index"].as_str(), h["_id"].as_str())
-                    else {
+                    let (Some(index), Some(id)) = (h["_index"].as_str(), h["_id"].as_str()) else {
                         continue;
                     };
                     if exclude == Some((index, id)) {
@@ -374,15 +412,20 @@ impl Similar {
         fields.push(&names.simhash);
         let hit = self.find_document(indices, id, &fields).await?;
         let index = hit["_index"].as_str().unwrap_or_default().to_owned();
-        if let Some(fp) = source_fingerprint(&hit["_source"], names).map_err(|detail| {
-            EsError::BadDocument {
+        if let Some(fp) =
+            source_fingerprint(&hit["_source"], names).map_err(|detail| EsError::BadDocument {
                 id: id.to_owned(),
                 reason: format!("in `{index}`: {detail}"),
-            }
-        })? {
+            })?
+        {
             return Ok((index, QueryFingerprint::Stored(fp)));
         }
-        let fields: Vec<&str> = self.options.text_fields.iter().map(String::as_str).collect();
+        let fields: Vec<&str> = self
+            .options
+            .text_fields
+            .iter()
+            .map(String::as_str)
+            .collect();
         let hit = self.find_document(indices, id, &fields).await?;
         let outcome = fingerprint_source(
             &self.fingerprinter,
@@ -528,6 +571,20 @@ impl<S: AsRef<str>> From<Vec<S>> for IndexList {
     }
 }
 
+/// A search refused because of the script (inline scripts disabled, painless missing, a
+/// script error): the client-side filter gives the same answer without it.
+fn script_refused(e: &EsError) -> bool {
+    match e {
+        EsError::Status {
+            status: 400 | 500,
+            error_type,
+            reason,
+            ..
+        } => error_type.contains("script") || reason.contains("script"),
+        _ => false,
+    }
+}
+
 fn check_k(k: u32) -> Result<(), EsError> {
     if k > MAX_K {
         return Err(EsError::DistanceTooLarge { k });
@@ -555,7 +612,8 @@ return Long.bitCount(v ^ params.q) <= params.k;";
 /// The painless filter on the `long` alone (blocks without doc values). A document without
 /// the `long` passes, and the client-side check (always applied) decides on its `_source`
 /// blocks.
-const SCRIPT_LONG: &str = "doc[params.f].size() == 0 || Long.bitCount(doc[params.f].value ^ params.q) <= params.k";
+const SCRIPT_LONG: &str =
+    "doc[params.f].size() == 0 || Long.bitCount(doc[params.f].value ^ params.q) <= params.k";
 
 fn query_body(
     names: &FieldNames,
@@ -607,18 +665,11 @@ fn stored_fingerprint(hit: &Value, names: &FieldNames) -> Result<Option<SimHash>
             .map(|b| fields[b].get(0))
             .collect::<Vec<_>>()
     } else {
-        names
-            .blocks
-            .iter()
-            .map(|b| hit["_source"].get(b))
-            .collect()
+        names.blocks.iter().map(|b| hit["_source"].get(b)).collect()
     };
     blocks_value(&from).map_err(|detail| EsError::BadDocument {
         id: hit["_id"].as_str().unwrap_or("?").to_owned(),
-        reason: format!(
-            "in `{}`: {detail}",
-            hit["_index"].as_str().unwrap_or("?")
-        ),
+        reason: format!("in `{}`: {detail}", hit["_index"].as_str().unwrap_or("?")),
     })
 }
 
@@ -800,6 +851,25 @@ mod tests {
     }
 
     #[test]
+    fn script_refusals_fall_back_to_the_client_filter() {
+        let refused = EsError::Status {
+            what: "search".into(),
+            status: 400,
+            error_type: "illegal_argument_exception".into(),
+            reason: "cannot execute [inline] scripts".into(),
+        };
+        assert!(script_refused(&refused));
+        let other = EsError::Status {
+            what: "search".into(),
+            status: 400,
+            error_type: "parsing_exception".into(),
+            reason: "unknown query [term]".into(),
+        };
+        assert!(!script_refused(&other));
+        assert_eq!(FilterMode::default(), FilterMode::Server);
+    }
+
+    #[test]
     fn index_lists() {
         assert_eq!(IndexList::from("a, b,,c").as_str(), "a,b,c");
         assert_eq!(IndexList::from(vec!["x", "y"]).as_str(), "x,y");
@@ -809,9 +879,8 @@ mod tests {
     #[test]
     fn mapping_checks() {
         let names = FieldNames::default();
-        let field = |t: &str, dv: bool| {
-            json!({ "mapping": { "F": { "type": t, "doc_values": dv } } })
-        };
+        let field =
+            |t: &str, dv: bool| json!({ "mapping": { "F": { "type": t, "doc_values": dv } } });
         let mapping = |fields: &[(&str, Value)]| {
             let mut m = serde_json::Map::new();
             for (name, v) in fields {
