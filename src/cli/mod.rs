@@ -27,7 +27,7 @@ use clap::{Parser, Subcommand};
 #[derive(Parser, Debug)]
 #[command(name = "neardup", version, about, long_about = None)]
 #[command(
-    after_help = "Exit codes: 0 success; 1 error; 2 usage error; 3 finished, but some input lines were rejected; 4 similar: the query text is too short to have a fingerprint."
+    after_help = "Exit codes: 0 success; 1 error; 2 usage error; 3 finished, but some input lines were rejected; 4 similar-es: the query text is too short to have a fingerprint."
 )]
 struct Cli {
     #[command(subcommand)]
