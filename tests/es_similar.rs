@@ -573,7 +573,7 @@ fn the_cli_prints_matches_and_one_line_errors() {
     rt.block_on(t::load(&client, &idx.name, &docs));
     let url = t::url();
     let base = [
-        "similar-es",
+        "similar",
         "--es",
         url.as_str(),
         "--index",
@@ -648,7 +648,7 @@ fn the_cli_prints_matches_and_one_line_errors() {
     }
     let (code, _, err) = common::neardup(
         &[
-            "similar-es",
+            "similar",
             "--es",
             url.as_str(),
             "--index",
@@ -665,7 +665,7 @@ fn the_cli_prints_matches_and_one_line_errors() {
     );
     let (code, _, err) = common::neardup(
         &[
-            "similar-es",
+            "similar",
             "--es",
             "http://127.0.0.1:1",
             "--index",
@@ -680,7 +680,7 @@ fn the_cli_prints_matches_and_one_line_errors() {
         err.contains("cannot reach Elasticsearch") && err.trim_end().lines().count() == 1,
         "{err}"
     );
-    let (code, _, _) = common::neardup(&["similar-es", "--es", url.as_str(), "--index", "x"], b"");
+    let (code, _, _) = common::neardup(&["similar", "--es", url.as_str(), "--index", "x"], b"");
     assert_eq!(
         code, 2,
         "one of --id, --text, --input, --fingerprint is required"

@@ -18,6 +18,10 @@ use super::store_args::{self, StoreProfileArgs};
 
 #[derive(clap::Args, Debug)]
 #[command(group(ArgGroup::new("target").required(true).args(["store"])))]
+#[command(
+    after_help = "To search Elasticsearch instead: neardup similar --es URL --index NAME --id ID [-k 3] \
+                  [--filter server|client] [--format json|table]; `neardup similar --index x --help` lists its flags."
+)]
 #[command(group(ArgGroup::new("query").required(true).args(["id", "text", "input"])))]
 pub struct Args {
     /// Search the local index in this directory.
