@@ -156,8 +156,13 @@ impl<'a> Terms<'a> {
         }
         match self.scheme.features {
             Features::Words => {
-                let idf = self.idf(h);
-                self.count(h, idf);
+                // The IDF is looked up once per distinct word, not per occurrence: the table
+                // is large and a probe is usually a cache miss.
+                let (table, uses_idf) = (self.idf, self.scheme.uses_idf());
+                self.terms
+                    .entry(h)
+                    .or_insert_with(|| (0, if uses_idf { table.get(h) } else { 1.0 }))
+                    .0 += 1;
             }
             Features::WordBigrams => {
                 let idf = self.idf(h);
