@@ -21,6 +21,8 @@ pub enum Bench {
     Similar(super::bench_index::SimilarBench),
     /// `similar --id` latency on Elasticsearch: client vs server filter, `short` vs `keyword`.
     EsSimilar(super::bench_es_similar::EsSimilarBench),
+    /// Back-fill throughput next to the raw rate of the same bulk updates (docs/s, medians).
+    Backfill(super::bench_backfill::BackfillBench),
 }
 
 #[derive(clap::Args, Debug)]
@@ -48,6 +50,7 @@ pub fn run(b: Bench) -> CmdResult {
         Bench::Allpairs(args) => super::bench_index::allpairs(args),
         Bench::Similar(args) => super::bench_index::similar(args),
         Bench::EsSimilar(args) => super::bench_es_similar::run(args),
+        Bench::Backfill(args) => super::bench_backfill::run(args),
     }
 }
 

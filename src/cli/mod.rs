@@ -1,7 +1,9 @@
 //! Command-line parsing and dispatch. Each subcommand lives in its own module and only
 //! translates flags into library calls and results into output.
 
+mod backfill;
 mod bench;
+mod bench_backfill;
 mod bench_es;
 mod bench_es_similar;
 mod bench_index;
@@ -29,7 +31,7 @@ use clap::{Parser, Subcommand};
 #[derive(Parser, Debug)]
 #[command(name = "neardup", version, about, long_about = None)]
 #[command(
-    after_help = "Exit codes: 0 success; 1 error; 2 usage error; 3 finished, but some input lines were rejected; 4 similar on Elasticsearch: the query text is too short to have a fingerprint."
+    after_help = "Exit codes: 0 success; 1 error; 2 usage error; 3 finished, but some input lines (or, for backfill, documents) were rejected; 4 similar on Elasticsearch: the query text is too short to have a fingerprint."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -62,6 +64,8 @@ enum Command {
     /// `similar` on Elasticsearch; reached as `neardup similar --es URL --index NAME …`.
     #[command(name = "similar-es", hide = true)]
     SimilarEs(similar_es::EsSimilarArgs),
+    /// Fingerprint the existing documents of Elasticsearch indices: resumable, throttled, guarded.
+    Backfill(backfill::Args),
     /// Measure throughput on a corpus (medians of several runs).
     #[command(subcommand)]
     Bench(bench::Bench),
@@ -83,6 +87,7 @@ pub fn main() -> i32 {
         Command::Stats(args) => stats::run(args),
         Command::Eval(args) => eval::run(args),
         Command::SimilarEs(args) => similar_es::run(args),
+        Command::Backfill(args) => backfill::run(args),
         Command::Bench(b) => bench::run(b),
     };
     common::finish(result)

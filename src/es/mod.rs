@@ -19,6 +19,7 @@
 //! `application/x-ndjson`) and the client does not check the `X-Elastic-Product` header, so the
 //! same code talks to Elasticsearch 7.10+ and 8.x. See `docs/elasticsearch.md`.
 
+pub mod backfill;
 pub mod mapping;
 pub mod retry;
 pub mod scan;

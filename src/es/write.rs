@@ -82,7 +82,7 @@ pub fn fingerprint_source(fp: &Fingerprinter, source: &Value, fields: &[String])
 }
 
 /// The value at a dotted path; an exact key containing dots wins over the path.
-fn lookup<'a>(source: &'a Value, path: &str) -> Option<&'a Value> {
+pub(crate) fn lookup<'a>(source: &'a Value, path: &str) -> Option<&'a Value> {
     if let Some(v) = source.get(path) {
         return Some(v);
     }
@@ -152,6 +152,9 @@ pub struct BulkReport {
     /// Documents that failed for another reason (a mapping error, a rejection that outlasted
     /// the retries…).
     pub failed: Vec<ItemFailure>,
+    /// Times Elasticsearch pushed back with 429 (the whole request or single items) and the
+    /// work was sent again: a signal for callers to slow down.
+    pub rejections: u64,
 }
 
 impl BulkReport {
@@ -162,6 +165,7 @@ impl BulkReport {
         self.conflicts.extend(other.conflicts);
         self.missing.extend(other.missing);
         self.failed.extend(other.failed);
+        self.rejections += other.rejections;
     }
 
     /// Items seen.
@@ -181,6 +185,7 @@ pub struct EsIndexer {
     fp: Fingerprinter,
     retry: RetryPolicy,
     refresh: Refresh,
+    detect_noop: bool,
 }
 
 impl EsIndexer {
@@ -195,6 +200,7 @@ impl EsIndexer {
             fp,
             retry: RetryPolicy::default(),
             refresh: Refresh::No,
+            detect_noop: true,
         }
     }
 
@@ -211,6 +217,18 @@ impl EsIndexer {
     pub fn with_refresh(mut self, refresh: Refresh) -> Self {
         self.refresh = refresh;
         self
+    }
+
+    /// With `false`, updates that write the values a document already has still make a new
+    /// document version (and `_seq_no`) instead of being a `noop`. The back-fill's `--all`
+    /// mode relies on that to tell rewritten documents from the rest after a restart.
+    pub fn with_detect_noop(mut self, detect_noop: bool) -> Self {
+        self.detect_noop = detect_noop;
+        self
+    }
+
+    pub fn retry(&self) -> &RetryPolicy {
+        &self.retry
     }
 
     pub fn index(&self) -> &str {
@@ -315,13 +333,18 @@ impl EsIndexer {
                 self.index,
                 pending.len()
             );
+            let pushed_back = std::sync::atomic::AtomicU64::new(0);
             let reply = self
                 .retry
                 .run(|| async {
                     let r = send(&self.client, Method::Post, &path, &query, Some(&body)).await?;
+                    if r.status.as_u16() == 429 {
+                        pushed_back.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
                     check(&what, r)
                 })
                 .await?;
+            report.rejections += pushed_back.into_inner();
             let items = reply["items"]
                 .as_array()
                 .ok_or_else(|| EsError::BadResponse {
@@ -363,6 +386,7 @@ impl EsIndexer {
                 }
             }
             if !rejected.is_empty() {
+                report.rejections += rejected.len() as u64;
                 let wait = self.retry.backoff(retry);
                 tracing::warn!(
                     index = %self.index,
@@ -389,7 +413,12 @@ impl EsIndexer {
             let doc = fingerprint_fields_json(&self.names, &u.outcome, self.fp.version());
             // serde_json output has no raw newlines, as NDJSON needs.
             let _ = writeln!(s, "{}", json!({ "update": action }));
-            let _ = writeln!(s, "{}", json!({ "doc": doc }));
+            let doc = if self.detect_noop {
+                json!({ "doc": doc })
+            } else {
+                json!({ "doc": doc, "detect_noop": false })
+            };
+            let _ = writeln!(s, "{doc}");
         }
         Body::NdJson(s)
     }

@@ -1,0 +1,324 @@
+//! `neardup bench backfill`: is neardup the bottleneck of a back-fill? Times the back-fill of
+//! real articles next to the raw rate of the same guarded bulk partial updates with values
+//! computed beforehand (what Elasticsearch itself takes on this machine), alternating the two.
+//!
+//! One index is loaded once (the corpus cycled with id suffixes up to `--docs`). Each raw pass
+//! writes precomputed fingerprints under a bench-only version, which leaves every document
+//! "missing" for the next back-fill pass; each back-fill pass writes the real ones. So both
+//! passes update every document once, with the same bulk size and concurrency.
+
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::Context;
+use elasticsearch::http::Method;
+use elasticsearch::Elasticsearch;
+use neardup::es::backfill::{Backfill, BackfillConfig, Hit, Paging, WalkSpec, Walker};
+use neardup::es::{self, Body, EsIndexer, FieldNames, FingerprintUpdate, RetryPolicy};
+use neardup::input::{self, Lines};
+use neardup::{Fingerprint, Fingerprinter};
+use rayon::prelude::*;
+use serde_json::{json, Value};
+use tokio::task::JoinSet;
+
+use super::common::{CmdResult, ProfileArgs, Status};
+use super::es_args::{self, EsArgs};
+
+#[derive(clap::Args, Debug)]
+pub struct BackfillBench {
+    #[command(flatten)]
+    es: EsArgs,
+    /// Real articles (JSON Lines with title and content), e.g. ../shared/data/zh_articles.jsonl.gz.
+    #[arg(long, short)]
+    input: String,
+    /// Documents in the index (the corpus is cycled, ids suffixed).
+    #[arg(long, default_value_t = 100_000)]
+    docs: usize,
+    /// Timed passes of each kind; medians are reported.
+    #[arg(long, default_value_t = 3)]
+    runs: usize,
+    #[arg(long, default_value_t = 500)]
+    bulk_size: usize,
+    #[arg(long, default_value_t = 4)]
+    concurrency: usize,
+    #[arg(long, default_value_t = 1)]
+    shards: u32,
+    /// Reuse the index if it already holds --docs documents (named neardup-bench-backfill).
+    #[arg(long)]
+    keep: bool,
+    #[command(flatten)]
+    profile: ProfileArgs,
+}
+
+const INDEX: &str = "neardup-bench-backfill";
+
+pub fn run(args: BackfillBench) -> CmdResult {
+    anyhow::ensure!(
+        args.docs > 0 && args.runs > 0,
+        "--docs and --runs must be positive"
+    );
+    let corpus = read_corpus(&args.input)?;
+    anyhow::ensure!(!corpus.is_empty(), "{}: no articles", args.input);
+    let fp = args.profile.fingerprinter();
+    let (config, client) = args.es.client()?;
+    es_args::runtime()?.block_on(async {
+        let retry = RetryPolicy::default();
+        let version = es::server_version(&client, &retry).await?;
+        load(&client, &retry, &args, &corpus).await?;
+        println!(
+            "Elasticsearch {version} at {}; {} documents ({} real articles cycled), {} shard(s); bulk {} x {} in flight; {} threads",
+            config.display_urls(),
+            args.docs,
+            corpus.len(),
+            args.shards,
+            args.bulk_size,
+            args.concurrency,
+            rayon::current_num_threads()
+        );
+        // The values the raw passes write: the real fingerprints, computed before any timing.
+        let fps: Vec<neardup::Outcome> = corpus
+            .par_iter()
+            .map(|(t, c)| fp.fingerprint_fields(&[t.as_str(), c.as_str()]))
+            .collect();
+        let mut raw = Vec::new();
+        let mut backfill = Vec::new();
+        println!("| pass | kind | docs | seconds | docs/s |");
+        println!("|---|---|---|---|---|");
+        for run in 0..args.runs {
+            let (n, secs) = raw_pass(&client, &args, &fp, &fps, run).await?;
+            println!("| {} | raw bulk updates | {n} | {secs:.2} | {:.0} |", run + 1, n as f64 / secs);
+            raw.push(n as f64 / secs);
+            let (n, secs) = backfill_pass(&client, &args, &fp).await?;
+            println!("| {} | neardup backfill | {n} | {secs:.2} | {:.0} |", run + 1, n as f64 / secs);
+            backfill.push(n as f64 / secs);
+        }
+        let median = |v: &mut Vec<f64>| {
+            v.sort_by(f64::total_cmp);
+            v[v.len() / 2]
+        };
+        let (r, b) = (median(&mut raw), median(&mut backfill));
+        println!();
+        println!(
+            "median: raw {r:.0} docs/s, backfill {b:.0} docs/s, backfill/raw = {:.1} %",
+            100.0 * b / r
+        );
+        if !args.keep {
+            es::request(&client, &retry, "delete bench index", Method::Delete, &format!("/{INDEX}"), &[], None).await?;
+        }
+        Ok(Status::Done)
+    })
+}
+
+fn read_corpus(path: &str) -> anyhow::Result<Vec<(String, String)>> {
+    let source = input::open(path)?;
+    let mut out = Vec::new();
+    for (line, raw) in Lines::new(source.reader) {
+        let raw = raw.with_context(|| format!("{path}:{line}"))?;
+        let v: Value = serde_json::from_slice(&raw).with_context(|| format!("{path}:{line}"))?;
+        let s = |f: &str| v[f].as_str().unwrap_or_default().to_owned();
+        out.push((s("title"), s("content")));
+    }
+    Ok(out)
+}
+
+async fn load(
+    client: &Elasticsearch,
+    retry: &RetryPolicy,
+    args: &BackfillBench,
+    corpus: &[(String, String)],
+) -> anyhow::Result<()> {
+    if args.keep {
+        if let Ok(r) = es::request(
+            client,
+            retry,
+            "count",
+            Method::Get,
+            &format!("/{INDEX}/_count"),
+            &[],
+            None,
+        )
+        .await
+        {
+            if r["count"].as_u64() == Some(args.docs as u64) {
+                return Ok(());
+            }
+        }
+    }
+    let _ = es::send(client, Method::Delete, &format!("/{INDEX}"), &[], None).await;
+    es::request(
+        client,
+        retry,
+        "create bench index",
+        Method::Put,
+        &format!("/{INDEX}"),
+        &[],
+        Some(&Body::Json(json!({
+            "settings": {"number_of_shards": args.shards, "number_of_replicas": 0},
+            "mappings": FieldNames::default().mapping(es::BlockType::Short),
+        }))),
+    )
+    .await?;
+    let started = Instant::now();
+    for start in (0..args.docs).step_by(2000) {
+        let mut nd = String::new();
+        for i in start..(start + 2000).min(args.docs) {
+            let (t, c) = &corpus[i % corpus.len()];
+            nd += &json!({"index": {"_id": format!("a{}-{}", i % corpus.len(), i / corpus.len())}})
+                .to_string();
+            nd.push('\n');
+            nd += &json!({"title": t, "content": c, "n": i}).to_string();
+            nd.push('\n');
+        }
+        let r = es::request(
+            client,
+            retry,
+            "load",
+            Method::Post,
+            &format!("/{INDEX}/_bulk"),
+            &[],
+            Some(&Body::NdJson(nd)),
+        )
+        .await?;
+        anyhow::ensure!(
+            r["errors"] == false,
+            "loading failed: {}",
+            truncate(&r.to_string())
+        );
+    }
+    es::request(
+        client,
+        retry,
+        "refresh",
+        Method::Post,
+        &format!("/{INDEX}/_refresh"),
+        &[],
+        None,
+    )
+    .await?;
+    eprintln!(
+        "loaded {} documents in {:.1} s",
+        args.docs,
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+fn truncate(s: &str) -> &str {
+    &s[..s.char_indices().nth(500).map_or(s.len(), |(i, _)| i)]
+}
+
+/// Reads every id with its guard (untimed), then times writing precomputed fingerprints under
+/// a bench-only version with the same bulk size and concurrency as the back-fill.
+async fn raw_pass(
+    client: &Elasticsearch,
+    args: &BackfillBench,
+    fp: &Fingerprinter,
+    fps: &[neardup::Outcome],
+    run: usize,
+) -> anyhow::Result<(usize, f64)> {
+    let retry = RetryPolicy::default();
+    let spec = WalkSpec {
+        index: INDEX.into(),
+        query: json!({"match_all": {}}),
+        fields: vec![],
+        page_size: 5000,
+        preference: None,
+        keep_alive: std::time::Duration::from_secs(120),
+    };
+    let mut walker = Walker::open(client, &retry, Paging::Scroll, spec)
+        .await
+        .map_err(|e| e.into_inner())?;
+    let mut hits: Vec<Hit> = Vec::new();
+    loop {
+        let page = walker.next_page().await.map_err(|e| e.into_inner())?;
+        if page.is_empty() {
+            break;
+        }
+        hits.extend(page);
+    }
+    walker.close().await;
+    let version: Arc<str> = Arc::from(format!("bench-raw-{run}"));
+    let corpus_len = fps.len();
+    let updates: Vec<FingerprintUpdate> = hits
+        .into_iter()
+        .map(|h| {
+            let k: usize = h.id[1..]
+                .split('-')
+                .next()
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(0);
+            // Too-short texts get a zero fingerprint here: with the bench version, every
+            // document is "missing" again for the next back-fill pass.
+            let simhash = fps[k % corpus_len]
+                .as_ref()
+                .map_or(neardup::SimHash(0), |f| f.simhash);
+            let outcome = Ok(Fingerprint {
+                simhash,
+                version: Arc::clone(&version),
+            });
+            FingerprintUpdate {
+                id: h.id,
+                guard: Some((h.seq_no, h.primary_term)),
+                outcome,
+            }
+        })
+        .collect();
+    let n = updates.len();
+    let indexer = Arc::new(EsIndexer::new(client.clone(), INDEX, fp.clone()));
+    let sem = Arc::new(tokio::sync::Semaphore::new(args.concurrency.max(1)));
+    let started = Instant::now();
+    let mut tasks = JoinSet::new();
+    let mut chunks = updates.into_iter().peekable();
+    while chunks.peek().is_some() {
+        let chunk: Vec<_> = chunks.by_ref().take(args.bulk_size).collect();
+        let permit = Arc::clone(&sem).acquire_owned().await?;
+        let indexer = Arc::clone(&indexer);
+        tasks.spawn(async move {
+            let r = indexer.update_fingerprints(&chunk).await;
+            drop(permit);
+            r
+        });
+    }
+    while let Some(r) = tasks.join_next().await {
+        let r = r??;
+        anyhow::ensure!(
+            r.failed.is_empty() && r.conflicts.is_empty(),
+            "raw pass: {:?}",
+            r.failed.first()
+        );
+    }
+    Ok((n, started.elapsed().as_secs_f64()))
+}
+
+/// Times a back-fill of every document (all stale after a raw pass).
+async fn backfill_pass(
+    client: &Elasticsearch,
+    args: &BackfillBench,
+    fp: &Fingerprinter,
+) -> anyhow::Result<(usize, f64)> {
+    let dir = tempfile_dir()?;
+    let mut c = BackfillConfig::new(INDEX);
+    c.state_path = dir.join("state.jsonl");
+    c.failed_path = dir.join("failed.jsonl");
+    c.bulk_size = args.bulk_size;
+    c.concurrency = args.concurrency;
+    let started = Instant::now();
+    let r = Backfill::new(client.clone(), fp.clone(), c)
+        .run(&AtomicBool::new(false), Arc::new(|_| {}))
+        .await?;
+    let secs = started.elapsed().as_secs_f64();
+    let _ = std::fs::remove_dir_all(&dir);
+    anyhow::ensure!(
+        r.counts.failed + r.counts.bad == 0,
+        "back-fill pass failed: {:?}",
+        r.counts
+    );
+    Ok((r.counts.scanned as usize, secs))
+}
+
+fn tempfile_dir() -> anyhow::Result<std::path::PathBuf> {
+    let dir = std::env::temp_dir().join(format!("neardup-bench-backfill-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    Ok(dir)
+}

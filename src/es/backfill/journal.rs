@@ -1,0 +1,354 @@
+//! The back-fill's state file: an append-only JSON Lines journal.
+//!
+//! Before a bulk request is sent, its document ids are appended (`batch`); once its outcome is
+//! known, its counts are (`done`). A run killed at any moment leaves at most the batches in
+//! flight without a `done`. The next run replays the journal: completed batches give the
+//! counts so far and the ids that failed (so they are not counted twice), and the ids of
+//! unfinished batches are looked up in Elasticsearch to see whether their write landed
+//! (see `super::Backfill`). Each line is written with one `write` call on a file opened in
+//! append mode, so a kill never leaves half a line except on power loss; a torn last line is
+//! ignored on replay.
+
+use std::collections::{BTreeMap, HashSet};
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::{BackfillError, Counts};
+
+/// What identifies a job: the same command line gives the same key.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobKey {
+    pub pattern: String,
+    /// `missing` or `all`.
+    pub mode: String,
+    pub fingerprint_version: String,
+    pub text_fields: Vec<String>,
+    pub version_field: String,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "t", rename_all = "snake_case")]
+pub enum Entry {
+    Job {
+        key: JobKey,
+    },
+    /// A run (process) started.
+    Run,
+    /// An index's walk was set up; for `--all`, each shard's highest `_seq_no` at that time.
+    Index {
+        index: String,
+        cutoffs: Option<BTreeMap<String, i64>>,
+    },
+    Batch {
+        index: String,
+        b: u64,
+        ids: Vec<String>,
+    },
+    /// Counts of a finished batch (`b` = 0: counts not tied to a batch). `skip`: ids that
+    /// failed or had unusable text, not to be counted again. `ms`: this run's elapsed time.
+    Done {
+        index: String,
+        b: u64,
+        counts: Counts,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        skip: Vec<String>,
+        ms: u64,
+    },
+    IndexDone {
+        index: String,
+    },
+    Finished,
+}
+
+/// One index's state after replay.
+#[derive(Clone, Debug, Default)]
+pub struct IndexState {
+    pub cutoffs: Option<BTreeMap<String, i64>>,
+    pub counts: Counts,
+    pub skip: HashSet<String>,
+    /// Batches sent but not known to be done.
+    pub in_flight: BTreeMap<u64, Vec<String>>,
+    pub done: bool,
+}
+
+/// The journal replayed.
+#[derive(Clone, Debug, Default)]
+pub struct Replayed {
+    pub key: Option<JobKey>,
+    pub indices: BTreeMap<String, IndexState>,
+    /// Sum of the previous runs' elapsed times.
+    pub elapsed: Duration,
+    pub finished: bool,
+    pub next_batch: u64,
+}
+
+impl Replayed {
+    fn apply(&mut self, e: Entry, run_ms: &mut u64) {
+        match e {
+            Entry::Job { key } => self.key = Some(key),
+            Entry::Run => {
+                self.elapsed += Duration::from_millis(std::mem::take(run_ms));
+            }
+            Entry::Index { index, cutoffs } => {
+                self.indices.entry(index).or_default().cutoffs = cutoffs;
+            }
+            Entry::Batch { index, b, ids } => {
+                self.next_batch = self.next_batch.max(b + 1);
+                self.indices
+                    .entry(index)
+                    .or_default()
+                    .in_flight
+                    .insert(b, ids);
+            }
+            Entry::Done {
+                index,
+                b,
+                counts,
+                skip,
+                ms,
+            } => {
+                let s = self.indices.entry(index).or_default();
+                s.in_flight.remove(&b);
+                s.counts.add(&counts);
+                s.skip.extend(skip);
+                *run_ms = (*run_ms).max(ms);
+            }
+            Entry::IndexDone { index } => self.indices.entry(index).or_default().done = true,
+            Entry::Finished => self.finished = true,
+        }
+    }
+
+    /// Counts over all indices.
+    pub fn total(&self) -> Counts {
+        let mut c = Counts::default();
+        for s in self.indices.values() {
+            c.add(&s.counts);
+        }
+        c
+    }
+}
+
+/// The open journal. Appends are serialised by a mutex; each entry is one `write`.
+#[derive(Debug)]
+pub struct Journal {
+    path: PathBuf,
+    file: Mutex<File>,
+}
+
+fn state_err(path: &Path, reason: impl std::fmt::Display) -> BackfillError {
+    BackfillError::State {
+        path: path.to_owned(),
+        reason: reason.to_string(),
+    }
+}
+
+/// Reads a journal; a missing file is an empty one.
+pub fn replay(path: &Path) -> Result<Replayed, BackfillError> {
+    let mut r = Replayed {
+        next_batch: 1,
+        ..Replayed::default()
+    };
+    let file = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(r),
+        Err(e) => return Err(state_err(path, e)),
+    };
+    let mut run_ms = 0;
+    let lines: Vec<String> = BufReader::new(file)
+        .lines()
+        .collect::<Result<_, _>>()
+        .map_err(|e| state_err(path, e))?;
+    let n = lines.len();
+    for (i, line) in lines.iter().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        match serde_json::from_str::<Entry>(line) {
+            Ok(e) => r.apply(e, &mut run_ms),
+            // A line torn by a crash can only be the last one.
+            Err(_) if i + 1 == n => {}
+            Err(e) => {
+                return Err(state_err(
+                    path,
+                    format!("line {}: {e}; not a neardup back-fill state file? delete it or pass another --state", i + 1),
+                ))
+            }
+        }
+    }
+    r.elapsed += Duration::from_millis(run_ms);
+    Ok(r)
+}
+
+impl Journal {
+    /// Starts a fresh journal for `key`, replacing any file at `path`.
+    pub fn create(path: &Path, key: &JobKey) -> Result<Journal, BackfillError> {
+        Self::rewrite(path, &[Entry::Job { key: key.clone() }])
+    }
+
+    /// Rewrites a replayed journal in compact form (one `done` per index with its totals, the
+    /// in-flight batches kept as they are), then appends from there.
+    pub fn compact(path: &Path, r: &Replayed) -> Result<Journal, BackfillError> {
+        let key = r.key.clone().expect("a replayed journal has a job");
+        let mut entries = vec![Entry::Job { key }];
+        let mut first = true;
+        for (index, s) in &r.indices {
+            entries.push(Entry::Index {
+                index: index.clone(),
+                cutoffs: s.cutoffs.clone(),
+            });
+            let mut skip: Vec<String> = s.skip.iter().cloned().collect();
+            skip.sort();
+            entries.push(Entry::Done {
+                index: index.clone(),
+                b: 0,
+                counts: s.counts.clone(),
+                skip,
+                // The elapsed time of the previous runs rides on the first index's entry.
+                ms: if std::mem::take(&mut first) {
+                    r.elapsed.as_millis() as u64
+                } else {
+                    0
+                },
+            });
+            for (b, ids) in &s.in_flight {
+                entries.push(Entry::Batch {
+                    index: index.clone(),
+                    b: *b,
+                    ids: ids.clone(),
+                });
+            }
+            if s.done {
+                entries.push(Entry::IndexDone {
+                    index: index.clone(),
+                });
+            }
+        }
+        Self::rewrite(path, &entries)
+    }
+
+    fn rewrite(path: &Path, entries: &[Entry]) -> Result<Journal, BackfillError> {
+        let tmp = path.with_extension("tmp");
+        {
+            let mut f = File::create(&tmp).map_err(|e| state_err(&tmp, e))?;
+            for e in entries {
+                let mut line = serde_json::to_string(e).expect("entries serialise");
+                line.push('\n');
+                f.write_all(line.as_bytes())
+                    .map_err(|e| state_err(&tmp, e))?;
+            }
+            f.sync_all().map_err(|e| state_err(&tmp, e))?;
+        }
+        std::fs::rename(&tmp, path).map_err(|e| state_err(path, e))?;
+        let file = OpenOptions::new()
+            .append(true)
+            .open(path)
+            .map_err(|e| state_err(path, e))?;
+        let j = Journal {
+            path: path.to_owned(),
+            file: Mutex::new(file),
+        };
+        j.record(&Entry::Run)?;
+        Ok(j)
+    }
+
+    /// Appends one entry.
+    pub fn record(&self, e: &Entry) -> Result<(), BackfillError> {
+        let mut line = serde_json::to_string(e).expect("entries serialise");
+        line.push('\n');
+        self.file
+            .lock()
+            .unwrap()
+            .write_all(line.as_bytes())
+            .map_err(|err| state_err(&self.path, err))
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key() -> JobKey {
+        JobKey {
+            pattern: "news".into(),
+            mode: "missing".into(),
+            fingerprint_version: "v1".into(),
+            text_fields: vec!["title".into()],
+            version_field: "simHashVersion".into(),
+        }
+    }
+
+    fn counts(written: u64) -> Counts {
+        Counts {
+            scanned: written,
+            written,
+            ..Counts::default()
+        }
+    }
+
+    #[test]
+    fn replay_keeps_counts_in_flight_batches_and_elapsed_across_compaction() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.jsonl");
+        let j = Journal::create(&path, &key()).unwrap();
+        let batch = |b: u64, ids: &[&str]| Entry::Batch {
+            index: "news".into(),
+            b,
+            ids: ids.iter().map(|s| s.to_string()).collect(),
+        };
+        let done = |b: u64, n: u64, ms: u64| Entry::Done {
+            index: "news".into(),
+            b,
+            counts: counts(n),
+            skip: vec![],
+            ms,
+        };
+        j.record(&batch(1, &["a", "b"])).unwrap();
+        j.record(&batch(2, &["c"])).unwrap();
+        j.record(&done(1, 2, 700)).unwrap();
+        drop(j);
+        // A torn last line (killed mid-write) is ignored.
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap()
+            .write_all(b"{\"t\":\"do")
+            .unwrap();
+
+        let r = replay(&path).unwrap();
+        assert_eq!(r.key, Some(key()));
+        assert_eq!(r.total(), counts(2));
+        assert_eq!(r.indices["news"].in_flight[&2], ["c"]);
+        assert_eq!(r.next_batch, 3);
+        assert_eq!(r.elapsed, Duration::from_millis(700));
+
+        let j = Journal::compact(&path, &r).unwrap();
+        j.record(&done(2, 1, 300)).unwrap();
+        j.record(&Entry::IndexDone {
+            index: "news".into(),
+        })
+        .unwrap();
+        let r = replay(&path).unwrap();
+        assert_eq!(r.total(), counts(3));
+        assert!(r.indices["news"].in_flight.is_empty());
+        assert!(r.indices["news"].done);
+        assert_eq!(r.elapsed, Duration::from_millis(1000));
+    }
+
+    #[test]
+    fn a_foreign_file_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x");
+        std::fs::write(&path, "hello\n{}\n").unwrap();
+        let e = replay(&path).unwrap_err().to_string();
+        assert!(e.contains("line 1"), "{e}");
+    }
+}

@@ -1,0 +1,1239 @@
+//! Back-fill: fingerprint every existing document of one or more indices, resumably.
+//!
+//! ## What is walked
+//!
+//! - `--only-missing` ([`Mode::OnlyMissing`], the default): the documents without a current
+//!   fingerprint, exactly the worker's rule 1 ([`crate::es::Worker::stale_query`]: no
+//!   `simHashVersion`, or another one).
+//! - `--all` ([`Mode::All`]): every document, rewritten even where the values are already
+//!   right. When an index's walk starts, the highest `_seq_no` of each shard is recorded (the
+//!   cutoff); the shard is walked with the query `_seq_no <= cutoff OR stale`. Every write of
+//!   the back-fill makes a new document version (`detect_noop: false`), and so a `_seq_no`
+//!   above the cutoff: a rewritten document no longer matches.
+//!
+//! ## Resumability guarantee
+//!
+//! In both modes the *query* is the checkpoint, not a position in the walk (neither a scroll
+//! nor a PIT order survives a restart). After a restart the index is refreshed and the query
+//! run again: documents whose write landed no longer match it, so they are not read again.
+//! The state file (a journal, see [`journal`]) adds the bookkeeping that makes the report add
+//! up: the counts of finished batches, the ids that failed (not retried within the job), and
+//! the ids of the batches in flight when the run stopped. Those are looked up at the restart:
+//! written ones are counted as written, deleted ones as deleted, the rest are walked again.
+//!
+//! So a run killed at any moment (SIGKILL included) and started again with the same command
+//! misses no document, reads again at most the documents of the batches that were in flight
+//! (at most `--concurrency` × `--bulk-size`), and counts every document once.
+//!
+//! After a walk, the index is refreshed and walked again (at most `catch_up_rounds` times)
+//! while the previous walk found something: documents indexed or replaced without
+//! fingerprint fields during the walk are picked up too.
+//!
+//! ## Pipeline
+//!
+//! A reader task pages through the index ([`walk`]), the fingerprints are computed on the
+//! rayon pool, and up to `concurrency` guarded bulk updates are in flight
+//! ([`crate::es::EsIndexer::update_fingerprints`]); [`control`] halves concurrency and bulk
+//! size on 429s and paces the job to `max_docs_per_sec`. A 409 (the document changed after
+//! it was read) makes the back-fill read the document again and write the fingerprint of its
+//! new text; a 404 (deleted) is counted and skipped.
+
+pub mod control;
+pub mod journal;
+pub mod walk;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use elasticsearch::http::Method;
+use elasticsearch::Elasticsearch;
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use tokio::task::JoinSet;
+
+use self::control::{Aimd, Pace};
+use self::journal::{Entry, JobKey, Journal, Replayed};
+pub use self::walk::{Hit, Paging, WalkError, WalkSpec, Walker};
+use super::write::{fingerprint_source, lookup};
+use super::{
+    path_segment, request, verify_index, Body, EsError, EsIndexer, FieldNames, FingerprintUpdate,
+    RetryPolicy, Worker, WorkerConfig,
+};
+use crate::Fingerprinter;
+
+/// Which documents are walked.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// Only documents without a fingerprint of the current version.
+    OnlyMissing,
+    /// Every document.
+    All,
+}
+
+impl Mode {
+    fn key(self) -> &'static str {
+        match self {
+            Mode::OnlyMissing => "missing",
+            Mode::All => "all",
+        }
+    }
+}
+
+/// What a back-fill did. Every document read ends in exactly one of `written`, `too_short`,
+/// `deleted`, `failed` and `bad`, so `scanned` is their sum.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Counts {
+    /// Documents read (and fingerprinted).
+    pub scanned: u64,
+    /// Fingerprints stored.
+    pub written: u64,
+    /// Too-short texts (none of the fields, empty, or too few words): recorded as such.
+    pub too_short: u64,
+    /// Deleted between being read and being written.
+    pub deleted: u64,
+    /// Could not be written (listed in the failed file).
+    pub failed: u64,
+    /// A text field holds something other than text (a number, an object…): not written,
+    /// listed in the failed file.
+    pub bad: u64,
+    /// Of `written` + `too_short`: the document already had exactly these values.
+    pub unchanged: u64,
+    /// Writes refused with 409 because the document changed after it was read; it was read
+    /// again and its new text fingerprinted.
+    pub conflicts_retried: u64,
+    /// 429 pushbacks that were retried.
+    pub rejections: u64,
+    /// Of the documents above: in flight when an earlier run stopped, found written at the
+    /// restart.
+    pub recovered: u64,
+}
+
+impl Counts {
+    pub fn add(&mut self, o: &Counts) {
+        self.scanned += o.scanned;
+        self.written += o.written;
+        self.too_short += o.too_short;
+        self.deleted += o.deleted;
+        self.failed += o.failed;
+        self.bad += o.bad;
+        self.unchanged += o.unchanged;
+        self.conflicts_retried += o.conflicts_retried;
+        self.rejections += o.rejections;
+        self.recovered += o.recovered;
+    }
+
+    /// Whether every document read is accounted for exactly once.
+    pub fn adds_up(&self) -> bool {
+        self.scanned == self.written + self.too_short + self.deleted + self.failed + self.bad
+    }
+}
+
+/// Everything a back-fill can fail with.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BackfillError {
+    #[error(transparent)]
+    Es(#[from] EsError),
+    #[error("state file {}: {reason}", path.display())]
+    State { path: PathBuf, reason: String },
+    #[error("state file {} belongs to another back-fill ({theirs}); this one is {ours}. Pass --restart to discard it, or --state to use another file", path.display())]
+    OtherJob {
+        path: PathBuf,
+        theirs: String,
+        ours: String,
+    },
+    #[error("failed-documents file {}: {reason}", path.display())]
+    FailedFile { path: PathBuf, reason: String },
+    #[error("no index matches `{0}`")]
+    NoIndex(String),
+}
+
+/// How a back-fill runs.
+#[derive(Clone, Debug)]
+pub struct BackfillConfig {
+    /// Index, alias, or pattern (`news-*`, `a,b`); expanded to concrete indices.
+    pub pattern: String,
+    /// Text fields fingerprinted together, in order (dotted paths allowed).
+    pub text_fields: Vec<String>,
+    pub names: FieldNames,
+    pub mode: Mode,
+    /// Documents per page read.
+    pub page_size: usize,
+    /// Documents per bulk request (the maximum when adapting).
+    pub bulk_size: usize,
+    /// Bulk requests in flight (the maximum when adapting).
+    pub concurrency: usize,
+    /// Halve concurrency and bulk size on 429s, grow back slowly.
+    pub adapt: bool,
+    pub max_docs_per_sec: Option<f64>,
+    /// Read and fingerprint, write nothing (neither to Elasticsearch nor the state file).
+    pub dry_run: bool,
+    /// The journal (see [`journal`]).
+    pub state_path: PathBuf,
+    /// Failed and bad documents, one JSON object a line.
+    pub failed_path: PathBuf,
+    /// Discard a state file of another job instead of refusing.
+    pub restart: bool,
+    /// Extra walks after the first, for documents that became stale meanwhile.
+    pub catch_up_rounds: usize,
+    /// Scroll or PIT keep-alive between two pages.
+    pub keep_alive: Duration,
+    /// Force a paging method instead of detecting it.
+    pub paging: Option<Paging>,
+    pub retry: RetryPolicy,
+}
+
+impl BackfillConfig {
+    pub fn new(pattern: impl Into<String>) -> BackfillConfig {
+        let pattern = pattern.into();
+        BackfillConfig {
+            state_path: default_state_path(&pattern),
+            pattern,
+            text_fields: vec!["title".into(), "content".into()],
+            names: FieldNames::default(),
+            mode: Mode::OnlyMissing,
+            page_size: 1000,
+            bulk_size: 500,
+            concurrency: 4,
+            adapt: true,
+            max_docs_per_sec: None,
+            dry_run: false,
+            failed_path: PathBuf::from("neardup-backfill-failed.jsonl"),
+            restart: false,
+            catch_up_rounds: 3,
+            keep_alive: Duration::from_secs(300),
+            paging: None,
+            // Patient enough to ride out a node restart (about four minutes).
+            retry: RetryPolicy {
+                max_retries: 14,
+                ..RetryPolicy::default()
+            },
+        }
+    }
+}
+
+/// `.neardup-backfill-<pattern>.jsonl` in the working directory, with the pattern's
+/// characters that are awkward in file names replaced.
+pub fn default_state_path(pattern: &str) -> PathBuf {
+    let safe: String = pattern
+        .chars()
+        .map(|c| {
+            if c.is_alphanumeric() || "-_.".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    PathBuf::from(format!(".neardup-backfill-{safe}.jsonl"))
+}
+
+/// Where a back-fill is, for a progress bar.
+#[derive(Clone, Debug)]
+pub struct Progress {
+    /// Counts so far, earlier runs of the job included.
+    pub counts: Counts,
+    /// Documents the job expects to read in all (done + still matching when counted).
+    pub total: u64,
+    pub index: String,
+    /// Bulk requests allowed in flight and bulk size now.
+    pub in_flight: usize,
+    pub bulk_size: usize,
+}
+
+pub type ProgressFn = Arc<dyn Fn(&Progress) + Send + Sync>;
+
+/// The final report.
+#[derive(Clone, Debug, Serialize)]
+pub struct BackfillReport {
+    pub pattern: String,
+    pub mode: String,
+    pub dry_run: bool,
+    pub paging: String,
+    /// Counts per concrete index.
+    pub indices: BTreeMap<String, Counts>,
+    pub counts: Counts,
+    /// This run and the earlier runs of the job.
+    pub elapsed_secs: f64,
+    pub docs_per_sec: f64,
+    /// Whether this run continued an interrupted one.
+    pub resumed: bool,
+    /// Stopped early (a signal): run the same command again to continue.
+    pub interrupted: bool,
+    pub failed_file: PathBuf,
+    pub state_file: PathBuf,
+}
+
+/// Re-reading a document that keeps changing under the back-fill stops after this many tries.
+const MAX_CONFLICT_ROUNDS: u32 = 5;
+/// A walk that loses its context this many times in a row without progress fails the job.
+const MAX_LOST_WALKS: u32 = 5;
+
+/// A back-fill job.
+pub struct Backfill {
+    client: Elasticsearch,
+    fp: Fingerprinter,
+    config: BackfillConfig,
+}
+
+/// The concrete indices behind an index name, alias or pattern (comma-separated allowed),
+/// sorted and without duplicates. Closed indices are left out.
+pub async fn resolve_indices(
+    client: &Elasticsearch,
+    retry: &RetryPolicy,
+    pattern: &str,
+) -> Result<Vec<String>, EsError> {
+    let r = request(
+        client,
+        retry,
+        &format!("resolve `{pattern}`"),
+        Method::Get,
+        &format!("/_resolve/index/{}", path_segment_list(pattern)),
+        &[],
+        None,
+    )
+    .await?;
+    let mut out = Vec::new();
+    for i in r["indices"].as_array().into_iter().flatten() {
+        let open = !i["attributes"]
+            .as_array()
+            .is_some_and(|a| a.iter().any(|x| x == "closed"));
+        if let (Some(name), true) = (i["name"].as_str(), open) {
+            out.push(name.to_owned());
+        }
+    }
+    for a in r["aliases"].as_array().into_iter().flatten() {
+        out.extend(
+            a["indices"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|x| x.as_str().map(str::to_owned)),
+        );
+    }
+    for d in r["data_streams"].as_array().into_iter().flatten() {
+        out.extend(
+            d["backing_indices"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|x| x.as_str().map(str::to_owned)),
+        );
+    }
+    out.sort();
+    out.dedup();
+    Ok(out)
+}
+
+/// Percent-encodes each comma-separated name but keeps `*` and the commas.
+fn path_segment_list(pattern: &str) -> String {
+    pattern
+        .split(',')
+        .map(|p| path_segment(p.trim()).replace("%2A", "*"))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// A document ready to write, or why it cannot be.
+enum Prepared {
+    Update(FingerprintUpdate),
+    Bad { id: String, reason: String },
+}
+
+fn prepare(fp: &Fingerprinter, fields: &[String], hit: Hit) -> Prepared {
+    for f in fields {
+        if let Some(kind) = lookup(&hit.source, f).and_then(non_text) {
+            return Prepared::Bad {
+                id: hit.id,
+                reason: format!("text field `{f}` holds {kind}, not a string"),
+            };
+        }
+    }
+    let outcome = fingerprint_source(fp, &hit.source, fields);
+    Prepared::Update(FingerprintUpdate {
+        id: hit.id,
+        guard: Some((hit.seq_no, hit.primary_term)),
+        outcome,
+    })
+}
+
+/// What a text field holds when it is not text (strings, arrays of strings and `null` are).
+fn non_text(v: &Value) -> Option<&'static str> {
+    match v {
+        Value::Null | Value::String(_) => None,
+        Value::Array(a) => a.iter().find_map(non_text),
+        Value::Bool(_) => Some("a boolean"),
+        Value::Number(_) => Some("a number"),
+        Value::Object(_) => Some("an object"),
+    }
+}
+
+/// State shared by the writer tasks of one index.
+struct IndexRun {
+    index: String,
+    indexer: EsIndexer,
+    fields: Vec<String>,
+    dry_run: bool,
+    journal: Option<Arc<Journal>>,
+    failed: Arc<FailedFile>,
+    aimd: Arc<Aimd>,
+    counts: Arc<Mutex<Counts>>,
+    /// Counts of the whole job (all indices), for progress.
+    job_counts: Arc<Mutex<Counts>>,
+    skip: Mutex<HashSet<String>>,
+    started: Instant,
+    progress: ProgressFn,
+    total: u64,
+    next_batch: Arc<Mutex<u64>>,
+}
+
+impl IndexRun {
+    fn batch_no(&self) -> u64 {
+        let mut n = self.next_batch.lock().unwrap();
+        *n += 1;
+        *n - 1
+    }
+
+    /// Records finished counts: journal, totals, progress.
+    fn finish(&self, b: u64, c: Counts, skip: Vec<String>) -> Result<(), BackfillError> {
+        if let Some(j) = &self.journal {
+            j.record(&Entry::Done {
+                index: self.index.clone(),
+                b,
+                counts: c.clone(),
+                skip: skip.clone(),
+                ms: self.started.elapsed().as_millis() as u64,
+            })?;
+        }
+        self.skip.lock().unwrap().extend(skip);
+        self.counts.lock().unwrap().add(&c);
+        let job = {
+            let mut j = self.job_counts.lock().unwrap();
+            j.add(&c);
+            j.clone()
+        };
+        let (in_flight, bulk_size) = self.aimd.current();
+        (self.progress)(&Progress {
+            counts: job,
+            total: self.total,
+            index: self.index.clone(),
+            in_flight,
+            bulk_size,
+        });
+        Ok(())
+    }
+
+    /// Writes one chunk: journal its ids, send the guarded bulk update, re-read and redo the
+    /// documents that changed meanwhile, record the outcome.
+    async fn write_chunk(&self, updates: Vec<FingerprintUpdate>) -> Result<(), BackfillError> {
+        let b = self.batch_no();
+        if let Some(j) = &self.journal {
+            j.record(&Entry::Batch {
+                index: self.index.clone(),
+                b,
+                ids: updates.iter().map(|u| u.id.clone()).collect(),
+            })?;
+        }
+        let mut c = Counts {
+            scanned: updates.len() as u64,
+            ..Counts::default()
+        };
+        let mut skip = Vec::new();
+        let mut pending = updates;
+        let mut round = 0;
+        while !pending.is_empty() {
+            if self.dry_run {
+                for u in &pending {
+                    match u.outcome {
+                        Ok(_) => c.written += 1,
+                        Err(_) => c.too_short += 1,
+                    }
+                }
+                break;
+            }
+            let report = self.indexer.update_fingerprints(&pending).await?;
+            self.aimd.feedback(report.rejections > 0);
+            c.rejections += report.rejections;
+            c.unchanged += report.noop;
+            let conflicts: HashSet<&str> = report.conflicts.iter().map(String::as_str).collect();
+            let missing: HashSet<&str> = report.missing.iter().map(String::as_str).collect();
+            let failed: HashMap<&str, _> =
+                report.failed.iter().map(|f| (f.id.as_str(), f)).collect();
+            let mut again = Vec::new();
+            for u in &pending {
+                let id = u.id.as_str();
+                if let Some(f) = failed.get(id) {
+                    c.failed += 1;
+                    skip.push(u.id.clone());
+                    self.failed.write(
+                        &self.index,
+                        id,
+                        "failed",
+                        json!({"status": f.status, "error": f.error_type, "reason": f.reason}),
+                    )?;
+                } else if missing.contains(id) {
+                    c.deleted += 1;
+                } else if conflicts.contains(id) {
+                    again.push(u.id.clone());
+                } else if u.outcome.is_ok() {
+                    c.written += 1;
+                } else {
+                    c.too_short += 1;
+                }
+            }
+            if again.is_empty() {
+                break;
+            }
+            c.conflicts_retried += again.len() as u64;
+            round += 1;
+            if round > MAX_CONFLICT_ROUNDS {
+                for id in again {
+                    c.failed += 1;
+                    self.failed.write(&self.index, &id, "failed", json!({
+                        "status": 409,
+                        "error": "version_conflict_engine_exception",
+                        "reason": format!("changed {MAX_CONFLICT_ROUNDS} times while being fingerprinted; the worker or the next run will catch it"),
+                    }))?;
+                    skip.push(id);
+                }
+                break;
+            }
+            pending = Vec::new();
+            let (found, gone) = self.reread(&again).await?;
+            c.deleted += gone;
+            let fp = self.indexer.fingerprinter().clone();
+            let fields = self.fields.clone();
+            let prepared = tokio::task::spawn_blocking(move || {
+                found
+                    .into_iter()
+                    .map(|h| prepare(&fp, &fields, h))
+                    .collect::<Vec<_>>()
+            })
+            .await
+            .map_err(|e| EsError::Config(format!("fingerprinting task failed: {e}")))?;
+            for p in prepared {
+                match p {
+                    Prepared::Update(u) => pending.push(u),
+                    Prepared::Bad { id, reason } => {
+                        c.bad += 1;
+                        self.failed
+                            .write(&self.index, &id, "bad", json!({ "reason": reason }))?;
+                        skip.push(id);
+                    }
+                }
+            }
+        }
+        self.finish(b, c, skip)
+    }
+
+    /// The current text, `_seq_no` and `_primary_term` of `ids` (realtime), and how many are gone.
+    async fn reread(&self, ids: &[String]) -> Result<(Vec<Hit>, u64), EsError> {
+        let r = request(
+            self.indexer.client(),
+            self.indexer.retry(),
+            &format!("index `{}`: read changed documents again", self.index),
+            Method::Post,
+            &format!("/{}/_mget", path_segment(&self.index)),
+            &[],
+            Some(&Body::Json(json!({ "ids": ids, "_source": self.fields }))),
+        )
+        .await?;
+        let mut found = Vec::new();
+        let mut gone = 0;
+        for d in r["docs"].as_array().into_iter().flatten() {
+            match (d["found"] == true).then(|| Hit::from_json(d)).flatten() {
+                Some(h) => found.push(h),
+                None => gone += 1,
+            }
+        }
+        Ok((found, gone))
+    }
+}
+
+/// The failed-documents file: one JSON object a line.
+struct FailedFile {
+    path: PathBuf,
+    file: Mutex<File>,
+}
+
+impl FailedFile {
+    fn open(path: &Path, truncate: bool) -> Result<FailedFile, BackfillError> {
+        let file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .and_then(|f| {
+                if truncate {
+                    f.set_len(0)?;
+                }
+                Ok(f)
+            })
+            .map_err(|e| BackfillError::FailedFile {
+                path: path.to_owned(),
+                reason: e.to_string(),
+            })?;
+        Ok(FailedFile {
+            path: path.to_owned(),
+            file: Mutex::new(file),
+        })
+    }
+
+    fn write(&self, index: &str, id: &str, kind: &str, detail: Value) -> Result<(), BackfillError> {
+        let mut v = json!({ "index": index, "id": id, "kind": kind });
+        if let (Value::Object(m), Value::Object(d)) = (&mut v, detail) {
+            m.extend(d);
+        }
+        tracing::warn!(index, id, kind, "{v}");
+        let mut line = v.to_string();
+        line.push('\n');
+        self.file
+            .lock()
+            .unwrap()
+            .write_all(line.as_bytes())
+            .map_err(|e| BackfillError::FailedFile {
+                path: self.path.clone(),
+                reason: e.to_string(),
+            })
+    }
+}
+
+/// How a walk (one round over an index) ended.
+enum RoundEnd {
+    /// Read to the end; this many documents were processed.
+    Complete(u64),
+    /// The search context was lost after processing this many documents.
+    Lost(EsError, u64),
+    Interrupted,
+}
+
+impl Backfill {
+    pub fn new(client: Elasticsearch, fp: Fingerprinter, config: BackfillConfig) -> Backfill {
+        Backfill { client, fp, config }
+    }
+
+    pub fn config(&self) -> &BackfillConfig {
+        &self.config
+    }
+
+    /// Runs the job to its end, or until `stop` is set (then the batches in flight finish and
+    /// the report says `interrupted`). Calls `progress` after every batch.
+    pub async fn run(
+        &self,
+        stop: &AtomicBool,
+        progress: ProgressFn,
+    ) -> Result<BackfillReport, BackfillError> {
+        let cfg = &self.config;
+        let started = Instant::now();
+        let retry = &cfg.retry;
+        let indices = resolve_indices(&self.client, retry, &cfg.pattern).await?;
+        if indices.is_empty() {
+            return Err(BackfillError::NoIndex(cfg.pattern.clone()));
+        }
+        for index in &indices {
+            verify_index(&self.client, retry, index, &cfg.names).await?;
+        }
+        let paging = match cfg.paging {
+            Some(p) => p,
+            None => Paging::detect(&self.client, retry, &indices[0]).await?,
+        };
+
+        let key = JobKey {
+            pattern: cfg.pattern.clone(),
+            mode: cfg.mode.key().into(),
+            fingerprint_version: self.fp.version().to_owned(),
+            text_fields: cfg.text_fields.clone(),
+            version_field: cfg.names.version.clone(),
+        };
+        let (journal, mut state, resumed) = self.open_state(&key)?;
+        let failed = Arc::new(FailedFile::open(&cfg.failed_path, !resumed)?);
+
+        // Set every index up first (cutoffs, batches left in flight, counts), for the total.
+        let mut plans = Vec::new();
+        let mut total = 0;
+        for index in &indices {
+            let st = state.indices.entry(index.clone()).or_default();
+            if st.done {
+                total += st.counts.scanned;
+                continue;
+            }
+            self.refresh(index).await?;
+            if cfg.mode == Mode::All && st.cutoffs.is_none() {
+                st.cutoffs = Some(self.cutoffs(index).await?);
+            }
+            if let Some(j) = &journal {
+                j.record(&Entry::Index {
+                    index: index.clone(),
+                    cutoffs: st.cutoffs.clone(),
+                })?;
+            }
+            let segments = self.segments(index, st.cutoffs.as_ref());
+            let in_flight = std::mem::take(&mut st.in_flight);
+            for (b, ids) in in_flight {
+                let c = self.recover(index, &ids, &segments).await?;
+                tracing::info!(
+                    index,
+                    batch = b,
+                    in_flight = ids.len(),
+                    recovered = c.recovered,
+                    "batch in flight when the previous run stopped: looked up"
+                );
+                if let Some(j) = &journal {
+                    j.record(&Entry::Done {
+                        index: index.clone(),
+                        b,
+                        counts: c.clone(),
+                        skip: vec![],
+                        ms: 0,
+                    })?;
+                }
+                state.indices.get_mut(index).unwrap().counts.add(&c);
+            }
+            let st = &state.indices[index];
+            let remaining = self.count(index, &segments).await?;
+            total += st.counts.scanned + remaining;
+            plans.push((index.clone(), segments));
+        }
+
+        let job_counts = Arc::new(Mutex::new(state.total()));
+        let next_batch = Arc::new(Mutex::new(state.next_batch.max(1)));
+        let aimd = Arc::new(Aimd::new(cfg.concurrency, cfg.bulk_size, cfg.adapt));
+        let pace = Arc::new(Pace::new(cfg.max_docs_per_sec));
+        let mut interrupted = false;
+        for (index, segments) in plans {
+            let st = &state.indices[&index];
+            let run = Arc::new(IndexRun {
+                index: index.clone(),
+                indexer: EsIndexer::new(self.client.clone(), &index, self.fp.clone())
+                    .with_names(cfg.names.clone())
+                    .with_retry(retry.clone())
+                    .with_detect_noop(cfg.mode == Mode::OnlyMissing),
+                fields: cfg.text_fields.clone(),
+                dry_run: cfg.dry_run,
+                journal: journal.clone(),
+                failed: Arc::clone(&failed),
+                aimd: Arc::clone(&aimd),
+                counts: Arc::new(Mutex::new(Counts::default())),
+                job_counts: Arc::clone(&job_counts),
+                skip: Mutex::new(st.skip.clone()),
+                started,
+                progress: Arc::clone(&progress),
+                total,
+                next_batch: Arc::clone(&next_batch),
+            });
+            let mut catch_up = 0;
+            let mut lost = 0;
+            loop {
+                match self.round(&run, &segments, paging, &pace, stop).await? {
+                    RoundEnd::Interrupted => {
+                        interrupted = true;
+                        break;
+                    }
+                    RoundEnd::Lost(e, seen) => {
+                        lost = if seen > 0 { 1 } else { lost + 1 };
+                        if cfg.dry_run || lost > MAX_LOST_WALKS {
+                            return Err(e.into());
+                        }
+                        tracing::warn!(index, error = %e, "lost the walk; refreshing and starting a new one (written documents are not read again)");
+                    }
+                    RoundEnd::Complete(seen) => {
+                        if seen == 0 || cfg.dry_run || catch_up >= cfg.catch_up_rounds {
+                            break;
+                        }
+                        catch_up += 1;
+                    }
+                }
+                self.refresh(&index).await?;
+            }
+            state
+                .indices
+                .get_mut(&index)
+                .unwrap()
+                .counts
+                .add(&run.counts.lock().unwrap());
+            if interrupted {
+                break;
+            }
+            if let Some(j) = &journal {
+                j.record(&Entry::IndexDone {
+                    index: index.clone(),
+                })?;
+            }
+        }
+        if !interrupted {
+            if let Some(j) = &journal {
+                j.record(&Entry::Finished)?;
+            }
+        }
+        let counts = state.total();
+        let elapsed = state.elapsed + started.elapsed();
+        let secs = elapsed.as_secs_f64().max(1e-9);
+        Ok(BackfillReport {
+            pattern: cfg.pattern.clone(),
+            mode: cfg.mode.key().into(),
+            dry_run: cfg.dry_run,
+            paging: paging.name().into(),
+            indices: indices
+                .iter()
+                .map(|i| (i.clone(), state.indices[i].counts.clone()))
+                .collect(),
+            docs_per_sec: counts.scanned as f64 / secs,
+            counts,
+            elapsed_secs: secs,
+            resumed,
+            interrupted,
+            failed_file: cfg.failed_path.clone(),
+            state_file: cfg.state_path.clone(),
+        })
+    }
+
+    /// The journal (none in a dry run), what it held, and whether this run continues a job.
+    fn open_state(
+        &self,
+        key: &JobKey,
+    ) -> Result<(Option<Arc<Journal>>, Replayed, bool), BackfillError> {
+        let cfg = &self.config;
+        let fresh = Replayed {
+            next_batch: 1,
+            ..Replayed::default()
+        };
+        if cfg.dry_run {
+            return Ok((None, fresh, false));
+        }
+        let path = &cfg.state_path;
+        let old = journal::replay(path)?;
+        match &old.key {
+            Some(k) if k == key && !old.finished => {
+                let j = Journal::compact(path, &old)?;
+                tracing::info!(state = %path.display(), "continuing an interrupted back-fill");
+                Ok((Some(Arc::new(j)), old, true))
+            }
+            Some(k) if k != key && !old.finished && !cfg.restart => Err(BackfillError::OtherJob {
+                path: path.clone(),
+                theirs: describe(k),
+                ours: describe(key),
+            }),
+            _ => Ok((Some(Arc::new(Journal::create(path, key)?)), fresh, false)),
+        }
+    }
+
+    /// The walks of one index: the whole index for `--only-missing`; one per shard, each with
+    /// its cutoff, for `--all`.
+    fn segments(
+        &self,
+        index: &str,
+        cutoffs: Option<&BTreeMap<String, i64>>,
+    ) -> Vec<(Option<String>, Value)> {
+        let stale = Worker::new(
+            EsIndexer::new(self.client.clone(), index, self.fp.clone())
+                .with_names(self.config.names.clone()),
+            WorkerConfig::default(),
+        )
+        .stale_query();
+        match cutoffs {
+            None => vec![(None, stale)],
+            Some(c) => c
+                .iter()
+                .map(|(shard, max)| {
+                    let q = json!({ "bool": { "should": [
+                        { "range": { "_seq_no": { "lte": max } } },
+                        stale,
+                    ], "minimum_should_match": 1 } });
+                    (Some(format!("_shards:{shard}")), q)
+                })
+                .collect(),
+        }
+    }
+
+    /// Each shard's highest `_seq_no` now.
+    async fn cutoffs(&self, index: &str) -> Result<BTreeMap<String, i64>, EsError> {
+        let r = request(
+            &self.client,
+            &self.config.retry,
+            &format!("index `{index}`: shard sequence numbers"),
+            Method::Get,
+            &format!("/{}/_stats", path_segment(index)),
+            &[("level", "shards")],
+            None,
+        )
+        .await?;
+        let mut out = BTreeMap::new();
+        let shards = r["indices"][index]["shards"]
+            .as_object()
+            .cloned()
+            .unwrap_or_default();
+        for (shard, copies) in shards {
+            let max = copies
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|c| c["seq_no"]["max_seq_no"].as_i64())
+                .max()
+                .unwrap_or(-1);
+            out.insert(shard, max);
+        }
+        if out.is_empty() {
+            return Err(EsError::BadResponse {
+                what: format!("index `{index}`: shard stats"),
+                detail: "no shards with sequence numbers".into(),
+            });
+        }
+        Ok(out)
+    }
+
+    async fn refresh(&self, index: &str) -> Result<(), EsError> {
+        request(
+            &self.client,
+            &self.config.retry,
+            &format!("index `{index}`: refresh"),
+            Method::Post,
+            &format!("/{}/_refresh", path_segment(index)),
+            &[],
+            None,
+        )
+        .await
+        .map(drop)
+    }
+
+    /// Documents the walks of an index match now.
+    async fn count(
+        &self,
+        index: &str,
+        segments: &[(Option<String>, Value)],
+    ) -> Result<u64, EsError> {
+        let mut n = 0;
+        for (pref, q) in segments {
+            let mut params = vec![];
+            if let Some(p) = pref {
+                params.push(("preference", p.as_str()));
+            }
+            let r = request(
+                &self.client,
+                &self.config.retry,
+                &format!("index `{index}`: count"),
+                Method::Post,
+                &format!("/{}/_count", path_segment(index)),
+                &params,
+                Some(&Body::Json(json!({ "query": q }))),
+            )
+            .await?;
+            n += r["count"].as_u64().unwrap_or(0);
+        }
+        Ok(n)
+    }
+
+    /// Counts the documents of batches that were in flight when a run stopped: those the walk
+    /// no longer matches were written (or recorded as too short), those gone were deleted;
+    /// the rest will be walked again and are not counted here.
+    async fn recover(
+        &self,
+        index: &str,
+        ids: &[String],
+        segments: &[(Option<String>, Value)],
+    ) -> Result<Counts, EsError> {
+        let mut c = Counts::default();
+        let retry = &self.config.retry;
+        for chunk in ids.chunks(1000) {
+            let r = request(
+                &self.client,
+                retry,
+                &format!("index `{index}`: look up the batches left in flight"),
+                Method::Post,
+                &format!("/{}/_mget", path_segment(index)),
+                &[],
+                Some(&Body::Json(
+                    json!({ "ids": chunk, "_source": [&self.config.names.reason] }),
+                )),
+            )
+            .await?;
+            let mut pending = HashSet::new();
+            for (pref, q) in segments {
+                let mut params = vec![];
+                if let Some(p) = pref {
+                    params.push(("preference", p.as_str()));
+                }
+                let body = json!({
+                    "size": chunk.len(),
+                    "_source": false,
+                    "query": { "bool": { "filter": [ { "ids": { "values": chunk } }, q ] } },
+                });
+                let s = request(
+                    &self.client,
+                    retry,
+                    &format!("index `{index}`: which in-flight documents still need a fingerprint"),
+                    Method::Post,
+                    &format!("/{}/_search", path_segment(index)),
+                    &params,
+                    Some(&Body::Json(body)),
+                )
+                .await?;
+                for h in s["hits"]["hits"].as_array().into_iter().flatten() {
+                    if let Some(id) = h["_id"].as_str() {
+                        pending.insert(id.to_owned());
+                    }
+                }
+            }
+            for d in r["docs"].as_array().into_iter().flatten() {
+                let id = d["_id"].as_str().unwrap_or_default();
+                if d["found"] != true {
+                    c.deleted += 1;
+                } else if pending.contains(id) {
+                    continue;
+                } else if d["_source"][&self.config.names.reason] == "too_short" {
+                    c.too_short += 1;
+                } else {
+                    c.written += 1;
+                }
+                c.scanned += 1;
+                c.recovered += 1;
+            }
+        }
+        Ok(c)
+    }
+
+    /// One walk over an index: a reader task pages through it, pages are fingerprinted on the
+    /// rayon pool, chunks are written by up to `concurrency` bulk requests.
+    async fn round(
+        &self,
+        run: &Arc<IndexRun>,
+        segments: &[(Option<String>, Value)],
+        paging: Paging,
+        pace: &Arc<Pace>,
+        stop: &AtomicBool,
+    ) -> Result<RoundEnd, BackfillError> {
+        let cfg = &self.config;
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<Result<Vec<Hit>, WalkError>>(2);
+        let reader_stop = Arc::new(AtomicBool::new(false));
+        let reader = {
+            let client = self.client.clone();
+            let retry = cfg.retry.clone();
+            let segments = segments.to_vec();
+            let index = run.index.clone();
+            let fields = cfg.text_fields.clone();
+            let (page_size, keep_alive) = (cfg.page_size.max(1), cfg.keep_alive);
+            let reader_stop = Arc::clone(&reader_stop);
+            tokio::spawn(async move {
+                for (preference, query) in segments {
+                    // PIT cannot be limited to a shard: per-shard walks use scroll.
+                    let paging = if preference.is_some() {
+                        Paging::Scroll
+                    } else {
+                        paging
+                    };
+                    let spec = WalkSpec {
+                        index: index.clone(),
+                        query,
+                        fields: fields.clone(),
+                        page_size,
+                        preference,
+                        keep_alive,
+                    };
+                    let mut walker = match Walker::open(&client, &retry, paging, spec).await {
+                        Ok(w) => w,
+                        Err(e) => {
+                            let _ = tx.send(Err(e)).await;
+                            return;
+                        }
+                    };
+                    loop {
+                        if reader_stop.load(Ordering::SeqCst) {
+                            walker.close().await;
+                            return;
+                        }
+                        match walker.next_page().await {
+                            Ok(hits) if hits.is_empty() => break,
+                            Ok(hits) => {
+                                if tx.send(Ok(hits)).await.is_err() {
+                                    walker.close().await;
+                                    return;
+                                }
+                            }
+                            Err(e) => {
+                                let _ = tx.send(Err(e)).await;
+                                return;
+                            }
+                        }
+                    }
+                    walker.close().await;
+                }
+            })
+        };
+
+        let mut writers: JoinSet<Result<(), BackfillError>> = JoinSet::new();
+        let mut seen = 0u64;
+        let mut end: Option<Result<RoundEnd, BackfillError>> = None;
+        'pages: while let Some(page) = rx.recv().await {
+            let hits = match page {
+                Ok(h) => h,
+                Err(WalkError::Lost(e)) => {
+                    end = Some(Ok(RoundEnd::Lost(e, seen)));
+                    break;
+                }
+                Err(WalkError::Fatal(e)) => {
+                    end = Some(Err(e.into()));
+                    break;
+                }
+            };
+            let hits: Vec<Hit> = {
+                let skip = run.skip.lock().unwrap();
+                hits.into_iter().filter(|h| !skip.contains(&h.id)).collect()
+            };
+            seen += hits.len() as u64;
+            let fp = self.fp.clone();
+            let fields = cfg.text_fields.clone();
+            let prepared = tokio::task::spawn_blocking(move || {
+                hits.into_par_iter()
+                    .map(|h| prepare(&fp, &fields, h))
+                    .collect::<Vec<_>>()
+            })
+            .await
+            .map_err(|e| EsError::Config(format!("fingerprinting task failed: {e}")))?;
+            let mut updates = Vec::with_capacity(prepared.len());
+            let mut bad = Counts::default();
+            let mut bad_ids = Vec::new();
+            for p in prepared {
+                match p {
+                    Prepared::Update(u) => updates.push(u),
+                    Prepared::Bad { id, reason } => {
+                        bad.scanned += 1;
+                        bad.bad += 1;
+                        run.failed
+                            .write(&run.index, &id, "bad", json!({ "reason": reason }))?;
+                        bad_ids.push(id);
+                    }
+                }
+            }
+            if bad.scanned > 0 {
+                run.finish(0, bad, bad_ids)?;
+            }
+            let mut rest = updates;
+            while !rest.is_empty() {
+                let n = run.aimd.bulk_size().min(rest.len());
+                let chunk: Vec<_> = rest.drain(..n).collect();
+                pace.take(chunk.len()).await;
+                let slot = Aimd::acquire(Arc::clone(&run.aimd)).await;
+                // Surface a failed writer before sending more.
+                while let Some(done) = writers.try_join_next() {
+                    if let Err(e) = flatten(done) {
+                        end = Some(Err(e));
+                        break 'pages;
+                    }
+                }
+                let run = Arc::clone(run);
+                writers.spawn(async move {
+                    let r = run.write_chunk(chunk).await;
+                    drop(slot);
+                    r
+                });
+            }
+            if stop.load(Ordering::SeqCst) {
+                end = Some(Ok(RoundEnd::Interrupted));
+                break;
+            }
+        }
+        reader_stop.store(true, Ordering::SeqCst);
+        drop(rx);
+        // Every batch in flight finishes (or fails) before the round ends.
+        while let Some(done) = writers.join_next().await {
+            if let Err(e) = flatten(done) {
+                if !matches!(end, Some(Err(_))) {
+                    end = Some(Err(e));
+                }
+            }
+        }
+        let _ = reader.await;
+        end.unwrap_or(Ok(RoundEnd::Complete(seen)))
+    }
+}
+
+fn flatten(
+    r: Result<Result<(), BackfillError>, tokio::task::JoinError>,
+) -> Result<(), BackfillError> {
+    r.map_err(|e| EsError::Config(format!("a bulk writer task failed: {e}")))?
+}
+
+fn describe(k: &JobKey) -> String {
+    format!(
+        "`{}` --{} --field {} (fingerprint version {})",
+        k.pattern,
+        if k.mode == "all" {
+            "all"
+        } else {
+            "only-missing"
+        },
+        k.text_fields.join(" --field "),
+        k.fingerprint_version
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Profile;
+
+    #[test]
+    fn bad_text_is_told_apart_from_missing_text() {
+        let fp = Fingerprinter::for_profile(Profile::Default);
+        let fields = vec!["title".to_string(), "content".to_string()];
+        let hit = |source: Value| Hit {
+            id: "d".into(),
+            seq_no: 1,
+            primary_term: 1,
+            source,
+        };
+        match prepare(&fp, &fields, hit(json!({"title": "t", "content": 42}))) {
+            Prepared::Bad { reason, .. } => assert!(reason.contains("`content` holds a number")),
+            Prepared::Update(_) => panic!("a number is not text"),
+        }
+        match prepare(&fp, &fields, hit(json!({"title": ["a", {"x": 1}]}))) {
+            Prepared::Bad { reason, .. } => assert!(reason.contains("an object")),
+            Prepared::Update(_) => panic!("an object is not text"),
+        }
+        for src in [
+            json!({}),
+            json!({"title": "", "content": null}),
+            json!({"other": 1}),
+        ] {
+            match prepare(&fp, &fields, hit(src)) {
+                Prepared::Update(u) => assert!(u.outcome.is_err(), "too short"),
+                Prepared::Bad { reason, .. } => {
+                    panic!("missing text is too short, not bad: {reason}")
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn state_file_names_and_patterns() {
+        assert_eq!(
+            default_state_path("news-*,old"),
+            PathBuf::from(".neardup-backfill-news-__old.jsonl")
+        );
+        assert_eq!(path_segment_list("news-*, a b"), "news-*,a%20b");
+    }
+
+    #[test]
+    fn counts_add_up() {
+        let mut c = Counts {
+            scanned: 5,
+            written: 2,
+            too_short: 1,
+            deleted: 1,
+            bad: 1,
+            ..Counts::default()
+        };
+        assert!(c.adds_up());
+        c.add(&Counts {
+            scanned: 1,
+            failed: 1,
+            ..Counts::default()
+        });
+        assert!(c.adds_up());
+        assert_eq!(c.scanned, 6);
+    }
+}

@@ -1,0 +1,595 @@
+//! The back-fill against a live node, on real articles in 3-shard indices: exact fingerprints
+//! with every other field byte-identical, SIGKILL and restart, documents changed and deleted
+//! during the run, bad documents, and a restart of the Elasticsearch node itself.
+
+mod common;
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::es::{self as t, TestIndex};
+use elasticsearch::http::Method;
+use elasticsearch::Elasticsearch;
+use neardup::es::backfill::{Backfill, BackfillConfig, BackfillReport, Counts, Mode};
+use neardup::es::{init_index, BlockType, FieldNames, RetryPolicy};
+use neardup::{Fingerprinter, Profile, SimHash};
+use serde_json::value::RawValue;
+use serde_json::{json, Value};
+
+fn fp() -> Fingerprinter {
+    Fingerprinter::for_profile(Profile::Default)
+}
+
+/// A 3-shard index with the fingerprint fields and `docs` loaded.
+async fn index_with(client: &Elasticsearch, prefix: &str, docs: &[(String, Value)]) -> TestIndex {
+    let idx = TestIndex::new(prefix);
+    t::call(
+        client,
+        Method::Put,
+        &format!("/{}", idx.name),
+        Some(json!({"settings": {"number_of_shards": 3, "number_of_replicas": 0}})),
+    )
+    .await;
+    init_index(
+        client,
+        &RetryPolicy::none(),
+        &idx.name,
+        &FieldNames::default(),
+        BlockType::Short,
+    )
+    .await
+    .unwrap();
+    for chunk in docs.chunks(500) {
+        t::load(client, &idx.name, chunk).await;
+    }
+    idx
+}
+
+/// Real articles with extra fields whose JSON text must survive untouched.
+fn articles(n: usize) -> Vec<(String, Value)> {
+    t::shared_articles(n)
+        .into_iter()
+        .enumerate()
+        .map(|(i, (id, mut d))| {
+            d["views"] = json!(i * 7);
+            d["score"] = serde_json::from_str("1.50").unwrap();
+            d["meta"] = json!({"source": "wire", "tags": ["a", "b"], "n": null});
+            (id, d)
+        })
+        .collect()
+}
+
+#[derive(serde::Deserialize)]
+struct RawHit {
+    _id: String,
+    _source: Box<RawValue>,
+}
+
+/// Every document's `_source`, field by field, as the raw JSON text Elasticsearch returns.
+async fn raw_sources(
+    client: &Elasticsearch,
+    index: &str,
+) -> BTreeMap<String, BTreeMap<String, String>> {
+    t::refresh(client, index).await;
+    let resp = client
+        .send(
+            Method::Post,
+            &format!("/{index}/_search"),
+            Default::default(),
+            None::<&()>,
+            Some(json!({"size": 10000, "query": {"match_all": {}}}).to_string()),
+            None,
+        )
+        .await
+        .unwrap();
+    let text = resp.text().await.unwrap();
+    #[derive(serde::Deserialize)]
+    struct Hits {
+        hits: Vec<RawHit>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Resp {
+        hits: Hits,
+    }
+    let r: Resp = serde_json::from_str(&text).unwrap();
+    r.hits
+        .hits
+        .into_iter()
+        .map(|h| {
+            let fields: BTreeMap<String, Box<RawValue>> =
+                serde_json::from_str(h._source.get()).unwrap();
+            (
+                h._id,
+                fields
+                    .into_iter()
+                    .map(|(k, v)| (k, v.get().to_owned()))
+                    .collect(),
+            )
+        })
+        .collect()
+}
+
+fn parsed(raw: &BTreeMap<String, String>) -> Value {
+    Value::Object(
+        raw.iter()
+            .map(|(k, v)| (k.clone(), serde_json::from_str(v).unwrap()))
+            .collect(),
+    )
+}
+
+/// What the back-fill must have stored for a `_source`: `Some(fp)` or `None` (too short).
+fn expected(src: &Value) -> Option<SimHash> {
+    let fields = ["title".to_string(), "content".to_string()];
+    neardup::es::fingerprint_source(&fp(), src, &fields)
+        .ok()
+        .map(|f| f.simhash)
+}
+
+/// Asserts that every document carries the current version and the fingerprint of its text.
+fn assert_all_fingerprinted(docs: &BTreeMap<String, BTreeMap<String, String>>) {
+    let version = fp().version().to_owned();
+    for (id, raw) in docs {
+        let src = parsed(raw);
+        assert_eq!(src["simHashVersion"], version.as_str(), "{id}");
+        let stored = src["simHash"].as_i64().map(SimHash::from_i64);
+        assert_eq!(
+            stored,
+            expected(&src),
+            "{id}: fingerprint of its latest text"
+        );
+        if stored.is_none() {
+            assert_eq!(src["simHashReason"], "too_short", "{id}");
+        } else {
+            let blocks: Vec<i64> = ["simHashA", "simHashB", "simHashC", "simHashD"]
+                .iter()
+                .map(|b| src[*b].as_i64().unwrap())
+                .collect();
+            let want: Vec<i64> = stored
+                .unwrap()
+                .blocks16()
+                .iter()
+                .map(|b| i64::from(*b))
+                .collect();
+            assert_eq!(blocks, want, "{id}: blocks");
+        }
+    }
+}
+
+fn config(index: &str, dir: &Path) -> BackfillConfig {
+    let mut c = BackfillConfig::new(index);
+    c.state_path = dir.join("state.jsonl");
+    c.failed_path = dir.join("failed.jsonl");
+    c.bulk_size = 100;
+    c.page_size = 200;
+    c
+}
+
+async fn run(client: &Elasticsearch, c: BackfillConfig) -> BackfillReport {
+    Backfill::new(client.clone(), fp(), c)
+        .run(&AtomicBool::new(false), Arc::new(|_| {}))
+        .await
+        .unwrap()
+}
+
+fn assert_adds_up(c: &Counts) {
+    assert!(c.adds_up(), "{c:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backfill_writes_exact_fingerprints_and_leaves_every_other_field_byte_identical() {
+    let client = t::client().await;
+    let docs = articles(2000);
+    let idx = index_with(&client, "bf-exact", &docs).await;
+    let dir = tempfile::tempdir().unwrap();
+    let before = raw_sources(&client, &idx.name).await;
+    assert_eq!(before.len(), docs.len());
+
+    // A dry run writes nothing.
+    let mut dry = config(&idx.name, dir.path());
+    dry.dry_run = true;
+    let r = run(&client, dry).await;
+    assert_eq!(r.counts.scanned, 2000, "{r:?}");
+    assert_adds_up(&r.counts);
+    assert_eq!(raw_sources(&client, &idx.name).await, before);
+    assert!(
+        !dir.path().join("state.jsonl").exists(),
+        "a dry run keeps no state"
+    );
+
+    let r = run(&client, config(&idx.name, dir.path())).await;
+    assert_eq!(r.counts.scanned, 2000, "{r:?}");
+    assert_eq!(r.counts.written + r.counts.too_short, 2000, "{r:?}");
+    assert_eq!((r.counts.failed, r.counts.bad, r.counts.deleted), (0, 0, 0));
+    assert_adds_up(&r.counts);
+    let after = raw_sources(&client, &idx.name).await;
+    assert_all_fingerprinted(&after);
+    let fingerprint_fields = [
+        "simHashA",
+        "simHashB",
+        "simHashC",
+        "simHashD",
+        "simHash",
+        "simHashVersion",
+        "simHashReason",
+    ];
+    for (id, old) in &before {
+        let mut new = after[id].clone();
+        for f in fingerprint_fields {
+            new.remove(f);
+        }
+        assert_eq!(&new, old, "{id}: every other field byte-identical");
+    }
+
+    // Again: nothing is missing any more.
+    let r = run(&client, config(&idx.name, dir.path())).await;
+    assert_eq!(r.counts.scanned, 0, "{r:?}");
+
+    // --all rewrites every document (a new version each), with the same values.
+    let seq_before = seq_nos(&client, &idx.name).await;
+    let mut all = config(&idx.name, dir.path());
+    all.mode = Mode::All;
+    let r = run(&client, all).await;
+    assert_eq!(r.counts.scanned, 2000, "{r:?}");
+    assert_eq!(r.counts.written + r.counts.too_short, 2000);
+    assert_adds_up(&r.counts);
+    let seq_after = seq_nos(&client, &idx.name).await;
+    for (id, s) in &seq_before {
+        assert!(seq_after[id] > *s, "{id} rewritten");
+    }
+    assert_eq!(raw_sources(&client, &idx.name).await, after);
+}
+
+async fn seq_nos(client: &Elasticsearch, index: &str) -> HashMap<String, u64> {
+    t::refresh(client, index).await;
+    let r = t::call(
+        client,
+        Method::Post,
+        &format!("/{index}/_search"),
+        Some(json!({"size": 10000, "_source": false, "seq_no_primary_term": true})),
+    )
+    .await;
+    r["hits"]["hits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| {
+            (
+                h["_id"].as_str().unwrap().to_owned(),
+                h["_seq_no"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// The neardup binary running a back-fill.
+fn spawn_backfill(es: &str, index: &str, dir: &Path, extra: &[&str]) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_neardup"))
+        .args(["backfill", "--es", es, "--index", index, "--quiet"])
+        .arg("--state")
+        .arg(dir.join("state.jsonl"))
+        .arg("--failed")
+        .arg(dir.join("failed.jsonl"))
+        .arg("--report-json")
+        .arg(dir.join("report.json"))
+        .args(extra)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Finished batches in the state file so far.
+fn batches_done(dir: &Path) -> usize {
+    std::fs::read_to_string(dir.join("state.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.starts_with("{\"t\":\"done\"") && !l.contains("\"b\":0,"))
+        .count()
+}
+
+/// Waits (polling, no deadline) until the state file shows `n` more finished batches.
+fn wait_for_batches(dir: &Path, child: &mut Child, n: usize) {
+    let start = batches_done(dir);
+    while batches_done(dir) < start + n {
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("the back-fill ended ({status}) before {n} more batches");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn finish(child: Child) -> (i32, Value) {
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let code = out.status.code().unwrap_or(-1);
+    let dir_report = stderr.clone();
+    (code, json!({ "stderr": dir_report }))
+}
+
+fn report(dir: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(dir.join("report.json")).unwrap()).unwrap()
+}
+
+fn counts_of(report: &Value) -> Counts {
+    serde_json::from_value(report["counts"].clone()).unwrap()
+}
+
+async fn sigkill_and_restart(mode: &[&str]) {
+    let client = t::client().await;
+    let docs = articles(1500);
+    let idx = index_with(&client, "bf-kill", &docs).await;
+    let dir = tempfile::tempdir().unwrap();
+    let es = t::url();
+    // Slow enough that each run is killed in the middle, several batches in flight.
+    let mut args = vec![
+        "--bulk-size",
+        "40",
+        "--concurrency",
+        "3",
+        "--max-docs-per-sec",
+        "600",
+    ];
+    args.extend_from_slice(mode);
+    for after in [3, 5, 4] {
+        let mut child = spawn_backfill(&es, &idx.name, dir.path(), &args);
+        wait_for_batches(dir.path(), &mut child, after);
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+    }
+    let child = spawn_backfill(&es, &idx.name, dir.path(), &args);
+    let (code, out) = finish(child);
+    assert_eq!(code, 0, "{out}");
+    let r = report(dir.path());
+    assert_eq!(r["resumed"], true);
+    let c = counts_of(&r);
+    // Every document counted exactly once across the four runs.
+    assert_eq!(c.scanned, 1500, "{r}");
+    assert_eq!(c.written + c.too_short, 1500, "{r}");
+    assert_adds_up(&c);
+    assert_all_fingerprinted(&raw_sources(&client, &idx.name).await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_mid_run_then_restart_finishes_and_counts_every_document_once() {
+    sigkill_and_restart(&[]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_mid_run_then_restart_with_all() {
+    sigkill_and_restart(&["--all"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn documents_updated_or_deleted_during_the_run() {
+    let client = t::client().await;
+    let docs = articles(1500);
+    let idx = index_with(&client, "bf-change", &docs).await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(&idx.name, dir.path());
+    c.max_docs_per_sec = Some(400.0);
+    c.bulk_size = 50;
+    let job = Backfill::new(client.clone(), fp(), c);
+    let handle =
+        tokio::spawn(async move { job.run(&AtomicBool::new(false), Arc::new(|_| {})).await });
+    // Once the walk has started (its snapshot is taken), change documents it has not reached:
+    // it reads their old versions, so every one of these writes meets a changed document.
+    while batches_done(dir.path()) < 1 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let late = &docs[1200..];
+    let mut nd = String::new();
+    for (i, (id, d)) in late.iter().enumerate() {
+        match i % 3 {
+            0 => {
+                nd += &json!({"delete": {"_id": id}}).to_string();
+                nd.push('\n');
+            }
+            1 => {
+                // A partial update of the text, as an editor's fix.
+                nd += &json!({"update": {"_id": id}}).to_string();
+                nd.push('\n');
+                nd += &json!({"doc": {"content": docs[i].1["content"]}}).to_string();
+                nd.push('\n');
+            }
+            _ => {
+                // The article service saving the whole article again (no fingerprint fields).
+                nd += &json!({"index": {"_id": id}}).to_string();
+                nd.push('\n');
+                let mut new = d.clone();
+                new["title"] = json!(format!("更新 {}", d["title"].as_str().unwrap_or("")));
+                nd += &new.to_string();
+                nd.push('\n');
+            }
+        }
+    }
+    let r = neardup::es::request(
+        &client,
+        &RetryPolicy::none(),
+        "changes",
+        Method::Post,
+        &format!("/{}/_bulk", idx.name),
+        &[],
+        Some(&neardup::es::Body::NdJson(nd)),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r["errors"], false, "{r}");
+
+    let r = handle.await.unwrap().unwrap();
+    let c = &r.counts;
+    assert_adds_up(c);
+    assert_eq!(c.deleted, 100, "{r:?}");
+    assert_eq!(c.failed + c.bad, 0, "{r:?}");
+    assert!(
+        c.conflicts_retried >= 200,
+        "each changed document met a 409: {r:?}"
+    );
+    assert_eq!(c.written + c.too_short, 1400, "{r:?}");
+    let after = raw_sources(&client, &idx.name).await;
+    assert_eq!(after.len(), 1400);
+    assert_all_fingerprinted(&after);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_documents_are_counted_and_reported_never_fatal() {
+    let client = t::client().await;
+    let mut docs = articles(300);
+    let huge = docs[..40]
+        .iter()
+        .map(|(_, d)| d["content"].as_str().unwrap_or(""))
+        .collect::<Vec<_>>()
+        .join("\n")
+        .repeat(20);
+    assert!(huge.len() > 2_000_000, "{}", huge.len());
+    docs.extend([
+        ("no-text".to_string(), json!({"other": "x"})),
+        ("empty".to_string(), json!({"title": "", "content": ""})),
+        (
+            "number".to_string(),
+            json!({"title": "标题", "content": 12345}),
+        ),
+        (
+            "object".to_string(),
+            json!({"title": {"zh": "标题"}, "content": "正文"}),
+        ),
+        (
+            "huge".to_string(),
+            json!({"title": "长文", "content": huge}),
+        ),
+    ]);
+    let idx = index_with(&client, "bf-bad", &docs).await;
+    let dir = tempfile::tempdir().unwrap();
+    let child = spawn_backfill(&t::url(), &idx.name, dir.path(), &[]);
+    let (code, out) = finish(child);
+    assert_eq!(
+        code, 3,
+        "exit code 3 when documents were not written: {out}"
+    );
+    let stderr = out["stderr"].as_str().unwrap();
+    assert!(stderr.contains("bad text field"), "{stderr}");
+    let c = counts_of(&report(dir.path()));
+    assert_eq!(c.scanned, 305, "{c:?}");
+    assert_eq!(c.bad, 2, "{c:?}");
+    assert_adds_up(&c);
+    let failed = std::fs::read_to_string(dir.path().join("failed.jsonl")).unwrap();
+    let lines: Vec<Value> = failed
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let mut ids: Vec<&str> = lines.iter().map(|l| l["id"].as_str().unwrap()).collect();
+    ids.sort();
+    assert_eq!(ids, ["number", "object"]);
+    assert!(lines
+        .iter()
+        .all(|l| l["kind"] == "bad" && l["index"] == idx.name.as_str()));
+    for (id, reason) in [("no-text", "too_short"), ("empty", "too_short")] {
+        let (src, _) = t::get(&client, &idx.name, id).await;
+        assert_eq!(src["simHashReason"], reason, "{id}");
+    }
+    let (src, _) = t::get(&client, &idx.name, "huge").await;
+    assert!(
+        src["simHash"].is_i64(),
+        "the huge document is fingerprinted"
+    );
+
+    // Running again reports nothing new: the bad documents are not fingerprintable, and the
+    // finished job starts afresh (so they are reported again, and only they are read).
+    let child = spawn_backfill(&t::url(), &idx.name, dir.path(), &[]);
+    let (code, _) = finish(child);
+    assert_eq!(code, 3);
+    let c = counts_of(&report(dir.path()));
+    assert_eq!((c.scanned, c.bad), (2, 2), "{c:?}");
+}
+
+/// A node of the test's own on `port`, stopped when dropped (also when the test fails).
+struct OwnNode {
+    port: u16,
+}
+
+impl OwnNode {
+    fn script(name: &str, port: u16) {
+        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+        let status = Command::new(root.join("scripts").join(name))
+            .env("ES_PORT", port.to_string())
+            .env("ES_HEAP", "512m")
+            .stdout(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success(), "scripts/{name} on port {port} failed");
+    }
+
+    fn start(port: u16) -> OwnNode {
+        Self::script("es-up", port);
+        OwnNode { port }
+    }
+}
+
+impl Drop for OwnNode {
+    fn drop(&mut self) {
+        Self::script("es-down", self.port);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restart_of_the_elasticsearch_node_mid_run() {
+    // Its own node: the shared test node must not restart under the other tests.
+    let port: u16 = std::env::var("NEARDUP_TEST_ES_RESTART_PORT")
+        .ok()
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(9290);
+    let node = OwnNode::start(port);
+    let es = format!("http://127.0.0.1:{port}");
+    let client = neardup::es::EsConfig::new(&es).unwrap().client().unwrap();
+    let docs = articles(1500);
+    let name = format!("neardup-test-bf-restart-{}", std::process::id());
+    t::call(
+        &client,
+        Method::Put,
+        &format!("/{name}"),
+        Some(json!({"settings": {"number_of_shards": 3, "number_of_replicas": 0}})),
+    )
+    .await;
+    init_index(
+        &client,
+        &RetryPolicy::none(),
+        &name,
+        &FieldNames::default(),
+        BlockType::Short,
+    )
+    .await
+    .unwrap();
+    for chunk in docs.chunks(500) {
+        t::load(&client, &name, chunk).await;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = spawn_backfill(
+        &es,
+        &name,
+        dir.path(),
+        &["--bulk-size", "50", "--max-docs-per-sec", "300"],
+    );
+    wait_for_batches(dir.path(), &mut child, 3);
+    OwnNode::script("es-down", port);
+    OwnNode::script("es-up", port);
+    let (code, out) = finish(child);
+    assert_eq!(code, 0, "{out}");
+    let c = counts_of(&report(dir.path()));
+    assert_eq!(c.scanned, 1500, "{c:?}");
+    assert_adds_up(&c);
+    let r = t::call(
+        &client,
+        Method::Post,
+        &format!("/{name}/_count"),
+        Some(
+            json!({"query": {"bool": {"must_not": {"term": {"simHashVersion": fp().version()}}}}}),
+        ),
+    )
+    .await;
+    assert_eq!(r["count"], 0, "every document has its fingerprint");
+    let _ = neardup::es::send(&client, Method::Delete, &format!("/{name}"), &[], None).await;
+    drop(node);
+}
