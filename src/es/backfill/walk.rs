@@ -234,7 +234,6 @@ impl Walker {
             "query": self.spec.query,
             "_source": self.spec.fields,
             "seq_no_primary_term": true,
-            "track_total_hits": false,
         })
     }
 
@@ -245,6 +244,8 @@ impl Walker {
             "keep_alive": keep_alive(self.spec.keep_alive),
         });
         body["sort"] = json!([{ "_shard_doc": "asc" }]);
+        // Counting is wasted work on every page (a scroll refuses to turn it off).
+        body["track_total_hits"] = json!(false);
         if let Some(after) = &self.search_after {
             body["search_after"] = after.clone();
         }
