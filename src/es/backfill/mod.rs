@@ -540,8 +540,8 @@ impl IndexRun {
             &format!("index `{}`: read changed documents again", self.index),
             Method::Post,
             &format!("/{}/_mget", path_segment(&self.index)),
-            &[],
-            Some(&Body::Json(json!({ "ids": ids, "_source": self.fields }))),
+            &[("_source_includes", &self.fields.join(","))],
+            Some(&Body::Json(json!({ "ids": ids }))),
         )
         .await?;
         let mut found = Vec::new();
