@@ -625,6 +625,8 @@ async fn restart_of_the_elasticsearch_node_mid_run() {
     OwnNode::script("es-up", port);
     let (code, out) = finish(child);
     assert_eq!(code, 0, "{out}");
+    let stderr = out["stderr"].as_str().unwrap();
+    assert!(stderr.contains("retrying"), "the job rode out the outage: {stderr}");
     let c = counts_of(&report(dir.path()));
     assert_eq!(c.scanned, 1500, "{c:?}");
     assert_adds_up(&c);
