@@ -318,10 +318,33 @@ fn batches_done(dir: &Path) -> usize {
         .count()
 }
 
+/// Whether the state file shows a batch sent but not finished.
+fn batch_in_flight(dir: &Path) -> bool {
+    let text = std::fs::read_to_string(dir.join("state.jsonl")).unwrap_or_default();
+    let mut open = std::collections::HashSet::new();
+    for line in text.lines() {
+        let Ok(v) = serde_json::from_str::<Value>(line) else {
+            continue;
+        };
+        match v["t"].as_str() {
+            Some("batch") => open.insert(v["b"].as_u64()),
+            Some("done") => open.remove(&v["b"].as_u64()),
+            _ => false,
+        };
+    }
+    !open.is_empty()
+}
+
 /// Waits (polling, no deadline) until the state file shows `n` more finished batches.
 fn wait_for_batches(dir: &Path, child: &mut Child, n: usize) {
+    wait_until(dir, child, n, false)
+}
+
+/// Waits until `n` more batches have finished and, with `in_flight`, another one is in
+/// flight, so that a kill then leaves a batch for the restart to look up.
+fn wait_until(dir: &Path, child: &mut Child, n: usize, in_flight: bool) {
     let start = batches_done(dir);
-    while batches_done(dir) < start + n {
+    while batches_done(dir) < start + n || (in_flight && !batch_in_flight(dir)) {
         if let Some(status) = child.try_wait().unwrap() {
             let mut err = String::new();
             std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
@@ -365,8 +388,8 @@ async fn sigkill_and_restart(mode: &[&str]) {
     args.extend_from_slice(mode);
     for after in [3, 5, 4] {
         let mut child = spawn_backfill(&es, &idx.name, dir.path(), &args);
-        wait_for_batches(dir.path(), &mut child, after);
-        child.kill().unwrap(); // SIGKILL
+        wait_until(dir.path(), &mut child, after, true);
+        child.kill().unwrap(); // SIGKILL, with a batch in flight
         child.wait().unwrap();
     }
     let child = spawn_backfill(&es, &idx.name, dir.path(), &args);

@@ -945,10 +945,8 @@ impl Backfill {
                 &format!("index `{index}`: look up the batches left in flight"),
                 Method::Post,
                 &format!("/{}/_mget", path_segment(index)),
-                &[],
-                Some(&Body::Json(
-                    json!({ "ids": chunk, "_source": [&self.config.names.reason] }),
-                )),
+                &[("_source_includes", self.config.names.reason.as_str())],
+                Some(&Body::Json(json!({ "ids": chunk }))),
             )
             .await?;
             let mut pending = HashSet::new();
