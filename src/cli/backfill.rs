@@ -2,7 +2,7 @@
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -166,7 +166,11 @@ pub fn run(args: Args) -> CmdResult {
 
     es_args::runtime()?.block_on(async move {
         let stop = Arc::new(AtomicBool::new(false));
-        tokio::spawn(watch_signals(Arc::clone(&stop)));
+        tokio::spawn(es_args::watch_signals(
+            Arc::clone(&stop),
+            "run the same command again to continue",
+            || eprintln!("signal received: finishing the batches in flight, then stopping"),
+        ));
         let report = job.run(&stop, progress).await;
         if let Some(pb) = &bar {
             pb.finish_and_clear();
@@ -236,33 +240,4 @@ fn render(r: &BackfillReport) -> String {
         s += "\nwarning: the counts do not add up (a bug: please report it)";
     }
     s
-}
-
-/// SIGINT or SIGTERM: finish the batches in flight, then stop (the state file lets the same
-/// command continue). A second signal exits at once; that is safe too.
-async fn watch_signals(stop: Arc<AtomicBool>) {
-    #[cfg(unix)]
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
-    loop {
-        #[cfg(unix)]
-        let terminated = async {
-            match term.as_mut() {
-                Some(t) => {
-                    t.recv().await;
-                }
-                None => std::future::pending().await,
-            }
-        };
-        #[cfg(not(unix))]
-        let terminated = std::future::pending::<()>();
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = terminated => {}
-        }
-        if stop.swap(true, Ordering::SeqCst) {
-            eprintln!("second signal: exiting now; run the same command again to continue");
-            std::process::exit(130);
-        }
-        eprintln!("signal received: finishing the batches in flight, then stopping");
-    }
 }

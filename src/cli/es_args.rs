@@ -176,6 +176,43 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     Duration::try_from_secs_f64(secs).map_err(|e| format!("`{s}`: {e}"))
 }
 
+/// Waits for SIGINT or SIGTERM. The first sets `stop` and calls `first`, so a long-running
+/// command finishes the work in flight; a second exits at once with code 130, printing `hint`.
+pub async fn watch_signals(
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    hint: &'static str,
+    mut first: impl FnMut(),
+) {
+    #[cfg(unix)]
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+    loop {
+        #[cfg(unix)]
+        let terminated = async {
+            match term.as_mut() {
+                Some(t) => {
+                    t.recv().await;
+                }
+                None => std::future::pending().await,
+            }
+        };
+        #[cfg(not(unix))]
+        let terminated = std::future::pending::<()>();
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = terminated => {}
+        }
+        if stop.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            if hint.is_empty() {
+                eprintln!("second signal: exiting now");
+            } else {
+                eprintln!("second signal: exiting now; {hint}");
+            }
+            std::process::exit(130);
+        }
+        first();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -94,7 +94,11 @@ pub fn run(args: Args) -> CmdResult {
 
         let stop = Arc::new(AtomicBool::new(false));
         let wake = Arc::new(Notify::new());
-        tokio::spawn(watch_signals(Arc::clone(&stop), Arc::clone(&wake)));
+        let woken = Arc::clone(&wake);
+        tokio::spawn(es_args::watch_signals(Arc::clone(&stop), "", move || {
+            tracing::info!("signal received: finishing the batch in flight, then stopping");
+            woken.notify_one();
+        }));
 
         let mut pass_no = 0u64;
         let mut failed_items = 0usize;
@@ -153,33 +157,4 @@ fn log_pass(n: u64, r: &PassReport) {
         secs = format!("{:.2}", r.elapsed.as_secs_f64()),
         "pass done"
     );
-}
-
-/// SIGINT or SIGTERM: finish the batch in flight, then stop. A second signal exits at once.
-async fn watch_signals(stop: Arc<AtomicBool>, wake: Arc<Notify>) {
-    #[cfg(unix)]
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
-    loop {
-        #[cfg(unix)]
-        let terminated = async {
-            match term.as_mut() {
-                Some(t) => {
-                    t.recv().await;
-                }
-                None => std::future::pending().await,
-            }
-        };
-        #[cfg(not(unix))]
-        let terminated = std::future::pending::<()>();
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = terminated => {}
-        }
-        if stop.swap(true, Ordering::SeqCst) {
-            eprintln!("second signal: exiting now");
-            std::process::exit(130);
-        }
-        tracing::info!("signal received: finishing the batch in flight, then stopping");
-        wake.notify_one();
-    }
 }
