@@ -11,7 +11,7 @@ use neardup::{Outcome, SimHash};
 use serde::Serialize;
 use serde_json::Value;
 
-use super::common::{self, CmdResult, InputArgs, RunArgs, Status};
+use super::common::{self, CmdResult, InputArgs, RunArgs};
 use super::store_args::{self, StoreArgs, StoreProfileArgs};
 
 #[derive(clap::Args, Debug)]
@@ -170,11 +170,7 @@ pub fn run(args: Args) -> CmdResult {
                     }
                 }
                 Item::Bad(e) => {
-                    if let Some(pb) = &pb {
-                        pb.suspend(|| eprintln!("error: {e}"));
-                    } else {
-                        eprintln!("error: {e}");
-                    }
+                    common::report_bad_line(&pb, &e);
                     if strict {
                         batch.flush(&store)?;
                         common::flush(&mut batch.out)?;
@@ -210,12 +206,5 @@ pub fn run(args: Args) -> CmdResult {
             started.elapsed().as_secs_f64()
         );
     }
-    if counts.bad_lines > 0 {
-        eprintln!(
-            "{} input line(s) rejected; see the errors above (exit code 3)",
-            counts.bad_lines
-        );
-        return Ok(Status::BadInput);
-    }
-    Ok(Status::Done)
+    Ok(common::status(&counts))
 }

@@ -165,6 +165,27 @@ pub fn tick(pb: &Option<ProgressBar>, source_pos: &std::sync::atomic::AtomicU64,
     }
 }
 
+/// Prints a rejected input line's error on stderr, above the progress bar if there is one.
+pub fn report_bad_line(pb: &Option<ProgressBar>, e: &neardup::input::InputError) {
+    match pb {
+        Some(pb) => pb.suspend(|| eprintln!("error: {e}")),
+        None => eprintln!("error: {e}"),
+    }
+}
+
+/// How a run over JSON Lines input ends: exit code 3 (after a closing line on stderr) when
+/// lines were rejected, so scripts notice even though the good lines were processed.
+pub fn status(c: &Counts) -> Status {
+    if c.bad_lines > 0 {
+        eprintln!(
+            "{} input line(s) rejected; see the errors above (exit code 3)",
+            c.bad_lines
+        );
+        return Status::BadInput;
+    }
+    Status::Done
+}
+
 /// The end-of-run line on stderr.
 pub fn summary(verb: &str, c: &Counts, started: Instant) -> String {
     let secs = started.elapsed().as_secs_f64().max(1e-9);

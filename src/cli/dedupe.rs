@@ -11,7 +11,7 @@ use neardup::SimHash;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::common::{self, CmdResult, InputArgs, ProfileArgs, RunArgs, Status};
+use super::common::{self, CmdResult, InputArgs, ProfileArgs, RunArgs};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -70,11 +70,7 @@ pub fn run(args: Args) -> CmdResult {
                     }
                 }
                 Item::Bad(e) => {
-                    if let Some(pb) = &pb {
-                        pb.suspend(|| eprintln!("error: {e}"));
-                    } else {
-                        eprintln!("error: {e}");
-                    }
+                    common::report_bad_line(&pb, &e);
                     if strict {
                         anyhow::bail!("stopped at the first bad line (--strict)");
                     }
@@ -147,12 +143,5 @@ pub fn run(args: Args) -> CmdResult {
             );
         }
     }
-    if counts.bad_lines > 0 {
-        eprintln!(
-            "{} input line(s) rejected; see the errors above (exit code 3)",
-            counts.bad_lines
-        );
-        return Ok(Status::BadInput);
-    }
-    Ok(Status::Done)
+    Ok(common::status(&counts))
 }

@@ -9,7 +9,7 @@ use neardup::pipeline::{self, Item, PipelineOptions};
 use serde::Serialize;
 use serde_json::Value;
 
-use super::common::{self, CmdResult, InputArgs, ProfileArgs, RunArgs, Status};
+use super::common::{self, CmdResult, InputArgs, ProfileArgs, RunArgs};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -82,11 +82,7 @@ pub fn run(args: Args) -> CmdResult {
                     out.write_all(b"\n").context("writing output")?;
                 }
                 Item::Bad(e) => {
-                    if let Some(pb) = &pb {
-                        pb.suspend(|| eprintln!("error: {e}"));
-                    } else {
-                        eprintln!("error: {e}");
-                    }
+                    common::report_bad_line(&pb, &e);
                     if strict {
                         common::flush(&mut out)?;
                         anyhow::bail!("stopped at the first bad line (--strict)");
@@ -104,12 +100,5 @@ pub fn run(args: Args) -> CmdResult {
     if !args.run.quiet {
         eprintln!("{}", common::summary("fingerprint", &counts, started));
     }
-    if counts.bad_lines > 0 {
-        eprintln!(
-            "{} input line(s) rejected; see the errors above (exit code 3)",
-            counts.bad_lines
-        );
-        return Ok(Status::BadInput);
-    }
-    Ok(Status::Done)
+    Ok(common::status(&counts))
 }

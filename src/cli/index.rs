@@ -7,7 +7,7 @@ use neardup::pipeline::{self, Item, PipelineOptions};
 use neardup::store::{Op, Store, WriteCounts};
 use neardup::SimHash;
 
-use super::common::{self, CmdResult, InputArgs, RunArgs, Status};
+use super::common::{self, CmdResult, InputArgs, RunArgs};
 use super::store_args::{self, StoreArgs, StoreProfileArgs};
 
 #[derive(clap::Args, Debug)]
@@ -109,11 +109,7 @@ pub fn run(args: Args) -> CmdResult {
                     }
                 }
                 Item::Bad(e) => {
-                    if let Some(pb) = &pb {
-                        pb.suspend(|| eprintln!("error: {e}"));
-                    } else {
-                        eprintln!("error: {e}");
-                    }
+                    common::report_bad_line(&pb, &e);
                     if strict {
                         pending.commit(&store, args.verbose)?;
                         anyhow::bail!(
@@ -155,12 +151,5 @@ pub fn run(args: Args) -> CmdResult {
             eprintln!("warning: {warning}");
         }
     }
-    if counts.bad_lines > 0 {
-        eprintln!(
-            "{} input line(s) rejected; see the errors above (exit code 3)",
-            counts.bad_lines
-        );
-        return Ok(Status::BadInput);
-    }
-    Ok(Status::Done)
+    Ok(common::status(&counts))
 }
