@@ -9,6 +9,9 @@ pub enum Error {
     )]
     UnknownProfile(String),
 
+    #[error("unknown method `{0}`: use minhash or simhash")]
+    UnknownMethod(String),
+
     #[error("distance k = {k} is not supported: at most {max} (k + 1 blocks of at least 8 bits)")]
     UnsupportedDistance { k: u32, max: u32 },
 

@@ -32,6 +32,8 @@ pub mod eval;
 pub mod fingerprint;
 pub mod hashing;
 pub mod input;
+pub mod method;
+pub mod minhash;
 pub mod pipeline;
 pub mod simhash;
 pub mod store;
@@ -39,9 +41,11 @@ pub mod text;
 
 pub use error::{Error, Result};
 pub use fingerprint::{
-    Features, Fingerprint, FingerprintConfig, Fingerprinter, Outcome, Profile, Scheme, Thresholds,
-    TooShort, Weight,
+    Features, Fingerprint, FingerprintConfig, Fingerprinter, Methods, MinHashFingerprint,
+    MinHashOutcome, Outcome, Profile, Scheme, Sketches, Thresholds, TooShort, Weight,
 };
+pub use method::{Method, Score, Sketch, Tolerance};
+pub use minhash::{MinHashParams, MinHasher, Signature};
 pub use simhash::allpairs::AllPairs;
 pub use simhash::{hamming, BlockLayout, SimHash};
 pub use store::Store;

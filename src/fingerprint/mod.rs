@@ -13,6 +13,8 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use crate::method::Method;
+use crate::minhash::{MinHashParams, MinHasher, Signature};
 use crate::simhash::SimHash;
 use crate::text::{self, segment, Segmenter};
 
@@ -138,8 +140,11 @@ pub struct FingerprintConfig {
     pub profile: Profile,
     /// jieba's HMM for out-of-dictionary words (on by default).
     pub hmm: bool,
-    /// Too-short rules of the `default` profile; `seed000` has fixed rules.
+    /// Too-short rules of the SimHash schemes (`seed000` has fixed rules); MinHash uses
+    /// `min_words`.
     pub thresholds: Thresholds,
+    /// Parameters of the MinHash method.
+    pub minhash: MinHashParams,
 }
 
 impl Default for FingerprintConfig {
@@ -148,6 +153,7 @@ impl Default for FingerprintConfig {
             profile: Profile::Default,
             hmm: true,
             thresholds: Thresholds::default(),
+            minhash: MinHashParams::DEFAULT,
         }
     }
 }
@@ -216,6 +222,57 @@ pub struct Fingerprint {
 /// The result of fingerprinting one text.
 pub type Outcome = Result<Fingerprint, TooShort>;
 
+/// A MinHash signature with the version of the pipeline that made it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MinHashFingerprint {
+    pub signature: Signature,
+    /// See [`Fingerprinter::minhash_version`].
+    pub version: Arc<str>,
+}
+
+/// The result of MinHashing one text.
+pub type MinHashOutcome = Result<MinHashFingerprint, TooShort>;
+
+/// Which methods one pass over a text computes.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Methods {
+    pub simhash: bool,
+    pub minhash: bool,
+}
+
+impl Methods {
+    pub const BOTH: Methods = Methods {
+        simhash: true,
+        minhash: true,
+    };
+
+    /// Only `method`.
+    pub fn only(method: Method) -> Methods {
+        Methods {
+            simhash: method == Method::SimHash,
+            minhash: method == Method::MinHash,
+        }
+    }
+}
+
+/// What one pass over a text made, for the [`Methods`] asked for (`None` for the others).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Sketches {
+    pub simhash: Option<Outcome>,
+    pub minhash: Option<MinHashOutcome>,
+}
+
+impl Sketches {
+    /// Whether a method that was asked for found the text too short. Either method's
+    /// reason is returned (SimHash's first).
+    pub fn too_short(&self) -> Option<&TooShort> {
+        self.simhash
+            .as_ref()
+            .and_then(|o| o.as_ref().err())
+            .or_else(|| self.minhash.as_ref().and_then(|o| o.as_ref().err()))
+    }
+}
+
 /// Builds fingerprints. Cheap to clone and share across threads: the dictionary, IDF table and
 /// stop words are loaded once per process.
 #[derive(Clone)]
@@ -226,6 +283,9 @@ pub struct Fingerprinter {
     segmenter: Segmenter,
     version: Arc<str>,
     version_pretokenized: Arc<str>,
+    minhasher: MinHasher,
+    minhash_version: Arc<str>,
+    minhash_version_pretokenized: Arc<str>,
 }
 
 impl fmt::Debug for Fingerprinter {
@@ -272,10 +332,24 @@ impl Fingerprinter {
             ),
             None => name.to_owned(),
         };
+        let words_id = format!(
+            "html-1,nfkc,lower,{}{},{}",
+            segment::SEGMENTER_ID,
+            if config.hmm { "+hmm" } else { "" },
+            segment::STOP_WORDS_ID
+        );
+        let minhash_id = format!(
+            "{MINHASH_VERSION_NAME};{};hash=xxh3-64-s{}",
+            config.minhash,
+            crate::hashing::WORD_HASH_SEED
+        );
         Fingerprinter {
             segmenter: Segmenter::new(config.hmm),
             version: format!("{scheme_id};text={text_id}").into(),
             version_pretokenized: format!("{scheme_id};text=pretokenized").into(),
+            minhasher: MinHasher::new(config.minhash),
+            minhash_version: format!("{minhash_id};text={words_id}").into(),
+            minhash_version_pretokenized: format!("{minhash_id};text=pretokenized").into(),
             config: Arc::new(config),
             scheme,
         }
@@ -299,8 +373,97 @@ impl Fingerprinter {
         &self.version_pretokenized
     }
 
+    /// The version of MinHash signatures: the method's rules and parameters (shingles,
+    /// minima, bands, hash) and the text pipeline. Signatures under another version are not
+    /// comparable.
+    pub fn minhash_version(&self) -> &str {
+        &self.minhash_version
+    }
+
+    /// The MinHash version for pre-tokenized input.
+    pub fn minhash_version_pretokenized(&self) -> &str {
+        &self.minhash_version_pretokenized
+    }
+
+    /// The version of `method`'s output, from text or (`pre_tokenized`) from words.
+    pub fn version_of(&self, method: Method, pre_tokenized: bool) -> &str {
+        match (method, pre_tokenized) {
+            (Method::SimHash, false) => &self.version,
+            (Method::SimHash, true) => &self.version_pretokenized,
+            (Method::MinHash, false) => &self.minhash_version,
+            (Method::MinHash, true) => &self.minhash_version_pretokenized,
+        }
+    }
+
+    /// The MinHash signature maker.
+    pub fn minhasher(&self) -> &MinHasher {
+        &self.minhasher
+    }
+
     pub fn config(&self) -> &FingerprintConfig {
         &self.config
+    }
+
+    /// The chosen methods' sketches of several fields of one article, in one pass over the
+    /// text (segmentation is shared). HTML is reduced to its visible text first.
+    pub fn sketch_fields<S: AsRef<str>>(&self, methods: Methods, fields: &[S]) -> Sketches {
+        let mut acc = methods.simhash.then(|| self.accumulator());
+        let mut mh = methods.minhash.then(|| MinHashAcc::new(self));
+        for field in fields {
+            let plain = text::plain_text(field.as_ref());
+            let chars_only = matches!(&acc, Some(Accumulator::Terms(t)) if !t.scheme().segments());
+            if chars_only {
+                if let Some(Accumulator::Terms(t)) = &mut acc {
+                    t.add_chars(&text::normalise(&plain));
+                }
+            }
+            if mh.is_some() || (acc.is_some() && !chars_only) {
+                self.segmenter.for_each_word(&plain, |w, h| {
+                    if let (Some(a), false) = (&mut acc, chars_only) {
+                        a.add(w, h);
+                    }
+                    if let Some(m) = &mut mh {
+                        m.add(h);
+                    }
+                });
+            }
+            if let Some(a) = &mut acc {
+                a.end_field();
+            }
+            if let Some(m) = &mut mh {
+                m.builder.end_field();
+            }
+        }
+        Sketches {
+            simhash: acc.map(|a| self.finish(a, &self.version)),
+            minhash: mh.map(|m| m.finish(&self.minhash_version)),
+        }
+    }
+
+    /// [`Fingerprinter::sketch_fields`] for words segmented and filtered elsewhere.
+    pub fn sketch_tokens<S: AsRef<str>>(&self, methods: Methods, tokens: &[S]) -> Sketches {
+        let mut mh = methods.minhash.then(|| MinHashAcc::new(self));
+        if let Some(m) = &mut mh {
+            for t in tokens {
+                m.add(crate::hashing::word_hash(t.as_ref()));
+            }
+        }
+        Sketches {
+            simhash: methods.simhash.then(|| self.fingerprint_tokens(tokens)),
+            minhash: mh.map(|m| m.finish(&self.minhash_version_pretokenized)),
+        }
+    }
+
+    /// The MinHash signature of one text (see [`Fingerprinter::sketch_fields`]).
+    pub fn minhash(&self, text: &str) -> MinHashOutcome {
+        self.minhash_fields(&[text])
+    }
+
+    /// The MinHash signature of several fields of one article.
+    pub fn minhash_fields<S: AsRef<str>>(&self, fields: &[S]) -> MinHashOutcome {
+        self.sketch_fields(Methods::only(Method::MinHash), fields)
+            .minhash
+            .expect("asked for")
     }
 
     /// Fingerprint of one text; HTML is reduced to its visible text first.
@@ -311,18 +474,9 @@ impl Fingerprinter {
     /// Fingerprint of several fields of one article (e.g. title and body) taken as one text,
     /// each field starting on a new line.
     pub fn fingerprint_fields<S: AsRef<str>>(&self, fields: &[S]) -> Outcome {
-        let mut acc = self.accumulator();
-        for field in fields {
-            let plain = text::plain_text(field.as_ref());
-            match &mut acc {
-                Accumulator::Terms(t) if !t.scheme().segments() => {
-                    t.add_chars(&text::normalise(&plain));
-                }
-                _ => self.segmenter.for_each_word(&plain, |w, h| acc.add(w, h)),
-            }
-            acc.end_field();
-        }
-        self.finish(acc, &self.version)
+        self.sketch_fields(Methods::only(Method::SimHash), fields)
+            .simhash
+            .expect("asked for")
     }
 
     /// Fingerprint of words that were segmented and filtered elsewhere; no text processing
@@ -363,6 +517,57 @@ impl Fingerprinter {
         };
         Ok(Fingerprint {
             simhash,
+            version: Arc::clone(version),
+        })
+    }
+}
+
+/// The version prefix of MinHash signatures; bumped whenever the values of the same
+/// parameters change.
+const MINHASH_VERSION_NAME: &str = "minhash-1";
+
+/// Running MinHash state of one text, with the too-short rule: fewer than `min_words`
+/// distinct words get no signature (a handful of words has too few shingles to estimate a
+/// similarity from).
+struct MinHashAcc<'a> {
+    builder: crate::minhash::SignatureBuilder<'a>,
+    min_words: usize,
+    distinct: std::collections::HashSet<u64, crate::hashing::BuildIdentity>,
+}
+
+impl<'a> MinHashAcc<'a> {
+    fn new(fp: &'a Fingerprinter) -> Self {
+        MinHashAcc {
+            builder: fp.minhasher.builder(),
+            min_words: fp.config.thresholds.min_words,
+            distinct: Default::default(),
+        }
+    }
+
+    #[inline]
+    fn add(&mut self, h: u64) {
+        if self.distinct.len() < self.min_words {
+            self.distinct.insert(h);
+        }
+        self.builder.add_word(h);
+    }
+
+    fn finish(self, version: &Arc<str>) -> MinHashOutcome {
+        let words = self.distinct.len();
+        if words == 0 {
+            return Err(TooShort::NoWords);
+        }
+        if words < self.min_words {
+            return Err(TooShort::FewWords {
+                words,
+                min: self.min_words,
+            });
+        }
+        Ok(MinHashFingerprint {
+            signature: self
+                .builder
+                .finish()
+                .expect("a text with words has shingles"),
             version: Arc::clone(version),
         })
     }

@@ -1,0 +1,508 @@
+//! MinHash signatures of word-shingle sets: estimated Jaccard similarity and LSH bands.
+//!
+//! An article becomes the set of its **shingles**: runs of `shingle` adjacent kept words (the
+//! same segmentation and stop-word filter as SimHash), taken within each field. Each shingle
+//! is hashed once to 64 bits (xxh3 of its word hashes). A **signature** of `hashes` 32-bit
+//! minima summarises the set; the share of positions where two signatures agree estimates
+//! the sets' Jaccard similarity |A ∩ B| / |A ∪ B|.
+//!
+//! Two ways to make the minima are implemented; the signature's [`Scheme`] is part of the
+//! version, and `docs/evaluation.md` has the measurements that chose the default:
+//! - [`Scheme::Oph`]: one-permutation hashing with optimal densification (Shrivastava, ICML
+//!   2017). The shingle hash picks one of `hashes` bins by its high bits and competes for that
+//!   bin's minimum with its low bits; bins no shingle fell into borrow the value of a
+//!   non-empty bin chosen by a fixed probe sequence. Cost: one step per shingle, plus one per
+//!   bin.
+//! - [`Scheme::Permutations`]: `hashes` multiply-shift permutations of the shingle hash, the
+//!   textbook MinHash. Cost: `hashes` steps per shingle.
+//!
+//! **LSH.** A signature is cut into `bands` bands of `rows` values; each band is hashed to a
+//! 64-bit key. Two articles with Jaccard `s` share at least one band key with probability
+//! `1 − (1 − s^rows)^bands`, so an index of band keys finds near-duplicates by lookup; a
+//! candidate is then verified by its estimated Jaccard. [`MinHashParams::DEFAULT`] is tuned
+//! for the default threshold.
+//!
+//! Everything here is deterministic across platforms and releases: fixed seeds, explicit
+//! little-endian byte orders, integer arithmetic only. Signatures are stored in indices for
+//! years; `tests/stability.rs` pins them.
+
+use std::fmt;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use xxhash_rust::xxh3::{xxh3_64, xxh3_64_with_seed};
+
+/// Seed of the shingle hash. Part of the version.
+pub const SHINGLE_SEED: u64 = 0x6e65_6172_6475_7031; // "neardup1"
+
+/// How the minima are made. See the module docs.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Scheme {
+    /// One-permutation hashing with optimal densification.
+    Oph,
+    /// `hashes` independent multiply-shift permutations.
+    Permutations,
+}
+
+/// The parameters that fix a signature's values and its band keys.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct MinHashParams {
+    /// Words per shingle (1 = single words).
+    pub shingle: u8,
+    /// Minima per signature.
+    pub hashes: u16,
+    /// LSH bands; `bands × rows ≤ hashes`.
+    pub bands: u16,
+    /// Signature values per band.
+    pub rows: u16,
+    pub scheme: Scheme,
+}
+
+impl MinHashParams {
+    /// The default: word bigrams, 128 minima by one-permutation hashing, 32 bands of 4 rows
+    /// (see `docs/evaluation.md` for the measurements behind each choice).
+    pub const DEFAULT: MinHashParams = MinHashParams {
+        shingle: 2,
+        hashes: 128,
+        bands: 32,
+        rows: 4,
+        scheme: Scheme::Oph,
+    };
+
+    /// Checks the parameters: at least one hash, shingle and row, and bands that fit in the
+    /// signature (at most 255 bands, so a band number fits a byte).
+    pub fn validate(&self) -> Result<(), String> {
+        if self.shingle == 0 || self.hashes == 0 || self.rows == 0 || self.bands == 0 {
+            return Err("shingle, hashes, bands and rows must all be at least 1".into());
+        }
+        if self.bands > 255 {
+            return Err(format!("{} bands: at most 255", self.bands));
+        }
+        if u32::from(self.bands) * u32::from(self.rows) > u32::from(self.hashes) {
+            return Err(format!(
+                "{} bands × {} rows need {} values, but a signature has {}",
+                self.bands,
+                self.rows,
+                u32::from(self.bands) * u32::from(self.rows),
+                self.hashes
+            ));
+        }
+        Ok(())
+    }
+
+    /// Probability that two sets with Jaccard `s` share at least one band:
+    /// `1 − (1 − s^rows)^bands`.
+    pub fn candidate_probability(&self, s: f64) -> f64 {
+        1.0 - (1.0 - s.powi(i32::from(self.rows))).powi(i32::from(self.bands))
+    }
+}
+
+impl Default for MinHashParams {
+    fn default() -> Self {
+        MinHashParams::DEFAULT
+    }
+}
+
+/// The parameters' part of a version, e.g. `shingle=w2;n=128;sig=oph;bands=32x4`.
+impl fmt::Display for MinHashParams {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let scheme = match self.scheme {
+            Scheme::Oph => "oph",
+            Scheme::Permutations => "perm",
+        };
+        write!(
+            f,
+            "shingle=w{};n={};sig={scheme};bands={}x{}",
+            self.shingle, self.hashes, self.bands, self.rows
+        )
+    }
+}
+
+/// A MinHash signature: `hashes` 32-bit minima.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct Signature(Arc<[u32]>);
+
+impl fmt::Debug for Signature {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Signature[{}; {:08x}…]", self.0.len(), self.0[0])
+    }
+}
+
+impl Signature {
+    /// A signature from its values (e.g. read back from a store).
+    pub fn from_values(values: impl Into<Arc<[u32]>>) -> Signature {
+        Signature(values.into())
+    }
+
+    /// The minima.
+    pub fn values(&self) -> &[u32] {
+        &self.0
+    }
+
+    /// Number of minima.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether the signature has no value (never true for a signature made from text).
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Number of positions where the two signatures agree.
+    #[inline]
+    pub fn agreements(&self, other: &Signature) -> u32 {
+        self.0
+            .iter()
+            .zip(other.0.iter())
+            .map(|(a, b)| u32::from(a == b))
+            .sum()
+    }
+
+    /// Estimated Jaccard similarity: the share of agreeing positions. Signatures of
+    /// different lengths are not comparable and give 0.
+    pub fn similarity(&self, other: &Signature) -> f64 {
+        if self.0.len() != other.0.len() || self.0.is_empty() {
+            return 0.0;
+        }
+        f64::from(self.agreements(other)) / self.0.len() as f64
+    }
+
+    /// The signature as little-endian bytes (4 per value), the stored form.
+    pub fn to_le_bytes(&self) -> Vec<u8> {
+        self.0.iter().flat_map(|v| v.to_le_bytes()).collect()
+    }
+
+    /// Inverse of [`Signature::to_le_bytes`]; `None` if the length is not a multiple of 4.
+    pub fn from_le_bytes(bytes: &[u8]) -> Option<Signature> {
+        if bytes.len() % 4 != 0 {
+            return None;
+        }
+        Some(Signature(
+            bytes
+                .chunks_exact(4)
+                .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect(),
+        ))
+    }
+
+    /// The LSH band keys under `params`, band 0 first: xxh3 of the band number and its
+    /// `rows` values, little-endian.
+    pub fn band_keys(&self, params: &MinHashParams) -> Vec<u64> {
+        let rows = usize::from(params.rows);
+        let mut buf = Vec::with_capacity(2 + 4 * rows);
+        (0..usize::from(params.bands))
+            .map(|band| {
+                buf.clear();
+                buf.extend_from_slice(&(band as u16).to_le_bytes());
+                for v in &self.0[band * rows..(band + 1) * rows] {
+                    buf.extend_from_slice(&v.to_le_bytes());
+                }
+                xxh3_64(&buf)
+            })
+            .collect()
+    }
+}
+
+/// Makes signatures under one set of [`MinHashParams`]. Cheap to clone; `Send + Sync`.
+#[derive(Clone, Debug)]
+pub struct MinHasher {
+    params: MinHashParams,
+    /// Multiplier (odd) and offset of each permutation ([`Scheme::Permutations`] only).
+    perms: Arc<[(u64, u64)]>,
+    /// For each bin, the probe sequence used to fill it when empty ([`Scheme::Oph`]): fixed
+    /// per bin, so two documents with the same non-empty bins borrow from the same bins.
+    probes: Arc<[Vec<u16>]>,
+}
+
+/// Enough probes that an empty bin finds a non-empty one unless almost all are empty; past
+/// them, the bins are walked in order.
+const PROBES_PER_BIN: usize = 32;
+
+impl MinHasher {
+    /// A hasher for `params` (which must pass [`MinHashParams::validate`]).
+    pub fn new(params: MinHashParams) -> MinHasher {
+        let n = usize::from(params.hashes.max(1));
+        let mut rng = SplitMix64(0x9e37_79b9_7f4a_7c15);
+        let perms = match params.scheme {
+            Scheme::Permutations => (0..n).map(|_| (rng.next() | 1, rng.next())).collect(),
+            Scheme::Oph => Vec::new(),
+        }
+        .into();
+        let probes = match params.scheme {
+            Scheme::Oph => (0..n)
+                .map(|_| {
+                    (0..PROBES_PER_BIN)
+                        .map(|_| reduce(rng.next(), n) as u16)
+                        .collect()
+                })
+                .collect(),
+            Scheme::Permutations => Vec::new(),
+        }
+        .into();
+        MinHasher {
+            params,
+            perms,
+            probes,
+        }
+    }
+
+    pub fn params(&self) -> &MinHashParams {
+        &self.params
+    }
+
+    /// A fresh accumulator for one document.
+    pub fn builder(&self) -> SignatureBuilder<'_> {
+        SignatureBuilder {
+            hasher: self,
+            mins: vec![u64::MAX; usize::from(self.params.hashes)],
+            window: Vec::with_capacity(usize::from(self.params.shingle)),
+            field_words: 0,
+            shingles: 0,
+        }
+    }
+
+    /// The signature of word hashes ([`crate::hashing::word_hash`]) given field by field;
+    /// `None` when there is no word at all.
+    pub fn signature_of_hashes<F: AsRef<[u64]>>(&self, fields: &[F]) -> Option<Signature> {
+        let mut b = self.builder();
+        for f in fields {
+            for &h in f.as_ref() {
+                b.add_word(h);
+            }
+            b.end_field();
+        }
+        b.finish()
+    }
+
+    fn add_shingle(&self, mins: &mut [u64], x: u64) {
+        match self.params.scheme {
+            Scheme::Oph => {
+                let bin = reduce(x, mins.len());
+                let v = u64::from(x as u32);
+                if v < mins[bin] {
+                    mins[bin] = v;
+                }
+            }
+            Scheme::Permutations => {
+                for (m, &(a, b)) in mins.iter_mut().zip(self.perms.iter()) {
+                    let v = a.wrapping_mul(x).wrapping_add(b) >> 32;
+                    *m = (*m).min(v);
+                }
+            }
+        }
+    }
+
+    fn finish(&self, mins: &[u64]) -> Signature {
+        match self.params.scheme {
+            Scheme::Permutations => Signature(mins.iter().map(|&m| m as u32).collect()),
+            Scheme::Oph => {
+                let n = mins.len();
+                let filled = |i: usize| mins[i] != u64::MAX;
+                Signature(
+                    (0..n)
+                        .map(|bin| {
+                            if filled(bin) {
+                                return mins[bin] as u32;
+                            }
+                            let from = self.probes[bin]
+                                .iter()
+                                .map(|&p| usize::from(p))
+                                .find(|&p| filled(p))
+                                .or_else(|| (1..n).map(|d| (bin + d) % n).find(|&p| filled(p)))
+                                .expect("a document with a shingle has a non-empty bin");
+                            mins[from] as u32
+                        })
+                        .collect(),
+                )
+            }
+        }
+    }
+}
+
+/// Accumulates one document's shingles; see [`MinHasher::builder`].
+pub struct SignatureBuilder<'a> {
+    hasher: &'a MinHasher,
+    mins: Vec<u64>,
+    /// The last `shingle` word hashes of this field.
+    window: Vec<u64>,
+    /// Words seen in this field.
+    field_words: usize,
+    shingles: u64,
+}
+
+impl SignatureBuilder<'_> {
+    /// Adds the next kept word of the current field, by its word hash.
+    #[inline]
+    pub fn add_word(&mut self, h: u64) {
+        let n = usize::from(self.hasher.params.shingle);
+        if self.window.len() == n {
+            self.window.remove(0);
+        }
+        self.window.push(h);
+        self.field_words += 1;
+        if self.window.len() == n {
+            self.emit();
+        }
+    }
+
+    /// Ends a field: shingles do not cross fields. A field shorter than one shingle counts
+    /// as one shingle of all its words.
+    pub fn end_field(&mut self) {
+        if self.field_words > 0 && self.field_words < usize::from(self.hasher.params.shingle) {
+            self.emit();
+        }
+        self.window.clear();
+        self.field_words = 0;
+    }
+
+    fn emit(&mut self) {
+        let mut bytes = [0u8; 8 * 255];
+        let used = &mut bytes[..8 * self.window.len()];
+        for (chunk, h) in used.chunks_exact_mut(8).zip(&self.window) {
+            chunk.copy_from_slice(&h.to_le_bytes());
+        }
+        let x = xxh3_64_with_seed(used, SHINGLE_SEED);
+        self.hasher.add_shingle(&mut self.mins, x);
+        self.shingles += 1;
+    }
+
+    /// Shingles added so far (with repeats).
+    pub fn shingles(&self) -> u64 {
+        self.shingles
+    }
+
+    /// The signature, or `None` if no shingle was added. Ends the current field first.
+    pub fn finish(mut self) -> Option<Signature> {
+        self.end_field();
+        (self.shingles > 0).then(|| self.hasher.finish(&self.mins))
+    }
+}
+
+/// Maps a 64-bit hash to `0..n` by its high bits (Lemire's multiply-shift reduction).
+#[inline]
+fn reduce(x: u64, n: usize) -> usize {
+    ((u128::from(x) * n as u128) >> 64) as usize
+}
+
+/// splitmix64: fixed, portable parameters for the permutations and probe sequences.
+struct SplitMix64(u64);
+
+impl SplitMix64 {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(range: std::ops::Range<u64>) -> Vec<u64> {
+        range.map(|i| xxh3_64(&i.to_le_bytes())).collect()
+    }
+
+    fn both() -> [MinHashParams; 2] {
+        let oph = MinHashParams {
+            shingle: 1,
+            hashes: 256,
+            bands: 64,
+            rows: 4,
+            scheme: Scheme::Oph,
+        };
+        [
+            oph,
+            MinHashParams {
+                scheme: Scheme::Permutations,
+                ..oph
+            },
+        ]
+    }
+
+    #[test]
+    fn identical_sets_agree_everywhere_and_disjoint_ones_almost_nowhere() {
+        for p in both() {
+            let mh = MinHasher::new(p);
+            let a = mh.signature_of_hashes(&[words(0..300)]).unwrap();
+            let a2 = mh.signature_of_hashes(&[words(0..300)]).unwrap();
+            let b = mh.signature_of_hashes(&[words(1000..1300)]).unwrap();
+            assert_eq!(a.similarity(&a2), 1.0);
+            assert!(
+                a.similarity(&b) < 0.03,
+                "{:?}: {}",
+                p.scheme,
+                a.similarity(&b)
+            );
+        }
+    }
+
+    #[test]
+    fn estimate_is_close_to_jaccard() {
+        for p in both() {
+            let mh = MinHasher::new(p);
+            // 300 and 300 words sharing 200: Jaccard 200 / 400 = 0.5.
+            let a = mh.signature_of_hashes(&[words(0..300)]).unwrap();
+            let b = mh.signature_of_hashes(&[words(100..400)]).unwrap();
+            let j = a.similarity(&b);
+            assert!((j - 0.5).abs() < 0.1, "{:?}: {j}", p.scheme);
+        }
+    }
+
+    #[test]
+    fn short_documents_are_densified_consistently() {
+        let mh = MinHasher::new(MinHashParams::DEFAULT);
+        // Three bigrams for 128 bins: most bins borrow, and equal sets still agree fully.
+        let a = mh.signature_of_hashes(&[words(0..4)]).unwrap();
+        let b = mh.signature_of_hashes(&[words(0..4)]).unwrap();
+        assert_eq!(a, b);
+        assert_eq!(a.len(), 128);
+        let distinct: std::collections::HashSet<u32> = a.values().iter().copied().collect();
+        assert!(distinct.len() <= 3, "{distinct:?}");
+    }
+
+    #[test]
+    fn shingles_stay_within_fields_and_short_fields_count() {
+        let mh = MinHasher::new(MinHashParams::DEFAULT);
+        let mut b = mh.builder();
+        for h in words(0..3) {
+            b.add_word(h);
+        }
+        b.end_field();
+        b.add_word(7);
+        b.end_field();
+        // Two bigrams in the first field, one single-word shingle for the second.
+        assert_eq!(b.shingles(), 3);
+        assert!(mh.builder().finish().is_none());
+    }
+
+    #[test]
+    fn bytes_round_trip_and_band_keys_depend_on_band_and_values() {
+        let mh = MinHasher::new(MinHashParams::DEFAULT);
+        let s = mh.signature_of_hashes(&[words(0..50)]).unwrap();
+        assert_eq!(Signature::from_le_bytes(&s.to_le_bytes()).unwrap(), s);
+        assert!(Signature::from_le_bytes(&[1, 2, 3]).is_none());
+        let keys = s.band_keys(&MinHashParams::DEFAULT);
+        assert_eq!(keys.len(), 32);
+        let same = Signature::from_values(vec![5u32; 128]).band_keys(&MinHashParams::DEFAULT);
+        assert_ne!(same[0], same[1], "equal values in different bands differ");
+    }
+
+    #[test]
+    fn params_are_checked() {
+        assert!(MinHashParams::DEFAULT.validate().is_ok());
+        let too_many = MinHashParams {
+            bands: 40,
+            ..MinHashParams::DEFAULT
+        };
+        assert!(too_many.validate().unwrap_err().contains("need 160 values"));
+        assert_eq!(
+            MinHashParams::DEFAULT.to_string(),
+            "shingle=w2;n=128;sig=oph;bands=32x4"
+        );
+    }
+}
