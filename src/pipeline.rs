@@ -6,7 +6,7 @@
 
 use rayon::prelude::*;
 
-use crate::fingerprint::{Fingerprinter, Outcome};
+use crate::fingerprint::{Fingerprinter, Methods, Outcome, Sketches};
 use crate::input::{parse_line, Body, DocId, InputError, InputErrorKind, InputSpec, Lines, Source};
 
 /// One input line's result.
@@ -16,17 +16,20 @@ pub enum Item {
     Doc {
         line: u64,
         id: DocId,
-        outcome: Outcome,
+        /// The sketches of the methods in [`PipelineOptions::methods`].
+        sketches: Sketches,
     },
     /// A line that is not a valid document.
     Bad(InputError),
 }
 
-/// Batch limits; the defaults keep about 16 MB of input in flight.
+/// What to compute, and batch limits; the defaults keep about 16 MB of input in flight.
 #[derive(Clone, Debug)]
 pub struct PipelineOptions {
     pub batch_lines: usize,
     pub batch_bytes: usize,
+    /// The methods whose sketches each document gets.
+    pub methods: Methods,
 }
 
 impl Default for PipelineOptions {
@@ -34,6 +37,17 @@ impl Default for PipelineOptions {
         PipelineOptions {
             batch_lines: 2048,
             batch_bytes: 16 << 20,
+            methods: Methods::BOTH,
+        }
+    }
+}
+
+impl PipelineOptions {
+    /// The default limits, computing `methods`.
+    pub fn with_methods(methods: Methods) -> Self {
+        PipelineOptions {
+            methods,
+            ..PipelineOptions::default()
         }
     }
 }
@@ -53,11 +67,11 @@ impl Counts {
     /// Adds one item to the counts.
     pub fn count(&mut self, item: &Item) {
         match item {
-            Item::Doc { outcome, .. } => {
+            Item::Doc { sketches, .. } => {
                 self.documents += 1;
-                match outcome {
-                    Ok(_) => self.fingerprinted += 1,
-                    Err(_) => self.too_short += 1,
+                match sketches.too_short() {
+                    None => self.fingerprinted += 1,
+                    Some(_) => self.too_short += 1,
                 }
             }
             Item::Bad(_) => self.bad_lines += 1,
@@ -65,11 +79,19 @@ impl Counts {
     }
 }
 
-/// Fingerprints one parsed document.
+/// The SimHash fingerprint of one parsed document.
 pub fn fingerprint_body(fp: &Fingerprinter, body: &Body) -> Outcome {
     match body {
         Body::Fields(fields) => fp.fingerprint_fields(fields),
         Body::Tokens(tokens) => fp.fingerprint_tokens(tokens),
+    }
+}
+
+/// The sketches of one parsed document.
+pub fn sketch_body(fp: &Fingerprinter, methods: Methods, body: &Body) -> Sketches {
+    match body {
+        Body::Fields(fields) => fp.sketch_fields(methods, fields),
+        Body::Tokens(tokens) => fp.sketch_tokens(methods, tokens),
     }
 }
 
@@ -111,7 +133,7 @@ pub fn run<E>(
                 match parsed {
                     Ok(doc) => Item::Doc {
                         line,
-                        outcome: fingerprint_body(fp, &doc.body),
+                        sketches: sketch_body(fp, opts.methods, &doc.body),
                         id: doc.id,
                     },
                     Err(kind) => Item::Bad(InputError {

@@ -8,7 +8,7 @@ use neardup::input::{self, InputSpec, Lines};
 use neardup::pipeline::fingerprint_body;
 use neardup::simhash::allpairs::AllPairs;
 use neardup::store::{OpenOptions, Store, StoreConfig};
-use neardup::SimHash;
+use neardup::{Method, SimHash, Sketch, Tolerance};
 use rayon::prelude::*;
 
 use super::common::{CmdResult, ProfileArgs, Status};
@@ -219,14 +219,16 @@ pub fn similar(args: SimilarBench) -> CmdResult {
         .collect();
     // Warm the page cache and the B-tree nodes.
     for q in queries.iter().take(1000) {
-        snapshot.similar(*q, k, None)?;
+        snapshot.similar(&Sketch::SimHash(*q), Tolerance::Distance(k), None)?;
     }
     let mut lat = Vec::with_capacity(queries.len());
     let mut found = 0usize;
     for q in &queries {
         let t = Instant::now();
         let s = store.snapshot()?;
-        found += s.similar(*q, k, None)?.len();
+        found += s
+            .similar(&Sketch::SimHash(*q), Tolerance::Distance(k), None)?
+            .len();
         lat.push(t.elapsed().as_secs_f64() * 1e6);
     }
     lat.sort_by(f64::total_cmp);
@@ -253,9 +255,11 @@ pub fn similar(args: SimilarBench) -> CmdResult {
 
 fn build_random_store(dir: &std::path::Path, n: usize, seed: u64) -> anyhow::Result<Store> {
     let config = StoreConfig {
+        method: Method::SimHash,
         profile: "bench-random".into(),
         version: format!("random-u64;seed={seed}"),
         k: 3,
+        minhash: None,
     };
     let store = Store::create_or_open(dir, &config, &OpenOptions::default())?;
     let fps = random_fps(n, seed);

@@ -7,11 +7,11 @@ use std::time::Instant;
 use anyhow::Context;
 use neardup::pipeline::{self, Item, PipelineOptions};
 use neardup::store::{Match, Store};
-use neardup::{Outcome, SimHash};
+use neardup::{Methods, Sketch, Tolerance, TooShort};
 use serde::Serialize;
 use serde_json::Value;
 
-use super::common::{self, CmdResult, InputArgs, RunArgs};
+use super::common::{self, CmdResult, InputArgs, MethodArgs, RunArgs};
 use super::store_args::{self, StoreArgs, StoreProfileArgs};
 
 #[derive(clap::Args, Debug)]
@@ -22,10 +22,11 @@ pub struct Args {
     /// the store if missing).
     #[arg(long)]
     insert: bool,
-    /// Largest Hamming distance that counts as a near-duplicate (default: the store's k;
-    /// also the k of a store that --insert creates, if at most 7).
-    #[arg(short, value_name = "K")]
-    k: Option<u32>,
+    /// The store's method is used; a store that --insert creates takes --method (default
+    /// minhash). SimHash: -k defaults to the store's k, and is also the k of a store that
+    /// --insert creates, if at most 7.
+    #[command(flatten)]
+    method: MethodArgs,
     /// Articles per transaction.
     #[arg(long, default_value_t = 2048, value_name = "N")]
     batch: usize,
@@ -61,8 +62,8 @@ struct Tally {
 }
 
 struct Batch<W> {
-    docs: Vec<(Value, String, Outcome)>,
-    k: u32,
+    docs: Vec<(Value, String, Result<Sketch, TooShort>)>,
+    tolerance: Tolerance,
     insert: bool,
     out: W,
     tally: Tally,
@@ -70,12 +71,14 @@ struct Batch<W> {
 
 impl<W: Write> Batch<W> {
     fn flush(&mut self, store: &Store) -> anyhow::Result<()> {
-        let queries: Vec<(&str, SimHash)> = self
+        let queries: Vec<(&str, Sketch)> = self
             .docs
             .iter()
-            .filter_map(|(_, key, o)| o.as_ref().ok().map(|f| (key.as_str(), f.simhash)))
+            .filter_map(|(_, key, o)| o.as_ref().ok().map(|s| (key.as_str(), s.clone())))
             .collect();
-        let mut results = store.check(&queries, self.k, self.insert)?.into_iter();
+        let mut results = store
+            .check(&queries, self.tolerance, self.insert)?
+            .into_iter();
         for (id, _, outcome) in &self.docs {
             let line = match outcome {
                 Ok(_) => {
@@ -132,23 +135,23 @@ pub fn run(args: Args) -> CmdResult {
         let store_k = if Store::exists(&args.store.store) {
             None
         } else {
-            args.k.filter(|&k| k <= neardup::simhash::MAX_K)
+            args.method.k.filter(|&k| k <= neardup::simhash::MAX_K)
         };
-        store_args::open_for_writing(&args.store, &args.profile, store_k, pre)?
+        store_args::open_for_writing(&args.store, &args.profile, &args.method, store_k, pre)?
     } else {
-        let store = args.store.open()?;
-        let fp = args.profile.fingerprinter(Some(&store.config().profile))?;
-        store_args::ensure_comparable(&store, &fp, pre)?;
+        let (store, fp, _) =
+            store_args::open_for_query(&args.store, &args.profile, &args.method, pre)?;
         (store, fp)
     };
-    let k = args.k.unwrap_or(store.config().k);
+    let method = store.method();
+    let tolerance = args.method.tolerance(method, store.config().k)?;
     let spec = args.input.spec();
     let pb = common::progress_bar(&source, args.run.quiet);
     let position = Arc::clone(&source.position);
     let strict = args.input.strict;
     let mut batch = Batch {
         docs: Vec::with_capacity(args.batch),
-        k,
+        tolerance,
         insert: args.insert,
         out: common::stdout(),
         tally: Tally::default(),
@@ -158,13 +161,13 @@ pub fn run(args: Args) -> CmdResult {
         source,
         &spec,
         &fp,
-        &PipelineOptions::default(),
+        &PipelineOptions::with_methods(Methods::only(method)),
         |c| common::tick(&pb, &position, c),
         |item| -> anyhow::Result<()> {
             match item {
-                Item::Doc { id, outcome, .. } => {
+                Item::Doc { id, sketches, .. } => {
                     let key = id.key();
-                    batch.docs.push((id.0, key, outcome));
+                    batch.docs.push((id.0, key, sketches.into_sketch(method)));
                     if batch.docs.len() >= args.batch {
                         batch.flush(&store)?;
                     }
@@ -195,7 +198,7 @@ pub fn run(args: Args) -> CmdResult {
             String::new()
         };
         eprintln!(
-            "check: {} documents, {} near-duplicates (within {k}), {} not{inserted}, {} too short, {} bad lines; store {} holds {} documents; {:.2} s",
+            "check: {} documents, {} near-duplicates ({tolerance}), {} not{inserted}, {} too short, {} bad lines; store {} holds {} documents; {:.2} s",
             counts.documents,
             t.duplicates,
             t.unique,

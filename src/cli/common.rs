@@ -8,7 +8,9 @@ use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use neardup::input::{InputSpec, Source};
 use neardup::pipeline::Counts;
-use neardup::{FingerprintConfig, Fingerprinter, Profile, Thresholds};
+use neardup::{
+    FingerprintConfig, Fingerprinter, Method, MinHashParams, Profile, Thresholds, Tolerance,
+};
 
 /// Process exit codes (documented in `--help` and the README).
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -98,6 +100,14 @@ pub struct ProfileArgs {
     /// Turn off jieba's HMM for words missing from its dictionary.
     #[arg(long)]
     pub no_hmm: bool,
+    /// MinHash parameters, in the form the MinHash version writes them (keys left out keep
+    /// their default): e.g. `shingle=w2;n=128;sig=oph;bands=42x3` (the default).
+    #[arg(long, value_name = "SPEC", value_parser = parse_minhash_params)]
+    pub minhash_params: Option<MinHashParams>,
+}
+
+pub fn parse_minhash_params(s: &str) -> Result<MinHashParams, String> {
+    s.parse()
 }
 
 fn parse_profile(s: &str) -> Result<Profile, String> {
@@ -113,6 +123,84 @@ impl ProfileArgs {
                 min_words: self.min_words,
                 ..Thresholds::default()
             },
+            minhash: self.minhash_params.unwrap_or_default(),
+            ..FingerprintConfig::default()
+        })
+    }
+}
+
+/// The detection method and how close counts as a near-duplicate.
+#[derive(Args, Debug, Clone)]
+pub struct MethodArgs {
+    /// Detection method: `minhash` (word-shingle MinHash, the default: see README "Why this
+    /// default") or `simhash` (64-bit SimHash of the --profile, the older Java service's
+    /// method). A store's own method is used when not given.
+    #[arg(long, value_parser = parse_method)]
+    pub method: Option<Method>,
+    /// SimHash: largest Hamming distance that counts as a near-duplicate (implies
+    /// --method simhash).
+    #[arg(
+        short = 'k',
+        long = "max-distance",
+        value_name = "K",
+        conflicts_with = "threshold"
+    )]
+    pub k: Option<u32>,
+    /// MinHash: smallest estimated Jaccard similarity of word shingles that counts as a
+    /// near-duplicate, 0 < T ≤ 1 (default 0.4; implies --method minhash).
+    #[arg(long, value_name = "T")]
+    pub threshold: Option<f64>,
+}
+
+fn parse_method(s: &str) -> Result<Method, String> {
+    s.parse().map_err(|e: neardup::Error| e.to_string())
+}
+
+impl MethodArgs {
+    /// The method: `--method`, else the store's, else the one `-k`/`--threshold` implies,
+    /// else MinHash.
+    pub fn method(&self, store: Option<Method>) -> anyhow::Result<Method> {
+        let implied = match (self.k, self.threshold) {
+            (Some(_), _) => Some(Method::SimHash),
+            (_, Some(_)) => Some(Method::MinHash),
+            _ => None,
+        };
+        let method = self.method.or(store).or(implied).unwrap_or_default();
+        if let Some(i) = implied.filter(|&i| i != method) {
+            let flag = match i {
+                Method::SimHash => "-k",
+                Method::MinHash => "--threshold",
+            };
+            anyhow::bail!(
+                "{flag} belongs to --method {i}, but the method is {method}{}; use {}",
+                if store == Some(method) && self.method.is_none() {
+                    " (the store's)"
+                } else {
+                    ""
+                },
+                match method {
+                    Method::SimHash => "-k DISTANCE",
+                    Method::MinHash => "--threshold SIMILARITY",
+                }
+            );
+        }
+        Ok(method)
+    }
+
+    /// How close counts, for `method`; `default_k` is SimHash's when -k is not given.
+    pub fn tolerance(&self, method: Method, default_k: u32) -> anyhow::Result<Tolerance> {
+        Ok(match method {
+            Method::SimHash => Tolerance::Distance(self.k.unwrap_or(default_k)),
+            Method::MinHash => {
+                let t = self
+                    .threshold
+                    .unwrap_or(neardup::minhash::DEFAULT_THRESHOLD);
+                anyhow::ensure!(
+                    t > 0.0 && t <= 1.0,
+                    "--threshold must be above 0 and at most 1 (an estimated Jaccard similarity), not {t}"
+                );
+                Tolerance::Similarity(t)
+            }
         })
     }
 }

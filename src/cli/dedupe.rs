@@ -5,20 +5,24 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::Context;
+use neardup::minhash::allpairs::all_pairs;
 use neardup::pipeline::{self, Item, PipelineOptions};
 use neardup::simhash::allpairs::AllPairs;
-use neardup::SimHash;
+use neardup::{Methods, MinHashParams, Score, Signature, SimHash, Sketch, Tolerance};
 use serde::Serialize;
 use serde_json::Value;
 
-use super::common::{self, CmdResult, InputArgs, ProfileArgs, RunArgs};
+use super::common::{self, CmdResult, InputArgs, MethodArgs, ProfileArgs, RunArgs};
+use super::store_args::DEFAULT_K;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Largest Hamming distance that links two articles (at most 7).
-    #[arg(short, default_value_t = 3, value_name = "K")]
-    k: u32,
-    /// Print every pair within k (`{"a", "b", "distance"}`) instead of clusters.
+    /// `--method minhash` (the default) links articles whose estimated Jaccard similarity
+    /// is at least --threshold; `--method simhash` links fingerprints within Hamming
+    /// distance -k (at most 7).
+    #[command(flatten)]
+    method: MethodArgs,
+    /// Print every linked pair (`{"a", "b", "similarity"|"distance"}`) instead of clusters.
     #[arg(long)]
     pairs: bool,
     #[command(flatten)]
@@ -32,19 +36,40 @@ pub struct Args {
 #[derive(Serialize)]
 struct ClusterLine<'a> {
     cluster: Vec<&'a Value>,
-    max_distance: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_distance: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    min_similarity: Option<f64>,
 }
 
 #[derive(Serialize)]
 struct PairLine<'a> {
     a: &'a Value,
     b: &'a Value,
-    distance: u32,
+    #[serde(flatten)]
+    score: Score,
+}
+
+/// Pairs and clusters of either method, as input positions.
+struct Found {
+    /// `(a, b, score)`, `a < b`, sorted.
+    pairs: Vec<(u32, u32, Score)>,
+    /// Members (ascending) and the cluster's score: largest distance or smallest similarity.
+    clusters: Vec<(Vec<u32>, Score)>,
+    /// A skew warning, if any.
+    warning: Option<String>,
+    /// Candidate pairs compared in full.
+    comparisons: u64,
 }
 
 pub fn run(args: Args) -> CmdResult {
     let started = Instant::now();
-    let finder = AllPairs::new(args.k)?;
+    let method = args.method.method(None)?;
+    let tolerance = args.method.tolerance(method, DEFAULT_K)?;
+    let finder = match tolerance {
+        Tolerance::Distance(k) => Some(AllPairs::new(k)?),
+        Tolerance::Similarity(_) => None,
+    };
     args.run.init_threads()?;
     let fp = args.profile.fingerprinter();
     let spec = args.input.spec();
@@ -53,20 +78,22 @@ pub fn run(args: Args) -> CmdResult {
     let position = Arc::clone(&source.position);
     let strict = args.input.strict;
     let mut ids: Vec<Value> = Vec::new();
-    let mut fps: Vec<SimHash> = Vec::new();
+    let mut sketches: Vec<Sketch> = Vec::new();
 
     let counts = pipeline::run(
         source,
         &spec,
         &fp,
-        &PipelineOptions::default(),
+        &PipelineOptions::with_methods(Methods::only(method)),
         |c| common::tick(&pb, &position, c),
         |item| -> anyhow::Result<()> {
             match item {
-                Item::Doc { id, outcome, .. } => {
-                    if let Ok(f) = outcome {
+                Item::Doc {
+                    id, sketches: s, ..
+                } => {
+                    if let Ok(s) = s.into_sketch(method) {
                         ids.push(id.0);
-                        fps.push(f.simhash);
+                        sketches.push(s);
                     }
                 }
                 Item::Bad(e) => {
@@ -84,28 +111,30 @@ pub fn run(args: Args) -> CmdResult {
     }
     let counts = counts?;
     let paired = Instant::now();
-    let matches = finder.run(&fps);
+    let found = match (tolerance, &finder) {
+        (Tolerance::Distance(_), Some(finder)) => simhash_pairs(finder, &sketches),
+        (Tolerance::Similarity(t), _) => minhash_pairs(fp.minhasher().params(), t, &sketches),
+        (Tolerance::Distance(_), None) => unreachable!("a SimHash finder is made for -k"),
+    };
     let pair_secs = paired.elapsed().as_secs_f64();
 
     let mut out = common::stdout();
-    let clusters = matches.clusters();
     if args.pairs {
-        let mut pairs: Vec<(u32, u32, u32)> = matches.pairs().collect();
-        pairs.sort_unstable();
-        for (a, b, distance) in pairs {
+        for &(a, b, score) in &found.pairs {
             let line = PairLine {
                 a: &ids[a as usize],
                 b: &ids[b as usize],
-                distance,
+                score,
             };
             serde_json::to_writer(&mut out, &line).context("writing output")?;
             out.write_all(b"\n").context("writing output")?;
         }
     } else {
-        for c in &clusters {
+        for (members, score) in &found.clusters {
             let line = ClusterLine {
-                cluster: c.members.iter().map(|&i| &ids[i as usize]).collect(),
-                max_distance: c.max_distance,
+                cluster: members.iter().map(|&i| &ids[i as usize]).collect(),
+                max_distance: score.distance(),
+                min_similarity: score.similarity(),
             };
             serde_json::to_writer(&mut out, &line).context("writing output")?;
             out.write_all(b"\n").context("writing output")?;
@@ -114,34 +143,96 @@ pub fn run(args: Args) -> CmdResult {
     common::flush(&mut out)?;
 
     if !args.run.quiet {
-        let in_clusters: usize = clusters.iter().map(|c| c.members.len()).sum();
-        let s = &matches.stats;
+        let in_clusters: usize = found.clusters.iter().map(|c| c.0.len()).sum();
         eprintln!(
-            "dedupe: {} documents, {} fingerprinted, {} too short, {} bad lines; {} clusters holding {} documents, {} duplicates (beyond the first of each cluster), {} pairs within k = {}; all pairs in {:.3} s, total {:.2} s",
+            "dedupe: {} documents, {} fingerprinted, {} too short, {} bad lines; {} clusters holding {} documents, {} duplicates (beyond the first of each cluster), {} pairs with {method} {tolerance} ({} candidate pairs compared); all pairs in {:.3} s, total {:.2} s",
             counts.documents,
             counts.fingerprinted,
             counts.too_short,
             counts.bad_lines,
-            clusters.len(),
+            found.clusters.len(),
             in_clusters,
-            in_clusters - clusters.len(),
-            matches.pair_count(),
-            args.k,
+            in_clusters - found.clusters.len(),
+            found.pairs.len(),
+            found.comparisons,
             pair_secs,
             started.elapsed().as_secs_f64(),
         );
-        let largest = s.largest_bucket.iter().copied().max().unwrap_or(0);
-        if largest >= 1000 && largest * 64 >= s.unique.max(1) {
-            let block = s
-                .largest_bucket
-                .iter()
-                .position(|&b| b == largest)
-                .unwrap_or(0);
-            eprintln!(
-                "warning: bucket skew: block {block} value {:#x} is shared by {largest} of {} distinct fingerprints; such groups are split further, but pairs that really are near cost quadratic time",
-                s.largest_bucket_value[block], s.unique
-            );
+        if let Some(w) = &found.warning {
+            eprintln!("warning: {w}");
         }
     }
     Ok(common::status(&counts))
+}
+
+fn simhash_pairs(finder: &AllPairs, sketches: &[Sketch]) -> Found {
+    let fps: Vec<SimHash> = sketches
+        .iter()
+        .map(|s| match s {
+            Sketch::SimHash(f) => *f,
+            Sketch::MinHash(_) => unreachable!("SimHash sketches only"),
+        })
+        .collect();
+    let matches = finder.run(&fps);
+    let mut pairs: Vec<(u32, u32, Score)> = matches
+        .pairs()
+        .map(|(a, b, d)| (a, b, Score::Distance(d)))
+        .collect();
+    pairs.sort_unstable_by_key(|&(a, b, _)| (a, b));
+    let clusters = matches
+        .clusters()
+        .into_iter()
+        .map(|c| (c.members, Score::Distance(c.max_distance)))
+        .collect();
+    let s = &matches.stats;
+    let largest = s.largest_bucket.iter().copied().max().unwrap_or(0);
+    let warning = (largest >= 1000 && largest * 64 >= s.unique.max(1)).then(|| {
+        let block = s
+            .largest_bucket
+            .iter()
+            .position(|&b| b == largest)
+            .unwrap_or(0);
+        format!(
+            "bucket skew: block {block} value {:#x} is shared by {largest} of {} distinct fingerprints; such groups are split further, but pairs that really are near cost quadratic time",
+            s.largest_bucket_value[block], s.unique
+        )
+    });
+    Found {
+        pairs,
+        clusters,
+        warning,
+        comparisons: s.comparisons,
+    }
+}
+
+fn minhash_pairs(params: &MinHashParams, t: f64, sketches: &[Sketch]) -> Found {
+    let sigs: Vec<Signature> = sketches
+        .iter()
+        .map(|s| match s {
+            Sketch::MinHash(sig) => sig.clone(),
+            Sketch::SimHash(_) => unreachable!("MinHash sketches only"),
+        })
+        .collect();
+    let m = all_pairs(&sigs, params, t);
+    let clusters = m
+        .clusters()
+        .into_iter()
+        .map(|c| (c.members, Score::Similarity(c.min_similarity)))
+        .collect();
+    let warning = (m.largest_group >= 1000).then(|| {
+        format!(
+            "band skew: {} distinct signatures share one band key; they are compared pair by pair",
+            m.largest_group
+        )
+    });
+    Found {
+        pairs: m
+            .pairs
+            .iter()
+            .map(|&(a, b, s)| (a, b, Score::Similarity(s)))
+            .collect(),
+        clusters,
+        warning,
+        comparisons: m.comparisons,
+    }
 }

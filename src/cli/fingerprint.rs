@@ -6,6 +6,7 @@ use std::time::Instant;
 
 use anyhow::Context;
 use neardup::pipeline::{self, Item, PipelineOptions};
+use neardup::Methods;
 use serde::Serialize;
 use serde_json::Value;
 
@@ -21,7 +22,9 @@ pub struct Args {
     run: RunArgs,
 }
 
-/// One output line. `simhash` is always present (null when too short).
+/// One output line. `simhash` and `minhash` are always present (null when too short); the
+/// SimHash fields come first, as they always have (scripts and indices depend on them), and
+/// `reason`/`detail` say why SimHash has none.
 #[derive(Serialize)]
 struct Line<'a> {
     id: &'a Value,
@@ -36,6 +39,14 @@ struct Line<'a> {
     reason: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     detail: Option<String>,
+    /// The MinHash signature: its minima, in order.
+    minhash: Option<&'a [u32]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    minhash_version: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    minhash_reason: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    minhash_detail: Option<String>,
 }
 
 pub fn run(args: Args) -> CmdResult {
@@ -53,12 +64,14 @@ pub fn run(args: Args) -> CmdResult {
         source,
         &spec,
         &fp,
-        &PipelineOptions::default(),
+        &PipelineOptions::with_methods(Methods::BOTH),
         |c| common::tick(&pb, &position, c),
         |item| -> anyhow::Result<()> {
             match item {
-                Item::Doc { id, outcome, .. } => {
-                    let line = match outcome {
+                Item::Doc { id, sketches, .. } => {
+                    let simhash = sketches.simhash.expect("asked for");
+                    let minhash = sketches.minhash.expect("asked for");
+                    let mut line = match simhash {
                         Ok(f) => Line {
                             id: &id.0,
                             simhash: Some(f.simhash.to_hex()),
@@ -67,6 +80,10 @@ pub fn run(args: Args) -> CmdResult {
                             version: Some(f.version),
                             reason: None,
                             detail: None,
+                            minhash: None,
+                            minhash_version: None,
+                            minhash_reason: None,
+                            minhash_detail: None,
                         },
                         Err(why) => Line {
                             id: &id.0,
@@ -76,8 +93,22 @@ pub fn run(args: Args) -> CmdResult {
                             version: None,
                             reason: Some(why.code()),
                             detail: Some(why.to_string()),
+                            minhash: None,
+                            minhash_version: None,
+                            minhash_reason: None,
+                            minhash_detail: None,
                         },
                     };
+                    match &minhash {
+                        Ok(m) => {
+                            line.minhash = Some(m.signature.values());
+                            line.minhash_version = Some(&m.version);
+                        }
+                        Err(why) => {
+                            line.minhash_reason = Some(why.code());
+                            line.minhash_detail = Some(why.to_string());
+                        }
+                    }
                     serde_json::to_writer(&mut out, &line).context("writing output")?;
                     out.write_all(b"\n").context("writing output")?;
                 }

@@ -5,19 +5,19 @@ use std::time::Instant;
 
 use neardup::pipeline::{self, Item, PipelineOptions};
 use neardup::store::{Op, Store, WriteCounts};
-use neardup::SimHash;
+use neardup::{Methods, Sketch};
 
-use super::common::{self, CmdResult, InputArgs, RunArgs};
+use super::common::{self, CmdResult, InputArgs, MethodArgs, RunArgs};
 use super::store_args::{self, StoreArgs, StoreProfileArgs};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
     #[command(flatten)]
     store: StoreArgs,
-    /// Distance a new store's block tables are built for (k + 1 blocks, at most 7; default 3).
-    /// An existing store keeps its own: a different value is an error.
-    #[arg(short, value_name = "K")]
-    k: Option<u32>,
+    /// The method of a new store (an existing one keeps its own). SimHash: -k is the distance
+    /// a new store's block tables are built for (k + 1 blocks, at most 7; default 3).
+    #[command(flatten)]
+    method: MethodArgs,
     /// Documents per transaction. A crash loses at most the batch in flight, never part of a
     /// document.
     #[arg(long, default_value_t = 2048, value_name = "N")]
@@ -35,8 +35,8 @@ pub struct Args {
 
 /// Changes waiting for the next commit.
 struct Pending {
-    /// (id, fingerprint); `None` removes the id: its text no longer has a fingerprint.
-    docs: Vec<(String, Option<SimHash>)>,
+    /// (id, sketch); `None` removes the id: its text no longer has a sketch.
+    docs: Vec<(String, Option<Sketch>)>,
     /// Last input line in the batch, for `--verbose`.
     line: u64,
     committed: u64,
@@ -52,7 +52,7 @@ impl Pending {
             .docs
             .iter()
             .map(|(id, fp)| match fp {
-                Some(fp) => Op::Upsert(id, *fp),
+                Some(s) => Op::Upsert(id, s),
                 None => Op::Delete(id),
             })
             .collect();
@@ -78,8 +78,14 @@ pub fn run(args: Args) -> CmdResult {
     anyhow::ensure!(args.batch > 0, "--batch must be at least 1");
     args.run.init_threads()?;
     let source = neardup::input::open(&args.input.input)?;
-    let (store, fp) =
-        store_args::open_for_writing(&args.store, &args.profile, args.k, args.input.pre_tokenized)?;
+    let (store, fp) = store_args::open_for_writing(
+        &args.store,
+        &args.profile,
+        &args.method,
+        args.method.k,
+        args.input.pre_tokenized,
+    )?;
+    let method = store.method();
     let spec = args.input.spec();
     let pb = common::progress_bar(&source, args.run.quiet);
     let position = Arc::clone(&source.position);
@@ -95,14 +101,14 @@ pub fn run(args: Args) -> CmdResult {
         source,
         &spec,
         &fp,
-        &PipelineOptions::default(),
+        &PipelineOptions::with_methods(Methods::only(method)),
         |c| common::tick(&pb, &position, c),
         |item| -> anyhow::Result<()> {
             match item {
-                Item::Doc { line, id, outcome } => {
+                Item::Doc { line, id, sketches } => {
                     pending
                         .docs
-                        .push((id.key(), outcome.ok().map(|f| f.simhash)));
+                        .push((id.key(), sketches.into_sketch(method).ok()));
                     pending.line = line;
                     if pending.docs.len() >= args.batch {
                         pending.commit(&store, args.verbose)?;
@@ -131,7 +137,7 @@ pub fn run(args: Args) -> CmdResult {
         let w = pending.counts;
         let secs = started.elapsed().as_secs_f64().max(1e-9);
         eprintln!(
-            "index: {} documents, {} fingerprinted ({} new, {} replaced, {} unchanged), {} too short ({} removed from the store), {} bad lines; store {} holds {} documents (k = {}); {:.1} MB in {:.2} s ({:.0} docs/s)",
+            "index: {} documents, {} fingerprinted ({} new, {} replaced, {} unchanged), {} too short ({} removed from the store), {} bad lines; store {} holds {} documents ({}); {:.1} MB in {:.2} s ({:.0} docs/s)",
             counts.documents,
             counts.fingerprinted,
             w.inserted,
@@ -142,7 +148,7 @@ pub fn run(args: Args) -> CmdResult {
             counts.bad_lines,
             store_args::shown(store.path()),
             stats.documents,
-            stats.config.k,
+            store_args::describe(&stats.config),
             counts.bytes as f64 / 1e6,
             secs,
             counts.documents as f64 / secs,

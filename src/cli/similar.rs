@@ -9,11 +9,11 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::ArgGroup;
 use neardup::input::{self, InputSpec};
-use neardup::pipeline::fingerprint_body;
+use neardup::pipeline::sketch_body;
 use neardup::store::{Match, Store};
-use neardup::SimHash;
+use neardup::{Methods, Sketch};
 
-use super::common::{self, CmdResult, Status};
+use super::common::{self, CmdResult, MethodArgs, Status};
 use super::store_args::{self, StoreProfileArgs};
 
 #[derive(clap::Args, Debug)]
@@ -50,10 +50,11 @@ pub struct Args {
     /// Field holding the --input article's id (its own id is left out of the results).
     #[arg(long, default_value = "id", value_name = "NAME")]
     id_field: String,
-    /// Largest Hamming distance to report (default: the store's k). Larger values than the
-    /// store's k stay exact, at the cost of more lookups.
-    #[arg(short, value_name = "K")]
-    k: Option<u32>,
+    /// The store's method is used. MinHash: --threshold (default 0.4). SimHash: -k, the
+    /// largest Hamming distance (default: the store's k; larger values stay exact, at the
+    /// cost of more lookups).
+    #[command(flatten)]
+    method: MethodArgs,
     #[command(flatten)]
     profile: StoreProfileArgs,
 }
@@ -64,32 +65,41 @@ pub fn run(args: Args) -> CmdResult {
         .clone()
         .context("give --store DIR (the local index to search)")?;
     let store = Store::open(&dir, &store_args::open_options(args.wait)?)?;
-    let k = args.k.unwrap_or(store.config().k);
-    anyhow::ensure!(
-        k <= 64,
-        "-k must be at most 64 (the fingerprint has 64 bits)"
-    );
+    let method = args.method.method(Some(store.method()))?;
+    store.ensure_method(method)?;
+    let tolerance = args.method.tolerance(method, store.config().k)?;
+    if let neardup::Tolerance::Distance(k) = tolerance {
+        anyhow::ensure!(
+            k <= 64,
+            "-k must be at most 64 (the fingerprint has 64 bits)"
+        );
+    }
     let matches = if let Some(id) = &args.id {
-        store.similar_to_id(id, k)?.with_context(|| {
+        store.similar_to_id(id, tolerance)?.with_context(|| {
             format!(
                 "no document `{id}` in store {}; `neardup index` adds documents",
                 dir.display()
             )
         })?
     } else {
-        let (fp, own_id) = query_fingerprint(&args, &store)?;
-        store.similar(fp, k, own_id.as_deref())?
+        let (sketch, own_id) = query_sketch(&args, &store)?;
+        store.similar(sketch, tolerance, own_id.as_deref())?
     };
     print(&matches)?;
     Ok(Status::Done)
 }
 
-/// Fingerprints the --text or --input query with the store's settings.
-fn query_fingerprint(args: &Args, store: &Store) -> anyhow::Result<(SimHash, Option<String>)> {
-    let fp = args.profile.fingerprinter(Some(&store.config().profile))?;
+/// Sketches the --text or --input query with the store's method and settings.
+fn query_sketch(args: &Args, store: &Store) -> anyhow::Result<(Sketch, Option<String>)> {
+    let fp = args.profile.fingerprinter(Some(store.config()))?;
     store_args::ensure_comparable(store, &fp, false)?;
-    let (outcome, own_id, what) = if let Some(text) = &args.text {
-        (fp.fingerprint(text), None, "the --text".to_owned())
+    let methods = Methods::only(store.method());
+    let (sketches, own_id, what) = if let Some(text) = &args.text {
+        (
+            fp.sketch_fields(methods, &[text]),
+            None,
+            "the --text".to_owned(),
+        )
     } else {
         let path = args.input.as_deref().unwrap_or("-");
         let spec = InputSpec {
@@ -107,12 +117,16 @@ fn query_fingerprint(args: &Args, store: &Store) -> anyhow::Result<(SimHash, Opt
         );
         let doc = docs.pop().expect("one document")?;
         let what = format!("article `{}`", doc.id);
-        (fingerprint_body(&fp, &doc.body), Some(doc.id.key()), what)
+        (
+            sketch_body(&fp, methods, &doc.body),
+            Some(doc.id.key()),
+            what,
+        )
     };
-    let f = outcome.map_err(|why| {
+    let sketch = sketches.into_sketch(store.method()).map_err(|why| {
         anyhow::anyhow!("{what} has no fingerprint: too short ({why}); nothing to compare")
     })?;
-    Ok((f.simhash, own_id))
+    Ok((sketch, own_id))
 }
 
 fn print(matches: &[Match]) -> anyhow::Result<()> {

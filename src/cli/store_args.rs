@@ -6,7 +6,11 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Args;
 use neardup::store::{OpenOptions, Store, StoreConfig};
-use neardup::{FingerprintConfig, Fingerprinter, Profile, Thresholds};
+use neardup::{
+    FingerprintConfig, Fingerprinter, Method, MinHashParams, Profile, Thresholds, Tolerance,
+};
+
+use super::common::MethodArgs;
 
 /// Default `k` of a new store: four blocks of 16 bits, the `simHashA`–`simHashD` layout.
 pub const DEFAULT_K: u32 = 3;
@@ -58,6 +62,10 @@ pub struct StoreProfileArgs {
     /// version: use the same setting as the store).
     #[arg(long)]
     pub no_hmm: bool,
+    /// MinHash parameters of a new store (default `shingle=w2;n=128;sig=oph;bands=42x3`); an
+    /// existing store keeps its own.
+    #[arg(long, value_name = "SPEC", value_parser = super::common::parse_minhash_params)]
+    pub minhash_params: Option<MinHashParams>,
 }
 
 fn parse_profile(s: &str) -> Result<Profile, String> {
@@ -65,15 +73,25 @@ fn parse_profile(s: &str) -> Result<Profile, String> {
 }
 
 impl StoreProfileArgs {
-    /// The fingerprinter for a store built with `store_profile` (none for a new store).
-    pub fn fingerprinter(&self, store_profile: Option<&str>) -> anyhow::Result<Fingerprinter> {
-        let profile = match (self.profile, store_profile) {
+    /// The fingerprinter for a store built with `store` (none for a new store): its SimHash
+    /// profile, or its MinHash parameters.
+    pub fn fingerprinter(&self, store: Option<&StoreConfig>) -> anyhow::Result<Fingerprinter> {
+        let profile = match (self.profile, store) {
             (Some(p), _) => p,
-            (None, Some(name)) => name.parse().with_context(|| {
-                format!("the store's profile `{name}` is not one this neardup knows")
-            })?,
-            (None, None) => Profile::Default,
+            (None, Some(c)) if c.method == Method::SimHash => {
+                c.profile.parse().with_context(|| {
+                    format!(
+                        "the store's profile `{}` is not one this neardup knows",
+                        c.profile
+                    )
+                })?
+            }
+            (None, _) => Profile::Default,
         };
+        let minhash = store
+            .and_then(|c| c.minhash)
+            .or(self.minhash_params)
+            .unwrap_or_default();
         Ok(Fingerprinter::new(FingerprintConfig {
             profile,
             hmm: !self.no_hmm,
@@ -81,46 +99,79 @@ impl StoreProfileArgs {
                 min_words: self.min_words,
                 ..Thresholds::default()
             },
+            minhash,
+            ..FingerprintConfig::default()
         }))
     }
 }
 
-/// Opens the store in `dir` for writing, creating it if missing, and the fingerprinter that
-/// matches it. An existing store keeps its `k`; `k` given and different is an error.
+/// Opens the store in `dir` for writing, creating it for `method` if missing, and the
+/// fingerprinter that matches it. An existing store keeps its method and `k`; either given
+/// and different is an error.
 pub fn open_for_writing(
     args: &StoreArgs,
     profile: &StoreProfileArgs,
+    method: &MethodArgs,
     k: Option<u32>,
     pre_tokenized: bool,
 ) -> anyhow::Result<(Store, Fingerprinter)> {
     let opts = args.options()?;
     if Store::exists(&args.store) {
         let store = Store::open(&args.store, &opts)?;
-        let fp = profile.fingerprinter(Some(&store.config().profile))?;
-        let config = StoreConfig::new(&fp, pre_tokenized, k.unwrap_or(store.config().k));
+        let method = method.method(Some(store.method()))?;
+        let fp = profile.fingerprinter(Some(store.config()))?;
+        let config =
+            StoreConfig::for_method(&fp, method, pre_tokenized, k.unwrap_or(store.config().k));
         store.ensure_config(&config)?;
         Ok((store, fp))
     } else {
+        let method = method.method(None)?;
         let fp = profile.fingerprinter(None)?;
-        let config = StoreConfig::new(&fp, pre_tokenized, k.unwrap_or(DEFAULT_K));
+        let k = match method {
+            Method::SimHash => k.unwrap_or(DEFAULT_K),
+            Method::MinHash => 0,
+        };
+        let config = StoreConfig::for_method(&fp, method, pre_tokenized, k);
         let store = Store::create_or_open(&args.store, &config, &opts)?;
         Ok((store, fp))
     }
 }
 
-/// Checks that `fp` makes fingerprints comparable with the store's.
+/// Opens an existing store for reading, with the fingerprinter that matches it and the
+/// method and tolerance of the query (`-k` defaults to the store's k).
+pub fn open_for_query(
+    args: &StoreArgs,
+    profile: &StoreProfileArgs,
+    method: &MethodArgs,
+    pre_tokenized: bool,
+) -> anyhow::Result<(Store, Fingerprinter, Tolerance)> {
+    let store = args.open()?;
+    let m = method.method(Some(store.method()))?;
+    store.ensure_method(m)?;
+    let fp = profile.fingerprinter(Some(store.config()))?;
+    ensure_comparable(&store, &fp, pre_tokenized)?;
+    let tolerance = method.tolerance(m, store.config().k)?;
+    Ok((store, fp, tolerance))
+}
+
+/// Checks that `fp` makes sketches comparable with the store's.
 pub fn ensure_comparable(
     store: &Store,
     fp: &Fingerprinter,
     pre_tokenized: bool,
 ) -> anyhow::Result<()> {
-    let version = if pre_tokenized {
-        fp.version_pretokenized()
-    } else {
-        fp.version()
-    };
+    let version = fp.version_of(store.method(), pre_tokenized);
     store.ensure_fingerprints(fp.config().profile.name(), version)?;
     Ok(())
+}
+
+/// A store's method and parameters, for messages: `simhash, k = 3` or `minhash,
+/// shingle=w2;…`.
+pub fn describe(c: &StoreConfig) -> String {
+    match (c.method, &c.minhash) {
+        (Method::MinHash, Some(p)) => format!("minhash, {p}"),
+        (m, _) => format!("{m}, k = {}", c.k),
+    }
 }
 
 /// `path` for messages.

@@ -263,6 +263,23 @@ pub struct Sketches {
 }
 
 impl Sketches {
+    /// The sketch of `method`, or why the text has none.
+    ///
+    /// # Panics
+    /// If `method` was not asked for.
+    pub fn into_sketch(self, method: Method) -> Result<crate::Sketch, TooShort> {
+        match method {
+            Method::SimHash => self
+                .simhash
+                .expect("SimHash was asked for")
+                .map(|f| crate::Sketch::SimHash(f.simhash)),
+            Method::MinHash => self
+                .minhash
+                .expect("MinHash was asked for")
+                .map(|f| crate::Sketch::MinHash(f.signature)),
+        }
+    }
+
     /// Whether a method that was asked for found the text too short. Either method's
     /// reason is returned (SimHash's first).
     pub fn too_short(&self) -> Option<&TooShort> {

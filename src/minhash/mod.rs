@@ -26,11 +26,17 @@
 //! little-endian byte orders, integer arithmetic only. Signatures are stored in indices for
 //! years; `tests/stability.rs` pins them.
 
+pub mod allpairs;
+
 use std::fmt;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use xxhash_rust::xxh3::{xxh3_64, xxh3_64_with_seed};
+
+/// The default MinHash threshold: pairs whose estimated Jaccard similarity of word shingles
+/// is at least this are near-duplicates (see `docs/evaluation.md`).
+pub const DEFAULT_THRESHOLD: f64 = 0.4;
 
 /// Seed of the shingle hash. Part of the version.
 pub const SHINGLE_SEED: u64 = 0x6e65_6172_6475_7031; // "neardup1"
@@ -60,13 +66,13 @@ pub struct MinHashParams {
 }
 
 impl MinHashParams {
-    /// The default: word bigrams, 128 minima by one-permutation hashing, 32 bands of 4 rows
+    /// The default: word bigrams, 128 minima by one-permutation hashing, 42 bands of 3 rows
     /// (see `docs/evaluation.md` for the measurements behind each choice).
     pub const DEFAULT: MinHashParams = MinHashParams {
         shingle: 2,
         hashes: 128,
-        bands: 32,
-        rows: 4,
+        bands: 42,
+        rows: 3,
         scheme: Scheme::Oph,
     };
 
@@ -104,7 +110,7 @@ impl Default for MinHashParams {
     }
 }
 
-/// The parameters' part of a version, e.g. `shingle=w2;n=128;sig=oph;bands=32x4`.
+/// The parameters' part of a version, e.g. `shingle=w2;n=128;sig=oph;bands=42x3`.
 impl fmt::Display for MinHashParams {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let scheme = match self.scheme {
@@ -116,6 +122,47 @@ impl fmt::Display for MinHashParams {
             "shingle=w{};n={};sig={scheme};bands={}x{}",
             self.shingle, self.hashes, self.bands, self.rows
         )
+    }
+}
+
+/// Parses the form [`fmt::Display`] writes, e.g. `shingle=w2;n=128;sig=oph;bands=42x3`; keys
+/// left out keep their default, so `bands=64x2` is a valid specification.
+impl std::str::FromStr for MinHashParams {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let mut p = MinHashParams::DEFAULT;
+        let bad = |part: &str| {
+            format!(
+                "bad MinHash parameter `{part}`: expected shingle=wN, n=N, sig=oph|perm or bands=BxR, separated by `;` (e.g. `shingle=w2;n=128;sig=oph;bands=42x3`)"
+            )
+        };
+        for part in s.split([';', ',']).map(str::trim).filter(|p| !p.is_empty()) {
+            let (key, value) = part.split_once('=').ok_or_else(|| bad(part))?;
+            match key {
+                "shingle" => {
+                    p.shingle = value
+                        .trim_start_matches('w')
+                        .parse()
+                        .map_err(|_| bad(part))?
+                }
+                "n" => p.hashes = value.parse().map_err(|_| bad(part))?,
+                "sig" => {
+                    p.scheme = match value {
+                        "oph" => Scheme::Oph,
+                        "perm" => Scheme::Permutations,
+                        _ => return Err(bad(part)),
+                    }
+                }
+                "bands" => {
+                    let (b, r) = value.split_once('x').ok_or_else(|| bad(part))?;
+                    p.bands = b.parse().map_err(|_| bad(part))?;
+                    p.rows = r.parse().map_err(|_| bad(part))?;
+                }
+                _ => return Err(bad(part)),
+            }
+        }
+        p.validate()?;
+        Ok(p)
     }
 }
 
@@ -487,7 +534,7 @@ mod tests {
         assert_eq!(Signature::from_le_bytes(&s.to_le_bytes()).unwrap(), s);
         assert!(Signature::from_le_bytes(&[1, 2, 3]).is_none());
         let keys = s.band_keys(&MinHashParams::DEFAULT);
-        assert_eq!(keys.len(), 32);
+        assert_eq!(keys.len(), 42);
         let same = Signature::from_values(vec![5u32; 128]).band_keys(&MinHashParams::DEFAULT);
         assert_ne!(same[0], same[1], "equal values in different bands differ");
     }
@@ -496,13 +543,22 @@ mod tests {
     fn params_are_checked() {
         assert!(MinHashParams::DEFAULT.validate().is_ok());
         let too_many = MinHashParams {
-            bands: 40,
+            bands: 43,
             ..MinHashParams::DEFAULT
         };
-        assert!(too_many.validate().unwrap_err().contains("need 160 values"));
+        assert!(too_many.validate().unwrap_err().contains("need 129 values"));
+        let text = MinHashParams::DEFAULT.to_string();
+        assert_eq!(text, "shingle=w2;n=128;sig=oph;bands=42x3");
         assert_eq!(
-            MinHashParams::DEFAULT.to_string(),
-            "shingle=w2;n=128;sig=oph;bands=32x4"
+            text.parse::<MinHashParams>().unwrap(),
+            MinHashParams::DEFAULT
         );
+        let p: MinHashParams = "bands=64x2;sig=perm".parse().unwrap();
+        assert_eq!((p.bands, p.rows, p.scheme), (64, 2, Scheme::Permutations));
+        assert!("bands=64".parse::<MinHashParams>().is_err());
+        assert!("n=64"
+            .parse::<MinHashParams>()
+            .unwrap_err()
+            .contains("need 128"));
     }
 }

@@ -1,18 +1,22 @@
 //! The local near-duplicate index: fingerprints on disk in one directory, no server.
 //!
 //! A store is a [redb](https://docs.rs/redb) database (`neardup.redb` inside the store's
-//! directory) with three tables:
+//! directory). It holds the sketches of one [`Method`]:
 //!
-//! - `meta`: the store's format, fingerprint profile, fingerprint version and `k`. A store
-//!   only ever holds fingerprints of one version, so they are all comparable; opening it with
-//!   another profile, version or `k` is an error ([`StoreError::Mismatch`]), never silent
-//!   mixing.
-//! - `docs`: document id → fingerprint.
-//! - `blocks`: the pigeonhole tables. For `k + 1` blocks (see [`BlockLayout`]), the key
-//!   `(block number, block value)` lists `(fingerprint, id)` of every document with that
-//!   block value. Two fingerprints within `k` share at least one block, so looking up the
-//!   query's `k + 1` blocks finds every neighbour; the full fingerprint next to the id lets
-//!   the distance be checked without a second lookup.
+//! - `meta`: the store's format, method, fingerprint profile, version, and the method's
+//!   parameters (`k` for SimHash, the MinHash parameters). A store only ever holds sketches
+//!   of one version, so they are all comparable; opening it with another method, profile,
+//!   version or `k` is an error ([`StoreError::Mismatch`]), never silent mixing.
+//! - SimHash: `docs` (document id → fingerprint) and `blocks`, the pigeonhole tables. For
+//!   `k + 1` blocks (see [`BlockLayout`]), the key `(block number, block value)` lists
+//!   `(fingerprint, id)` of every document with that block value. Two fingerprints within
+//!   `k` share at least one block, so looking up the query's `k + 1` blocks finds every
+//!   neighbour; the full fingerprint next to the id lets the distance be checked without a
+//!   second lookup.
+//! - MinHash: `signatures` (document id → signature, 4 bytes per minimum) and `bands`, the
+//!   LSH tables: the key `(band number, band key)` lists the ids of every document with that
+//!   band. A query looks up its bands and keeps the candidates whose estimated Jaccard
+//!   similarity reaches the threshold: exactly "shares a band and estimated Jaccard ≥ t".
 //!
 //! Every change ([`Store::write`], [`Store::check`] with `insert`) is one ACID transaction:
 //! a process killed mid-write leaves the store as of its last commit, with no document
@@ -38,6 +42,8 @@ use serde::Serialize;
 
 pub use error::{StoreError, StoreResult};
 
+use crate::method::{Method, Score, Sketch, Tolerance};
+use crate::minhash::{MinHashParams, Signature};
 use crate::simhash::{hamming, BlockLayout, SimHash};
 use crate::Fingerprinter;
 use error::DbContext;
@@ -52,36 +58,62 @@ const META: TableDefinition<&str, &str> = TableDefinition::new("meta");
 const DOCS: TableDefinition<&str, u64> = TableDefinition::new("docs");
 const BLOCKS: MultimapTableDefinition<(u8, u64), (u64, &str)> =
     MultimapTableDefinition::new("blocks");
+const SIGNATURES: TableDefinition<&str, &[u8]> = TableDefinition::new("signatures");
+const BANDS: MultimapTableDefinition<(u8, u64), &str> = MultimapTableDefinition::new("bands");
 
 /// What a store is built for. Fixed when the store is created.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct StoreConfig {
-    /// Fingerprint profile name (`default`, `seed000`).
+    pub method: Method,
+    /// SimHash profile name (`default`, `seed000`, …); `minhash` for MinHash stores.
     pub profile: String,
-    /// Fingerprint version (see [`Fingerprinter::version`]).
+    /// Sketch version (see [`Fingerprinter::version_of`]).
     pub version: String,
-    /// The distance the block tables guarantee to find with `k + 1` blocks (at most
-    /// [`crate::simhash::MAX_K`]). Queries may ask for a larger distance; they stay exact
-    /// but probe more.
+    /// SimHash: the distance the block tables guarantee to find with `k + 1` blocks (at
+    /// most [`crate::simhash::MAX_K`]). Queries may ask for a larger distance; they stay
+    /// exact but probe more. MinHash stores record 0.
     pub k: u32,
+    /// MinHash: the signature and band parameters.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub minhash: Option<MinHashParams>,
 }
 
 impl StoreConfig {
-    /// The configuration for fingerprints made by `fp`, from text or (with `pre_tokenized`)
-    /// from words segmented elsewhere, which carry another version.
+    /// The configuration for SimHash fingerprints made by `fp`, from text or (with
+    /// `pre_tokenized`) from words segmented elsewhere, which carry another version.
     pub fn new(fp: &Fingerprinter, pre_tokenized: bool, k: u32) -> StoreConfig {
-        StoreConfig {
-            profile: fp.config().profile.name().to_owned(),
-            version: if pre_tokenized {
-                fp.version_pretokenized()
-            } else {
-                fp.version()
-            }
-            .to_owned(),
-            k,
+        StoreConfig::for_method(fp, Method::SimHash, pre_tokenized, k)
+    }
+
+    /// The configuration for `method`'s sketches made by `fp`; `k` only matters for SimHash.
+    pub fn for_method(
+        fp: &Fingerprinter,
+        method: Method,
+        pre_tokenized: bool,
+        k: u32,
+    ) -> StoreConfig {
+        let version = fp.version_of(method, pre_tokenized).to_owned();
+        match method {
+            Method::SimHash => StoreConfig {
+                method,
+                profile: fp.config().profile.name().to_owned(),
+                version,
+                k,
+                minhash: None,
+            },
+            Method::MinHash => StoreConfig {
+                method,
+                profile: MINHASH_PROFILE.to_owned(),
+                version,
+                k: 0,
+                minhash: Some(fp.config().minhash),
+            },
         }
     }
 }
+
+/// The `profile` recorded by MinHash stores (SimHash profiles do not apply to them).
+pub const MINHASH_PROFILE: &str = "minhash";
 
 /// How to open a store.
 #[derive(Clone, Debug, Default)]
@@ -91,18 +123,35 @@ pub struct OpenOptions {
     pub wait: Duration,
 }
 
-/// One result of a query.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+/// One result of a query: `{"id", "distance"}` or `{"id", "similarity"}`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Match {
     pub id: String,
-    pub distance: u32,
+    #[serde(flatten)]
+    pub score: Score,
+}
+
+impl Match {
+    /// SimHash matches: the Hamming distance.
+    pub fn distance(&self) -> Option<u32> {
+        self.score.distance()
+    }
+}
+
+/// Sorts matches nearest first, ties by id.
+pub fn sort_matches(m: &mut [Match]) {
+    m.sort_unstable_by(|a, b| {
+        a.score
+            .nearest_first(&b.score)
+            .then_with(|| a.id.cmp(&b.id))
+    });
 }
 
 /// A change to apply with [`Store::write`].
 #[derive(Clone, Copy, Debug)]
 pub enum Op<'a> {
-    /// Insert the document, or replace its fingerprint everywhere if the id is stored.
-    Upsert(&'a str, SimHash),
+    /// Insert the document, or replace its sketch everywhere if the id is stored.
+    Upsert(&'a str, &'a Sketch),
     /// Remove the document if stored.
     Delete(&'a str),
 }
@@ -133,7 +182,7 @@ impl WriteCounts {
 }
 
 /// The answer of [`Store::check`] for one document.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct CheckResult {
     /// Stored documents (other than the same id) within the distance, nearest first.
     pub matches: Vec<Match>,
@@ -155,7 +204,7 @@ pub enum Plan {
     Scan,
 }
 
-/// Size and skew of the block tables.
+/// Size and skew of the key tables (SimHash blocks or MinHash bands).
 #[derive(Clone, Debug, Serialize)]
 pub struct StoreStats {
     pub path: String,
@@ -164,15 +213,19 @@ pub struct StoreStats {
     pub config: StoreConfig,
     /// Size of the database file, bytes (none for in-memory stores).
     pub file_bytes: Option<u64>,
+    /// `file_bytes` per document.
+    pub bytes_per_document: Option<f64>,
+    /// SimHash blocks or MinHash bands.
     pub blocks: Vec<BlockStats>,
 }
 
-/// One block table: how evenly documents spread over its values.
+/// One key table (a SimHash block or a MinHash band): how evenly documents spread over its
+/// values.
 #[derive(Clone, Debug, Serialize)]
 pub struct BlockStats {
-    /// Block number, 0 = highest bits.
+    /// Block number (0 = highest bits) or band number.
     pub block: usize,
-    /// Width in bits.
+    /// Width in bits (SimHash blocks; 64 for band keys).
     pub width: u32,
     /// Distinct block values in use.
     pub buckets: u64,
@@ -210,7 +263,16 @@ pub struct Store {
     db: Database,
     path: PathBuf,
     config: StoreConfig,
-    layout: BlockLayout,
+    keys: Keys,
+}
+
+/// How a store files its sketches.
+#[derive(Clone, Debug)]
+enum Keys {
+    /// SimHash: blocks of the store's `k`.
+    Blocks(BlockLayout),
+    /// MinHash: LSH bands.
+    Bands(MinHashParams),
 }
 
 impl std::fmt::Debug for Store {
@@ -250,7 +312,7 @@ impl Store {
         config: &StoreConfig,
         opts: &OpenOptions,
     ) -> StoreResult<Store> {
-        BlockLayout::for_distance(config.k)?;
+        Keys::of(config, dir)?;
         std::fs::create_dir_all(dir).map_err(|source| StoreError::Io {
             path: dir.to_owned(),
             source,
@@ -264,8 +326,8 @@ impl Store {
 
     /// A store in memory only, gone when dropped: for tests and short-lived jobs.
     pub fn in_memory(config: &StoreConfig) -> StoreResult<Store> {
-        BlockLayout::for_distance(config.k)?;
         let path = PathBuf::from("<memory>");
+        Keys::of(config, &path)?;
         let db = Database::builder()
             .create_with_backend(InMemoryBackend::new())
             .at(&path)?;
@@ -274,12 +336,12 @@ impl Store {
     }
 
     fn with(db: Database, path: PathBuf, config: StoreConfig) -> StoreResult<Store> {
-        let layout = BlockLayout::for_distance(config.k)?;
+        let keys = Keys::of(&config, &path)?;
         Ok(Store {
             db,
             path,
             config,
-            layout,
+            keys,
         })
     }
 
@@ -293,14 +355,35 @@ impl Store {
         &self.config
     }
 
-    /// The block layout of the store's `k`.
-    pub fn layout(&self) -> &BlockLayout {
-        &self.layout
+    /// The block layout of a SimHash store's `k`.
+    pub fn layout(&self) -> Option<&BlockLayout> {
+        match &self.keys {
+            Keys::Blocks(l) => Some(l),
+            Keys::Bands(_) => None,
+        }
+    }
+
+    /// The store's method.
+    pub fn method(&self) -> Method {
+        self.config.method
+    }
+
+    /// Errors unless the store holds sketches of this method.
+    pub fn ensure_method(&self, method: Method) -> StoreResult<()> {
+        if self.config.method != method {
+            return Err(self.mismatch(
+                "method",
+                self.config.method.name(),
+                method.name(),
+                "a store holds the sketches of one method: pass its --method, or use another --store",
+            ));
+        }
+        Ok(())
     }
 
     /// Errors unless the store holds fingerprints of this profile and version.
     pub fn ensure_fingerprints(&self, profile: &str, version: &str) -> StoreResult<()> {
-        if self.config.profile != profile {
+        if self.config.method == Method::SimHash && self.config.profile != profile {
             return Err(self.mismatch(
                 "profile",
                 &self.config.profile,
@@ -321,6 +404,7 @@ impl Store {
 
     /// Errors unless the store was built for exactly `config`.
     pub fn ensure_config(&self, config: &StoreConfig) -> StoreResult<()> {
+        self.ensure_method(config.method)?;
         self.ensure_fingerprints(&config.profile, &config.version)?;
         if self.config.k != config.k {
             return Err(self.mismatch(
@@ -367,21 +451,32 @@ impl Store {
         Ok(self.len()? == 0)
     }
 
-    /// The fingerprint stored for `id`.
-    pub fn get(&self, id: &str) -> StoreResult<Option<SimHash>> {
+    /// The sketch stored for `id`.
+    pub fn get(&self, id: &str) -> StoreResult<Option<Sketch>> {
         self.snapshot()?.get(id)
     }
 
-    /// Stored documents within `k` of `fp`, nearest first (ties by id). `exclude` leaves one
-    /// id out, e.g. the document the query came from.
-    pub fn similar(&self, fp: SimHash, k: u32, exclude: Option<&str>) -> StoreResult<Vec<Match>> {
-        self.snapshot()?.similar(fp, k, exclude)
+    /// Stored documents within `tolerance` of `sketch`, nearest first (ties by id).
+    /// `exclude` leaves one id out, e.g. the document the query came from. A `u32`
+    /// tolerance is a SimHash distance.
+    pub fn similar(
+        &self,
+        sketch: impl Into<Sketch>,
+        tolerance: impl Into<Tolerance>,
+        exclude: Option<&str>,
+    ) -> StoreResult<Vec<Match>> {
+        self.snapshot()?
+            .similar(&sketch.into(), tolerance.into(), exclude)
     }
 
-    /// Documents within `k` of the stored document `id`, itself excluded; `None` if `id` is
-    /// not stored.
-    pub fn similar_to_id(&self, id: &str, k: u32) -> StoreResult<Option<Vec<Match>>> {
-        self.snapshot()?.similar_to_id(id, k)
+    /// Documents within `tolerance` of the stored document `id`, itself excluded; `None` if
+    /// `id` is not stored.
+    pub fn similar_to_id(
+        &self,
+        id: &str,
+        tolerance: impl Into<Tolerance>,
+    ) -> StoreResult<Option<Vec<Match>>> {
+        self.snapshot()?.similar_to_id(id, tolerance.into())
     }
 
     /// Applies `ops` in order, in one transaction: all or nothing, durable on return.
@@ -389,15 +484,12 @@ impl Store {
         let txn = self.begin_write()?;
         let mut counts = WriteCounts::default();
         {
-            let mut w = Writer::open(&txn, &self.layout).at(&self.path)?;
+            let mut w = self.writer(&txn)?;
             for op in ops {
-                counts.add(
-                    match *op {
-                        Op::Upsert(id, fp) => w.upsert(id, fp),
-                        Op::Delete(id) => w.delete(id),
-                    }
-                    .at(&self.path)?,
-                );
+                counts.add(match *op {
+                    Op::Upsert(id, sketch) => w.upsert(id, sketch)?,
+                    Op::Delete(id) => w.delete(id).at(&self.path)?,
+                });
             }
         }
         txn.commit().at(&self.path)?;
@@ -405,14 +497,22 @@ impl Store {
     }
 
     /// Inserts or replaces documents, in one transaction.
-    pub fn upsert_batch(&self, docs: &[(&str, SimHash)]) -> StoreResult<WriteCounts> {
-        let ops: Vec<Op<'_>> = docs.iter().map(|&(id, fp)| Op::Upsert(id, fp)).collect();
+    pub fn upsert_batch<S: Into<Sketch> + Clone>(
+        &self,
+        docs: &[(&str, S)],
+    ) -> StoreResult<WriteCounts> {
+        let sketches: Vec<Sketch> = docs.iter().map(|(_, s)| s.clone().into()).collect();
+        let ops: Vec<Op<'_>> = docs
+            .iter()
+            .zip(&sketches)
+            .map(|(&(id, _), s)| Op::Upsert(id, s))
+            .collect();
         self.write(&ops)
     }
 
     /// Inserts or replaces one document.
-    pub fn upsert(&self, id: &str, fp: SimHash) -> StoreResult<WriteCounts> {
-        self.write(&[Op::Upsert(id, fp)])
+    pub fn upsert(&self, id: &str, sketch: impl Into<Sketch>) -> StoreResult<WriteCounts> {
+        self.write(&[Op::Upsert(id, &sketch.into())])
     }
 
     /// Removes documents, in one transaction.
@@ -422,23 +522,24 @@ impl Store {
     }
 
     /// For each document in order: which stored documents (other than the same id) are
-    /// within `k`? With `insert`, a document with none is added (or replaces its old
-    /// fingerprint), and the checks and inserts of the whole batch are one transaction:
-    /// writers take turns, so two concurrent checkers never both insert near-duplicates of
-    /// each other, and a later document in the batch sees the earlier ones.
-    pub fn check(
+    /// within `tolerance`? With `insert`, a document with none is added (or replaces its old
+    /// sketch), and the checks and inserts of the whole batch are one transaction: writers
+    /// take turns, so two concurrent checkers never both insert near-duplicates of each
+    /// other, and a later document in the batch sees the earlier ones.
+    pub fn check<S: Into<Sketch> + Clone>(
         &self,
-        docs: &[(&str, SimHash)],
-        k: u32,
+        docs: &[(&str, S)],
+        tolerance: impl Into<Tolerance>,
         insert: bool,
     ) -> StoreResult<Vec<CheckResult>> {
+        let tolerance = tolerance.into();
         if !insert {
             let snap = self.snapshot()?;
             return docs
                 .iter()
-                .map(|&(id, fp)| {
+                .map(|(id, s)| {
                     Ok(CheckResult {
-                        matches: snap.similar(fp, k, Some(id))?,
+                        matches: snap.similar(&s.clone().into(), tolerance, Some(id))?,
                         inserted: false,
                     })
                 })
@@ -447,21 +548,13 @@ impl Store {
         let txn = self.begin_write()?;
         let mut out = Vec::with_capacity(docs.len());
         {
-            let mut w = Writer::open(&txn, &self.layout).at(&self.path)?;
-            for &(id, fp) in docs {
-                let matches = probe(
-                    &w.blocks,
-                    &w.docs,
-                    &self.layout,
-                    fp,
-                    k,
-                    Some(id),
-                    Plan::Auto,
-                )
-                .at(&self.path)?;
+            let mut w = self.writer(&txn)?;
+            for (id, s) in docs {
+                let sketch: Sketch = s.clone().into();
+                let matches = w.probe(&sketch, tolerance, Some(id), Plan::Auto)?;
                 let inserted = matches.is_empty();
                 if inserted {
-                    w.upsert(id, fp).at(&self.path)?;
+                    w.upsert(id, &sketch)?;
                 }
                 out.push(CheckResult { matches, inserted });
             }
@@ -470,86 +563,110 @@ impl Store {
         Ok(out)
     }
 
-    /// Document count and the spread of every block table (cheap: one read per bucket).
+    /// Document count and the spread of every key table (cheap: one read per bucket).
     pub fn stats(&self) -> StoreResult<StoreStats> {
         let snap = self.snapshot()?;
-        let blocks_t = snap.txn.open_multimap_table(BLOCKS).at(&self.path)?;
-        let mut blocks = Vec::with_capacity(self.layout.len());
-        for i in 0..self.layout.len() {
-            let mut b = BlockStats {
-                block: i,
-                width: self.layout.width(i),
-                buckets: 0,
-                largest: 0,
-                largest_value: 0,
-                mean: 0.0,
-            };
-            let mut total = 0u64;
-            for entry in blocks_t
-                .range((i as u8, 0u64)..=(i as u8, u64::MAX))
-                .at(&self.path)?
-            {
-                let (key, values) = entry.at(&self.path)?;
-                let n = values.len();
-                b.buckets += 1;
-                total += n;
-                if n > b.largest {
-                    b.largest = n;
-                    b.largest_value = key.value().1;
+        let path = &self.path;
+        let mut blocks = Vec::new();
+        match &self.keys {
+            Keys::Blocks(layout) => {
+                let t = snap.txn.open_multimap_table(BLOCKS).at(path)?;
+                for i in 0..layout.len() {
+                    blocks.push(key_stats(&t, i, layout.width(i), path)?);
                 }
             }
-            if b.buckets > 0 {
-                b.mean = total as f64 / b.buckets as f64;
+            Keys::Bands(p) => {
+                let t = snap.txn.open_multimap_table(BANDS).at(path)?;
+                for i in 0..usize::from(p.bands) {
+                    blocks.push(key_stats(&t, i, 64, path)?);
+                }
             }
-            blocks.push(b);
         }
+        let documents = snap.len()?;
+        let file_bytes = std::fs::metadata(self.path.join(FILE_NAME))
+            .ok()
+            .map(|m| m.len());
         Ok(StoreStats {
             path: self.path.display().to_string(),
-            documents: snap.len()?,
+            documents,
             config: self.config.clone(),
-            file_bytes: std::fs::metadata(self.path.join(FILE_NAME))
-                .ok()
-                .map(|m| m.len()),
+            file_bytes,
+            bytes_per_document: file_bytes
+                .filter(|_| documents > 0)
+                .map(|b| b as f64 / documents as f64),
             blocks,
         })
     }
 
-    /// Checks that the block tables and the documents agree exactly: every document is filed
-    /// under each of its blocks and nothing else is filed. Returns the document count.
+    /// Checks that the key tables and the documents agree exactly: every document is filed
+    /// under each of its keys and nothing else is filed. Returns the document count.
     pub fn verify(&self) -> StoreResult<u64> {
         let snap = self.snapshot()?;
-        let docs = snap.txn.open_table(DOCS).at(&self.path)?;
-        let blocks = snap.txn.open_multimap_table(BLOCKS).at(&self.path)?;
+        let path = &self.path;
         let bad = |detail: String| StoreError::Inconsistent {
             path: self.path.clone(),
             detail,
         };
-        let mut entries = 0u64;
-        for entry in blocks.iter().at(&self.path)? {
-            let (key, values) = entry.at(&self.path)?;
-            let (block, value) = key.value();
-            for v in values {
-                let v = v.at(&self.path)?;
-                let (fp, id) = v.value();
-                entries += 1;
-                let stored = docs.get(id).at(&self.path)?.map(|g| g.value());
-                if stored != Some(fp) {
-                    return Err(bad(format!(
-                        "block {block} lists `{id}` with {fp:016x}, but the document table has {stored:?}"
-                    )));
+        let (n, entries, per_doc) = match &self.keys {
+            Keys::Blocks(layout) => {
+                let docs = snap.txn.open_table(DOCS).at(path)?;
+                let blocks = snap.txn.open_multimap_table(BLOCKS).at(path)?;
+                let mut entries = 0u64;
+                for entry in blocks.iter().at(path)? {
+                    let (key, values) = entry.at(path)?;
+                    let (block, value) = key.value();
+                    for v in values {
+                        let v = v.at(path)?;
+                        let (fp, id) = v.value();
+                        entries += 1;
+                        let stored = docs.get(id).at(path)?.map(|g| g.value());
+                        if stored != Some(fp) {
+                            return Err(bad(format!(
+                                "block {block} lists `{id}` with {fp:016x}, but the document table has {stored:?}"
+                            )));
+                        }
+                        if layout.block(SimHash(fp), block as usize) != value {
+                            return Err(bad(format!(
+                                "`{id}` is filed under the wrong value of block {block}"
+                            )));
+                        }
+                    }
                 }
-                if self.layout.block(SimHash(fp), block as usize) != value {
-                    return Err(bad(format!(
-                        "`{id}` is filed under the wrong value of block {block}"
-                    )));
-                }
+                (docs.len().at(path)?, entries, layout.len() as u64)
             }
-        }
-        let n = docs.len().at(&self.path)?;
-        if entries != n * self.layout.len() as u64 {
+            Keys::Bands(p) => {
+                let sigs = snap.txn.open_table(SIGNATURES).at(path)?;
+                let bands = snap.txn.open_multimap_table(BANDS).at(path)?;
+                let mut entries = 0u64;
+                for entry in bands.iter().at(path)? {
+                    let (key, values) = entry.at(path)?;
+                    let (band, value) = key.value();
+                    for v in values {
+                        let v = v.at(path)?;
+                        let id = v.value();
+                        entries += 1;
+                        let sig = match sigs.get(id).at(path)? {
+                            Some(g) => decode_signature(g.value(), p, id, path)?,
+                            None => {
+                                return Err(bad(format!(
+                                    "band {band} lists `{id}`, which has no signature"
+                                )))
+                            }
+                        };
+                        if sig.band_keys(p)[usize::from(band)] != value {
+                            return Err(bad(format!(
+                                "`{id}` is filed under the wrong key of band {band}"
+                            )));
+                        }
+                    }
+                }
+                (sigs.len().at(path)?, entries, u64::from(p.bands))
+            }
+        };
+        if entries != n * per_doc {
             return Err(bad(format!(
-                "{n} documents need {} block entries, found {entries}",
-                n * self.layout.len() as u64
+                "{n} documents need {} key entries, found {entries}",
+                n * per_doc
             )));
         }
         Ok(n)
@@ -560,6 +677,92 @@ impl Store {
         txn.set_quick_repair(true);
         Ok(txn)
     }
+
+    fn writer<'t>(&'t self, txn: &'t WriteTransaction) -> StoreResult<Writer<'t>> {
+        let path = &self.path;
+        Ok(match &self.keys {
+            Keys::Blocks(layout) => Writer::Blocks {
+                docs: txn.open_table(DOCS).at(path)?,
+                blocks: txn.open_multimap_table(BLOCKS).at(path)?,
+                layout,
+                path,
+            },
+            Keys::Bands(params) => Writer::Bands {
+                sigs: txn.open_table(SIGNATURES).at(path)?,
+                bands: txn.open_multimap_table(BANDS).at(path)?,
+                params,
+                path,
+            },
+        })
+    }
+}
+
+impl Keys {
+    fn of(config: &StoreConfig, path: &Path) -> StoreResult<Keys> {
+        Ok(match config.method {
+            Method::SimHash => Keys::Blocks(BlockLayout::for_distance(config.k)?),
+            Method::MinHash => {
+                let p = config.minhash.ok_or_else(|| StoreError::NotAStore {
+                    path: path.to_owned(),
+                    reason: "a MinHash store without its parameters".into(),
+                })?;
+                p.validate().map_err(|reason| StoreError::NotAStore {
+                    path: path.to_owned(),
+                    reason: format!("bad MinHash parameters: {reason}"),
+                })?;
+                Keys::Bands(p)
+            }
+        })
+    }
+}
+
+/// The spread of one key table's values.
+fn key_stats<T, V>(t: &T, i: usize, width: u32, path: &Path) -> StoreResult<BlockStats>
+where
+    T: ReadableMultimapTable<(u8, u64), V>,
+    V: redb::Key + 'static,
+{
+    let mut b = BlockStats {
+        block: i,
+        width,
+        buckets: 0,
+        largest: 0,
+        largest_value: 0,
+        mean: 0.0,
+    };
+    let mut total = 0u64;
+    for entry in t.range((i as u8, 0u64)..=(i as u8, u64::MAX)).at(path)? {
+        let (key, values) = entry.at(path)?;
+        let n = values.len();
+        b.buckets += 1;
+        total += n;
+        if n > b.largest {
+            b.largest = n;
+            b.largest_value = key.value().1;
+        }
+    }
+    if b.buckets > 0 {
+        b.mean = total as f64 / b.buckets as f64;
+    }
+    Ok(b)
+}
+
+fn decode_signature(
+    bytes: &[u8],
+    p: &MinHashParams,
+    id: &str,
+    path: &Path,
+) -> StoreResult<Signature> {
+    Signature::from_le_bytes(bytes)
+        .filter(|s| s.len() == usize::from(p.hashes))
+        .ok_or_else(|| StoreError::Inconsistent {
+            path: path.to_owned(),
+            detail: format!(
+                "the signature of `{id}` has {} bytes, not {}",
+                bytes.len(),
+                4 * p.hashes
+            ),
+        })
 }
 
 /// A consistent read-only view of a store (one read transaction). Cheap to make; make a
@@ -572,8 +775,11 @@ pub struct Snapshot<'s> {
 impl Snapshot<'_> {
     /// Number of documents.
     pub fn len(&self) -> StoreResult<u64> {
-        let docs = self.txn.open_table(DOCS).at(&self.store.path)?;
-        docs.len().at(&self.store.path)
+        let path = &self.store.path;
+        match &self.store.keys {
+            Keys::Blocks(_) => self.txn.open_table(DOCS).at(path)?.len().at(path),
+            Keys::Bands(_) => self.txn.open_table(SIGNATURES).at(path)?.len().at(path),
+        }
     }
 
     /// Whether the store holds no document.
@@ -581,113 +787,393 @@ impl Snapshot<'_> {
         Ok(self.len()? == 0)
     }
 
-    /// The fingerprint stored for `id`.
-    pub fn get(&self, id: &str) -> StoreResult<Option<SimHash>> {
-        let docs = self.txn.open_table(DOCS).at(&self.store.path)?;
-        Ok(docs
-            .get(id)
-            .at(&self.store.path)?
-            .map(|g| SimHash(g.value())))
+    /// The sketch stored for `id`.
+    pub fn get(&self, id: &str) -> StoreResult<Option<Sketch>> {
+        let path = &self.store.path;
+        match &self.store.keys {
+            Keys::Blocks(_) => {
+                let docs = self.txn.open_table(DOCS).at(path)?;
+                Ok(docs
+                    .get(id)
+                    .at(path)?
+                    .map(|g| Sketch::SimHash(SimHash(g.value()))))
+            }
+            Keys::Bands(p) => {
+                let sigs = self.txn.open_table(SIGNATURES).at(path)?;
+                let found = sigs.get(id).at(path)?;
+                found
+                    .map(|g| decode_signature(g.value(), p, id, path).map(Sketch::MinHash))
+                    .transpose()
+            }
+        }
     }
 
     /// See [`Store::similar`].
-    pub fn similar(&self, fp: SimHash, k: u32, exclude: Option<&str>) -> StoreResult<Vec<Match>> {
-        self.similar_with(fp, k, exclude, Plan::Auto)
+    pub fn similar(
+        &self,
+        sketch: &Sketch,
+        tolerance: Tolerance,
+        exclude: Option<&str>,
+    ) -> StoreResult<Vec<Match>> {
+        self.similar_with(sketch, tolerance, exclude, Plan::Auto)
     }
 
     /// [`Snapshot::similar`] with a chosen [`Plan`].
     pub fn similar_with(
         &self,
-        fp: SimHash,
-        k: u32,
+        sketch: &Sketch,
+        tolerance: Tolerance,
         exclude: Option<&str>,
         plan: Plan,
     ) -> StoreResult<Vec<Match>> {
         let path = &self.store.path;
-        let docs = self.txn.open_table(DOCS).at(path)?;
-        let blocks = self.txn.open_multimap_table(BLOCKS).at(path)?;
-        probe(&blocks, &docs, &self.store.layout, fp, k, exclude, plan).at(path)
+        match &self.store.keys {
+            Keys::Blocks(layout) => {
+                let (fp, k) = self.store.simhash_query(sketch, tolerance)?;
+                let docs = self.txn.open_table(DOCS).at(path)?;
+                let blocks = self.txn.open_multimap_table(BLOCKS).at(path)?;
+                probe_blocks(&blocks, &docs, layout, fp, k, exclude, plan).at(path)
+            }
+            Keys::Bands(p) => {
+                let (sig, t) = self.store.minhash_query(sketch, tolerance)?;
+                let sigs = self.txn.open_table(SIGNATURES).at(path)?;
+                let bands = self.txn.open_multimap_table(BANDS).at(path)?;
+                probe_bands(&bands, &sigs, p, sig, t, exclude, plan, path)
+            }
+        }
     }
 
     /// See [`Store::similar_to_id`].
-    pub fn similar_to_id(&self, id: &str, k: u32) -> StoreResult<Option<Vec<Match>>> {
+    pub fn similar_to_id(&self, id: &str, tolerance: Tolerance) -> StoreResult<Option<Vec<Match>>> {
         match self.get(id)? {
-            Some(fp) => Ok(Some(self.similar(fp, k, Some(id))?)),
+            Some(s) => Ok(Some(self.similar(&s, tolerance, Some(id))?)),
             None => Ok(None),
         }
     }
 
     /// Every document, in id order.
-    pub fn documents(&self) -> StoreResult<Vec<(String, SimHash)>> {
+    pub fn documents(&self) -> StoreResult<Vec<(String, Sketch)>> {
         let path = &self.store.path;
-        let docs = self.txn.open_table(DOCS).at(path)?;
-        let mut out = Vec::with_capacity(docs.len().at(path)? as usize);
-        for entry in docs.iter().at(path)? {
-            let (id, fp) = entry.at(path)?;
-            out.push((id.value().to_owned(), SimHash(fp.value())));
+        let mut out = Vec::new();
+        match &self.store.keys {
+            Keys::Blocks(_) => {
+                let docs = self.txn.open_table(DOCS).at(path)?;
+                for entry in docs.iter().at(path)? {
+                    let (id, fp) = entry.at(path)?;
+                    out.push((id.value().to_owned(), Sketch::SimHash(SimHash(fp.value()))));
+                }
+            }
+            Keys::Bands(p) => {
+                let sigs = self.txn.open_table(SIGNATURES).at(path)?;
+                for entry in sigs.iter().at(path)? {
+                    let (id, sig) = entry.at(path)?;
+                    let id = id.value();
+                    let sig = decode_signature(sig.value(), p, id, path)?;
+                    out.push((id.to_owned(), Sketch::MinHash(sig)));
+                }
+            }
         }
         Ok(out)
     }
 }
 
-/// The two data tables of a write transaction.
-struct Writer<'t> {
-    docs: redb::Table<'t, &'static str, u64>,
-    blocks: redb::MultimapTable<'t, (u8, u64), (u64, &'static str)>,
-    layout: &'t BlockLayout,
-}
-
-impl<'t> Writer<'t> {
-    fn open(
-        txn: &'t WriteTransaction,
-        layout: &'t BlockLayout,
-    ) -> Result<Writer<'t>, redb::TableError> {
-        Ok(Writer {
-            docs: txn.open_table(DOCS)?,
-            blocks: txn.open_multimap_table(BLOCKS)?,
-            layout,
-        })
+impl Store {
+    /// The SimHash query of a sketch and tolerance, or the mismatch error.
+    fn simhash_query(&self, sketch: &Sketch, tolerance: Tolerance) -> StoreResult<(SimHash, u32)> {
+        match (sketch, tolerance) {
+            (Sketch::SimHash(fp), Tolerance::Distance(k)) => Ok((*fp, k)),
+            (s, t) => Err(self.query_mismatch(s.method(), t)),
+        }
     }
 
-    fn upsert(&mut self, id: &str, fp: SimHash) -> Result<WriteCounts, redb::StorageError> {
-        let old = self.docs.insert(id, fp.0)?.map(|g| g.value());
-        let mut c = WriteCounts::default();
-        match old {
-            Some(o) if o == fp.0 => {
-                c.unchanged = 1;
-                return Ok(c);
-            }
-            Some(o) => {
-                self.unfile(id, SimHash(o))?;
-                c.replaced = 1;
-            }
-            None => c.inserted = 1,
+    /// The MinHash query of a sketch and tolerance, or the mismatch error.
+    fn minhash_query<'q>(
+        &self,
+        sketch: &'q Sketch,
+        tolerance: Tolerance,
+    ) -> StoreResult<(&'q Signature, f64)> {
+        match (sketch, tolerance) {
+            (Sketch::MinHash(sig), Tolerance::Similarity(t)) => Ok((sig, t)),
+            (s, t) => Err(self.query_mismatch(s.method(), t)),
         }
-        for (i, v) in self.layout.blocks(fp).enumerate() {
-            self.blocks.insert((i as u8, v), (fp.0, id))?;
+    }
+
+    fn query_mismatch(&self, sketch: Method, tolerance: Tolerance) -> StoreError {
+        let asked = if sketch == self.config.method {
+            tolerance.method()
+        } else {
+            sketch
+        };
+        self.mismatch(
+            "method",
+            self.config.method.name(),
+            asked.name(),
+            "query it with its own method (SimHash: -k DISTANCE; MinHash: --threshold SIMILARITY)",
+        )
+    }
+}
+
+/// The data tables of a write transaction.
+enum Writer<'t> {
+    Blocks {
+        docs: redb::Table<'t, &'static str, u64>,
+        blocks: redb::MultimapTable<'t, (u8, u64), (u64, &'static str)>,
+        layout: &'t BlockLayout,
+        path: &'t Path,
+    },
+    Bands {
+        sigs: redb::Table<'t, &'static str, &'static [u8]>,
+        bands: redb::MultimapTable<'t, (u8, u64), &'static str>,
+        params: &'t MinHashParams,
+        path: &'t Path,
+    },
+}
+
+impl Writer<'_> {
+    fn path(&self) -> &Path {
+        match self {
+            Writer::Blocks { path, .. } | Writer::Bands { path, .. } => path,
+        }
+    }
+
+    fn upsert(&mut self, id: &str, sketch: &Sketch) -> StoreResult<WriteCounts> {
+        let path = self.path().to_owned();
+        let wrong = |stored: Method, given: Method| {
+            StoreError::Mismatch {
+            path: path.clone(),
+            what: "method",
+            stored: stored.name().to_owned(),
+            requested: given.name().to_owned(),
+            hint: "a store holds the sketches of one method: pass its --method, or use another --store",
+        }
+        };
+        let mut c = WriteCounts::default();
+        match (self, sketch) {
+            (
+                Writer::Blocks {
+                    docs,
+                    blocks,
+                    layout,
+                    ..
+                },
+                Sketch::SimHash(fp),
+            ) => {
+                let old = docs.insert(id, fp.0).at(&path)?.map(|g| g.value());
+                match old {
+                    Some(o) if o == fp.0 => {
+                        c.unchanged = 1;
+                        return Ok(c);
+                    }
+                    Some(o) => {
+                        for (i, v) in layout.blocks(SimHash(o)).enumerate() {
+                            blocks.remove((i as u8, v), (o, id)).at(&path)?;
+                        }
+                        c.replaced = 1;
+                    }
+                    None => c.inserted = 1,
+                }
+                for (i, v) in layout.blocks(*fp).enumerate() {
+                    blocks.insert((i as u8, v), (fp.0, id)).at(&path)?;
+                }
+            }
+            (
+                Writer::Bands {
+                    sigs,
+                    bands,
+                    params,
+                    ..
+                },
+                Sketch::MinHash(sig),
+            ) => {
+                if sig.len() != usize::from(params.hashes) {
+                    return Err(StoreError::Mismatch {
+                        path,
+                        what: "signature length",
+                        stored: params.hashes.to_string(),
+                        requested: sig.len().to_string(),
+                        hint: "signatures of other MinHash parameters are not comparable: index into a new --store",
+                    });
+                }
+                let bytes = sig.to_le_bytes();
+                let old = sigs
+                    .insert(id, bytes.as_slice())
+                    .at(&path)?
+                    .map(|g| g.value().to_vec());
+                match old {
+                    Some(o) if o == bytes => {
+                        c.unchanged = 1;
+                        return Ok(c);
+                    }
+                    Some(o) => {
+                        let old = decode_signature(&o, params, id, &path)?;
+                        for (i, key) in old.band_keys(params).into_iter().enumerate() {
+                            bands.remove((i as u8, key), id).at(&path)?;
+                        }
+                        c.replaced = 1;
+                    }
+                    None => c.inserted = 1,
+                }
+                for (i, key) in sig.band_keys(params).into_iter().enumerate() {
+                    bands.insert((i as u8, key), id).at(&path)?;
+                }
+            }
+            (Writer::Blocks { .. }, s) => return Err(wrong(Method::SimHash, s.method())),
+            (Writer::Bands { .. }, s) => return Err(wrong(Method::MinHash, s.method())),
         }
         Ok(c)
     }
 
     fn delete(&mut self, id: &str) -> Result<WriteCounts, redb::StorageError> {
-        let old = self.docs.remove(id)?.map(|g| g.value());
         let mut c = WriteCounts::default();
-        match old {
-            Some(o) => {
-                self.unfile(id, SimHash(o))?;
-                c.deleted = 1;
-            }
-            None => c.missing = 1,
+        let found = match self {
+            Writer::Blocks {
+                docs,
+                blocks,
+                layout,
+                ..
+            } => match docs.remove(id)?.map(|g| g.value()) {
+                Some(o) => {
+                    for (i, v) in layout.blocks(SimHash(o)).enumerate() {
+                        blocks.remove((i as u8, v), (o, id))?;
+                    }
+                    true
+                }
+                None => false,
+            },
+            Writer::Bands {
+                sigs,
+                bands,
+                params,
+                ..
+            } => match sigs.remove(id)?.map(|g| g.value().to_vec()) {
+                Some(o) => {
+                    if let Some(old) = Signature::from_le_bytes(&o) {
+                        if old.len() == usize::from(params.hashes) {
+                            for (i, key) in old.band_keys(params).into_iter().enumerate() {
+                                bands.remove((i as u8, key), id)?;
+                            }
+                        }
+                    }
+                    true
+                }
+                None => false,
+            },
+        };
+        if found {
+            c.deleted = 1;
+        } else {
+            c.missing = 1;
         }
         Ok(c)
     }
 
-    fn unfile(&mut self, id: &str, fp: SimHash) -> Result<(), redb::StorageError> {
-        for (i, v) in self.layout.blocks(fp).enumerate() {
-            self.blocks.remove((i as u8, v), (fp.0, id))?;
+    /// Stored documents within `tolerance` of `sketch`, as of this transaction.
+    fn probe(
+        &self,
+        sketch: &Sketch,
+        tolerance: Tolerance,
+        exclude: Option<&str>,
+        plan: Plan,
+    ) -> StoreResult<Vec<Match>> {
+        match (self, sketch, tolerance) {
+            (
+                Writer::Blocks {
+                    docs,
+                    blocks,
+                    layout,
+                    path,
+                },
+                Sketch::SimHash(fp),
+                Tolerance::Distance(k),
+            ) => probe_blocks(blocks, docs, layout, *fp, k, exclude, plan).at(path),
+            (
+                Writer::Bands {
+                    sigs,
+                    bands,
+                    params,
+                    path,
+                },
+                Sketch::MinHash(sig),
+                Tolerance::Similarity(t),
+            ) => probe_bands(bands, sigs, params, sig, t, exclude, plan, path),
+            (w, s, t) => {
+                let stored = match w {
+                    Writer::Blocks { .. } => Method::SimHash,
+                    Writer::Bands { .. } => Method::MinHash,
+                };
+                let asked = if s.method() == stored {
+                    t.method()
+                } else {
+                    s.method()
+                };
+                Err(StoreError::Mismatch {
+                    path: w.path().to_owned(),
+                    what: "method",
+                    stored: stored.name().to_owned(),
+                    requested: asked.name().to_owned(),
+                    hint: "query it with its own method (SimHash: -k DISTANCE; MinHash: --threshold SIMILARITY)",
+                })
+            }
+        }
+    }
+}
+
+/// The MinHash query: every document sharing a band with `sig` whose estimated Jaccard
+/// similarity is at least `t` (or, with [`Plan::Scan`], every document at least `t`,
+/// band or not). Each candidate is read once, however many bands it shares.
+#[allow(clippy::too_many_arguments)]
+fn probe_bands<B, S>(
+    bands: &B,
+    sigs: &S,
+    params: &MinHashParams,
+    sig: &Signature,
+    t: f64,
+    exclude: Option<&str>,
+    plan: Plan,
+    path: &Path,
+) -> StoreResult<Vec<Match>>
+where
+    B: ReadableMultimapTable<(u8, u64), &'static str>,
+    S: ReadableTable<&'static str, &'static [u8]>,
+{
+    let query = Sketch::MinHash(sig.clone());
+    let tolerance = Tolerance::Similarity(t);
+    let mut out = Vec::new();
+    let mut consider = |id: &str, bytes: &[u8]| -> StoreResult<()> {
+        if exclude == Some(id) {
+            return Ok(());
+        }
+        let other = Sketch::MinHash(decode_signature(bytes, params, id, path)?);
+        if let Some(score) = query.score(&other, tolerance) {
+            out.push(Match {
+                id: id.to_owned(),
+                score,
+            });
         }
         Ok(())
+    };
+    if plan == Plan::Scan {
+        for entry in sigs.iter().at(path)? {
+            let (id, bytes) = entry.at(path)?;
+            consider(id.value(), bytes.value())?;
+        }
+    } else {
+        let mut seen = std::collections::HashSet::new();
+        for (i, key) in sig.band_keys(params).into_iter().enumerate() {
+            for entry in bands.get((i as u8, key)).at(path)? {
+                let entry = entry.at(path)?;
+                let id = entry.value();
+                if !seen.insert(id.to_owned()) {
+                    continue;
+                }
+                if let Some(bytes) = sigs.get(id).at(path)? {
+                    consider(id, bytes.value())?;
+                }
+            }
+        }
     }
+    sort_matches(&mut out);
+    Ok(out)
 }
 
 /// Number of values within `r` bits of a `width`-bit value: Σ C(width, j), j ≤ r.
@@ -738,7 +1224,7 @@ fn flip_from<E>(
 /// bits (pigeonhole). So probing, for each block, every value within `r` bits of the query's
 /// finds every neighbour; with `d ≤ k` that is just the query's own block values. A candidate
 /// is counted only in the first block where it is within `r`, so none comes out twice.
-fn probe<B, D>(
+fn probe_blocks<B, D>(
     blocks: &B,
     docs: &D,
     layout: &BlockLayout,
@@ -770,7 +1256,7 @@ where
             if d <= k && exclude != Some(id) {
                 out.push(Match {
                     id: id.to_owned(),
-                    distance: d,
+                    score: Score::Distance(d),
                 });
             }
         }
@@ -791,14 +1277,14 @@ where
                     }
                     out.push(Match {
                         id: id.to_owned(),
-                        distance: d,
+                        score: Score::Distance(d),
                     });
                 }
                 Ok::<(), redb::StorageError>(())
             })?;
         }
     }
-    out.sort_unstable_by(|a, b| a.distance.cmp(&b.distance).then_with(|| a.id.cmp(&b.id)));
+    sort_matches(&mut out);
     Ok(out)
 }
 
@@ -873,13 +1359,32 @@ fn meta_from(
         reason: format!("its settings lack `{key}`"),
     };
     let k_text = get("k")?.ok_or_else(|| missing("k"))?;
+    // Stores made before MinHash have no `method`: they are SimHash stores.
+    let method = match get("method")? {
+        None => Method::SimHash,
+        Some(m) => m.parse().map_err(|_| StoreError::NotAStore {
+            path: path.to_owned(),
+            reason: format!("its method `{m}` is not one this neardup knows"),
+        })?,
+    };
+    let minhash = match get("minhash")? {
+        None => None,
+        Some(text) => Some(
+            serde_json::from_str(&text).map_err(|e| StoreError::NotAStore {
+                path: path.to_owned(),
+                reason: format!("its MinHash parameters `{text}` do not parse: {e}"),
+            })?,
+        ),
+    };
     Ok(Some(StoreConfig {
+        method,
         profile: get("profile")?.ok_or_else(|| missing("profile"))?,
         version: get("version")?.ok_or_else(|| missing("version"))?,
         k: k_text.parse().map_err(|_| StoreError::NotAStore {
             path: path.to_owned(),
             reason: format!("its k `{k_text}` is not a number"),
         })?,
+        minhash,
     }))
 }
 
@@ -898,8 +1403,12 @@ fn init_meta(db: &Database, path: &Path, config: &StoreConfig) -> StoreResult<St
             stored
         } else {
             let k = config.k.to_string();
+            let minhash = config
+                .minhash
+                .map(|p| serde_json::to_string(&p).expect("parameters serialise"));
             for (key, value) in [
                 ("format", FORMAT),
+                ("method", config.method.name()),
                 ("profile", config.profile.as_str()),
                 ("version", config.version.as_str()),
                 ("k", k.as_str()),
@@ -907,8 +1416,19 @@ fn init_meta(db: &Database, path: &Path, config: &StoreConfig) -> StoreResult<St
             ] {
                 meta.insert(key, value).at(path)?;
             }
-            txn.open_table(DOCS).at(path)?;
-            txn.open_multimap_table(BLOCKS).at(path)?;
+            if let Some(m) = &minhash {
+                meta.insert("minhash", m.as_str()).at(path)?;
+            }
+            match config.method {
+                Method::SimHash => {
+                    txn.open_table(DOCS).at(path)?;
+                    txn.open_multimap_table(BLOCKS).at(path)?;
+                }
+                Method::MinHash => {
+                    txn.open_table(SIGNATURES).at(path)?;
+                    txn.open_multimap_table(BANDS).at(path)?;
+                }
+            }
             config.clone()
         }
     };

@@ -1,0 +1,222 @@
+//! Every pair of MinHash signatures at or above a similarity, in memory: the engine of
+//! `neardup dedupe --method minhash`.
+//!
+//! The LSH rule of the store, applied to a whole set at once: for each band, the signatures
+//! are grouped by that band's key and only signatures in one group are compared. A pair is
+//! reported when it shares a band and its estimated Jaccard similarity reaches the threshold
+//! — exactly what [`crate::store::Store::similar`] answers for each member, so `dedupe` and a
+//! store agree. A pair sharing several bands is compared only in the first, so every pair
+//! comes out once without a set of pairs seen. Identical signatures are merged first, so a
+//! thousand copies of one article cost one entry, not a million comparisons.
+
+use std::collections::HashMap;
+
+use rayon::prelude::*;
+
+use super::{MinHashParams, Signature};
+use crate::method::SIMILARITY_EPSILON;
+
+/// The pairs found, and counters.
+#[derive(Clone, Debug, Default)]
+pub struct MinHashMatches {
+    /// Pairs of input positions `(a, b, similarity)` with `a < b`, each once.
+    pub pairs: Vec<(u32, u32, f64)>,
+    /// Distinct signatures among the inputs.
+    pub unique: usize,
+    /// Signature comparisons made.
+    pub comparisons: u64,
+    /// The largest group of distinct signatures sharing one band key.
+    pub largest_group: usize,
+}
+
+/// A connected component of the "similar enough" graph with at least two members.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MinHashCluster {
+    /// Input positions, ascending.
+    pub members: Vec<u32>,
+    /// The smallest similarity among the pairs that link the cluster. Members linked only
+    /// through others (A–B and B–C) can be less similar than that.
+    pub min_similarity: f64,
+}
+
+impl MinHashMatches {
+    /// The clusters the pairs link, ordered by their first member.
+    pub fn clusters(&self) -> Vec<MinHashCluster> {
+        let mut parent: HashMap<u32, u32> = HashMap::new();
+        fn root(parent: &mut HashMap<u32, u32>, mut x: u32) -> u32 {
+            while let Some(&p) = parent.get(&x) {
+                if p == x {
+                    break;
+                }
+                let gp = parent[&p];
+                parent.insert(x, gp);
+                x = p;
+            }
+            x
+        }
+        for &(a, b, _) in &self.pairs {
+            parent.entry(a).or_insert(a);
+            parent.entry(b).or_insert(b);
+            let (ra, rb) = (root(&mut parent, a), root(&mut parent, b));
+            if ra != rb {
+                parent.insert(ra.max(rb), ra.min(rb));
+            }
+        }
+        let mut groups: HashMap<u32, MinHashCluster> = HashMap::new();
+        let nodes: Vec<u32> = parent.keys().copied().collect();
+        for x in nodes {
+            let r = root(&mut parent, x);
+            groups
+                .entry(r)
+                .or_insert_with(|| MinHashCluster {
+                    members: Vec::new(),
+                    min_similarity: 1.0,
+                })
+                .members
+                .push(x);
+        }
+        for &(a, _, s) in &self.pairs {
+            let r = root(&mut parent, a);
+            let c = groups.get_mut(&r).expect("every linked node has a cluster");
+            c.min_similarity = c.min_similarity.min(s);
+        }
+        let mut out: Vec<MinHashCluster> = groups.into_values().collect();
+        for c in &mut out {
+            c.members.sort_unstable();
+        }
+        out.sort_unstable_by_key(|c| c.members[0]);
+        out
+    }
+}
+
+/// All pairs of `sigs` sharing a band under `params` with estimated similarity ≥ `t`.
+/// Input positions must fit in `u32`.
+pub fn all_pairs(sigs: &[Signature], params: &MinHashParams, t: f64) -> MinHashMatches {
+    assert!(
+        sigs.len() <= u32::MAX as usize,
+        "at most 2^32 - 1 signatures"
+    );
+    // Merge identical signatures: holders[u] lists the inputs holding unique signature u.
+    let mut index: HashMap<&Signature, u32> = HashMap::with_capacity(sigs.len());
+    let mut unique: Vec<&Signature> = Vec::new();
+    let mut holders: Vec<Vec<u32>> = Vec::new();
+    for (i, s) in sigs.iter().enumerate() {
+        let u = *index.entry(s).or_insert_with(|| {
+            unique.push(s);
+            holders.push(Vec::new());
+            (unique.len() - 1) as u32
+        });
+        holders[u as usize].push(i as u32);
+    }
+    let keys: Vec<Vec<u64>> = unique.par_iter().map(|s| s.band_keys(params)).collect();
+
+    let per_band: Vec<(Vec<(u32, u32, f64)>, u64, usize)> = (0..usize::from(params.bands))
+        .into_par_iter()
+        .map(|band| {
+            let mut order: Vec<(u64, u32)> = keys
+                .iter()
+                .enumerate()
+                .map(|(u, k)| (k[band], u as u32))
+                .collect();
+            order.sort_unstable();
+            let mut found = Vec::new();
+            let mut comparisons = 0u64;
+            let mut largest = 0usize;
+            for group in order.chunk_by(|a, b| a.0 == b.0) {
+                largest = largest.max(group.len());
+                for (x, &(_, a)) in group.iter().enumerate() {
+                    for &(_, b) in &group[x + 1..] {
+                        let (ka, kb) = (&keys[a as usize], &keys[b as usize]);
+                        if (0..band).any(|e| ka[e] == kb[e]) {
+                            continue; // compared in an earlier band
+                        }
+                        comparisons += 1;
+                        let s = unique[a as usize].similarity(unique[b as usize]);
+                        if s >= t - SIMILARITY_EPSILON {
+                            found.push((a.min(b), a.max(b), s));
+                        }
+                    }
+                }
+            }
+            (found, comparisons, largest)
+        })
+        .collect();
+
+    let mut out = MinHashMatches {
+        unique: unique.len(),
+        ..MinHashMatches::default()
+    };
+    // Copies of one signature are pairs with each other at similarity 1.
+    for h in &holders {
+        for (x, &a) in h.iter().enumerate() {
+            for &b in &h[x + 1..] {
+                out.pairs.push((a, b, 1.0));
+            }
+        }
+    }
+    for (found, comparisons, largest) in per_band {
+        out.comparisons += comparisons;
+        out.largest_group = out.largest_group.max(largest);
+        for (ua, ub, s) in found {
+            for &a in &holders[ua as usize] {
+                for &b in &holders[ub as usize] {
+                    out.pairs.push((a.min(b), a.max(b), s));
+                }
+            }
+        }
+    }
+    out.pairs
+        .sort_unstable_by(|x, y| (x.0, x.1).cmp(&(y.0, y.1)));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::minhash::{MinHasher, Scheme};
+
+    #[test]
+    fn equals_brute_force_over_shared_band_and_threshold() {
+        let params = MinHashParams {
+            shingle: 1,
+            hashes: 32,
+            bands: 16,
+            rows: 2,
+            scheme: Scheme::Oph,
+        };
+        let mh = MinHasher::new(params);
+        // Overlapping word ranges give a spread of similarities; a copy gives identity.
+        let mut sigs: Vec<Signature> = (0..60u64)
+            .map(|i| {
+                let words: Vec<u64> = (i * 3..i * 3 + 40).collect();
+                mh.signature_of_hashes(&[words]).unwrap()
+            })
+            .collect();
+        sigs.push(sigs[5].clone());
+        for t in [0.2, 0.5, 0.8] {
+            let got = all_pairs(&sigs, &params, t);
+            let mut want = Vec::new();
+            for a in 0..sigs.len() {
+                for b in a + 1..sigs.len() {
+                    let (ka, kb) = (sigs[a].band_keys(&params), sigs[b].band_keys(&params));
+                    let s = sigs[a].similarity(&sigs[b]);
+                    if ka.iter().zip(&kb).any(|(x, y)| x == y) && s >= t {
+                        want.push((a as u32, b as u32, s));
+                    }
+                }
+            }
+            assert_eq!(got.pairs, want, "t = {t}");
+            let clusters = got.clusters();
+            let linked: usize = clusters.iter().map(|c| c.members.len()).sum();
+            let mut nodes: Vec<u32> = want.iter().flat_map(|&(a, b, _)| [a, b]).collect();
+            nodes.sort_unstable();
+            nodes.dedup();
+            assert_eq!(
+                linked,
+                nodes.len(),
+                "every linked input in exactly one cluster"
+            );
+            assert!(got.pairs.iter().any(|&(a, b, _)| (a, b) == (5, 60)));
+        }
+    }
+}
