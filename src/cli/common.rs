@@ -124,7 +124,6 @@ impl ProfileArgs {
                 ..Thresholds::default()
             },
             minhash: self.minhash_params.unwrap_or_default(),
-            ..FingerprintConfig::default()
         })
     }
 }

@@ -100,7 +100,6 @@ impl StoreProfileArgs {
                 ..Thresholds::default()
             },
             minhash,
-            ..FingerprintConfig::default()
         }))
     }
 }

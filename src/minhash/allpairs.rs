@@ -89,6 +89,9 @@ impl MinHashMatches {
     }
 }
 
+/// One band's pairs (unique-signature positions), comparisons and largest group.
+type BandResult = (Vec<(u32, u32, f64)>, u64, usize);
+
 /// All pairs of `sigs` sharing a band under `params` with estimated similarity ≥ `t`.
 /// Input positions must fit in `u32`.
 pub fn all_pairs(sigs: &[Signature], params: &MinHashParams, t: f64) -> MinHashMatches {
@@ -110,7 +113,7 @@ pub fn all_pairs(sigs: &[Signature], params: &MinHashParams, t: f64) -> MinHashM
     }
     let keys: Vec<Vec<u64>> = unique.par_iter().map(|s| s.band_keys(params)).collect();
 
-    let per_band: Vec<(Vec<(u32, u32, f64)>, u64, usize)> = (0..usize::from(params.bands))
+    let per_band: Vec<BandResult> = (0..usize::from(params.bands))
         .into_par_iter()
         .map(|band| {
             let mut order: Vec<(u64, u32)> = keys
@@ -165,8 +168,7 @@ pub fn all_pairs(sigs: &[Signature], params: &MinHashParams, t: f64) -> MinHashM
             }
         }
     }
-    out.pairs
-        .sort_unstable_by(|x, y| (x.0, x.1).cmp(&(y.0, y.1)));
+    out.pairs.sort_unstable_by_key(|&(a, b, _)| (a, b));
     out
 }
 
