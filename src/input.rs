@@ -277,23 +277,31 @@ impl<R: BufRead> Iterator for Lines<R> {
     }
 }
 
-/// Reads all of `reader` into documents, for small inputs (tests, one-article queries).
+/// The documents of `reader`, parsed one line at a time as the iterator is advanced (nothing
+/// is read ahead): a caller that wants one article reads two items, not the whole file.
+pub fn documents<'a>(
+    reader: impl Read + 'a,
+    name: &'a str,
+    spec: &'a InputSpec,
+) -> impl Iterator<Item = Result<Document, InputError>> + 'a {
+    Lines::new(BufReader::new(reader)).map(move |(line, raw)| {
+        raw.map_err(|e| InputErrorKind::Io(e.to_string()))
+            .and_then(|b| parse_line(&b, spec))
+            .map_err(|kind| InputError {
+                source_name: name.to_owned(),
+                line,
+                kind,
+            })
+    })
+}
+
+/// Reads all of `reader` into documents, for small inputs (tests).
 pub fn read_all(
     reader: impl Read,
     name: &str,
     spec: &InputSpec,
 ) -> Vec<Result<Document, InputError>> {
-    Lines::new(BufReader::new(reader))
-        .map(|(line, raw)| {
-            raw.map_err(|e| InputErrorKind::Io(e.to_string()))
-                .and_then(|b| parse_line(&b, spec))
-                .map_err(|kind| InputError {
-                    source_name: name.to_owned(),
-                    line,
-                    kind,
-                })
-        })
-        .collect()
+    documents(reader, name, spec).collect()
 }
 
 #[cfg(test)]

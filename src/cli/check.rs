@@ -11,7 +11,7 @@ use neardup::{Outcome, SimHash};
 use serde::Serialize;
 use serde_json::Value;
 
-use super::common::{self, CmdResult, InputArgs, RunArgs};
+use super::common::{self, CmdResult, DistanceArg, InputArgs, RunArgs, Searched};
 use super::store_args::{self, StoreArgs, StoreProfileArgs};
 
 #[derive(clap::Args, Debug)]
@@ -22,10 +22,9 @@ pub struct Args {
     /// the store if missing).
     #[arg(long)]
     insert: bool,
-    /// Largest Hamming distance that counts as a near-duplicate (default: the store's k;
-    /// also the k of a store that --insert creates, if at most 7).
-    #[arg(short, value_name = "K")]
-    k: Option<u32>,
+    /// The query distance; also the k of a store that --insert creates, if at most 7.
+    #[command(flatten)]
+    distance: DistanceArg,
     /// Articles per transaction.
     #[arg(long, default_value_t = 2048, value_name = "N")]
     batch: usize,
@@ -123,16 +122,18 @@ impl<W: Write> Batch<W> {
 
 pub fn run(args: Args) -> CmdResult {
     let started = Instant::now();
-    anyhow::ensure!(args.batch > 0, "--batch must be at least 1");
+    common::ensure_usage(args.batch > 0, "--batch must be at least 1")?;
     args.run.init_threads()?;
     let source = neardup::input::open(&args.input.input)?;
     let pre = args.input.pre_tokenized;
     let (store, fp) = if args.insert {
         // An existing store keeps its k whatever the query distance; a new one takes -k.
         let store_k = if Store::exists(&args.store.store) {
-            None
+            DistanceArg { k: None }
         } else {
-            args.k.filter(|&k| k <= neardup::simhash::MAX_K)
+            DistanceArg {
+                k: args.distance.k.filter(|&k| k <= neardup::simhash::MAX_K),
+            }
         };
         store_args::open_for_writing(&args.store, &args.profile, store_k, pre)?
     } else {
@@ -141,7 +142,9 @@ pub fn run(args: Args) -> CmdResult {
         store_args::ensure_comparable(&store, &fp, pre)?;
         (store, fp)
     };
-    let k = args.k.unwrap_or(store.config().k);
+    let k = args.distance.resolve(Searched::Store {
+        k: store.config().k,
+    })?;
     let spec = args.input.spec();
     let pb = common::progress_bar(&source, args.run.quiet);
     let position = Arc::clone(&source.position);

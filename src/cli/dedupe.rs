@@ -11,13 +11,13 @@ use neardup::SimHash;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::common::{self, CmdResult, InputArgs, ProfileArgs, RunArgs};
+use super::common::{self, CmdResult, DistanceArg, InputArgs, ProfileArgs, RunArgs, Searched};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Largest Hamming distance that links two articles (at most 7).
-    #[arg(short, default_value_t = 3, value_name = "K")]
-    k: u32,
+    /// Articles within this distance are linked.
+    #[command(flatten)]
+    distance: DistanceArg,
     /// Print every pair within k (`{"a", "b", "distance"}`) instead of clusters.
     #[arg(long)]
     pairs: bool,
@@ -44,7 +44,8 @@ struct PairLine<'a> {
 
 pub fn run(args: Args) -> CmdResult {
     let started = Instant::now();
-    let finder = AllPairs::new(args.k)?;
+    let k = args.distance.resolve(Searched::NewBlocks)?;
+    let finder = AllPairs::new(k)?;
     args.run.init_threads()?;
     let fp = args.profile.fingerprinter();
     let spec = args.input.spec();
@@ -126,7 +127,7 @@ pub fn run(args: Args) -> CmdResult {
             in_clusters,
             in_clusters - clusters.len(),
             matches.pair_count(),
-            args.k,
+            k,
             pair_secs,
             started.elapsed().as_secs_f64(),
         );

@@ -7,17 +7,17 @@ use neardup::pipeline::{self, Item, PipelineOptions};
 use neardup::store::{Op, Store, WriteCounts};
 use neardup::SimHash;
 
-use super::common::{self, CmdResult, InputArgs, RunArgs};
+use super::common::{self, CmdResult, DistanceArg, InputArgs, RunArgs};
 use super::store_args::{self, StoreArgs, StoreProfileArgs};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
     #[command(flatten)]
     store: StoreArgs,
-    /// Distance a new store's block tables are built for (k + 1 blocks, at most 7; default 3).
-    /// An existing store keeps its own: a different value is an error.
-    #[arg(short, value_name = "K")]
-    k: Option<u32>,
+    /// A new store's block tables are built for this distance; an existing store keeps its
+    /// own (a different value is an error).
+    #[command(flatten)]
+    distance: DistanceArg,
     /// Documents per transaction. A crash loses at most the batch in flight, never part of a
     /// document.
     #[arg(long, default_value_t = 2048, value_name = "N")]
@@ -75,11 +75,15 @@ impl Pending {
 
 pub fn run(args: Args) -> CmdResult {
     let started = Instant::now();
-    anyhow::ensure!(args.batch > 0, "--batch must be at least 1");
+    common::ensure_usage(args.batch > 0, "--batch must be at least 1")?;
     args.run.init_threads()?;
     let source = neardup::input::open(&args.input.input)?;
-    let (store, fp) =
-        store_args::open_for_writing(&args.store, &args.profile, args.k, args.input.pre_tokenized)?;
+    let (store, fp) = store_args::open_for_writing(
+        &args.store,
+        &args.profile,
+        args.distance,
+        args.input.pre_tokenized,
+    )?;
     let spec = args.input.spec();
     let pb = common::progress_bar(&source, args.run.quiet);
     let position = Arc::clone(&source.position);

@@ -3,6 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use super::common::{DistanceArg, Searched};
 use anyhow::Context;
 use clap::Args;
 use neardup::store::{OpenOptions, Store, StoreConfig};
@@ -35,10 +36,10 @@ impl StoreArgs {
 }
 
 pub fn open_options(wait: f64) -> anyhow::Result<OpenOptions> {
-    anyhow::ensure!(
+    super::common::ensure_usage(
         wait.is_finite() && wait >= 0.0,
-        "--wait must be a number of seconds, 0 or more"
-    );
+        "--wait must be a number of seconds, 0 or more",
+    )?;
     Ok(OpenOptions {
         wait: Duration::from_secs_f64(wait),
     })
@@ -90,19 +91,21 @@ impl StoreProfileArgs {
 pub fn open_for_writing(
     args: &StoreArgs,
     profile: &StoreProfileArgs,
-    k: Option<u32>,
+    distance: DistanceArg,
     pre_tokenized: bool,
 ) -> anyhow::Result<(Store, Fingerprinter)> {
     let opts = args.options()?;
     if Store::exists(&args.store) {
         let store = Store::open(&args.store, &opts)?;
         let fp = profile.fingerprinter(Some(&store.config().profile))?;
-        let config = StoreConfig::new(&fp, pre_tokenized, k.unwrap_or(store.config().k));
+        let k = distance.k.unwrap_or(store.config().k);
+        let config = StoreConfig::new(&fp, pre_tokenized, k);
         store.ensure_config(&config)?;
         Ok((store, fp))
     } else {
         let fp = profile.fingerprinter(None)?;
-        let config = StoreConfig::new(&fp, pre_tokenized, k.unwrap_or(DEFAULT_K));
+        let k = distance.resolve(Searched::NewBlocks)?;
+        let config = StoreConfig::new(&fp, pre_tokenized, k);
         let store = Store::create_or_open(&args.store, &config, &opts)?;
         Ok((store, fp))
     }
