@@ -18,7 +18,7 @@ pub enum Error {
     #[error("{0}")]
     Input(#[from] crate::input::InputError),
 
-    #[error("I/O error on {path}: {source}")]
+    #[error("I/O error on {path}")]
     Io {
         path: String,
         #[source]

@@ -109,8 +109,37 @@ pub enum InputErrorKind {
     NotString(String),
     #[error("`tokens` must be an array of strings (pre-tokenized input)")]
     BadTokens,
-    #[error("read error: {0}")]
+    #[error("line longer than {limit} bytes; skipped (is this JSON Lines, one article per line?)")]
+    TooLong { limit: usize },
+    #[error(
+        "read error: {0}; nothing after this point is read (is the file truncated or corrupt?)"
+    )]
     Io(String),
+}
+
+impl InputErrorKind {
+    /// The kind of an error from [`Lines`]: a line over the cap, or a failed read.
+    pub fn from_io(e: &io::Error) -> InputErrorKind {
+        match e
+            .get_ref()
+            .and_then(|inner| inner.downcast_ref::<LineTooLong>())
+        {
+            Some(t) => InputErrorKind::TooLong { limit: t.limit },
+            None => InputErrorKind::Io(e.to_string()),
+        }
+    }
+}
+
+/// The largest line [`Lines`] reads by default (32 MiB): longer ones are skipped and
+/// reported, so a file without newlines never becomes one allocation of its whole size.
+pub const MAX_LINE_BYTES: usize = 32 << 20;
+
+/// The error [`Lines`] yields, as an `io::Error` of kind `InvalidData`, for a line over its
+/// cap; reading goes on with the next line.
+#[derive(Debug, thiserror::Error)]
+#[error("line longer than {limit} bytes")]
+pub struct LineTooLong {
+    pub limit: usize,
 }
 
 /// Parses one line (without its newline) into a document.
@@ -231,10 +260,15 @@ pub fn open(path: &str) -> crate::Result<Source> {
 }
 
 /// Raw lines of a source with their 1-based numbers; blank lines are skipped. Reads as bytes
-/// so a line that is not UTF-8 is reported, not fatal.
+/// so a line that is not UTF-8 is reported, not fatal. A line over the cap
+/// ([`MAX_LINE_BYTES`]) is skipped without being held in memory and reported as a
+/// [`LineTooLong`] error; a read error (a truncated `.gz`, a failing disk) is reported once
+/// and ends the iteration.
 pub struct Lines<R> {
     reader: R,
     line: u64,
+    max_line: usize,
+    failed: bool,
     /// Bytes consumed from the (decompressed) stream so far.
     pub consumed: u64,
 }
@@ -244,7 +278,50 @@ impl<R: BufRead> Lines<R> {
         Lines {
             reader,
             line: 0,
+            max_line: MAX_LINE_BYTES,
+            failed: false,
             consumed: 0,
+        }
+    }
+
+    /// Sets the longest line read, in bytes (newline excluded).
+    pub fn max_line_bytes(mut self, max: usize) -> Self {
+        self.max_line = max;
+        self
+    }
+
+    /// Reads one line into `buf`, newline included, keeping at most `max_line` bytes of it
+    /// (plus the newline). Returns the bytes consumed and whether the line was too long.
+    fn read_line(&mut self, buf: &mut Vec<u8>) -> io::Result<(usize, bool)> {
+        let mut consumed = 0;
+        let mut too_long = false;
+        loop {
+            let available = match self.reader.fill_buf() {
+                Ok(b) => b,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            if available.is_empty() {
+                return Ok((consumed, too_long));
+            }
+            let (n, end) = match memchr::memchr(b'\n', available) {
+                Some(i) => (i + 1, true),
+                None => (available.len(), false),
+            };
+            if !too_long {
+                let content = n - usize::from(end);
+                if buf.len() + content > self.max_line {
+                    too_long = true;
+                    *buf = Vec::new();
+                } else {
+                    buf.extend_from_slice(&available[..n]);
+                }
+            }
+            self.reader.consume(n);
+            consumed += n;
+            if end {
+                return Ok((consumed, too_long));
+            }
         }
     }
 }
@@ -253,11 +330,26 @@ impl<R: BufRead> Iterator for Lines<R> {
     type Item = (u64, io::Result<Vec<u8>>);
 
     fn next(&mut self) -> Option<Self::Item> {
+        if self.failed {
+            return None;
+        }
         loop {
             let mut buf = Vec::new();
-            match self.reader.read_until(b'\n', &mut buf) {
-                Ok(0) => return None,
-                Ok(n) => {
+            match self.read_line(&mut buf) {
+                Ok((0, _)) => return None,
+                Ok((n, true)) => {
+                    self.line += 1;
+                    self.consumed += n as u64;
+                    let limit = self.max_line;
+                    return Some((
+                        self.line,
+                        Err(io::Error::new(
+                            io::ErrorKind::InvalidData,
+                            LineTooLong { limit },
+                        )),
+                    ));
+                }
+                Ok((n, false)) => {
                     self.line += 1;
                     self.consumed += n as u64;
                     while matches!(buf.last(), Some(b'\n' | b'\r')) {
@@ -270,6 +362,7 @@ impl<R: BufRead> Iterator for Lines<R> {
                 }
                 Err(e) => {
                     self.line += 1;
+                    self.failed = true;
                     return Some((self.line, Err(e)));
                 }
             }
@@ -277,23 +370,31 @@ impl<R: BufRead> Iterator for Lines<R> {
     }
 }
 
-/// Reads all of `reader` into documents, for small inputs (tests, one-article queries).
+/// The documents of `reader`, parsed one line at a time as the iterator is advanced (nothing
+/// is read ahead): a caller that wants one article reads two items, not the whole file.
+pub fn documents<'a>(
+    reader: impl Read + 'a,
+    name: &'a str,
+    spec: &'a InputSpec,
+) -> impl Iterator<Item = Result<Document, InputError>> + 'a {
+    Lines::new(BufReader::new(reader)).map(move |(line, raw)| {
+        raw.map_err(|e| InputErrorKind::from_io(&e))
+            .and_then(|b| parse_line(&b, spec))
+            .map_err(|kind| InputError {
+                source_name: name.to_owned(),
+                line,
+                kind,
+            })
+    })
+}
+
+/// Reads all of `reader` into documents, for small inputs (tests).
 pub fn read_all(
     reader: impl Read,
     name: &str,
     spec: &InputSpec,
 ) -> Vec<Result<Document, InputError>> {
-    Lines::new(BufReader::new(reader))
-        .map(|(line, raw)| {
-            raw.map_err(|e| InputErrorKind::Io(e.to_string()))
-                .and_then(|b| parse_line(&b, spec))
-                .map_err(|kind| InputError {
-                    source_name: name.to_owned(),
-                    line,
-                    kind,
-                })
-        })
-        .collect()
+    documents(reader, name, spec).collect()
 }
 
 #[cfg(test)]
@@ -352,5 +453,58 @@ mod tests {
                 .collect::<Vec<_>>(),
             ["f.jsonl", "2"]
         );
+    }
+
+    fn gzip(bytes: &[u8]) -> Vec<u8> {
+        use std::io::Write;
+        let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        enc.write_all(bytes).unwrap();
+        enc.finish().unwrap()
+    }
+
+    #[test]
+    fn a_truncated_gz_ends_after_the_good_lines_with_one_error() {
+        let text: String = (0..2000)
+            .map(|i| format!("{{\"id\":{i},\"content\":\"line {i} {}\"}}\n", i * 7919))
+            .collect();
+        let gz = gzip(text.as_bytes());
+        let cut = &gz[..gz.len() / 2];
+        let reader = BufReader::new(flate2::read::MultiGzDecoder::new(cut));
+        let items: Vec<_> = Lines::new(reader).take(10_000).collect();
+        assert!(items.len() < 2000, "the stream ends: {} items", items.len());
+        let (last, good) = items.split_last().unwrap();
+        assert!(
+            good.len() > 100,
+            "the good lines come first: {}",
+            good.len()
+        );
+        assert!(good.iter().all(|(_, r)| r.is_ok()));
+        let e = last.1.as_ref().unwrap_err();
+        assert!(
+            InputErrorKind::from_io(e).to_string().contains("truncated"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_line_over_the_cap_is_skipped_and_named() {
+        let long = format!("{{\"id\":2,\"content\":\"{}\"}}", "x".repeat(5000));
+        let input =
+            format!("{{\"id\":1,\"content\":\"a\"}}\n{long}\n{{\"id\":3,\"content\":\"c\"}}");
+        let lines = Lines::new(input.as_bytes()).max_line_bytes(100);
+        let got: Vec<_> = lines
+            .map(|(n, r)| (n, r.map_err(|e| InputErrorKind::from_io(&e).to_string())))
+            .collect();
+        assert_eq!(got.len(), 3);
+        assert!(got[0].1.is_ok() && got[2].1.is_ok());
+        assert_eq!(got[2].0, 3);
+        let e = got[1].1.as_ref().unwrap_err();
+        assert_eq!(got[1].0, 2);
+        assert!(e.contains("longer than 100 bytes"), "{e}");
+        // A line exactly at the cap is read.
+        let exact = Lines::new(&b"abc\nabcd"[..]).max_line_bytes(4);
+        assert!(exact
+            .map(|(_, r)| r.unwrap())
+            .eq([b"abc".to_vec(), b"abcd".to_vec()]));
     }
 }

@@ -128,7 +128,7 @@ pub fn run<E>(
             .into_par_iter()
             .map(|(line, raw)| {
                 let parsed = raw
-                    .map_err(|e| InputErrorKind::Io(e.to_string()))
+                    .map_err(|e| InputErrorKind::from_io(&e))
                     .and_then(|b| parse_line(&b, spec));
                 match parsed {
                     Ok(doc) => Item::Doc {

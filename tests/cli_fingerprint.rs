@@ -133,6 +133,11 @@ fn gzip_input_and_missing_file() {
     let (code, _, err) = neardup(&["fingerprint", "-i", "/nonexistent/x.jsonl"], b"");
     assert_eq!(code, 1);
     assert!(err.contains("/nonexistent/x.jsonl"), "{err}");
+    assert_eq!(
+        err.matches("No such file").count(),
+        1,
+        "the cause once: {err}"
+    );
 }
 
 #[test]
@@ -140,4 +145,48 @@ fn unknown_profile_is_a_usage_error() {
     let (code, _, err) = neardup(&["fingerprint", "--profile", "nope"], b"");
     assert_eq!(code, 2);
     assert!(err.contains("default") && err.contains("seed000"), "{err}");
+}
+
+/// `head -c N corpus.jsonl.gz > t.gz`: the good lines are written, then one error, then the
+/// run ends with exit code 3 (it used to loop forever on the read error).
+#[test]
+fn a_truncated_gz_writes_the_good_lines_and_ends_with_one_error() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let corpus = std::fs::read(common::examples()).unwrap();
+    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    for _ in 0..20 {
+        enc.write_all(&corpus).unwrap();
+    }
+    let gz = enc.finish().unwrap();
+    let path = dir.path().join("t.gz");
+    std::fs::write(&path, &gz[..gz.len() / 2]).unwrap();
+    let (code, out, err) = neardup(&["fingerprint", "-i", path.to_str().unwrap(), "-q"], b"");
+    assert_eq!(code, 3, "{err}");
+    let written = json_lines(&out).len();
+    let total = 20
+        * corpus
+            .split(|&b| b == b'\n')
+            .filter(|l| !l.is_empty())
+            .count();
+    assert!(written > 0 && written < total, "{written} of {total}");
+    let errors: Vec<&str> = err.lines().filter(|l| l.starts_with("error:")).collect();
+    assert_eq!(errors.len(), 1, "{err}");
+    assert!(
+        errors[0].contains("t.gz:") && errors[0].contains("truncated"),
+        "{err}"
+    );
+}
+
+/// A line over the cap is reported by number and skipped; the others are written.
+#[test]
+fn a_huge_line_is_named_not_loaded() {
+    let line = format!(
+        "{{\"id\":\"a\",\"content\":\"{}\"}}\n{{\"id\":\"b\",\"content\":\"x\"}}\n",
+        "长".repeat(12 << 20)
+    );
+    let (code, out, err) = neardup(&["fingerprint", "-q"], line.as_bytes());
+    assert_eq!(code, 3, "{err}");
+    assert!(err.contains("<stdin>:1: line longer than"), "{err}");
+    assert_eq!(json_lines(&out).len(), 1);
 }

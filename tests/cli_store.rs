@@ -145,9 +145,38 @@ fn similar_errors_name_the_problem() {
     let (code, _, err) = similar(&store, &["--id", "nope"], b"");
     assert_eq!(code, 1);
     assert!(err.contains("no document `nope`"), "{err}");
+    // Too short to fingerprint: exit 4, as on Elasticsearch, for a text and an article.
     let (code, _, err) = similar(&store, &["--text", "快讯"], b"");
-    assert_eq!(code, 1);
+    assert_eq!(code, 4, "{err}");
     assert!(err.contains("too short"), "{err}");
+    let (code, _, err) = similar(
+        &store,
+        &["--input", "-"],
+        "{\"id\":\"s\",\"title\":\"快讯\"}\n".as_bytes(),
+    );
+    assert_eq!(code, 4, "{err}");
+    assert!(
+        err.contains("article `s`") && err.contains("too short"),
+        "{err}"
+    );
+    // One -k/--max-distance policy: at most 64 on a store, a usage error (exit 2) beyond.
+    let (code, _, err) = similar(&store, &["--id", "ex-009", "--max-distance", "65"], b"");
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("at most 64"), "{err}");
+    let (code, got, err) = similar(&store, &["--id", "ex-009", "--max-distance", "0"], b"");
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(got, vec![json!({"id": "ex-009-halfwidth", "distance": 0})]);
+    let (code, got, err) = similar(
+        &store,
+        &["--fingerprint", "0000000000000000", "-k", "64"],
+        b"",
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        got.len(),
+        example_fps().len(),
+        "every stored document is within 64"
+    );
     let (code, _, err) = similar(
         &store,
         &["--input", "-"],
@@ -155,6 +184,9 @@ fn similar_errors_name_the_problem() {
     );
     assert_eq!(code, 1);
     assert!(err.contains("takes one"), "{err}");
+    let (code, _, err) = similar(&store, &["--input", "-"], b"\n");
+    assert_eq!(code, 1);
+    assert!(err.contains("holds no article"), "{err}");
     let (code, _, err) = similar(&store, &[], b"");
     assert_eq!(code, 2, "a query is required: {err}");
     let (code, _, err) = similar(&store, &["--id", "ex-001", "--profile", "seed000"], b"");

@@ -616,13 +616,10 @@ fn the_cli_prints_matches_and_one_line_errors() {
     assert!(out.starts_with("2 matches within distance 1"), "{out}");
     assert!(out.contains("a-copy") && !out.contains("copy2"), "{out}");
 
-    let text = format!(
-        "{}\n{}",
-        src["title"].as_str().unwrap(),
-        src["content"].as_str().unwrap()
-    );
-    let (code, out, _) = run(&["--input", "-"], text.as_bytes());
-    assert_eq!(code, 0);
+    // --input is one JSON Lines article, as on a local store: its own id is left out.
+    let article = json!({"id": "draft", "title": src["title"], "content": src["content"]});
+    let (code, out, err) = run(&["--input", "-"], format!("{article}\n").as_bytes());
+    assert_eq!(code, 0, "{err}");
     let ids: Vec<Value> = common::json_lines(&out)
         .iter()
         .map(|l| l["id"].clone())
@@ -634,13 +631,35 @@ fn the_cli_prints_matches_and_one_line_errors() {
     let (code, out, _) = run(&["--fingerprint", &f.to_hex(), "-k", "0"], b"");
     assert_eq!((code, common::json_lines(&out).len()), (0, 1));
 
-    for (extra, code_want, needle) in [
-        (vec!["--id", "short"], 4, "too short"),
-        (vec!["--text", "快讯"], 4, "too short"),
-        (vec!["--id", "nope"], 1, "no document with id `nope`"),
-        (vec!["--id", &src_id, "-k", "4"], 1, "8 blocks of 8 bits"),
+    let (code, out, _) = run(
+        &["--input", "-"],
+        format!(
+            "{}\n",
+            json!({"id": src_id, "title": src["title"], "content": src["content"]})
+        )
+        .as_bytes(),
+    );
+    assert_eq!(code, 0);
+    assert!(
+        !out.contains(&format!("\"{src_id}\"")),
+        "its own id is left out: {out}"
+    );
+
+    let short_article = b"{\"id\": \"s\", \"title\": \"\xe5\xbf\xab\xe8\xae\xaf\"}\n";
+    for (extra, stdin, code_want, needle) in [
+        (vec!["--id", "short"], &b""[..], 4, "too short"),
+        (vec!["--text", "快讯"], b"", 4, "too short"),
+        (vec!["--input", "-"], short_article, 4, "too short"),
+        (vec!["--id", "nope"], b"", 1, "no document with id `nope`"),
+        (vec!["--id", &src_id, "-k", "4"], b"", 2, "at most 3"),
+        (
+            vec!["--id", &src_id, "--max-distance", "4"],
+            b"",
+            2,
+            "8 blocks of 8 bits",
+        ),
     ] {
-        let (code, out, err) = run(&extra, b"");
+        let (code, out, err) = run(&extra, stdin);
         assert_eq!(code, code_want, "{extra:?}: {err}");
         assert!(out.is_empty());
         assert!(err.contains(needle), "{extra:?}: {err}");

@@ -12,7 +12,7 @@ use neardup::es::backfill::{
 };
 use neardup::es::RetryPolicy;
 
-use super::common::{CmdResult, ProfileArgs, Status};
+use super::common::{self, CmdResult, ProfileArgs, Status};
 use super::es_args::{self, parse_duration, EsArgs, FieldArgs};
 
 #[derive(clap::Args, Debug)]
@@ -93,13 +93,13 @@ pub fn run(args: Args) -> CmdResult {
         ("--concurrency", args.concurrency),
         ("--page-size", args.page_size),
     ] {
-        anyhow::ensure!(v > 0, "{flag} must be at least 1");
+        common::ensure_usage(v > 0, &format!("{flag} must be at least 1"))?;
     }
     if let Some(r) = args.max_docs_per_sec {
-        anyhow::ensure!(r > 0.0, "--max-docs-per-sec must be positive");
+        common::ensure_usage(r > 0.0, "--max-docs-per-sec must be positive")?;
     }
     if let Some(n) = args.threads {
-        anyhow::ensure!(n > 0, "--threads must be at least 1");
+        common::ensure_usage(n > 0, "--threads must be at least 1")?;
         rayon::ThreadPoolBuilder::new()
             .num_threads(n)
             .build_global()?;

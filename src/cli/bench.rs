@@ -7,7 +7,7 @@ use neardup::input::{self, Body, InputSpec, Lines};
 use neardup::pipeline::fingerprint_body;
 use rayon::prelude::*;
 
-use super::common::{CmdResult, ProfileArgs, Status};
+use super::common::{self, CmdResult, ProfileArgs, Status};
 
 #[derive(clap::Subcommand, Debug)]
 pub enum Bench {
@@ -55,7 +55,7 @@ pub fn run(b: Bench) -> CmdResult {
 }
 
 fn fingerprint(args: FingerprintBench) -> CmdResult {
-    anyhow::ensure!(args.runs > 0, "--runs must be at least 1");
+    common::ensure_usage(args.runs > 0, "--runs must be at least 1")?;
     let spec = InputSpec {
         text_fields: args.fields.clone(),
         ..InputSpec::default()

@@ -22,7 +22,7 @@ use rayon::prelude::*;
 use serde_json::{json, Value};
 use tokio::task::JoinSet;
 
-use super::common::{CmdResult, ProfileArgs, Status};
+use super::common::{self, CmdResult, ProfileArgs, Status};
 use super::es_args::{self, EsArgs};
 
 #[derive(clap::Args, Debug)]
@@ -54,10 +54,10 @@ pub struct BackfillBench {
 const INDEX: &str = "neardup-bench-backfill";
 
 pub fn run(args: BackfillBench) -> CmdResult {
-    anyhow::ensure!(
+    common::ensure_usage(
         args.docs > 0 && args.runs > 0,
-        "--docs and --runs must be positive"
-    );
+        "--docs and --runs must be positive",
+    )?;
     let corpus = read_corpus(&args.input)?;
     anyhow::ensure!(!corpus.is_empty(), "{}: no articles", args.input);
     let fp = args.profile.fingerprinter();

@@ -14,7 +14,7 @@ use neardup::SimHash;
 use rayon::prelude::*;
 use serde_json::{json, Value};
 
-use super::common::{CmdResult, ProfileArgs, Status};
+use super::common::{self, CmdResult, ProfileArgs, Status};
 use super::es_args::{self, EsArgs};
 
 #[derive(clap::Args, Debug)]
@@ -52,10 +52,10 @@ impl Rng {
 }
 
 pub fn run(args: EsTermsBench) -> CmdResult {
-    anyhow::ensure!(
+    common::ensure_usage(
         args.docs > 0 && args.queries > 0,
-        "--docs and --queries must be positive"
-    );
+        "--docs and --queries must be positive",
+    )?;
     let mut fps = real_fingerprints(args.input.as_deref(), args.docs, &args.profile)?;
     let real = fps.len().min(args.docs);
     fps.truncate(args.docs);

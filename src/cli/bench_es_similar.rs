@@ -13,7 +13,7 @@ use neardup::es::{self, BlockType, FieldNames, FilterMode, RetryPolicy, Similar,
 use neardup::SimHash;
 
 use super::bench_es::{load, real_fingerprints, Rng};
-use super::common::{CmdResult, ProfileArgs, Status};
+use super::common::{self, CmdResult, ProfileArgs, Status};
 use super::es_args::{self, EsArgs};
 
 #[derive(clap::Args, Debug)]
@@ -50,10 +50,10 @@ pub struct EsSimilarBench {
 }
 
 pub fn run(args: EsSimilarBench) -> CmdResult {
-    anyhow::ensure!(
+    common::ensure_usage(
         args.docs > 0 && args.queries > 0,
-        "--docs and --queries must be positive"
-    );
+        "--docs and --queries must be positive",
+    )?;
     let (config, client) = args.es.client()?;
     es_args::runtime()?.block_on(async {
         let retry = RetryPolicy::default();

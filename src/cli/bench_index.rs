@@ -11,7 +11,7 @@ use neardup::store::{OpenOptions, Store, StoreConfig};
 use neardup::{Method, SimHash, Sketch, Tolerance};
 use rayon::prelude::*;
 
-use super::common::{CmdResult, ProfileArgs, Status};
+use super::common::{self, CmdResult, ProfileArgs, Status};
 
 #[derive(clap::Args, Debug)]
 pub struct AllPairsBench {
@@ -95,7 +95,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 pub fn allpairs(args: AllPairsBench) -> CmdResult {
-    anyhow::ensure!(args.runs > 0, "--runs must be at least 1");
+    common::ensure_usage(args.runs > 0, "--runs must be at least 1")?;
     anyhow::ensure!(
         !args.random.is_empty() || args.input.is_some(),
         "nothing to measure: give --random N and/or --input PATH"
@@ -185,7 +185,7 @@ fn corpus_fps(path: &str, profile: &ProfileArgs) -> anyhow::Result<Vec<SimHash>>
 }
 
 pub fn similar(args: SimilarBench) -> CmdResult {
-    anyhow::ensure!(args.queries > 0, "--queries must be at least 1");
+    common::ensure_usage(args.queries > 0, "--queries must be at least 1")?;
     let opts = OpenOptions::default();
     let exists = Store::exists(&args.store);
     let store = match (exists, args.random) {

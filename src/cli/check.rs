@@ -11,7 +11,7 @@ use neardup::{Methods, Sketch, Tolerance, TooShort};
 use serde::Serialize;
 use serde_json::Value;
 
-use super::common::{self, CmdResult, InputArgs, MethodArgs, RunArgs};
+use super::common::{self, CmdResult, DistanceArg, InputArgs, MethodArgs, RunArgs, Searched};
 use super::store_args::{self, StoreArgs, StoreProfileArgs};
 
 #[derive(clap::Args, Debug)]
@@ -126,16 +126,22 @@ impl<W: Write> Batch<W> {
 
 pub fn run(args: Args) -> CmdResult {
     let started = Instant::now();
-    anyhow::ensure!(args.batch > 0, "--batch must be at least 1");
+    common::ensure_usage(args.batch > 0, "--batch must be at least 1")?;
     args.run.init_threads()?;
     let source = neardup::input::open(&args.input.input)?;
     let pre = args.input.pre_tokenized;
     let (store, fp) = if args.insert {
         // An existing store keeps its k whatever the query distance; a new one takes -k.
         let store_k = if Store::exists(&args.store.store) {
-            None
+            DistanceArg { k: None }
         } else {
-            args.method.k.filter(|&k| k <= neardup::simhash::MAX_K)
+            DistanceArg {
+                k: args
+                    .method
+                    .distance
+                    .k
+                    .filter(|&k| k <= neardup::simhash::MAX_K),
+            }
         };
         store_args::open_for_writing(&args.store, &args.profile, &args.method, store_k, pre)?
     } else {
@@ -144,7 +150,12 @@ pub fn run(args: Args) -> CmdResult {
         (store, fp)
     };
     let method = store.method();
-    let tolerance = args.method.tolerance(method, store.config().k)?;
+    let tolerance = args.method.tolerance(
+        method,
+        Searched::Store {
+            k: store.config().k,
+        },
+    )?;
     let spec = args.input.spec();
     let pb = common::progress_bar(&source, args.run.quiet);
     let position = Arc::clone(&source.position);

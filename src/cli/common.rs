@@ -17,9 +17,11 @@ use neardup::{
 pub enum ExitCode {
     Ok = 0,
     Error = 1,
+    /// A usage error: clap's own, or a flag value that parses but cannot be used.
+    Usage = 2,
     /// The run finished but some input lines were rejected.
     BadInput = 3,
-    /// `similar`: the query text is too short to have a fingerprint.
+    /// `similar`: the query (text, article or document) is too short to have a fingerprint.
     NoFingerprint = 4,
 }
 
@@ -42,9 +44,102 @@ pub fn finish(result: CmdResult) -> i32 {
         Ok(Status::BadInput) => ExitCode::BadInput as i32,
         Ok(Status::NoFingerprint) => ExitCode::NoFingerprint as i32,
         Err(e) if is_broken_pipe(&e) => ExitCode::Ok as i32,
+        Err(e) if is_usage(&e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::Usage as i32
+        }
         Err(e) => {
             eprintln!("error: {e:#}");
             ExitCode::Error as i32
+        }
+    }
+}
+
+/// A flag value that parses but cannot be used: exit code 2, like clap's own usage errors.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UsageError(pub String);
+
+/// A [`UsageError`] as an `anyhow::Error`.
+pub fn usage(message: impl Into<String>) -> anyhow::Error {
+    UsageError(message.into()).into()
+}
+
+/// A [`UsageError`] unless `ok`.
+pub fn ensure_usage(ok: bool, message: &str) -> anyhow::Result<()> {
+    if ok {
+        Ok(())
+    } else {
+        Err(usage(message))
+    }
+}
+
+/// Usage errors raised after parsing, by this layer or by the library (a distance or profile
+/// it does not support).
+fn is_usage(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.is::<UsageError>()
+            || matches!(
+                c.downcast_ref::<neardup::Error>(),
+                Some(
+                    neardup::Error::UnsupportedDistance { .. } | neardup::Error::UnknownProfile(_)
+                )
+            )
+            || matches!(
+                c.downcast_ref::<neardup::es::EsError>(),
+                Some(neardup::es::EsError::DistanceTooLarge { .. })
+            )
+    })
+}
+
+/// `-k/--max-distance`: the one spelling of the largest Hamming distance, for every command.
+#[derive(Args, Debug, Clone, Copy)]
+pub struct DistanceArg {
+    /// Largest Hamming distance between near-duplicates. Default: the k of the index used (an
+    /// existing store's own; 3 on Elasticsearch, for a new store and for dedupe). At most 3 on
+    /// Elasticsearch (four 16-bit blocks), 7 for a new store or dedupe (k + 1 blocks of at
+    /// least 8 bits), 64 when querying an existing store (exact, with more lookups).
+    #[arg(short = 'k', long = "max-distance", value_name = "K")]
+    pub k: Option<u32>,
+}
+
+/// The index a distance is used with, which sets its default and its limit (the k policy).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Searched {
+    /// An existing local store built for distance `k`: a larger query distance stays exact
+    /// (more lookups), up to the 64 bits of a fingerprint.
+    Store { k: u32 },
+    /// Elasticsearch's four 16-bit block fields: exact up to [`neardup::es::MAX_K`].
+    Elasticsearch,
+    /// A block index built now (a new store, dedupe's in-memory finder): k + 1 blocks of at
+    /// least 8 bits, so up to [`neardup::simhash::MAX_K`].
+    NewBlocks,
+}
+
+impl DistanceArg {
+    /// The distance to use with `searched`: the flag's value, or that index's default; a
+    /// value above the index's limit is a usage error that says why.
+    pub fn resolve(self, searched: Searched) -> anyhow::Result<u32> {
+        let (default, max, why) = match searched {
+            Searched::Store { k } => (k, 64, "a fingerprint has 64 bits"),
+            Searched::Elasticsearch => (
+                neardup::es::MAX_K,
+                neardup::es::MAX_K,
+                "Elasticsearch's four 16-bit block fields answer exactly only up to 3 (a larger k \
+                 needs a mapping with k + 1 blocks, e.g. 8 blocks of 8 bits for k ≤ 7)",
+            ),
+            Searched::NewBlocks => (
+                super::store_args::DEFAULT_K,
+                neardup::simhash::MAX_K,
+                "the index splits the 64 bits into k + 1 blocks of at least 8 bits",
+            ),
+        };
+        match self.k {
+            None => Ok(default),
+            Some(k) if k <= max => Ok(k),
+            Some(k) => Err(usage(format!(
+                "-k/--max-distance {k} is too large here: at most {max}, because {why}"
+            ))),
         }
     }
 }
@@ -136,18 +231,12 @@ pub struct MethodArgs {
     /// method). A store's own method is used when not given.
     #[arg(long, value_parser = parse_method)]
     pub method: Option<Method>,
-    /// SimHash: largest Hamming distance that counts as a near-duplicate (implies
-    /// --method simhash).
-    #[arg(
-        short = 'k',
-        long = "max-distance",
-        value_name = "K",
-        conflicts_with = "threshold"
-    )]
-    pub k: Option<u32>,
+    /// SimHash (-k implies --method simhash).
+    #[command(flatten)]
+    pub distance: DistanceArg,
     /// MinHash: smallest estimated Jaccard similarity of word shingles that counts as a
     /// near-duplicate, 0 < T ≤ 1 (default 0.4; implies --method minhash).
-    #[arg(long, value_name = "T")]
+    #[arg(long, value_name = "T", conflicts_with = "k")]
     pub threshold: Option<f64>,
 }
 
@@ -157,9 +246,9 @@ fn parse_method(s: &str) -> Result<Method, String> {
 
 impl MethodArgs {
     /// The method: `--method`, else the store's, else the one `-k`/`--threshold` implies,
-    /// else MinHash.
+    /// else MinHash. A flag of the other method is a usage error.
     pub fn method(&self, store: Option<Method>) -> anyhow::Result<Method> {
-        let implied = match (self.k, self.threshold) {
+        let implied = match (self.distance.k, self.threshold) {
             (Some(_), _) => Some(Method::SimHash),
             (_, Some(_)) => Some(Method::MinHash),
             _ => None,
@@ -167,10 +256,10 @@ impl MethodArgs {
         let method = self.method.or(store).or(implied).unwrap_or_default();
         if let Some(i) = implied.filter(|&i| i != method) {
             let flag = match i {
-                Method::SimHash => "-k",
+                Method::SimHash => "-k/--max-distance",
                 Method::MinHash => "--threshold",
             };
-            anyhow::bail!(
+            return Err(usage(format!(
                 "{flag} belongs to --method {i}, but the method is {method}{}; use {}",
                 if store == Some(method) && self.method.is_none() {
                     " (the store's)"
@@ -181,23 +270,25 @@ impl MethodArgs {
                     Method::SimHash => "-k DISTANCE",
                     Method::MinHash => "--threshold SIMILARITY",
                 }
-            );
+            )));
         }
         Ok(method)
     }
 
-    /// How close counts, for `method`; `default_k` is SimHash's when -k is not given.
-    pub fn tolerance(&self, method: Method, default_k: u32) -> anyhow::Result<Tolerance> {
+    /// How close counts, for `method`; for SimHash, -k resolved against what is searched.
+    pub fn tolerance(&self, method: Method, searched: Searched) -> anyhow::Result<Tolerance> {
         Ok(match method {
-            Method::SimHash => Tolerance::Distance(self.k.unwrap_or(default_k)),
+            Method::SimHash => Tolerance::Distance(self.distance.resolve(searched)?),
             Method::MinHash => {
                 let t = self
                     .threshold
                     .unwrap_or(neardup::minhash::DEFAULT_THRESHOLD);
-                anyhow::ensure!(
+                ensure_usage(
                     t > 0.0 && t <= 1.0,
-                    "--threshold must be above 0 and at most 1 (an estimated Jaccard similarity), not {t}"
-                );
+                    &format!(
+                        "--threshold must be above 0 and at most 1 (an estimated Jaccard similarity), not {t}"
+                    ),
+                )?;
                 Tolerance::Similarity(t)
             }
         })
@@ -219,7 +310,7 @@ impl RunArgs {
     /// Sizes the global rayon pool; call once, before any parallel work.
     pub fn init_threads(&self) -> anyhow::Result<()> {
         if let Some(n) = self.threads {
-            anyhow::ensure!(n > 0, "--threads must be at least 1");
+            ensure_usage(n > 0, "--threads must be at least 1")?;
             rayon::ThreadPoolBuilder::new()
                 .num_threads(n)
                 .build_global()?;

@@ -12,8 +12,7 @@ use neardup::{Methods, MinHashParams, Score, Signature, SimHash, Sketch, Toleran
 use serde::Serialize;
 use serde_json::Value;
 
-use super::common::{self, CmdResult, InputArgs, MethodArgs, ProfileArgs, RunArgs};
-use super::store_args::DEFAULT_K;
+use super::common::{self, CmdResult, InputArgs, MethodArgs, ProfileArgs, RunArgs, Searched};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -65,7 +64,7 @@ struct Found {
 pub fn run(args: Args) -> CmdResult {
     let started = Instant::now();
     let method = args.method.method(None)?;
-    let tolerance = args.method.tolerance(method, DEFAULT_K)?;
+    let tolerance = args.method.tolerance(method, Searched::NewBlocks)?;
     let finder = match tolerance {
         Tolerance::Distance(k) => Some(AllPairs::new(k)?),
         Tolerance::Similarity(_) => None,

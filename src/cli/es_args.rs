@@ -12,7 +12,7 @@ use neardup::es::{Auth, EsConfig, FieldNames, Secret};
 /// Connection to the cluster.
 #[derive(clap::Args, Clone)]
 pub struct EsArgs {
-    /// Elasticsearch URL; several nodes comma-separated. Credentials in the URL
+    /// Elasticsearch URL (required); several nodes comma-separated. Credentials in the URL
     /// (`https://user:pass@host:9200`) are used as basic auth.
     #[arg(
         long = "es",
@@ -20,7 +20,7 @@ pub struct EsArgs {
         value_name = "URL",
         hide_env_values = true
     )]
-    pub url: String,
+    pub url: Option<String>,
     /// User for HTTP basic auth (with --es-password).
     #[arg(long = "es-user", env = "NEARDUP_ES_USER", value_name = "USER")]
     pub user: Option<String>,
@@ -55,7 +55,9 @@ impl fmt::Debug for EsArgs {
         f.debug_struct("EsArgs")
             .field(
                 "url",
-                &EsConfig::new(&self.url).map_or_else(|_| "<invalid>".into(), |c| c.display_urls()),
+                &self.url.as_deref().map(|url| {
+                    EsConfig::new(url).map_or_else(|_| "<invalid>".into(), |c| c.display_urls())
+                }),
             )
             .field("user", &self.user)
             .field("password", &redacted(&self.password))
@@ -69,7 +71,10 @@ impl fmt::Debug for EsArgs {
 impl EsArgs {
     /// The library's connection config.
     pub fn config(&self) -> anyhow::Result<EsConfig> {
-        let mut c = EsConfig::new(&self.url)?;
+        let url = self.url.as_deref().ok_or_else(|| {
+            super::common::usage("no Elasticsearch URL: give --es URL or set NEARDUP_ES_URL")
+        })?;
+        let mut c = EsConfig::new(url)?;
         match (&self.user, &self.password, &self.api_key) {
             (Some(user), Some(pw), None) => {
                 c.auth = Auth::Basic {
@@ -78,19 +83,21 @@ impl EsArgs {
                 }
             }
             (Some(_), None, _) => {
-                anyhow::bail!(
-                    "--es-user needs a password: set NEARDUP_ES_PASSWORD (or --es-password)"
-                )
+                return Err(super::common::usage(
+                    "--es-user needs a password: set NEARDUP_ES_PASSWORD (or --es-password)",
+                ))
             }
             (None, Some(_), _) => {
-                anyhow::bail!(
-                    "a password was given without a user: set NEARDUP_ES_USER (or --es-user)"
-                )
+                return Err(super::common::usage(
+                    "a password was given without a user: set NEARDUP_ES_USER (or --es-user)",
+                ))
             }
             (None, None, Some(key)) => c.auth = Auth::ApiKey(Secret::new(key.clone())),
             (None, None, None) => {}
             (Some(_), Some(_), Some(_)) => {
-                anyhow::bail!("give either a user and password or an API key, not both")
+                return Err(super::common::usage(
+                    "give either a user and password or an API key, not both",
+                ))
             }
         }
         c.ca_cert = self.ca_cert.clone();
@@ -135,7 +142,10 @@ impl FieldArgs {
                 .clone()
                 .try_into()
                 .map_err(|v: Vec<String>| {
-                    anyhow::anyhow!("--block-fields needs exactly four names, got {}", v.len())
+                    super::common::usage(format!(
+                        "--block-fields needs exactly four names, got {}",
+                        v.len()
+                    ))
                 })?;
         let names = FieldNames {
             blocks,
@@ -230,7 +240,7 @@ mod tests {
     #[test]
     fn secrets_never_in_debug() {
         let a = EsArgs {
-            url: "https://u:hunter2@es:9200".into(),
+            url: Some("https://u:hunter2@es:9200".into()),
             user: None,
             password: Some("pw-secret".into()),
             api_key: Some("id:key-secret".into()),

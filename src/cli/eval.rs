@@ -249,7 +249,7 @@ fn evaluate(args: &Args) -> CmdResult {
     let file = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
     let pairs = read_pairs(BufReader::new(file), &path.display().to_string())?;
     anyhow::ensure!(!pairs.is_empty(), "{}: no pairs", path.display());
-    anyhow::ensure!(args.max_k <= 64, "--max-k must be at most 64");
+    common::ensure_usage(args.max_k <= 64, "--max-k must be at most 64")?;
     anyhow::ensure!(
         args.k <= args.max_k,
         "--k must be at most --max-k ({})",

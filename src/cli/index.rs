@@ -75,14 +75,14 @@ impl Pending {
 
 pub fn run(args: Args) -> CmdResult {
     let started = Instant::now();
-    anyhow::ensure!(args.batch > 0, "--batch must be at least 1");
+    common::ensure_usage(args.batch > 0, "--batch must be at least 1")?;
     args.run.init_threads()?;
     let source = neardup::input::open(&args.input.input)?;
     let (store, fp) = store_args::open_for_writing(
         &args.store,
         &args.profile,
         &args.method,
-        args.method.k,
+        args.method.distance,
         args.input.pre_tokenized,
     )?;
     let method = store.method();

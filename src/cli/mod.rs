@@ -18,12 +18,9 @@ mod eval_plot;
 mod fingerprint;
 mod index;
 mod similar;
-mod similar_es;
 mod stats;
 mod store_args;
 mod worker;
-
-use std::ffi::OsString;
 
 use clap::{Parser, Subcommand};
 
@@ -31,7 +28,7 @@ use clap::{Parser, Subcommand};
 #[derive(Parser, Debug)]
 #[command(name = "neardup", version, about, long_about = None)]
 #[command(
-    after_help = "Exit codes: 0 success; 1 error; 2 usage error; 3 finished, but some input lines (or, for backfill, documents) were rejected; 4 similar on Elasticsearch: the query text is too short to have a fingerprint."
+    after_help = "Exit codes: 0 success; 1 error; 2 usage error; 3 finished, but some input lines (or, for backfill, documents) were rejected; 4 similar: the query is too short to have a fingerprint."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -48,8 +45,8 @@ enum Command {
     Worker(worker::Args),
     /// Fingerprint JSON Lines articles and upsert them into a local store (created if missing).
     Index(index::Args),
-    /// Documents near a stored id, a text or one article, in a local store (`--store DIR`) or
-    /// in Elasticsearch (`--es URL --index NAME`; see `neardup similar --index x --help`).
+    /// Documents near a stored id, a text, one article or a fingerprint, in a local store
+    /// (`--store DIR`) or in Elasticsearch (`--index NAME`, cluster from `--es URL`).
     Similar(similar::Args),
     /// For each article: is it a near-duplicate of something stored? `--insert` adds the rest.
     Check(check::Args),
@@ -61,9 +58,6 @@ enum Command {
     Stats(stats::Args),
     /// Measure detection quality on labelled pairs, or generate the synthetic benchmark.
     Eval(eval::Args),
-    /// `similar` on Elasticsearch; reached as `neardup similar --es URL --index NAME …`.
-    #[command(name = "similar-es", hide = true)]
-    SimilarEs(similar_es::EsSimilarArgs),
     /// Fingerprint the existing documents of Elasticsearch indices: resumable, throttled, guarded.
     Backfill(backfill::Args),
     /// Measure throughput on a corpus (medians of several runs).
@@ -73,7 +67,7 @@ enum Command {
 
 /// Runs the command line and returns the process exit code.
 pub fn main() -> i32 {
-    let cli = Cli::parse_from(route_similar(std::env::args_os().collect()));
+    let cli = Cli::parse();
     common::init_logging();
     let result = match cli.command {
         Command::Fingerprint(args) => fingerprint::run(args),
@@ -86,27 +80,8 @@ pub fn main() -> i32 {
         Command::Dedupe(args) => dedupe::run(args),
         Command::Stats(args) => stats::run(args),
         Command::Eval(args) => eval::run(args),
-        Command::SimilarEs(args) => similar_es::run(args),
         Command::Backfill(args) => backfill::run(args),
         Command::Bench(b) => bench::run(b),
     };
     common::finish(result)
-}
-
-/// `similar` searches a local store or Elasticsearch, whose flags differ; the two are separate
-/// clap commands and this picks one from the flags given: `--index` or `--es` (without
-/// `--store`) means Elasticsearch.
-fn route_similar(mut argv: Vec<OsString>) -> Vec<OsString> {
-    if argv.get(1).is_some_and(|a| a == "similar") {
-        let has = |flag: &str| {
-            argv.iter().skip(2).any(|a| {
-                a.to_str()
-                    .is_some_and(|a| a == flag || a.starts_with(&format!("{flag}=")))
-            })
-        };
-        if !has("--store") && (has("--index") || has("--es")) {
-            argv[1] = OsString::from("similar-es");
-        }
-    }
-    argv
 }

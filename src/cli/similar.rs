@@ -1,139 +1,403 @@
-//! `neardup similar`: the stored documents near one document or text.
+//! `neardup similar`: the documents near one document, text, article or fingerprint, in a
+//! local store (`--store DIR`) or in Elasticsearch (`--index NAME`, cluster from `--es`).
 //!
-//! The target is a local store (`--store DIR`); the query is a stored id, a text, or one
-//! JSON Lines article.
+//! Both backends take the same query flags with the same meaning: `--id` (a stored
+//! document, itself left out), `--text` (plain text or HTML), `--input` (a file holding one
+//! JSON Lines article, whose own id is left out) and `--fingerprint`; the same
+//! `--method`/`-k`/`--threshold`, `--format`, and exit code 4 when the query is too short to
+//! have a fingerprint. A store answers with its own method (MinHash stores: `similarity`);
+//! Elasticsearch holds SimHash fingerprints (`distance`).
 
 use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::ArgGroup;
+use neardup::es::{self, FilterMode, Paging, QueryFingerprint, RetryPolicy, SimilarOptions};
 use neardup::input::{self, InputSpec};
 use neardup::pipeline::sketch_body;
-use neardup::store::{Match, Store};
-use neardup::{Methods, Sketch};
+use neardup::store::Store;
+use neardup::{Fingerprinter, Method, Methods, Score, SimHash, Sketch, Tolerance};
 
-use super::common::{self, CmdResult, MethodArgs, Status};
+use super::common::{self, CmdResult, MethodArgs, Searched, Status};
+use super::es_args::{self, EsArgs, FieldArgs};
 use super::store_args::{self, StoreProfileArgs};
 
 #[derive(clap::Args, Debug)]
-#[command(group(ArgGroup::new("target").required(true).args(["store"])))]
-#[command(
-    after_help = "To search Elasticsearch instead: neardup similar --es URL --index NAME --id ID [-k 3] \
-                  [--filter server|client] [--format json|table]; `neardup similar --index x --help` lists its flags."
-)]
-#[command(group(ArgGroup::new("query").required(true).args(["id", "text", "input"])))]
+#[command(group(ArgGroup::new("target").required(true).args(["store", "index"])))]
+#[command(group(ArgGroup::new("query").required(true).args(["id", "text", "input", "fingerprint"])))]
 pub struct Args {
     /// Search the local index in this directory.
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", help_heading = "Local store")]
     store: Option<PathBuf>,
     /// If another process has the store open, wait up to this many seconds for it.
     #[arg(
         long,
         value_name = "SECONDS",
         default_value_t = 0.0,
-        requires = "store"
+        requires = "store",
+        help_heading = "Local store"
     )]
     wait: f64,
-    /// Documents near this stored document (itself excluded).
+    /// Search these Elasticsearch indices: a name, alias or pattern; several comma-separated
+    /// (`articles-2024,articles-2025`). The cluster is --es (or NEARDUP_ES_URL).
+    #[arg(
+        long,
+        value_name = "NAME[,NAME…]",
+        conflicts_with = "store",
+        help_heading = "Elasticsearch"
+    )]
+    index: Option<String>,
+    /// Documents near this stored document (itself left out).
     #[arg(long, value_name = "ID")]
     id: Option<String>,
     /// Documents near this text (plain text or HTML).
     #[arg(long, value_name = "TEXT")]
     text: Option<String>,
-    /// Documents near the one JSON Lines article in this file; `-` reads standard input.
+    /// Documents near the one JSON Lines article in this file (`.gz` is decompressed; `-`
+    /// reads standard input); its own id is left out. A plain text goes in --text.
     #[arg(long, short, value_name = "PATH")]
     input: Option<String>,
-    /// Text field of the --input article; repeat for several, joined in order.
+    /// Documents near this fingerprint (16 hex digits, as `neardup fingerprint` prints).
+    #[arg(long, value_name = "HEX")]
+    fingerprint: Option<SimHash>,
+    /// Text field of the --input article (and, on Elasticsearch, of a document without a
+    /// stored fingerprint; dotted paths allowed); repeat for several, joined in order.
     #[arg(long = "field", value_name = "NAME", default_values = ["title", "content"])]
     fields: Vec<String>,
-    /// Field holding the --input article's id (its own id is left out of the results).
+    /// Field holding the --input article's id.
     #[arg(long, default_value = "id", value_name = "NAME")]
     id_field: String,
-    /// The store's method is used. MinHash: --threshold (default 0.4). SimHash: -k, the
-    /// largest Hamming distance (default: the store's k; larger values stay exact, at the
-    /// cost of more lookups).
+    /// A store is searched with its own method; Elasticsearch holds SimHash fingerprints.
     #[command(flatten)]
     method: MethodArgs,
+    /// Output: `json` (one `{"id","similarity"}` or `{"id","distance"}` line per match, with
+    /// `"index"` on Elasticsearch) or `table`.
+    #[arg(long, default_value = "json", value_name = "json|table")]
+    format: Format,
     #[command(flatten)]
     profile: StoreProfileArgs,
+    #[command(flatten, next_help_heading = "Elasticsearch")]
+    es: EsArgs,
+    /// Where the exact distance is checked: `server` (a painless script filter; only matches
+    /// cross the network; falls back to `client` when the cluster refuses scripts) or
+    /// `client` (every candidate's blocks are fetched and checked here).
+    #[arg(
+        long,
+        default_value = "server",
+        value_name = "server|client",
+        help_heading = "Elasticsearch"
+    )]
+    filter: FilterMode,
+    /// Candidates per page.
+    #[arg(
+        long,
+        default_value_t = 1000,
+        value_name = "N",
+        value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..),
+        help_heading = "Elasticsearch"
+    )]
+    page_size: usize,
+    /// How to page when the candidates exceed a page: `auto` (point in time where the
+    /// cluster has it, else scroll), `pit` or `scroll`.
+    #[arg(
+        long,
+        default_value = "auto",
+        value_name = "auto|pit|scroll",
+        help_heading = "Elasticsearch"
+    )]
+    paging: Paging,
+    #[command(flatten, next_help_heading = "Elasticsearch")]
+    field_names: FieldArgs,
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum Format {
+    Json,
+    Table,
+}
+
+/// One match, from either backend.
+#[derive(serde::Serialize)]
+struct Line<'a> {
+    id: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    index: Option<&'a str>,
+    #[serde(flatten)]
+    score: Score,
+}
+
+/// What a query found, from either backend.
+struct Found {
+    /// What was searched for.
+    tolerance: Tolerance,
+    matches: Vec<(String, Option<String>, Score)>,
+    /// The query fingerprint and where it came from, when known.
+    query: Option<(SimHash, &'static str)>,
+    /// Candidates read (Elasticsearch).
+    transferred: Option<u64>,
+}
+
+/// The query as given on the command line, the --input article already read.
+enum Query {
+    Id(String),
+    Text(String),
+    /// A sketch (--fingerprint, or --input's article), where it came from, and the id to
+    /// leave out.
+    Sketch(Sketch, &'static str, Option<String>),
+    TooShort(String, neardup::TooShort),
 }
 
 pub fn run(args: Args) -> CmdResult {
-    let dir = args
-        .store
-        .clone()
-        .context("give --store DIR (the local index to search)")?;
-    let store = Store::open(&dir, &store_args::open_options(args.wait)?)?;
+    let found = match (&args.store, &args.index) {
+        (Some(dir), _) => search_store(&args, dir)?,
+        (None, Some(index)) => search_es(&args, index)?,
+        (None, None) => unreachable!("clap requires --store or --index"),
+    };
+    match found {
+        Ok(found) => print(&args, &found),
+        Err((what, why)) => {
+            eprintln!(
+                "error: {what} is too short to fingerprint ({why}), so nothing can be near it"
+            );
+            Ok(Status::NoFingerprint)
+        }
+    }
+}
+
+type Outcome = Result<Found, (String, neardup::TooShort)>;
+
+/// Reads the query: --input's one article is sketched here, with `fp` and `method`.
+fn query(args: &Args, fp: &Fingerprinter, method: Method) -> anyhow::Result<Query> {
+    if let Some(id) = &args.id {
+        return Ok(Query::Id(id.clone()));
+    }
+    if let Some(text) = &args.text {
+        return Ok(Query::Text(text.clone()));
+    }
+    if let Some(f) = args.fingerprint {
+        if method != Method::SimHash {
+            return Err(common::usage(
+                "--fingerprint takes a SimHash fingerprint, but this store holds MinHash signatures: query it with --id, --text or --input",
+            ));
+        }
+        return Ok(Query::Sketch(Sketch::SimHash(f), "given", None));
+    }
+    let path = args.input.as_deref().unwrap_or("-");
+    let spec = InputSpec {
+        id_field: args.id_field.clone(),
+        text_fields: args.fields.clone(),
+        pre_tokenized: false,
+    };
+    let source = input::open(path)?;
+    let mut docs = input::documents(source.reader, &source.name, &spec);
+    let doc = docs.next().with_context(|| {
+        format!(
+            "{} holds no article; `similar --input` takes one",
+            source.name
+        )
+    })??;
+    anyhow::ensure!(
+        docs.next().is_none(),
+        "{} holds more than one article; `similar` takes one (use `neardup check` for many)",
+        source.name
+    );
+    let what = format!("article `{}`", doc.id);
+    Ok(
+        match sketch_body(fp, Methods::only(method), &doc.body).into_sketch(method) {
+            Ok(s) => Query::Sketch(s, "computed from the article", Some(doc.id.key())),
+            Err(why) => Query::TooShort(what, why),
+        },
+    )
+}
+
+fn search_store(args: &Args, dir: &std::path::Path) -> anyhow::Result<Outcome> {
+    let store = Store::open(dir, &store_args::open_options(args.wait)?)?;
     let method = args.method.method(Some(store.method()))?;
     store.ensure_method(method)?;
-    let tolerance = args.method.tolerance(method, store.config().k)?;
-    if let neardup::Tolerance::Distance(k) = tolerance {
-        anyhow::ensure!(
-            k <= 64,
-            "-k must be at most 64 (the fingerprint has 64 bits)"
-        );
-    }
-    let matches = if let Some(id) = &args.id {
-        store.similar_to_id(id, tolerance)?.with_context(|| {
-            format!(
-                "no document `{id}` in store {}; `neardup index` adds documents",
-                dir.display()
-            )
-        })?
-    } else {
-        let (sketch, own_id) = query_sketch(&args, &store)?;
-        store.similar(sketch, tolerance, own_id.as_deref())?
-    };
-    print(&matches)?;
-    Ok(Status::Done)
-}
-
-/// Sketches the --text or --input query with the store's method and settings.
-fn query_sketch(args: &Args, store: &Store) -> anyhow::Result<(Sketch, Option<String>)> {
+    let tolerance = args.method.tolerance(
+        method,
+        Searched::Store {
+            k: store.config().k,
+        },
+    )?;
     let fp = args.profile.fingerprinter(Some(store.config()))?;
-    store_args::ensure_comparable(store, &fp, false)?;
-    let methods = Methods::only(store.method());
-    let (sketches, own_id, what) = if let Some(text) = &args.text {
-        (
-            fp.sketch_fields(methods, &[text]),
-            None,
-            "the --text".to_owned(),
-        )
-    } else {
-        let path = args.input.as_deref().unwrap_or("-");
-        let spec = InputSpec {
-            id_field: args.id_field.clone(),
-            text_fields: args.fields.clone(),
-            pre_tokenized: false,
-        };
-        let source = input::open(path)?;
-        let mut docs = input::read_all(source.reader, &source.name, &spec);
-        anyhow::ensure!(
-            docs.len() == 1,
-            "{} holds {} articles; `similar` takes one (use `neardup check` for many)",
-            source.name,
-            docs.len()
-        );
-        let doc = docs.pop().expect("one document")?;
-        let what = format!("article `{}`", doc.id);
-        (
-            sketch_body(&fp, methods, &doc.body),
-            Some(doc.id.key()),
-            what,
-        )
+    let (matches, query) = match query(args, &fp, method)? {
+        Query::Id(id) => {
+            let m = store.similar_to_id(&id, tolerance)?.with_context(|| {
+                format!(
+                    "no document `{id}` in store {}; `neardup index` adds documents",
+                    dir.display()
+                )
+            })?;
+            (m, None)
+        }
+        Query::Text(text) => {
+            store_args::ensure_comparable(&store, &fp, false)?;
+            let sketch = fp
+                .sketch_fields(Methods::only(method), &[&text])
+                .into_sketch(method);
+            match sketch {
+                Ok(s) => (
+                    store.similar(s.clone(), tolerance, None)?,
+                    simhash_of(&s).map(|f| (f, "computed from the text")),
+                ),
+                Err(why) => return Ok(Err(("the --text".to_owned(), why))),
+            }
+        }
+        Query::Sketch(s, origin, own_id) => {
+            if own_id.is_some() {
+                store_args::ensure_comparable(&store, &fp, false)?;
+            }
+            let shown = simhash_of(&s).map(|f| (f, origin));
+            (store.similar(s, tolerance, own_id.as_deref())?, shown)
+        }
+        Query::TooShort(what, why) => return Ok(Err((what, why))),
     };
-    let sketch = sketches.into_sketch(store.method()).map_err(|why| {
-        anyhow::anyhow!("{what} has no fingerprint: too short ({why}); nothing to compare")
-    })?;
-    Ok((sketch, own_id))
+    Ok(Ok(Found {
+        tolerance,
+        matches: matches.into_iter().map(|m| (m.id, None, m.score)).collect(),
+        query,
+        transferred: None,
+    }))
 }
 
-fn print(matches: &[Match]) -> anyhow::Result<()> {
-    let mut out = common::stdout();
-    for m in matches {
-        serde_json::to_writer(&mut out, m).context("writing output")?;
-        out.write_all(b"\n").context("writing output")?;
+/// The SimHash of a sketch, to show in the table header.
+fn simhash_of(s: &Sketch) -> Option<SimHash> {
+    match s {
+        Sketch::SimHash(f) => Some(*f),
+        Sketch::MinHash(_) => None,
     }
-    common::flush(&mut out)
+}
+
+fn search_es(args: &Args, index: &str) -> anyhow::Result<Outcome> {
+    if args.method.method(Some(Method::SimHash))? != Method::SimHash {
+        return Err(common::usage(
+            "Elasticsearch indices hold SimHash fingerprints (simHashA–simHashD): use --method simhash and -k there",
+        ));
+    }
+    let k = args.method.distance.resolve(Searched::Elasticsearch)?;
+    let names = args.field_names.names()?;
+    let fp = args.profile.fingerprinter(None)?;
+    let query = query(args, &fp, Method::SimHash)?;
+    if let Query::TooShort(what, why) = query {
+        return Ok(Err((what, why)));
+    }
+    let (_, client) = args.es.client()?;
+    let options = SimilarOptions {
+        filter: args.filter,
+        page_size: args.page_size,
+        paging: args.paging,
+        text_fields: args.fields.clone(),
+        names,
+        ..SimilarOptions::default()
+    };
+    // An interactive lookup: a couple of quick retries, not the minutes a worker rides out.
+    let retry = RetryPolicy {
+        max_retries: 2,
+        ..RetryPolicy::default()
+    };
+    let similar = es::Similar::with_options(client, fp, options, retry);
+    let (found, own_id) = es_args::runtime()?.block_on(async {
+        // Fails fast, in one line, when the node is down or refuses the credentials.
+        es::server_version(similar.scanner().client(), &RetryPolicy::none()).await?;
+        match &query {
+            Query::Id(id) => similar.by_id(index, id, k).await.map(|f| (f, None)),
+            Query::Text(t) => similar.by_text(index, t, k).await.map(|f| (f, None)),
+            Query::Sketch(s, _, own) => similar
+                .by_fingerprint(index, simhash_of(s).expect("a SimHash query"), k)
+                .await
+                .map(|found| (found, own.clone())),
+            Query::TooShort(..) => unreachable!("handled above"),
+        }
+        .map_err(anyhow::Error::from)
+    })?;
+    let origin = match (&found.query, &query) {
+        (QueryFingerprint::TooShort(why), _) => {
+            let what = match &query {
+                Query::Id(id) => format!("document `{id}` has no stored fingerprint and its text"),
+                _ => "the --text".to_owned(),
+            };
+            return Ok(Err((what, why.clone())));
+        }
+        (QueryFingerprint::Stored(_), _) => "stored",
+        (QueryFingerprint::Computed(_), Query::Id(_)) => "computed from the document",
+        (QueryFingerprint::Computed(_), _) => "computed from the text",
+        (QueryFingerprint::Given(_), Query::Sketch(_, origin, _)) => origin,
+        (QueryFingerprint::Given(_), _) => "given",
+    };
+    Ok(Ok(Found {
+        tolerance: Tolerance::Distance(k),
+        query: found.query.simhash().map(|f| (f, origin)),
+        transferred: Some(found.transferred),
+        matches: found
+            .matches
+            .into_iter()
+            .filter(|m| own_id.as_deref() != Some(m.id.as_str()))
+            .map(|m| (m.id, Some(m.index), Score::Distance(m.distance)))
+            .collect(),
+    }))
+}
+
+fn print(args: &Args, found: &Found) -> CmdResult {
+    let mut out = common::stdout();
+    match args.format {
+        Format::Json => {
+            for (id, index, score) in &found.matches {
+                let line = Line {
+                    id,
+                    index: index.as_deref(),
+                    score: *score,
+                };
+                serde_json::to_writer(&mut out, &line).context("writing output")?;
+                out.write_all(b"\n").context("writing output")?;
+            }
+        }
+        Format::Table => {
+            let n = found.matches.len();
+            let mut header = format!(
+                "{n} {} with {}",
+                if n == 1 { "match" } else { "matches" },
+                found.tolerance,
+            );
+            if let Some((fp, origin)) = found.query {
+                header.push_str(&format!(" of fingerprint {} ({origin})", fp.to_hex()));
+            }
+            if let Some(t) = found.transferred {
+                header.push_str(&format!("; {t} candidates read"));
+            }
+            writeln!(out, "{header}")?;
+            if n > 0 {
+                let iw = found
+                    .matches
+                    .iter()
+                    .filter_map(|m| m.1.as_ref().map(|i| i.chars().count()))
+                    .chain([5])
+                    .max()
+                    .unwrap_or(5);
+                let has_index = found.matches.iter().any(|m| m.1.is_some());
+                let label = match found.tolerance {
+                    Tolerance::Distance(_) => "distance",
+                    Tolerance::Similarity(_) => "similarity",
+                };
+                if has_index {
+                    writeln!(out, "{label}  {:iw$}  id", "index")?;
+                } else {
+                    writeln!(out, "{label}  id")?;
+                }
+                for (id, index, score) in &found.matches {
+                    let score = match score {
+                        Score::Distance(d) => format!("{d:>8}"),
+                        Score::Similarity(s) => format!("{s:>10.3}"),
+                    };
+                    match index {
+                        Some(index) => writeln!(out, "{score}  {index:iw$}  {id}")?,
+                        None => writeln!(out, "{score}  {id}")?,
+                    }
+                }
+            }
+        }
+    }
+    common::flush(&mut out)?;
+    Ok(Status::Done)
 }

@@ -3,6 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use super::common::{DistanceArg, Searched};
 use anyhow::Context;
 use clap::Args;
 use neardup::store::{OpenOptions, Store, StoreConfig};
@@ -39,10 +40,10 @@ impl StoreArgs {
 }
 
 pub fn open_options(wait: f64) -> anyhow::Result<OpenOptions> {
-    anyhow::ensure!(
+    super::common::ensure_usage(
         wait.is_finite() && wait >= 0.0,
-        "--wait must be a number of seconds, 0 or more"
-    );
+        "--wait must be a number of seconds, 0 or more",
+    )?;
     Ok(OpenOptions {
         wait: Duration::from_secs_f64(wait),
     })
@@ -111,7 +112,7 @@ pub fn open_for_writing(
     args: &StoreArgs,
     profile: &StoreProfileArgs,
     method: &MethodArgs,
-    k: Option<u32>,
+    distance: DistanceArg,
     pre_tokenized: bool,
 ) -> anyhow::Result<(Store, Fingerprinter)> {
     let opts = args.options()?;
@@ -119,15 +120,15 @@ pub fn open_for_writing(
         let store = Store::open(&args.store, &opts)?;
         let method = method.method(Some(store.method()))?;
         let fp = profile.fingerprinter(Some(store.config()))?;
-        let config =
-            StoreConfig::for_method(&fp, method, pre_tokenized, k.unwrap_or(store.config().k));
+        let k = distance.k.unwrap_or(store.config().k);
+        let config = StoreConfig::for_method(&fp, method, pre_tokenized, k);
         store.ensure_config(&config)?;
         Ok((store, fp))
     } else {
         let method = method.method(None)?;
         let fp = profile.fingerprinter(None)?;
         let k = match method {
-            Method::SimHash => k.unwrap_or(DEFAULT_K),
+            Method::SimHash => distance.resolve(Searched::NewBlocks)?,
             Method::MinHash => 0,
         };
         let config = StoreConfig::for_method(&fp, method, pre_tokenized, k);
@@ -149,7 +150,12 @@ pub fn open_for_query(
     store.ensure_method(m)?;
     let fp = profile.fingerprinter(Some(store.config()))?;
     ensure_comparable(&store, &fp, pre_tokenized)?;
-    let tolerance = method.tolerance(m, store.config().k)?;
+    let tolerance = method.tolerance(
+        m,
+        Searched::Store {
+            k: store.config().k,
+        },
+    )?;
     Ok((store, fp, tolerance))
 }
 

@@ -9,7 +9,7 @@ use neardup::es::{
 };
 use tokio::sync::Notify;
 
-use super::common::{CmdResult, ProfileArgs, Status};
+use super::common::{self, CmdResult, ProfileArgs, Status};
 use super::es_args::{self, parse_duration, EsArgs, FieldArgs};
 
 #[derive(clap::Args, Debug)]
@@ -53,9 +53,9 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> CmdResult {
-    anyhow::ensure!(args.batch_size > 0, "--batch-size must be at least 1");
+    common::ensure_usage(args.batch_size > 0, "--batch-size must be at least 1")?;
     if let Some(n) = args.threads {
-        anyhow::ensure!(n > 0, "--threads must be at least 1");
+        common::ensure_usage(n > 0, "--threads must be at least 1")?;
         rayon::ThreadPoolBuilder::new()
             .num_threads(n)
             .build_global()?;

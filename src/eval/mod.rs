@@ -97,7 +97,7 @@ pub enum PairError {
         line: usize,
         message: String,
     },
-    #[error("{file}: {source}")]
+    #[error("cannot read {file}")]
     Io {
         file: String,
         #[source]

@@ -35,14 +35,14 @@ pub enum StoreError {
     #[error("store {} is inconsistent: {detail}", .path.display())]
     Inconsistent { path: PathBuf, detail: String },
 
-    #[error("store {}: {source}", .path.display())]
+    #[error("store {}", .path.display())]
     Db {
         path: PathBuf,
         #[source]
         source: Box<redb::Error>,
     },
 
-    #[error("I/O error on {}: {source}", .path.display())]
+    #[error("I/O error on {}", .path.display())]
     Io {
         path: PathBuf,
         #[source]
