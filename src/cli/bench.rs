@@ -4,14 +4,16 @@ use std::time::Instant;
 
 use anyhow::Context;
 use neardup::input::{self, Body, InputSpec, Lines};
-use neardup::pipeline::fingerprint_body;
+use neardup::pipeline::sketch_body;
+use neardup::{Method, Methods};
 use rayon::prelude::*;
 
 use super::common::{self, CmdResult, ProfileArgs, Status};
 
 #[derive(clap::Subcommand, Debug)]
 pub enum Bench {
-    /// Fingerprint throughput (MB/s of UTF-8 text, documents/s), one thread and all threads.
+    /// Fingerprint throughput (MB/s of UTF-8 text, documents/s) of SimHash, MinHash and both,
+    /// beside bare jieba-rs segmentation of the same text; one thread and all threads.
     Fingerprint(FingerprintBench),
     /// Block term-query latency on Elasticsearch: `short` vs `keyword` blocks (medians, p99).
     EsTerms(super::bench_es::EsTermsBench),
@@ -80,41 +82,67 @@ fn fingerprint(args: FingerprintBench) -> CmdResult {
         .sum();
     let fp = args.profile.fingerprinter();
     // Warm up: loads the dictionary and IDF table outside the timed runs.
-    let _ = fp.fingerprint("预热");
+    let _ = fp.sketch_fields(Methods::BOTH, &["预热"]);
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     println!(
-        "corpus: {} ({} documents, {:.1} MB UTF-8); profile {}; {} runs each, median reported",
+        "corpus: {} ({} documents, {:.1} MB UTF-8); {}; {}; {} runs each, median reported",
         args.input,
         docs.len(),
         bytes as f64 / 1e6,
         fp.version(),
+        fp.minhash_version(),
         args.runs
     );
-    println!("| threads | MB/s | MB/s per thread | docs/s | too short |");
-    println!("|---|---|---|---|---|");
+    println!("| what | threads | MB/s | MB/s per thread | docs/s | × bare jieba | too short |");
+    println!("|---|---|---|---|---|---|---|");
+    let jieba = neardup::text::segment::jieba();
+    let configs: [(&str, Option<Methods>); 4] = [
+        ("bare jieba-rs cut (HMM on)", None),
+        ("simhash", Some(Methods::only(Method::SimHash))),
+        ("minhash", Some(Methods::only(Method::MinHash))),
+        ("both", Some(Methods::BOTH)),
+    ];
     for threads in [1, cores] {
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
             .build()?;
-        let mut secs = Vec::with_capacity(args.runs);
-        let mut too_short = 0;
-        for _ in 0..args.runs {
-            let t = Instant::now();
-            too_short = pool.install(|| {
-                docs.par_iter()
-                    .filter(|b| fingerprint_body(&fp, b).is_err())
-                    .count()
-            });
-            secs.push(t.elapsed().as_secs_f64());
+        let mut baseline = None;
+        for (name, methods) in configs {
+            let mut secs = Vec::with_capacity(args.runs);
+            let mut too_short = 0;
+            for _ in 0..args.runs {
+                let t = Instant::now();
+                too_short = pool.install(|| match methods {
+                    // The same fields, cut as they are: the segmentation alone.
+                    None => docs
+                        .par_iter()
+                        .map(|b| match b {
+                            Body::Fields(f) => f
+                                .iter()
+                                .map(|text| jieba.cut(text, true).len())
+                                .sum::<usize>(),
+                            Body::Tokens(t) => t.len(),
+                        })
+                        .filter(|&n| n == 0)
+                        .count(),
+                    Some(m) => docs
+                        .par_iter()
+                        .filter(|b| sketch_body(&fp, m, b).too_short().is_some())
+                        .count(),
+                });
+                secs.push(t.elapsed().as_secs_f64());
+            }
+            secs.sort_by(f64::total_cmp);
+            let median = secs[secs.len() / 2];
+            let base = *baseline.get_or_insert(median);
+            let mbs = bytes as f64 / 1e6 / median;
+            println!(
+                "| {name} | {threads} | {mbs:.1} | {:.1} | {:.0} | {:.2} | {too_short} |",
+                mbs / threads as f64,
+                docs.len() as f64 / median,
+                base / median,
+            );
         }
-        secs.sort_by(f64::total_cmp);
-        let median = secs[secs.len() / 2];
-        let mbs = bytes as f64 / 1e6 / median;
-        println!(
-            "| {threads} | {mbs:.1} | {:.1} | {:.0} | {too_short} |",
-            mbs / threads as f64,
-            docs.len() as f64 / median
-        );
         if cores == 1 {
             break;
         }

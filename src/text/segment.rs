@@ -21,7 +21,9 @@ const CHUNK: usize = 64 * 1024;
 
 static STOP_WORDS_TXT: &str = include_str!("../../data/stopwords.txt");
 
-fn jieba() -> &'static Jieba {
+/// The shared jieba segmenter (dictionary loaded once per process); public for the
+/// benchmark's bare-jieba baseline.
+pub fn jieba() -> &'static Jieba {
     static J: OnceLock<Jieba> = OnceLock::new();
     J.get_or_init(Jieba::new)
 }
