@@ -5,12 +5,14 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{bail, Context};
+use neardup::eval::corpus::{self, Truth};
+use neardup::eval::detector::Detector;
 use neardup::eval::generate::{self, Article};
-use neardup::eval::minhash::{self, MinHasher};
-use neardup::eval::{read_pairs, score_simhash, Report, Scored};
+use neardup::eval::minhash::MinHasher;
+use neardup::eval::{fields_of, read_pairs, Report, Scored};
 use neardup::input::{self, Lines};
 use neardup::{Features, FingerprintConfig, Fingerprinter, Profile, Scheme, Thresholds, Weight};
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use super::common::{self, CmdResult, RunArgs, Status};
 use super::eval_plot;
@@ -19,17 +21,30 @@ use super::eval_plot;
 #[command(after_help = "Examples:
   neardup eval --generate -i ../shared/data/zh_articles.jsonl.gz -o pairs.jsonl
   neardup eval --pairs pairs.jsonl                       # the default profile
-  neardup eval --pairs pairs.jsonl --all-profiles --minhash --plot pr.png")]
+  neardup eval --pairs pairs.jsonl --all-profiles --minhash --plot pr.png
+  neardup eval --corpus ../shared/data/zh_articles.jsonl.gz --all-profiles --minhash --worst worst.jsonl")]
 pub struct Args {
     /// Labelled pairs to measure: JSON Lines of
     /// {\"a\": {\"title\": .., \"content\": ..}, \"b\": {..}, \"duplicate\": true|false}.
     #[arg(
         long,
         value_name = "PATH",
-        required_unless_present = "generate",
-        conflicts_with = "generate"
+        required_unless_present_any = ["generate", "corpus"],
+        conflicts_with_all = ["generate", "corpus"]
     )]
     pairs: Option<PathBuf>,
+    /// Score every detector on a whole corpus (JSON Lines articles with an `id`, `.gz` is
+    /// fine) against the text-overlap oracle: a reported pair sharing < 20% of the shorter
+    /// text (5-character runs) is a false positive; a pair with run Jaccard ≥ 0.5 must be found.
+    #[arg(long, value_name = "PATH", conflicts_with = "generate")]
+    corpus: Option<String>,
+    /// --corpus: write the reported pairs sharing the least text, per detector, to this JSON
+    /// Lines file (SimHash at distance --k, MinHash at its best-F1 threshold).
+    #[arg(long, value_name = "PATH", requires = "corpus")]
+    worst: Option<PathBuf>,
+    /// --corpus: pairs per detector written to --worst.
+    #[arg(long, default_value_t = 20, value_name = "N", requires = "worst")]
+    worst_count: usize,
     /// Build the synthetic benchmark from the articles of --input instead, writing pairs to
     /// --output.
     #[arg(long)]
@@ -146,6 +161,8 @@ pub fn run(args: Args) -> CmdResult {
     args.run.init_threads()?;
     if args.generate {
         generate(&args)
+    } else if args.corpus.is_some() {
+        evaluate_corpus(&args)
     } else {
         evaluate(&args)
     }
@@ -157,7 +174,9 @@ fn note(quiet: bool, msg: &str) {
     }
 }
 
-fn read_articles(path: &str) -> anyhow::Result<Vec<Article>> {
+/// The articles of a JSON Lines file: `(id, object)`, with `field` required to be a
+/// non-empty string in each.
+fn read_objects(path: &str, field: &str) -> anyhow::Result<Vec<(String, Map<String, Value>)>> {
     let source = input::open(path)?;
     let name = source.name.clone();
     let mut out = Vec::new();
@@ -166,26 +185,38 @@ fn read_articles(path: &str) -> anyhow::Result<Vec<Article>> {
         if raw.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        let v: Value = serde_json::from_slice(&raw)
-            .with_context(|| format!("{name}:{line}: not valid JSON"))?;
-        let text = |f: &str| {
-            v.get(f)
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_owned()
-        };
+        let v: Map<String, Value> = serde_json::from_slice(&raw)
+            .with_context(|| format!("{name}:{line}: not a valid JSON object"))?;
         let id = match v.get("id") {
             Some(Value::String(s)) => s.clone(),
             Some(Value::Number(n)) => n.to_string(),
             _ => bail!("{name}:{line}: no `id` (string or integer); every article needs one"),
         };
-        let (title, content) = (text("title"), text("content"));
-        if content.is_empty() {
-            bail!("{name}:{line}: article {id} has no `content` string");
+        if !matches!(v.get(field), Some(Value::String(s)) if !s.is_empty()) {
+            bail!("{name}:{line}: article {id} has no `{field}` string");
         }
-        out.push(Article { id, title, content });
+        out.push((id, v));
     }
     Ok(out)
+}
+
+fn read_articles(path: &str) -> anyhow::Result<Vec<Article>> {
+    Ok(read_objects(path, "content")?
+        .into_iter()
+        .map(|(id, v)| {
+            let text = |f: &str| {
+                v.get(f)
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned()
+            };
+            Article {
+                title: text("title"),
+                content: text("content"),
+                id,
+            }
+        })
+        .collect())
 }
 
 fn generate(args: &Args) -> CmdResult {
@@ -243,12 +274,8 @@ fn generate(args: &Args) -> CmdResult {
     Ok(Status::Done)
 }
 
-fn evaluate(args: &Args) -> CmdResult {
-    let started = Instant::now();
-    let path = args.pairs.as_ref().expect("clap requires --pairs");
-    let file = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
-    let pairs = read_pairs(BufReader::new(file), &path.display().to_string())?;
-    anyhow::ensure!(!pairs.is_empty(), "{}: no pairs", path.display());
+/// The detectors asked for: profiles, schemes, MinHash (the `default` profile when none).
+fn detectors(args: &Args) -> anyhow::Result<Vec<Detector>> {
     anyhow::ensure!(args.max_k <= 64, "--max-k must be at most 64");
     anyhow::ensure!(
         args.k <= args.max_k,
@@ -271,35 +298,44 @@ fn evaluate(args: &Args) -> CmdResult {
     if profiles.is_empty() && args.schemes.is_empty() && !args.minhash {
         profiles.push(Profile::Default);
     }
-    let quiet = args.run.quiet;
-    let mut scored: Vec<Scored> = Vec::new();
+    let mut out = Vec::new();
     for p in profiles {
         let fp = Fingerprinter::new(config(p));
-        note(quiet, &format!("scoring {p}: {}", fp.version()));
-        scored.push(score_simhash(
-            p.name(),
-            &fp,
-            &args.fields,
-            &pairs,
-            args.max_k,
-        ));
+        note(args.run.quiet, &format!("{p}: {}", fp.version()));
+        out.push(Detector::SimHash {
+            name: p.name().to_owned(),
+            fp,
+        });
     }
     for s in &args.schemes {
         let fp = Fingerprinter::with_scheme(*s, config(Profile::Default));
-        note(quiet, &format!("scoring {s}: {}", fp.version()));
-        scored.push(score_simhash(
-            &s.to_string(),
-            &fp,
-            &args.fields,
-            &pairs,
-            args.max_k,
-        ));
+        note(args.run.quiet, &format!("{s}: {}", fp.version()));
+        out.push(Detector::SimHash {
+            name: s.to_string(),
+            fp,
+        });
     }
     if args.minhash {
-        let mh = MinHasher::new(args.minhash_hashes, args.shingle);
-        note(quiet, &format!("scoring {}", mh.name()));
-        let fp = Fingerprinter::new(config(Profile::Default));
-        scored.push(minhash::score(&mh, &fp, &args.fields, &pairs));
+        out.push(Detector::MinHash {
+            mh: MinHasher::new(args.minhash_hashes, args.shingle),
+            fp: Fingerprinter::new(config(Profile::Default)),
+        });
+    }
+    Ok(out)
+}
+
+fn evaluate(args: &Args) -> CmdResult {
+    let started = Instant::now();
+    let path = args.pairs.as_ref().expect("clap requires --pairs");
+    let detectors = detectors(args)?;
+    let file = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
+    let pairs = read_pairs(BufReader::new(file), &path.display().to_string())?;
+    anyhow::ensure!(!pairs.is_empty(), "{}: no pairs", path.display());
+    let quiet = args.run.quiet;
+    let mut scored: Vec<Scored> = Vec::new();
+    for d in &detectors {
+        note(quiet, &format!("scoring {}", d.name()));
+        scored.push(d.score(&args.fields, &pairs, args.max_k));
     }
     let report = Report {
         pairs: &pairs,
@@ -329,6 +365,95 @@ fn evaluate(args: &Args) -> CmdResult {
             "eval: {} pairs, {} detector(s) in {:.1} s",
             pairs.len(),
             scored.len(),
+            started.elapsed().as_secs_f64()
+        ),
+    );
+    Ok(Status::Done)
+}
+
+/// `--corpus`: every detector's pairs on the whole corpus against the text-overlap oracle.
+fn evaluate_corpus(args: &Args) -> CmdResult {
+    let started = Instant::now();
+    let path = args.corpus.as_deref().expect("checked by run");
+    let detectors = detectors(args)?;
+    let quiet = args.run.quiet;
+    let objects = read_objects(path, "content")?;
+    anyhow::ensure!(
+        objects.len() >= 2,
+        "{path}: at least two articles are needed"
+    );
+    let ids: Vec<String> = objects.iter().map(|(id, _)| id.clone()).collect();
+    let texts: Vec<Vec<String>> = objects
+        .iter()
+        .map(|(_, v)| fields_of(v, &args.fields))
+        .collect();
+    drop(objects);
+    let t = Instant::now();
+    let truth = Truth::new(&texts);
+    note(
+        quiet,
+        &format!(
+            "oracle: {} must-find pairs among {} articles in {:.1} s",
+            truth.must_find.len(),
+            texts.len(),
+            t.elapsed().as_secs_f64()
+        ),
+    );
+    let shown = format!("k={}", args.k);
+    let mut tables = Vec::new();
+    let mut worst = Vec::new();
+    for d in &detectors {
+        let t = Instant::now();
+        let pairs = d.corpus_pairs(&texts, args.max_k);
+        let rows = corpus::rows(&truth, &pairs);
+        note(
+            quiet,
+            &format!(
+                "{}: all pairs in {:.1} s",
+                d.name(),
+                t.elapsed().as_secs_f64()
+            ),
+        );
+        if args.worst.is_some() {
+            let point = pairs
+                .points
+                .iter()
+                .position(|(p, _)| *p == shown)
+                .or_else(|| corpus::best_row(&rows))
+                .unwrap_or(0);
+            worst.extend(corpus::worst(
+                &truth,
+                &pairs,
+                point,
+                args.worst_count,
+                &ids,
+                &texts,
+            ));
+        }
+        tables.push((rows, pairs.too_short));
+    }
+    let mut out = common::stdout();
+    writeln!(out, "{}", corpus::markdown(&truth, texts.len(), &tables))?;
+    common::flush(&mut out)?;
+    if let Some(file) = &args.worst {
+        let mut w = std::io::BufWriter::new(
+            std::fs::File::create(file).with_context(|| format!("creating {}", file.display()))?,
+        );
+        for p in &worst {
+            serde_json::to_writer(&mut w, p)
+                .with_context(|| format!("writing {}", file.display()))?;
+            w.write_all(b"\n")
+                .with_context(|| format!("writing {}", file.display()))?;
+        }
+        w.flush()
+            .with_context(|| format!("writing {}", file.display()))?;
+    }
+    note(
+        quiet,
+        &format!(
+            "eval --corpus: {} articles, {} detector(s) in {:.1} s",
+            texts.len(),
+            detectors.len(),
             started.elapsed().as_secs_f64()
         ),
     );
