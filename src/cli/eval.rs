@@ -40,10 +40,10 @@ pub struct Args {
     corpus: Option<String>,
     /// --corpus: write the reported pairs sharing the least text, per detector, to this JSON
     /// Lines file (SimHash at distance --k, MinHash at its best-F1 threshold).
-    #[arg(long, value_name = "PATH", requires = "corpus")]
+    #[arg(long, value_name = "PATH")]
     worst: Option<PathBuf>,
     /// --corpus: pairs per detector written to --worst.
-    #[arg(long, default_value_t = 20, value_name = "N", requires = "worst")]
+    #[arg(long, default_value_t = 20, value_name = "N")]
     worst_count: usize,
     /// Build the synthetic benchmark from the articles of --input instead, writing pairs to
     /// --output.
@@ -159,6 +159,9 @@ fn parse_scheme(spec: &str) -> Result<Scheme, String> {
 
 pub fn run(args: Args) -> CmdResult {
     args.run.init_threads()?;
+    if args.worst.is_some() && args.corpus.is_none() {
+        bail!("--worst lists reported pairs of a corpus: use it with --corpus ARTICLES.jsonl");
+    }
     if args.generate {
         generate(&args)
     } else if args.corpus.is_some() {

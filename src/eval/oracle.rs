@@ -20,6 +20,8 @@ use std::collections::HashMap;
 use rayon::prelude::*;
 use xxhash_rust::xxh3::xxh3_64;
 
+use crate::hashing::BuildIdentity;
+
 /// Characters per run.
 pub const RUN: usize = 5;
 
@@ -140,11 +142,13 @@ fn prefix_len(n: usize, t: f64) -> usize {
 /// first; two sets with Jaccard ≥ `t` share a token within each one's prefix (see
 /// [`prefix_len`]), and a set can only match sets of size at least `t` times its own. So
 /// candidates are pairs sharing a prefix token and passing the size filter, and each is
-/// verified on the whole sets. Empty sets match nothing. Runs on the rayon pool.
+/// verified on the whole sets. Tokens of one set only can be shared by none and are not
+/// indexed. Empty sets match nothing. The tokens are expected to be hashes (as [`runs`]
+/// gives). Runs on the rayon pool.
 pub fn similar_pairs(sets: &[Vec<u64>], t: f64) -> Vec<(u32, u32, f64)> {
     assert!(t > 0.0 && t <= 1.0, "Jaccard threshold must be in (0, 1]");
     assert!(sets.len() <= u32::MAX as usize, "at most 2^32 - 1 sets");
-    let mut freq: HashMap<u64, u32> = HashMap::new();
+    let mut freq: HashMap<u64, u32, BuildIdentity> = HashMap::default();
     for s in sets {
         for &h in s {
             *freq.entry(h).or_default() += 1;
@@ -152,13 +156,14 @@ pub fn similar_pairs(sets: &[Vec<u64>], t: f64) -> Vec<(u32, u32, f64)> {
     }
     // Rank tokens: rarest first, ties by value, so the order is total and deterministic.
     let mut order: Vec<(u32, u64)> = freq.iter().map(|(&h, &f)| (f, h)).collect();
-    order.sort_unstable();
-    let rank: HashMap<u64, u32> = order
+    drop(freq);
+    order.par_sort_unstable();
+    let unique = order.partition_point(|&(f, _)| f < 2) as u32;
+    let rank: HashMap<u64, u32, BuildIdentity> = order
         .iter()
         .enumerate()
         .map(|(r, &(_, h))| (h, r as u32))
         .collect();
-    drop(freq);
     let ranked: Vec<Vec<u32>> = sets
         .par_iter()
         .map(|s| {
@@ -167,10 +172,30 @@ pub fn similar_pairs(sets: &[Vec<u64>], t: f64) -> Vec<(u32, u32, f64)> {
             r
         })
         .collect();
-    let mut postings: HashMap<u32, Vec<u32>> = HashMap::new();
+    drop(rank);
+    // The prefix tokens held by at least two sets, those that can be shared.
+    let shareable = |r: &[u32]| -> std::ops::Range<usize> {
+        let p = prefix_len(r.len(), t);
+        r[..p].partition_point(|&tok| tok < unique)..p
+    };
+    // Postings of shareable prefix tokens, as one array cut at `start` (by rank − unique).
+    let tokens = order.len() - unique as usize;
+    let mut start = vec![0usize; tokens + 1];
+    for r in &ranked {
+        for &tok in &r[shareable(r)] {
+            start[(tok - unique) as usize + 1] += 1;
+        }
+    }
+    for x in 1..start.len() {
+        start[x] += start[x - 1];
+    }
+    let mut fill = start.clone();
+    let mut postings = vec![0u32; start[tokens]];
     for (i, r) in ranked.iter().enumerate() {
-        for &tok in &r[..prefix_len(r.len(), t)] {
-            postings.entry(tok).or_default().push(i as u32);
+        for &tok in &r[shareable(r)] {
+            let slot = &mut fill[(tok - unique) as usize];
+            postings[*slot] = i as u32;
+            *slot += 1;
         }
     }
     // A set is matched against the sets before it in (size, position) order.
@@ -180,9 +205,12 @@ pub fn similar_pairs(sets: &[Vec<u64>], t: f64) -> Vec<(u32, u32, f64)> {
         .flat_map_iter(|i| {
             let r = &ranked[i];
             let min_size = (t * r.len() as f64 - 1e-9).ceil() as usize;
-            let mut cands: Vec<u32> = r[..prefix_len(r.len(), t)]
+            let mut cands: Vec<u32> = r[shareable(r)]
                 .iter()
-                .flat_map(|tok| postings[tok].iter().copied())
+                .flat_map(|&tok| {
+                    let x = (tok - unique) as usize;
+                    postings[start[x]..start[x + 1]].iter().copied()
+                })
                 .filter(|&j| {
                     let j = j as usize;
                     before(j, i) && ranked[j].len() >= min_size
