@@ -103,17 +103,29 @@ fn minhash_pairs(mh: &MinHasher, fp: &Fingerprinter, texts: &[Vec<String>]) -> C
         .map(|t| mh.signature(&minhash::words(fp, t)))
         .collect();
     let lowest = minhash::THRESHOLDS[0];
-    let all: Vec<(u32, u32, f64)> = (0..sigs.len())
+    // Every pair, in tiles: the signatures of TILE articles stay in cache while all later
+    // signatures stream past them once, instead of once per article.
+    const TILE: usize = 64;
+    let n = sigs.len();
+    let mut all: Vec<ScoredPair> = (0..n.div_ceil(TILE))
         .into_par_iter()
-        .flat_map_iter(|i| {
-            let sigs = &sigs;
-            let a = sigs[i].as_deref();
-            (i + 1..sigs.len()).filter_map(move |j| {
-                let s = MinHasher::similarity(a?, sigs[j].as_deref()?);
-                minhash::reaches(s, lowest).then_some((i as u32, j as u32, s))
-            })
+        .flat_map_iter(|b| {
+            let (lo, hi) = (b * TILE, ((b + 1) * TILE).min(n));
+            let mut out = Vec::new();
+            for (j, sj) in sigs.iter().enumerate().skip(lo + 1) {
+                let Some(sj) = sj.as_deref() else { continue };
+                for (i, si) in sigs[lo..hi.min(j)].iter().enumerate() {
+                    let Some(si) = si.as_deref() else { continue };
+                    let s = MinHasher::similarity(si, sj);
+                    if minhash::reaches(s, lowest) {
+                        out.push(((lo + i) as u32, j as u32, s));
+                    }
+                }
+            }
+            out
         })
         .collect();
+    all.sort_unstable_by_key(|p| (p.0, p.1));
     CorpusPairs {
         name: mh.name(),
         points: minhash::THRESHOLDS
