@@ -511,6 +511,7 @@ fn same_topic_negatives_share_keywords_and_not_text() {
 fn cli_eval_corpus_scores_the_examples() {
     let dir = tempfile::tempdir().unwrap();
     let worst = dir.path().join("worst.jsonl");
+    let png = dir.path().join("corpus.png");
     let (code, out, err) = common::neardup(
         &[
             "eval",
@@ -523,11 +524,14 @@ fn cli_eval_corpus_scores_the_examples() {
             worst.to_str().unwrap(),
             "--worst-count",
             "3",
+            "--plot",
+            png.to_str().unwrap(),
             "-q",
         ],
         b"",
     );
     assert_eq!(code, 0, "{err}");
+    assert!(std::fs::read(&png).unwrap().starts_with(b"\x89PNG"));
     assert!(out.starts_with("40 articles; 10 must-find pairs"), "{out}");
     // No two examples but an original and its variant share text, so nothing reported is a
     // false positive; ex-029 and ex-030 are too short for a fingerprint.

@@ -9,7 +9,7 @@ use neardup::eval::corpus::{self, Truth};
 use neardup::eval::detector::Detector;
 use neardup::eval::generate::{self, Article};
 use neardup::eval::minhash::MinHasher;
-use neardup::eval::{fields_of, read_pairs, Report, Scored};
+use neardup::eval::{fields_of, overall, read_pairs, Report, Scored};
 use neardup::input::{self, Lines};
 use neardup::{Features, FingerprintConfig, Fingerprinter, Profile, Scheme, Thresholds, Weight};
 use serde_json::{Map, Value};
@@ -101,7 +101,8 @@ pub struct Args {
     /// Texts with fewer distinct features get no fingerprint.
     #[arg(long, default_value_t = Thresholds::default().min_words, value_name = "N")]
     min_words: usize,
-    /// Draw precision–recall curves to this PNG.
+    /// Draw precision–recall curves to this PNG (--pairs: on the labelled pairs; --corpus:
+    /// against the oracle).
     #[arg(long, value_name = "PNG")]
     plot: Option<PathBuf>,
     /// TrueType font for the plot's labels (default: `NEARDUP_FONT` or a usual system font).
@@ -349,18 +350,22 @@ fn evaluate(args: &Args) -> CmdResult {
     writeln!(out, "{}", report.markdown())?;
     common::flush(&mut out)?;
     if let Some(png) = &args.plot {
-        let labelled = eval_plot::pr_curves(png, &pairs, &scored, args.font.as_deref())
-            .with_context(|| format!("drawing {}", png.display()))?;
-        if !labelled {
-            eprintln!(
-                "{}: no TrueType font found (give one with --font or NEARDUP_FONT), so the plot has no labels; colours in order:",
-                png.display()
-            );
-            for (n, s) in scored.iter().enumerate() {
-                let (colour, _) = eval_plot::COLOURS[n % eval_plot::COLOURS.len()];
-                eprintln!("  {colour}: {}", s.name);
-            }
-        }
+        let curves: Vec<eval_plot::Curve> = scored
+            .iter()
+            .map(|s| {
+                let pts = overall(&pairs, s)
+                    .iter()
+                    .map(|r| (r.recall, r.precision))
+                    .collect();
+                (s.name.clone(), pts)
+            })
+            .collect();
+        plot(
+            png,
+            "Precision–recall, k = 0..8 (SimHash) / J = 0.1..0.9 (MinHash)",
+            &curves,
+            args.font.as_deref(),
+        )?;
     }
     note(
         quiet,
@@ -372,6 +377,28 @@ fn evaluate(args: &Args) -> CmdResult {
         ),
     );
     Ok(Status::Done)
+}
+
+/// Draws the curves to `png`; without a font, prints which colour is which detector.
+fn plot(
+    png: &std::path::Path,
+    title: &str,
+    curves: &[eval_plot::Curve],
+    font: Option<&std::path::Path>,
+) -> anyhow::Result<()> {
+    let labelled = eval_plot::pr_curves(png, title, curves, font)
+        .with_context(|| format!("drawing {}", png.display()))?;
+    if !labelled {
+        eprintln!(
+            "{}: no TrueType font found (give one with --font or NEARDUP_FONT), so the plot has no labels; colours in order:",
+            png.display()
+        );
+        for (n, (name, _)) in curves.iter().enumerate() {
+            let (colour, _) = eval_plot::COLOURS[n % eval_plot::COLOURS.len()];
+            eprintln!("  {colour}: {name}");
+        }
+    }
+    Ok(())
 }
 
 /// `--corpus`: every detector's pairs on the whole corpus against the text-overlap oracle.
@@ -438,6 +465,21 @@ fn evaluate_corpus(args: &Args) -> CmdResult {
     let mut out = common::stdout();
     writeln!(out, "{}", corpus::markdown(&truth, texts.len(), &tables))?;
     common::flush(&mut out)?;
+    if let Some(png) = &args.plot {
+        let curves: Vec<eval_plot::Curve> = tables
+            .iter()
+            .filter_map(|(rows, _)| {
+                let name = rows.first()?.detector.clone();
+                Some((name, rows.iter().map(|r| (r.recall, r.precision)).collect()))
+            })
+            .collect();
+        plot(
+            png,
+            "Whole corpus vs text-overlap oracle, k = 0..7 (SimHash) / J = 0.1..0.9 (MinHash)",
+            &curves,
+            args.font.as_deref(),
+        )?;
+    }
     if let Some(file) = &args.worst {
         let mut w = std::io::BufWriter::new(
             std::fs::File::create(file).with_context(|| format!("creating {}", file.display()))?,
