@@ -178,9 +178,12 @@ fn note(quiet: bool, msg: &str) {
     }
 }
 
-/// The articles of a JSON Lines file: `(id, object)`, with `field` required to be a
-/// non-empty string in each.
-fn read_objects(path: &str, field: &str) -> anyhow::Result<Vec<(String, Map<String, Value>)>> {
+/// The articles of a JSON Lines file: `(id, object)`; each needs a non-empty string in at
+/// least one of `fields`.
+fn read_objects(
+    path: &str,
+    fields: &[String],
+) -> anyhow::Result<Vec<(String, Map<String, Value>)>> {
     let source = input::open(path)?;
     let name = source.name.clone();
     let mut out = Vec::new();
@@ -196,8 +199,18 @@ fn read_objects(path: &str, field: &str) -> anyhow::Result<Vec<(String, Map<Stri
             Some(Value::Number(n)) => n.to_string(),
             _ => bail!("{name}:{line}: no `id` (string or integer); every article needs one"),
         };
-        if !matches!(v.get(field), Some(Value::String(s)) if !s.is_empty()) {
-            bail!("{name}:{line}: article {id} has no `{field}` string");
+        if !fields
+            .iter()
+            .any(|f| matches!(v.get(f), Some(Value::String(s)) if !s.is_empty()))
+        {
+            bail!(
+                "{name}:{line}: article {id} has no text: none of {} is a non-empty string (choose the fields with --field)",
+                fields
+                    .iter()
+                    .map(|f| format!("`{f}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
         }
         out.push((id, v));
     }
@@ -205,7 +218,7 @@ fn read_objects(path: &str, field: &str) -> anyhow::Result<Vec<(String, Map<Stri
 }
 
 fn read_articles(path: &str) -> anyhow::Result<Vec<Article>> {
-    Ok(read_objects(path, "content")?
+    Ok(read_objects(path, &["content".to_owned()])?
         .into_iter()
         .map(|(id, v)| {
             let text = |f: &str| {
@@ -407,7 +420,7 @@ fn evaluate_corpus(args: &Args) -> CmdResult {
     let path = args.corpus.as_deref().expect("checked by run");
     let detectors = detectors(args)?;
     let quiet = args.run.quiet;
-    let objects = read_objects(path, "content")?;
+    let objects = read_objects(path, &args.fields)?;
     anyhow::ensure!(
         objects.len() >= 2,
         "{path}: at least two articles are needed"
