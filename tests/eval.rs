@@ -539,11 +539,13 @@ fn cli_eval_corpus_scores_the_examples() {
         assert!(out.contains(&format!("| default | k={k}")), "k={k}:\n{out}");
     }
     assert!(
-        out.contains("| default | k=3 | 4 | 0 | 1.000 | 4 / 10 | 0.400 | 0.571 | 2 |"),
+        out.contains("| default | k=3 | 4 | 0 | 1.000 | 4 / 10 | 0.400 | 0.571 | 2 (0) |"),
         "{out}"
     );
     assert!(
-        out.contains("| minhash-128x2w | J>=0.5 | 10 | 0 | 1.000 | 10 / 10 | 1.000 | 1.000 | 1 |"),
+        out.contains(
+            "| minhash-128x2w | J>=0.5 | 10 | 0 | 1.000 | 10 / 10 | 1.000 | 1.000 | 1 (0) |"
+        ),
         "{out}"
     );
     let lines: Vec<Value> = std::fs::read_to_string(&worst)

@@ -473,7 +473,7 @@ fn evaluate_corpus(args: &Args) -> CmdResult {
                 &texts,
             ));
         }
-        tables.push((rows, pairs.too_short));
+        tables.push(rows);
     }
     let mut out = common::stdout();
     writeln!(out, "{}", corpus::markdown(&truth, texts.len(), &tables))?;
@@ -481,7 +481,7 @@ fn evaluate_corpus(args: &Args) -> CmdResult {
     if let Some(png) = &args.plot {
         let curves: Vec<eval_plot::Curve> = tables
             .iter()
-            .filter_map(|(rows, _)| {
+            .filter_map(|rows| {
                 let name = rows.first()?.detector.clone();
                 Some((name, rows.iter().map(|r| (r.recall, r.precision)).collect()))
             })

@@ -51,11 +51,20 @@ pub struct CorpusRow {
     pub must_find: usize,
     pub recall: f64,
     pub f1: f64,
+    /// Articles without a fingerprint, and must-find pairs holding one (never found).
+    pub too_short: usize,
+    pub must_find_too_short: usize,
 }
 
 /// The rows of one detector, one per operating point.
 pub fn rows(truth: &Truth, pairs: &CorpusPairs) -> Vec<CorpusRow> {
     let must: HashSet<(u32, u32)> = truth.must_find.iter().copied().collect();
+    let short = |i: u32| pairs.too_short.binary_search(&i).is_ok();
+    let must_find_too_short = truth
+        .must_find
+        .iter()
+        .filter(|&&(i, j)| short(i) || short(j))
+        .count();
     pairs
         .points
         .iter()
@@ -88,6 +97,8 @@ pub fn rows(truth: &Truth, pairs: &CorpusPairs) -> Vec<CorpusRow> {
                 must_find: must.len(),
                 recall,
                 f1: f1(precision, recall),
+                too_short: pairs.too_short.len(),
+                must_find_too_short,
             }
         })
         .collect()
@@ -164,7 +175,7 @@ pub fn worst(
 }
 
 /// A Markdown table of corpus rows; each detector's best F1 is marked.
-pub fn markdown(truth: &Truth, articles: usize, all: &[(Vec<CorpusRow>, usize)]) -> String {
+pub fn markdown(truth: &Truth, articles: usize, all: &[Vec<CorpusRow>]) -> String {
     let mut out = String::new();
     writeln!(
         out,
@@ -173,15 +184,15 @@ pub fn markdown(truth: &Truth, articles: usize, all: &[(Vec<CorpusRow>, usize)])
         FALSE_POSITIVE_BELOW * 100.0
     )
     .unwrap();
-    out.push_str("| detector | point | pairs reported | false positives | precision | must-find found | recall | F1 | too short |\n");
+    out.push_str("| detector | point | pairs reported | false positives | precision | must-find found | recall | F1 | too short (must-find pairs) |\n");
     out.push_str("|---|---|---|---|---|---|---|---|---|\n");
-    for (rows, too_short) in all {
+    for rows in all {
         let best = best_row(rows);
         for (n, r) in rows.iter().enumerate() {
             let mark = if Some(n) == best { " (best F1)" } else { "" };
             writeln!(
                 out,
-                "| {} | {}{} | {} | {} | {:.3} | {} / {} | {:.3} | {:.3} | {} |",
+                "| {} | {}{} | {} | {} | {:.3} | {} / {} | {:.3} | {:.3} | {} ({}) |",
                 r.detector,
                 r.point,
                 mark,
@@ -192,7 +203,8 @@ pub fn markdown(truth: &Truth, articles: usize, all: &[(Vec<CorpusRow>, usize)])
                 r.must_find,
                 r.recall,
                 r.f1,
-                too_short
+                r.too_short,
+                r.must_find_too_short
             )
             .unwrap();
         }

@@ -29,8 +29,9 @@ pub type ScoredPair = (u32, u32, f64);
 pub struct CorpusPairs {
     pub name: String,
     pub points: Vec<(String, Vec<ScoredPair>)>,
-    /// Articles that got no fingerprint or signature (their pairs are never reported).
-    pub too_short: usize,
+    /// Positions of the articles that got no fingerprint or signature (their pairs are never
+    /// reported), ascending.
+    pub too_short: Vec<u32>,
 }
 
 impl Detector {
@@ -93,7 +94,7 @@ fn simhash_pairs(name: &str, fp: &Fingerprinter, texts: &[Vec<String>], max_k: u
                 )
             })
             .collect(),
-        too_short: prints.iter().filter(|p| p.is_none()).count(),
+        too_short: missing(&prints),
     }
 }
 
@@ -140,6 +141,13 @@ fn minhash_pairs(mh: &MinHasher, fp: &Fingerprinter, texts: &[Vec<String>]) -> C
                 )
             })
             .collect(),
-        too_short: sigs.iter().filter(|s| s.is_none()).count(),
+        too_short: missing(&sigs),
     }
+}
+
+/// The positions holding `None`.
+fn missing<T>(v: &[Option<T>]) -> Vec<u32> {
+    (0..v.len() as u32)
+        .filter(|&i| v[i as usize].is_none())
+        .collect()
 }
