@@ -3,7 +3,9 @@
 
 mod common;
 
+use neardup::eval::corpus::Truth;
 use neardup::eval::generate::{self, split_sentences, Article, Config, Generator};
+use neardup::eval::oracle::{self, Verdict};
 use neardup::eval::real::SentenceIndex;
 use neardup::eval::{
     balanced_precision, overall, read_pairs, score_simhash, Confusion, LabelledPair, Scored,
@@ -354,4 +356,214 @@ fn cli_eval_generate_writes_pairs_and_rejects_bad_input() {
     let (code, _, err) = common::neardup(&["eval", "--pairs", "/nonexistent/pairs.jsonl"], b"");
     assert_eq!(code, 1);
     assert!(err.contains("/nonexistent/pairs.jsonl"), "{err}");
+}
+
+/// Sorted, distinct runs of one field (what the oracle compares).
+fn runs_of(s: &str) -> Vec<u64> {
+    oracle::runs(&[s])
+}
+
+#[test]
+fn oracle_figures_on_constructed_texts() {
+    // 7 letters give 3 runs of 5; one more letter adds one run, all 3 old ones shared.
+    let a = runs_of("abcdefg");
+    let b = runs_of("abcdefgh");
+    assert_eq!((a.len(), b.len()), (3, 4));
+    let o = oracle::overlap(&a, &b);
+    assert_eq!(o.shared, 3);
+    assert_eq!(o.jaccard, 0.75);
+    assert_eq!(o.containment, 1.0);
+    assert_eq!(o.verdict(), Verdict::NearDuplicate);
+    // Markup, punctuation, width and case do not count; runs do not cross fields.
+    assert_eq!(
+        oracle::runs(&["<p>ＡＢＣ，  def。</p><script>var x=1;</script>"]),
+        runs_of("abcdef")
+    );
+    assert_eq!(oracle::runs(&["abc", "def"]), Vec::<u64>::new());
+    // Different text: nothing shared, a false positive if reported.
+    let c = runs_of("青禾市今天开通三条公交快线");
+    let d = runs_of("临江市气象台发布寒潮预警");
+    let o = oracle::overlap(&c, &d);
+    assert_eq!((o.shared, o.jaccard, o.containment), (0, 0.0, 0.0));
+    assert_eq!(o.verdict(), Verdict::Unrelated);
+    // A short text wholly inside a longer one: contained, but Jaccard small.
+    let long = runs_of("青禾市今天开通三条公交快线连接城北新区和高铁站全程只设六个站");
+    let o = oracle::overlap(&c, &long);
+    assert_eq!(o.containment, 1.0);
+    assert!(o.jaccard < 0.5);
+    assert_eq!(o.verdict(), Verdict::Related);
+    // Empty sets share nothing.
+    assert_eq!(oracle::overlap(&[], &[]).jaccard, 0.0);
+}
+
+#[test]
+fn the_oracle_finds_exactly_the_examples_ground_truth() {
+    let arts = articles();
+    let texts: Vec<Vec<String>> = arts
+        .iter()
+        .map(|a| vec![a.title.clone(), a.content.clone()])
+        .collect();
+    let truth = Truth::new(&texts);
+    let found: Vec<(&str, &str)> = truth
+        .must_find
+        .iter()
+        .map(|&(i, j)| (arts[i as usize].id.as_str(), arts[j as usize].id.as_str()))
+        .collect();
+    // examples/README.md: each variant is a near-duplicate of its original only.
+    let variants = [
+        "ex-003-repost",
+        "ex-005-edit",
+        "ex-007-retitle",
+        "ex-008-numchange",
+        "ex-009-halfwidth",
+        "ex-010-edit",
+        "ex-012-html",
+        "ex-013-repost",
+        "ex-014-trunc",
+        "ex-020-repost",
+    ];
+    let want: Vec<(&str, &str)> = variants.iter().map(|v| (&v[..6], *v)).collect();
+    assert_eq!(found, want);
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+    #[test]
+    fn prefix_filtered_all_pairs_equal_brute_force(
+        sets in proptest::collection::vec(
+            proptest::collection::btree_set(0u64..24, 0..12), 2..30),
+        t in proptest::sample::select(vec![0.2, 0.34, 0.5, 0.66, 0.8, 1.0]),
+    ) {
+        let sets: Vec<Vec<u64>> = sets.into_iter().map(|s| s.into_iter().collect()).collect();
+        let mut brute = Vec::new();
+        for i in 0..sets.len() {
+            for j in i + 1..sets.len() {
+                let o = oracle::overlap(&sets[i], &sets[j]);
+                if o.jaccard >= t {
+                    brute.push((i as u32, j as u32, o.jaccard));
+                }
+            }
+        }
+        proptest::prop_assert_eq!(oracle::similar_pairs(&sets, t), brute);
+    }
+}
+
+#[test]
+fn same_topic_negatives_share_keywords_and_not_text() {
+    // Two stories about one person and event, told in different sentences.
+    let a = Article {
+        id: "topic-a".into(),
+        title: "金庸武侠小说射雕英雄传再版".into(),
+        content: "金庸的武侠小说射雕英雄传昨日再版。出版社表示，金庸作品的读者遍布海内外。\
+                  射雕英雄传讲述郭靖与黄蓉的故事。武侠迷排队购买新版射雕英雄传，郭靖黄蓉的插图尤其受欢迎。"
+            .into(),
+    };
+    let b = Article {
+        id: "topic-b".into(),
+        title: "纪念金庸：郭靖黄蓉陪伴几代人".into(),
+        content:
+            "提起郭靖和黄蓉，几代读者都会想到金庸。这位作家笔下的射雕英雄传被多次改编成电视剧。\
+                  不少武侠爱好者说，金庸小说里郭靖的憨厚和黄蓉的机灵令人难忘。"
+                .into(),
+    };
+    let mut arts = articles();
+    arts.push(a);
+    arts.push(b);
+    let n = arts.len();
+    let pairs = generate::same_topic_pairs(&arts);
+    assert!(pairs.contains(&(n - 2, n - 1)), "{pairs:?}");
+    let fp = Fingerprinter::for_profile(Profile::Default);
+    let text = |a: &Article| format!("{}\n{}", a.title, a.content);
+    for &(i, j) in &pairs {
+        let ka = generate::keywords(&fp, &text(&arts[i]), generate::TOPIC_KEYWORDS);
+        let kb = generate::keywords(&fp, &text(&arts[j]), generate::TOPIC_KEYWORDS);
+        let shared = ka.iter().filter(|k| kb.contains(k)).count();
+        assert!(shared >= generate::TOPIC_SHARED, "{ka:?} / {kb:?}");
+        let o = oracle::overlap(
+            &oracle::runs(&[&arts[i].title, &arts[i].content]),
+            &oracle::runs(&[&arts[j].title, &arts[j].content]),
+        );
+        assert!(o.containment < generate::TOPIC_MAX_CONTAINMENT, "{o:?}");
+    }
+    // None of the examples' near-duplicates is taken for a same-topic negative.
+    assert!(pairs
+        .iter()
+        .all(|&(i, j)| !arts[j].id.starts_with(arts[i].id.as_str())));
+    // The generator labels them.
+    let config = Config {
+        seed: 7,
+        per_cell: 1,
+        negatives: 2,
+        real: 2,
+    };
+    let generated = generate::generate(&arts, &config, |_| {});
+    let topic: Vec<&LabelledPair> = generated
+        .iter()
+        .filter(|p| p.transformation.as_deref() == Some("same_topic"))
+        .collect();
+    assert_eq!(topic.len(), pairs.len().min(2));
+    assert!(topic
+        .iter()
+        .all(|p| !p.duplicate && p.kind() == "hard_negative"));
+}
+
+#[test]
+fn cli_eval_corpus_scores_the_examples() {
+    let dir = tempfile::tempdir().unwrap();
+    let worst = dir.path().join("worst.jsonl");
+    let png = dir.path().join("corpus.png");
+    let (code, out, err) = common::neardup(
+        &[
+            "eval",
+            "--corpus",
+            common::examples().to_str().unwrap(),
+            "--profile",
+            "default",
+            "--minhash",
+            "--worst",
+            worst.to_str().unwrap(),
+            "--worst-count",
+            "3",
+            "--plot",
+            png.to_str().unwrap(),
+            "-q",
+        ],
+        b"",
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(std::fs::read(&png).unwrap().starts_with(b"\x89PNG"));
+    assert!(out.starts_with("40 articles; 10 must-find pairs"), "{out}");
+    // No two examples but an original and its variant share text, so nothing reported is a
+    // false positive; ex-029 and ex-030 are too short for a fingerprint.
+    for k in 0..=7 {
+        assert!(out.contains(&format!("| default | k={k}")), "k={k}:\n{out}");
+    }
+    assert!(
+        out.contains("| default | k=3 | 4 | 0 | 1.000 | 4 / 10 | 0.400 | 0.571 | 2 (0) |"),
+        "{out}"
+    );
+    assert!(
+        out.contains(
+            "| minhash-128x2w | J>=0.5 | 10 | 0 | 1.000 | 10 / 10 | 1.000 | 1.000 | 1 (0) |"
+        ),
+        "{out}"
+    );
+    let lines: Vec<Value> = std::fs::read_to_string(&worst)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 6, "3 per detector");
+    for l in &lines {
+        let (a, b) = (l["a"].as_str().unwrap(), l["b"].as_str().unwrap());
+        assert!(b.starts_with(a), "{a} / {b}: an original and its variant");
+        assert!(l["containment"].as_f64().unwrap() >= 0.2);
+    }
+    assert_eq!(lines[0]["point"], "k=3");
+    assert!(lines[0]["containment"].as_f64() <= lines[1]["containment"].as_f64());
+    assert_eq!(lines[3]["detector"], "minhash-128x2w");
+    // --worst needs --corpus.
+    let (code, _, err) = common::neardup(&["eval", "--pairs", "x", "--worst", "y"], b"");
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("--worst") && err.contains("--corpus"), "{err}");
 }

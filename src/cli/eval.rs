@@ -5,12 +5,14 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{bail, Context};
+use neardup::eval::corpus::{self, Truth};
+use neardup::eval::detector::Detector;
 use neardup::eval::generate::{self, Article};
-use neardup::eval::minhash::{self, MinHasher};
-use neardup::eval::{read_pairs, score_simhash, Report, Scored};
+use neardup::eval::minhash::MinHasher;
+use neardup::eval::{fields_of, overall, read_pairs, Report, Scored};
 use neardup::input::{self, Lines};
 use neardup::{Features, FingerprintConfig, Fingerprinter, Profile, Scheme, Thresholds, Weight};
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use super::common::{self, CmdResult, RunArgs, Status};
 use super::eval_plot;
@@ -19,17 +21,30 @@ use super::eval_plot;
 #[command(after_help = "Examples:
   neardup eval --generate -i ../shared/data/zh_articles.jsonl.gz -o pairs.jsonl
   neardup eval --pairs pairs.jsonl                       # the default profile
-  neardup eval --pairs pairs.jsonl --all-profiles --minhash --plot pr.png")]
+  neardup eval --pairs pairs.jsonl --all-profiles --minhash --plot pr.png
+  neardup eval --corpus ../shared/data/zh_articles.jsonl.gz --all-profiles --minhash --worst worst.jsonl")]
 pub struct Args {
     /// Labelled pairs to measure: JSON Lines of
     /// {\"a\": {\"title\": .., \"content\": ..}, \"b\": {..}, \"duplicate\": true|false}.
     #[arg(
         long,
         value_name = "PATH",
-        required_unless_present = "generate",
-        conflicts_with = "generate"
+        required_unless_present_any = ["generate", "corpus"],
+        conflicts_with_all = ["generate", "corpus"]
     )]
     pairs: Option<PathBuf>,
+    /// Score every detector on a whole corpus (JSON Lines articles with an `id`, `.gz` is
+    /// fine) against the text-overlap oracle: a reported pair sharing < 20% of the shorter
+    /// text (5-character runs) is a false positive; a pair with run Jaccard ≥ 0.5 must be found.
+    #[arg(long, value_name = "PATH", conflicts_with = "generate")]
+    corpus: Option<String>,
+    /// --corpus: write the reported pairs sharing the least text, per detector, to this JSON
+    /// Lines file (SimHash at distance --k, MinHash at its best-F1 threshold).
+    #[arg(long, value_name = "PATH")]
+    worst: Option<PathBuf>,
+    /// --corpus: pairs per detector written to --worst.
+    #[arg(long, default_value_t = 20, value_name = "N")]
+    worst_count: usize,
     /// Build the synthetic benchmark from the articles of --input instead, writing pairs to
     /// --output.
     #[arg(long)]
@@ -86,7 +101,8 @@ pub struct Args {
     /// Texts with fewer distinct features get no fingerprint.
     #[arg(long, default_value_t = Thresholds::default().min_words, value_name = "N")]
     min_words: usize,
-    /// Draw precision–recall curves to this PNG.
+    /// Draw precision–recall curves to this PNG (--pairs: on the labelled pairs; --corpus:
+    /// against the oracle).
     #[arg(long, value_name = "PNG")]
     plot: Option<PathBuf>,
     /// TrueType font for the plot's labels (default: `NEARDUP_FONT` or a usual system font).
@@ -144,8 +160,13 @@ fn parse_scheme(spec: &str) -> Result<Scheme, String> {
 
 pub fn run(args: Args) -> CmdResult {
     args.run.init_threads()?;
+    if args.worst.is_some() && args.corpus.is_none() {
+        bail!("--worst lists reported pairs of a corpus: use it with --corpus ARTICLES.jsonl");
+    }
     if args.generate {
         generate(&args)
+    } else if args.corpus.is_some() {
+        evaluate_corpus(&args)
     } else {
         evaluate(&args)
     }
@@ -157,7 +178,12 @@ fn note(quiet: bool, msg: &str) {
     }
 }
 
-fn read_articles(path: &str) -> anyhow::Result<Vec<Article>> {
+/// The articles of a JSON Lines file: `(id, object)`; each needs a non-empty string in at
+/// least one of `fields`.
+fn read_objects(
+    path: &str,
+    fields: &[String],
+) -> anyhow::Result<Vec<(String, Map<String, Value>)>> {
     let source = input::open(path)?;
     let name = source.name.clone();
     let mut out = Vec::new();
@@ -166,26 +192,48 @@ fn read_articles(path: &str) -> anyhow::Result<Vec<Article>> {
         if raw.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        let v: Value = serde_json::from_slice(&raw)
-            .with_context(|| format!("{name}:{line}: not valid JSON"))?;
-        let text = |f: &str| {
-            v.get(f)
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_owned()
-        };
+        let v: Map<String, Value> = serde_json::from_slice(&raw)
+            .with_context(|| format!("{name}:{line}: not a valid JSON object"))?;
         let id = match v.get("id") {
             Some(Value::String(s)) => s.clone(),
             Some(Value::Number(n)) => n.to_string(),
             _ => bail!("{name}:{line}: no `id` (string or integer); every article needs one"),
         };
-        let (title, content) = (text("title"), text("content"));
-        if content.is_empty() {
-            bail!("{name}:{line}: article {id} has no `content` string");
+        if !fields
+            .iter()
+            .any(|f| matches!(v.get(f), Some(Value::String(s)) if !s.is_empty()))
+        {
+            bail!(
+                "{name}:{line}: article {id} has no text: none of {} is a non-empty string (choose the fields with --field)",
+                fields
+                    .iter()
+                    .map(|f| format!("`{f}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
         }
-        out.push(Article { id, title, content });
+        out.push((id, v));
     }
     Ok(out)
+}
+
+fn read_articles(path: &str) -> anyhow::Result<Vec<Article>> {
+    Ok(read_objects(path, &["content".to_owned()])?
+        .into_iter()
+        .map(|(id, v)| {
+            let text = |f: &str| {
+                v.get(f)
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned()
+            };
+            Article {
+                title: text("title"),
+                content: text("content"),
+                id,
+            }
+        })
+        .collect())
 }
 
 fn generate(args: &Args) -> CmdResult {
@@ -243,12 +291,8 @@ fn generate(args: &Args) -> CmdResult {
     Ok(Status::Done)
 }
 
-fn evaluate(args: &Args) -> CmdResult {
-    let started = Instant::now();
-    let path = args.pairs.as_ref().expect("clap requires --pairs");
-    let file = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
-    let pairs = read_pairs(BufReader::new(file), &path.display().to_string())?;
-    anyhow::ensure!(!pairs.is_empty(), "{}: no pairs", path.display());
+/// The detectors asked for: profiles, schemes, MinHash (the `default` profile when none).
+fn detectors(args: &Args) -> anyhow::Result<Vec<Detector>> {
     common::ensure_usage(args.max_k <= 64, "--max-k must be at most 64")?;
     anyhow::ensure!(
         args.k <= args.max_k,
@@ -271,35 +315,44 @@ fn evaluate(args: &Args) -> CmdResult {
     if profiles.is_empty() && args.schemes.is_empty() && !args.minhash {
         profiles.push(Profile::Default);
     }
-    let quiet = args.run.quiet;
-    let mut scored: Vec<Scored> = Vec::new();
+    let mut out = Vec::new();
     for p in profiles {
         let fp = Fingerprinter::new(config(p));
-        note(quiet, &format!("scoring {p}: {}", fp.version()));
-        scored.push(score_simhash(
-            p.name(),
-            &fp,
-            &args.fields,
-            &pairs,
-            args.max_k,
-        ));
+        note(args.run.quiet, &format!("{p}: {}", fp.version()));
+        out.push(Detector::SimHash {
+            name: p.name().to_owned(),
+            fp,
+        });
     }
     for s in &args.schemes {
         let fp = Fingerprinter::with_scheme(*s, config(Profile::Default));
-        note(quiet, &format!("scoring {s}: {}", fp.version()));
-        scored.push(score_simhash(
-            &s.to_string(),
-            &fp,
-            &args.fields,
-            &pairs,
-            args.max_k,
-        ));
+        note(args.run.quiet, &format!("{s}: {}", fp.version()));
+        out.push(Detector::SimHash {
+            name: s.to_string(),
+            fp,
+        });
     }
     if args.minhash {
-        let mh = MinHasher::new(args.minhash_hashes, args.shingle);
-        note(quiet, &format!("scoring {}", mh.name()));
-        let fp = Fingerprinter::new(config(Profile::Default));
-        scored.push(minhash::score(&mh, &fp, &args.fields, &pairs));
+        out.push(Detector::MinHash {
+            mh: MinHasher::new(args.minhash_hashes, args.shingle),
+            fp: Fingerprinter::new(config(Profile::Default)),
+        });
+    }
+    Ok(out)
+}
+
+fn evaluate(args: &Args) -> CmdResult {
+    let started = Instant::now();
+    let path = args.pairs.as_ref().expect("clap requires --pairs");
+    let detectors = detectors(args)?;
+    let file = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
+    let pairs = read_pairs(BufReader::new(file), &path.display().to_string())?;
+    anyhow::ensure!(!pairs.is_empty(), "{}: no pairs", path.display());
+    let quiet = args.run.quiet;
+    let mut scored: Vec<Scored> = Vec::new();
+    for d in &detectors {
+        note(quiet, &format!("scoring {}", d.name()));
+        scored.push(d.score(&args.fields, &pairs, args.max_k));
     }
     let report = Report {
         pairs: &pairs,
@@ -310,18 +363,22 @@ fn evaluate(args: &Args) -> CmdResult {
     writeln!(out, "{}", report.markdown())?;
     common::flush(&mut out)?;
     if let Some(png) = &args.plot {
-        let labelled = eval_plot::pr_curves(png, &pairs, &scored, args.font.as_deref())
-            .with_context(|| format!("drawing {}", png.display()))?;
-        if !labelled {
-            eprintln!(
-                "{}: no TrueType font found (give one with --font or NEARDUP_FONT), so the plot has no labels; colours in order:",
-                png.display()
-            );
-            for (n, s) in scored.iter().enumerate() {
-                let (colour, _) = eval_plot::COLOURS[n % eval_plot::COLOURS.len()];
-                eprintln!("  {colour}: {}", s.name);
-            }
-        }
+        let curves: Vec<eval_plot::Curve> = scored
+            .iter()
+            .map(|s| {
+                let pts = overall(&pairs, s)
+                    .iter()
+                    .map(|r| (r.recall, r.precision))
+                    .collect();
+                (s.name.clone(), pts)
+            })
+            .collect();
+        plot(
+            png,
+            "Precision–recall, k = 0..8 (SimHash) / J = 0.1..0.9 (MinHash)",
+            &curves,
+            args.font.as_deref(),
+        )?;
     }
     note(
         quiet,
@@ -329,6 +386,132 @@ fn evaluate(args: &Args) -> CmdResult {
             "eval: {} pairs, {} detector(s) in {:.1} s",
             pairs.len(),
             scored.len(),
+            started.elapsed().as_secs_f64()
+        ),
+    );
+    Ok(Status::Done)
+}
+
+/// Draws the curves to `png`; without a font, prints which colour is which detector.
+fn plot(
+    png: &std::path::Path,
+    title: &str,
+    curves: &[eval_plot::Curve],
+    font: Option<&std::path::Path>,
+) -> anyhow::Result<()> {
+    let labelled = eval_plot::pr_curves(png, title, curves, font)
+        .with_context(|| format!("drawing {}", png.display()))?;
+    if !labelled {
+        eprintln!(
+            "{}: no TrueType font found (give one with --font or NEARDUP_FONT), so the plot has no labels; colours in order:",
+            png.display()
+        );
+        for (n, (name, _)) in curves.iter().enumerate() {
+            let (colour, _) = eval_plot::COLOURS[n % eval_plot::COLOURS.len()];
+            eprintln!("  {colour}: {name}");
+        }
+    }
+    Ok(())
+}
+
+/// `--corpus`: every detector's pairs on the whole corpus against the text-overlap oracle.
+fn evaluate_corpus(args: &Args) -> CmdResult {
+    let started = Instant::now();
+    let path = args.corpus.as_deref().expect("checked by run");
+    let detectors = detectors(args)?;
+    let quiet = args.run.quiet;
+    let objects = read_objects(path, &args.fields)?;
+    anyhow::ensure!(
+        objects.len() >= 2,
+        "{path}: at least two articles are needed"
+    );
+    let ids: Vec<String> = objects.iter().map(|(id, _)| id.clone()).collect();
+    let texts: Vec<Vec<String>> = objects
+        .iter()
+        .map(|(_, v)| fields_of(v, &args.fields))
+        .collect();
+    drop(objects);
+    let t = Instant::now();
+    let truth = Truth::new(&texts);
+    note(
+        quiet,
+        &format!(
+            "oracle: {} must-find pairs among {} articles in {:.1} s",
+            truth.must_find.len(),
+            texts.len(),
+            t.elapsed().as_secs_f64()
+        ),
+    );
+    let shown = format!("k={}", args.k);
+    let mut tables = Vec::new();
+    let mut worst = Vec::new();
+    for d in &detectors {
+        let t = Instant::now();
+        let pairs = d.corpus_pairs(&texts, args.max_k);
+        let rows = corpus::rows(&truth, &pairs);
+        note(
+            quiet,
+            &format!(
+                "{}: all pairs in {:.1} s",
+                d.name(),
+                t.elapsed().as_secs_f64()
+            ),
+        );
+        if args.worst.is_some() {
+            let point = pairs
+                .points
+                .iter()
+                .position(|(p, _)| *p == shown)
+                .or_else(|| corpus::best_row(&rows))
+                .unwrap_or(0);
+            worst.extend(corpus::worst(
+                &truth,
+                &pairs,
+                point,
+                args.worst_count,
+                &ids,
+                &texts,
+            ));
+        }
+        tables.push(rows);
+    }
+    let mut out = common::stdout();
+    writeln!(out, "{}", corpus::markdown(&truth, texts.len(), &tables))?;
+    common::flush(&mut out)?;
+    if let Some(png) = &args.plot {
+        let curves: Vec<eval_plot::Curve> = tables
+            .iter()
+            .filter_map(|rows| {
+                let name = rows.first()?.detector.clone();
+                Some((name, rows.iter().map(|r| (r.recall, r.precision)).collect()))
+            })
+            .collect();
+        plot(
+            png,
+            "Whole corpus vs text-overlap oracle, k = 0..7 (SimHash) / J = 0.1..0.9 (MinHash)",
+            &curves,
+            args.font.as_deref(),
+        )?;
+    }
+    if let Some(file) = &args.worst {
+        let mut w = std::io::BufWriter::new(
+            std::fs::File::create(file).with_context(|| format!("creating {}", file.display()))?,
+        );
+        for p in &worst {
+            serde_json::to_writer(&mut w, p)
+                .with_context(|| format!("writing {}", file.display()))?;
+            w.write_all(b"\n")
+                .with_context(|| format!("writing {}", file.display()))?;
+        }
+        w.flush()
+            .with_context(|| format!("writing {}", file.display()))?;
+    }
+    note(
+        quiet,
+        &format!(
+            "eval --corpus: {} articles, {} detector(s) in {:.1} s",
+            texts.len(),
+            detectors.len(),
             started.elapsed().as_secs_f64()
         ),
     );

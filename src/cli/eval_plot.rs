@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 
 use plotters::prelude::*;
 
-use neardup::eval::{overall, LabelledPair, Scored};
+/// One curve: the detector's name and its operating points as (recall, precision), in order.
+pub type Curve = (String, Vec<(f64, f64)>);
 
 /// Fonts tried when none is given (Debian/Ubuntu, Fedora, Arch, macOS).
 const FONT_CANDIDATES: &[&str] = &[
@@ -47,11 +48,11 @@ pub fn find_font(explicit: Option<&Path>) -> Option<PathBuf> {
 }
 
 /// Draws one precision–recall curve per detector (its operating points joined in order) to
-/// `out`. Returns whether labels were drawn (a font was found).
+/// `out`, under `title`. Returns whether labels were drawn (a font was found).
 pub fn pr_curves(
     out: &Path,
-    pairs: &[LabelledPair],
-    scored: &[Scored],
+    title: &str,
+    curves: &[Curve],
     font: Option<&Path>,
 ) -> anyhow::Result<bool> {
     let font = match find_font(font) {
@@ -63,16 +64,6 @@ pub fn pr_curves(
         }
         None => false,
     };
-    let curves: Vec<(String, Vec<(f64, f64)>)> = scored
-        .iter()
-        .map(|s| {
-            let pts = overall(pairs, s)
-                .iter()
-                .map(|r| (r.recall, r.precision))
-                .collect();
-            (s.name.clone(), pts)
-        })
-        .collect();
     let y_min = curves
         .iter()
         .flat_map(|(_, p)| p.iter().map(|&(_, y)| y))
@@ -85,10 +76,7 @@ pub fn pr_curves(
     builder.margin(20);
     if font {
         builder
-            .caption(
-                "Precision–recall, k = 0..8 (SimHash) / J = 0.1..0.9 (MinHash)",
-                ("sans-serif", 24),
-            )
+            .caption(title, ("sans-serif", 24))
             .x_label_area_size(45)
             .y_label_area_size(60);
     }

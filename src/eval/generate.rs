@@ -3,11 +3,11 @@
 //! Positives are an article and a copy changed the way reposts really differ; each is labelled
 //! with its transformation and size (the fraction of the text touched). Negatives are random
 //! pairs and hard ones: same category and day, the same site boilerplate around different
-//! stories, and the same event with different text. Real reposts mined from the corpus are
-//! added as `real_positive`. ChaCha8 with a fixed seed gives the same benchmark on every
+//! stories, the same event with different text, and the same topic (many shared top keywords)
+//! with little shared text. Real reposts mined from the corpus are added as `real_positive`. ChaCha8 with a fixed seed gives the same benchmark on every
 //! platform.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
@@ -15,9 +15,15 @@ use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use rayon::prelude::*;
+
+use super::oracle;
 use super::real::SentenceIndex;
 use super::LabelledPair;
+use crate::fingerprint::{is_number, Idf};
+use crate::hashing::word_hash;
 use crate::text::Segmenter;
+use crate::{Fingerprinter, Profile};
 
 /// An article of the source corpus.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -733,5 +739,87 @@ pub fn generate(
         "negatives: random, same category/day, shared boilerplate, same event ({} found)",
         events.len().min(config.negatives)
     ));
+
+    let mut topics = same_topic_pairs(articles);
+    let found = topics.len();
+    topics.shuffle(&mut g.rng);
+    for &(i, j) in topics.iter().take(config.negatives) {
+        pairs.push(neg(i, j, "hard_negative", "same_topic"));
+    }
+    progress(&format!(
+        "same-topic negatives: {} of {found} found (≥ {TOPIC_SHARED} of the top {TOPIC_KEYWORDS} keywords shared, 5-character containment < {TOPIC_MAX_CONTAINMENT})",
+        found.min(config.negatives)
+    ));
     pairs
+}
+
+/// Top keywords compared for same-topic negatives.
+pub const TOPIC_KEYWORDS: usize = 10;
+/// Top keywords two articles must share to be on the same topic.
+pub const TOPIC_SHARED: usize = 5;
+/// Same-topic negatives share less than this share of the shorter text (the oracle's
+/// containment of 5-character runs).
+pub const TOPIC_MAX_CONTAINMENT: f64 = 0.1;
+
+/// The `n` heaviest words of `text` by term frequency × IDF, with the words and the IDF the
+/// fingerprints use; numbers are left out (as in the `keywords` profile). Ties go to the
+/// smaller word, so the result is deterministic.
+pub fn keywords(fp: &Fingerprinter, text: &str, n: usize) -> Vec<String> {
+    let idf = Idf::shared();
+    let mut tf: HashMap<String, u32> = HashMap::new();
+    for w in fp.words(text) {
+        if !is_number(&w) {
+            *tf.entry(w).or_default() += 1;
+        }
+    }
+    let mut weighted: Vec<(f64, String)> = tf
+        .into_iter()
+        .map(|(w, c)| (f64::from(c) * f64::from(idf.get(word_hash(&w))), w))
+        .collect();
+    weighted.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+    weighted.into_iter().take(n).map(|(_, w)| w).collect()
+}
+
+/// Pairs `(i, j)`, `i < j`, sorted, of articles on the same topic with little shared text:
+/// at least [`TOPIC_SHARED`] of their top [`TOPIC_KEYWORDS`] keywords (title and content) in
+/// common, and 5-character containment below [`TOPIC_MAX_CONTAINMENT`].
+pub fn same_topic_pairs(articles: &[Article]) -> Vec<(usize, usize)> {
+    let fp = Fingerprinter::for_profile(Profile::Default);
+    let texts: Vec<[&str; 2]> = articles
+        .iter()
+        .map(|a| [a.title.as_str(), a.content.as_str()])
+        .collect();
+    let keys: Vec<Vec<String>> = texts
+        .par_iter()
+        .map(|t| keywords(&fp, &t.join("\n"), TOPIC_KEYWORDS))
+        .collect();
+    let mut postings: HashMap<&str, Vec<u32>> = HashMap::new();
+    for (i, ks) in keys.iter().enumerate() {
+        for k in ks {
+            postings.entry(k.as_str()).or_default().push(i as u32);
+        }
+    }
+    let runs: Vec<Vec<u64>> = texts.par_iter().map(|t| oracle::runs(t)).collect();
+    let mut out: Vec<(usize, usize)> = (0..articles.len())
+        .into_par_iter()
+        .flat_map_iter(|i| {
+            let mut shared: HashMap<u32, usize> = HashMap::new();
+            for k in &keys[i] {
+                for &j in &postings[k.as_str()] {
+                    if j as usize > i {
+                        *shared.entry(j).or_default() += 1;
+                    }
+                }
+            }
+            let runs = &runs;
+            shared.into_iter().filter_map(move |(j, n)| {
+                let j = j as usize;
+                (n >= TOPIC_SHARED
+                    && oracle::overlap(&runs[i], &runs[j]).containment < TOPIC_MAX_CONTAINMENT)
+                    .then_some((i, j))
+            })
+        })
+        .collect();
+    out.sort_unstable();
+    out
 }

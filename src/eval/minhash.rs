@@ -72,6 +72,21 @@ impl MinHasher {
     }
 }
 
+/// The kept words of an article's fields, in order, from `fp`'s pipeline.
+pub fn words<S: AsRef<str>>(fp: &Fingerprinter, fields: &[S]) -> Vec<String> {
+    fields.iter().flat_map(|f| fp.words(f.as_ref())).collect()
+}
+
+/// Whether an estimate `s` reaches threshold `t` (a duplicate at that point).
+pub fn reaches(s: f64, t: f64) -> bool {
+    s >= t - 1e-12
+}
+
+/// The label of the operating point at threshold `t`, e.g. `J>=0.3`.
+pub fn point_label(t: f64) -> String {
+    format!("J>={t:.1}")
+}
+
 /// Scores pairs with MinHash at each of [`THRESHOLDS`]; words come from `fp`'s pipeline.
 pub fn score(
     mh: &MinHasher,
@@ -82,10 +97,7 @@ pub fn score(
     let (texts, refs) = unique_texts(pairs, fields);
     let sigs: Vec<Option<Vec<u64>>> = texts
         .par_iter()
-        .map(|t| {
-            let words: Vec<String> = t.iter().flat_map(|f| fp.words(f)).collect();
-            mh.signature(&words)
-        })
+        .map(|t| mh.signature(&words(fp, t)))
         .collect();
     let sims: Vec<Option<f64>> = refs
         .iter()
@@ -97,9 +109,9 @@ pub fn score(
             .iter()
             .map(|&t| {
                 (
-                    format!("J>={t:.1}"),
+                    point_label(t),
                     sims.iter()
-                        .map(|s| s.is_some_and(|s| s >= t - 1e-12))
+                        .map(|s| s.is_some_and(|s| reaches(s, t)))
                         .collect(),
                 )
             })

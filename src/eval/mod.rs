@@ -4,11 +4,18 @@
 //! A benchmark is a list of [`LabelledPair`]s (`{"a": {..}, "b": {..}, "duplicate": bool}` in
 //! JSON Lines). [`generate`] builds one from any article file: synthetic reposts made the way
 //! reposts really differ, real reposts mined from the corpus itself ([`real`]), and random and
-//! hard negatives. [`score_simhash`] and [`minhash::score`] turn pairs into decisions at each
-//! operating point (distance k, or Jaccard threshold), and [`Report`] prints them.
+//! hard negatives. A [`detector::Detector`] (SimHash through [`score_simhash`], or the
+//! MinHash baseline of [`minhash`]) turns pairs into decisions at each operating point
+//! (distance k, or Jaccard threshold), and [`Report`] prints them.
+//!
+//! On a whole corpus, [`corpus`] checks every pair a detector reports against the
+//! text-overlap [`oracle`], which also lists the near-duplicates that must be found.
 
+pub mod corpus;
+pub mod detector;
 pub mod generate;
 pub mod minhash;
+pub mod oracle;
 pub mod real;
 
 use std::collections::{BTreeMap, HashMap};

@@ -1,0 +1,153 @@
+//! The detectors under evaluation, behind one interface: score labelled pairs at each
+//! operating point, and report every pair of a corpus at each operating point.
+//!
+//! A new method is one new [`Detector`] arm; the benchmark tables and the corpus oracle
+//! ([`super::corpus`]) take any detector.
+
+use rayon::prelude::*;
+
+use super::minhash::{self, MinHasher};
+use super::{score_simhash, LabelledPair, Scored};
+use crate::simhash::allpairs::AllPairs;
+use crate::{Fingerprinter, SimHash};
+
+/// A near-duplicate detector and its operating points.
+pub enum Detector {
+    /// SimHash with a fingerprinter; duplicate at point `k=K` when the distance is ≤ K.
+    SimHash { name: String, fp: Fingerprinter },
+    /// The MinHash baseline over word shingles (words from `fp`'s pipeline); duplicate at
+    /// point `J>=T` when the estimated Jaccard is ≥ T ([`minhash::THRESHOLDS`]).
+    MinHash { mh: MinHasher, fp: Fingerprinter },
+}
+
+/// A pair of corpus positions `(i, j)`, `i < j`, and the detector's score for it.
+pub type ScoredPair = (u32, u32, f64);
+
+/// The pairs a detector reports on a corpus: at each operating point, `(i, j, score)` with
+/// `i < j` positions in the corpus and the detector's own score (distance or estimate).
+#[derive(Clone, Debug)]
+pub struct CorpusPairs {
+    pub name: String,
+    pub points: Vec<(String, Vec<ScoredPair>)>,
+    /// Positions of the articles that got no fingerprint or signature (their pairs are never
+    /// reported), ascending.
+    pub too_short: Vec<u32>,
+}
+
+impl Detector {
+    pub fn name(&self) -> String {
+        match self {
+            Detector::SimHash { name, .. } => name.clone(),
+            Detector::MinHash { mh, .. } => mh.name(),
+        }
+    }
+
+    /// Decisions on labelled pairs; SimHash at k = 0..=`max_k`.
+    pub fn score(&self, fields: &[String], pairs: &[LabelledPair], max_k: u32) -> Scored {
+        match self {
+            Detector::SimHash { name, fp } => score_simhash(name, fp, fields, pairs, max_k),
+            Detector::MinHash { mh, fp } => minhash::score(mh, fp, fields, pairs),
+        }
+    }
+
+    /// Every pair of `texts` (the fields of each article) the detector reports, at each
+    /// operating point; SimHash at k = 0..=min(`max_k`, [`crate::simhash::MAX_K`]) through
+    /// [`AllPairs`], MinHash at each threshold by comparing every pair of signatures.
+    pub fn corpus_pairs(&self, texts: &[Vec<String>], max_k: u32) -> CorpusPairs {
+        match self {
+            Detector::SimHash { name, fp } => simhash_pairs(name, fp, texts, max_k),
+            Detector::MinHash { mh, fp } => minhash_pairs(mh, fp, texts),
+        }
+    }
+}
+
+fn simhash_pairs(name: &str, fp: &Fingerprinter, texts: &[Vec<String>], max_k: u32) -> CorpusPairs {
+    let prints: Vec<Option<SimHash>> = texts
+        .par_iter()
+        .map(|t| fp.fingerprint_fields(t).ok().map(|f| f.simhash))
+        .collect();
+    let (docs, fps): (Vec<u32>, Vec<SimHash>) = prints
+        .iter()
+        .enumerate()
+        .filter_map(|(i, p)| Some((i as u32, (*p)?)))
+        .unzip();
+    let top = max_k.min(crate::simhash::MAX_K);
+    let matches = AllPairs::new(top).expect("k is at most MAX_K").run(&fps);
+    let mut all: Vec<(u32, u32, u32)> = matches
+        .pairs()
+        .map(|(a, b, d)| {
+            let (a, b) = (docs[a as usize], docs[b as usize]);
+            (a.min(b), a.max(b), d)
+        })
+        .collect();
+    all.sort_unstable();
+    CorpusPairs {
+        name: name.to_owned(),
+        points: (0..=top)
+            .map(|k| {
+                (
+                    format!("k={k}"),
+                    all.iter()
+                        .filter(|p| p.2 <= k)
+                        .map(|&(a, b, d)| (a, b, f64::from(d)))
+                        .collect(),
+                )
+            })
+            .collect(),
+        too_short: missing(&prints),
+    }
+}
+
+fn minhash_pairs(mh: &MinHasher, fp: &Fingerprinter, texts: &[Vec<String>]) -> CorpusPairs {
+    let sigs: Vec<Option<Vec<u64>>> = texts
+        .par_iter()
+        .map(|t| mh.signature(&minhash::words(fp, t)))
+        .collect();
+    let lowest = minhash::THRESHOLDS[0];
+    // Every pair, in tiles: the signatures of TILE articles stay in cache while all later
+    // signatures stream past them once, instead of once per article.
+    const TILE: usize = 64;
+    let n = sigs.len();
+    let mut all: Vec<ScoredPair> = (0..n.div_ceil(TILE))
+        .into_par_iter()
+        .flat_map_iter(|b| {
+            let (lo, hi) = (b * TILE, ((b + 1) * TILE).min(n));
+            let mut out = Vec::new();
+            for (j, sj) in sigs.iter().enumerate().skip(lo + 1) {
+                let Some(sj) = sj.as_deref() else { continue };
+                for (i, si) in sigs[lo..hi.min(j)].iter().enumerate() {
+                    let Some(si) = si.as_deref() else { continue };
+                    let s = MinHasher::similarity(si, sj);
+                    if minhash::reaches(s, lowest) {
+                        out.push(((lo + i) as u32, j as u32, s));
+                    }
+                }
+            }
+            out
+        })
+        .collect();
+    all.sort_unstable_by_key(|p| (p.0, p.1));
+    CorpusPairs {
+        name: mh.name(),
+        points: minhash::THRESHOLDS
+            .iter()
+            .map(|&t| {
+                (
+                    minhash::point_label(t),
+                    all.iter()
+                        .copied()
+                        .filter(|p| minhash::reaches(p.2, t))
+                        .collect(),
+                )
+            })
+            .collect(),
+        too_short: missing(&sigs),
+    }
+}
+
+/// The positions holding `None`.
+fn missing<T>(v: &[Option<T>]) -> Vec<u32> {
+    (0..v.len() as u32)
+        .filter(|&i| v[i as usize].is_none())
+        .collect()
+}
