@@ -235,7 +235,7 @@ pub struct MethodArgs {
     #[command(flatten)]
     pub distance: DistanceArg,
     /// MinHash: smallest estimated Jaccard similarity of word shingles that counts as a
-    /// near-duplicate, 0 < T ≤ 1 (default 0.4; implies --method minhash).
+    /// near-duplicate, 0 < T ≤ 1 (default 0.3; implies --method minhash).
     #[arg(long, value_name = "T", conflicts_with = "k")]
     pub threshold: Option<f64>,
 }

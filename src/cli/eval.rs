@@ -8,7 +8,6 @@ use anyhow::{bail, Context};
 use neardup::eval::corpus::{self, Truth};
 use neardup::eval::detector::Detector;
 use neardup::eval::generate::{self, Article};
-use neardup::eval::minhash::MinHasher;
 use neardup::eval::{fields_of, overall, read_pairs, Report, Scored};
 use neardup::input::{self, Lines};
 use neardup::{Features, FingerprintConfig, Fingerprinter, Profile, Scheme, Thresholds, Weight};
@@ -80,15 +79,14 @@ pub struct Args {
     /// logtfidf), optional `topN` and `nonum` (numbers do not vote). Repeatable.
     #[arg(long = "scheme", value_name = "SPEC", value_parser = parse_scheme)]
     schemes: Vec<Scheme>,
-    /// Also measure the MinHash baseline (Jaccard of word shingles).
+    /// Also measure MinHash with the default parameters (the decision of the store and
+    /// `dedupe`: a shared LSH band and estimated Jaccard ≥ the threshold).
     #[arg(long)]
     minhash: bool,
-    /// MinHash: number of hash functions.
-    #[arg(long, default_value_t = 128, value_name = "N")]
-    minhash_hashes: usize,
-    /// MinHash: words per shingle.
-    #[arg(long, default_value_t = 2, value_name = "N")]
-    shingle: usize,
+    /// Also measure MinHash with these parameters, e.g. `shingle=w3` or `n=256;bands=85x3`
+    /// (keys left out keep their default). Repeatable.
+    #[arg(long = "minhash-params", value_name = "SPEC", value_parser = common::parse_minhash_params)]
+    minhash_params: Vec<neardup::MinHashParams>,
     /// Text fields of each article, joined in order.
     #[arg(long = "field", value_name = "NAME", default_values = ["title", "content"])]
     fields: Vec<String>,
@@ -312,7 +310,11 @@ fn detectors(args: &Args) -> anyhow::Result<Vec<Detector>> {
     } else {
         args.profiles.clone()
     };
-    if profiles.is_empty() && args.schemes.is_empty() && !args.minhash {
+    if profiles.is_empty()
+        && args.schemes.is_empty()
+        && !args.minhash
+        && args.minhash_params.is_empty()
+    {
         profiles.push(Profile::Default);
     }
     let mut out = Vec::new();
@@ -332,10 +334,16 @@ fn detectors(args: &Args) -> anyhow::Result<Vec<Detector>> {
             fp,
         });
     }
-    if args.minhash {
+    let defaults = args.minhash.then(neardup::MinHashParams::default);
+    for params in defaults
+        .into_iter()
+        .chain(args.minhash_params.iter().copied())
+    {
         out.push(Detector::MinHash {
-            mh: MinHasher::new(args.minhash_hashes, args.shingle),
-            fp: Fingerprinter::new(config(Profile::Default)),
+            fp: Fingerprinter::new(FingerprintConfig {
+                minhash: params,
+                ..config(Profile::Default)
+            }),
         });
     }
     Ok(out)

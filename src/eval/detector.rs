@@ -6,8 +6,10 @@
 
 use rayon::prelude::*;
 
-use super::minhash::{self, MinHasher};
+use super::minhash;
 use super::{score_simhash, LabelledPair, Scored};
+use crate::minhash::allpairs::all_pairs;
+use crate::minhash::Signature;
 use crate::simhash::allpairs::AllPairs;
 use crate::{Fingerprinter, SimHash};
 
@@ -15,9 +17,10 @@ use crate::{Fingerprinter, SimHash};
 pub enum Detector {
     /// SimHash with a fingerprinter; duplicate at point `k=K` when the distance is ≤ K.
     SimHash { name: String, fp: Fingerprinter },
-    /// The MinHash baseline over word shingles (words from `fp`'s pipeline); duplicate at
-    /// point `J>=T` when the estimated Jaccard is ≥ T ([`minhash::THRESHOLDS`]).
-    MinHash { mh: MinHasher, fp: Fingerprinter },
+    /// The library's MinHash with `fp`'s parameters; duplicate at point `J>=T` when the
+    /// signatures share an LSH band and the estimated Jaccard is ≥ T
+    /// ([`minhash::THRESHOLDS`]), as the store and `dedupe` decide.
+    MinHash { fp: Fingerprinter },
 }
 
 /// A pair of corpus positions `(i, j)`, `i < j`, and the detector's score for it.
@@ -38,7 +41,7 @@ impl Detector {
     pub fn name(&self) -> String {
         match self {
             Detector::SimHash { name, .. } => name.clone(),
-            Detector::MinHash { mh, .. } => mh.name(),
+            Detector::MinHash { fp } => minhash::name(fp),
         }
     }
 
@@ -46,7 +49,7 @@ impl Detector {
     pub fn score(&self, fields: &[String], pairs: &[LabelledPair], max_k: u32) -> Scored {
         match self {
             Detector::SimHash { name, fp } => score_simhash(name, fp, fields, pairs, max_k),
-            Detector::MinHash { mh, fp } => minhash::score(mh, fp, fields, pairs),
+            Detector::MinHash { fp } => minhash::score(fp, fields, pairs),
         }
     }
 
@@ -56,7 +59,7 @@ impl Detector {
     pub fn corpus_pairs(&self, texts: &[Vec<String>], max_k: u32) -> CorpusPairs {
         match self {
             Detector::SimHash { name, fp } => simhash_pairs(name, fp, texts, max_k),
-            Detector::MinHash { mh, fp } => minhash_pairs(mh, fp, texts),
+            Detector::MinHash { fp } => minhash_pairs(fp, texts),
         }
     }
 }
@@ -98,37 +101,27 @@ fn simhash_pairs(name: &str, fp: &Fingerprinter, texts: &[Vec<String>], max_k: u
     }
 }
 
-fn minhash_pairs(mh: &MinHasher, fp: &Fingerprinter, texts: &[Vec<String>]) -> CorpusPairs {
-    let sigs: Vec<Option<Vec<u64>>> = texts
-        .par_iter()
-        .map(|t| mh.signature(&minhash::words(fp, t)))
-        .collect();
-    let lowest = minhash::THRESHOLDS[0];
-    // Every pair, in tiles: the signatures of TILE articles stay in cache while all later
-    // signatures stream past them once, instead of once per article.
-    const TILE: usize = 64;
-    let n = sigs.len();
-    let mut all: Vec<ScoredPair> = (0..n.div_ceil(TILE))
-        .into_par_iter()
-        .flat_map_iter(|b| {
-            let (lo, hi) = (b * TILE, ((b + 1) * TILE).min(n));
-            let mut out = Vec::new();
-            for (j, sj) in sigs.iter().enumerate().skip(lo + 1) {
-                let Some(sj) = sj.as_deref() else { continue };
-                for (i, si) in sigs[lo..hi.min(j)].iter().enumerate() {
-                    let Some(si) = si.as_deref() else { continue };
-                    let s = MinHasher::similarity(si, sj);
-                    if minhash::reaches(s, lowest) {
-                        out.push(((lo + i) as u32, j as u32, s));
-                    }
-                }
-            }
-            out
+fn minhash_pairs(fp: &Fingerprinter, texts: &[Vec<String>]) -> CorpusPairs {
+    let params = fp.config().minhash;
+    let sigs = minhash::signatures(fp, texts);
+    let (docs, present): (Vec<u32>, Vec<Signature>) = sigs
+        .iter()
+        .enumerate()
+        .filter_map(|(i, s)| Some((i as u32, s.clone()?)))
+        .unzip();
+    // The pairs the LSH index reports at the lowest threshold; higher points filter them.
+    let found = all_pairs(&present, &params, minhash::THRESHOLDS[0]);
+    let mut all: Vec<ScoredPair> = found
+        .pairs
+        .iter()
+        .map(|&(a, b, s)| {
+            let (a, b) = (docs[a as usize], docs[b as usize]);
+            (a.min(b), a.max(b), s)
         })
         .collect();
     all.sort_unstable_by_key(|p| (p.0, p.1));
     CorpusPairs {
-        name: mh.name(),
+        name: minhash::name(fp),
         points: minhash::THRESHOLDS
             .iter()
             .map(|&t| {

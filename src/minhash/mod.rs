@@ -36,7 +36,7 @@ use xxhash_rust::xxh3::{xxh3_64, xxh3_64_with_seed};
 
 /// The default MinHash threshold: pairs whose estimated Jaccard similarity of word shingles
 /// is at least this are near-duplicates (see `docs/evaluation.md`).
-pub const DEFAULT_THRESHOLD: f64 = 0.4;
+pub const DEFAULT_THRESHOLD: f64 = 0.3;
 
 /// Seed of the shingle hash. Part of the version.
 pub const SHINGLE_SEED: u64 = 0x6e65_6172_6475_7031; // "neardup1"
