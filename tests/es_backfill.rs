@@ -605,24 +605,19 @@ struct OwnNode {
 }
 
 impl OwnNode {
-    /// Runs `scripts/<name> [args]` (`command` = "es-up --clean", say) for `port`.
-    fn script(command: &str, port: u16) {
+    fn script(name: &str, port: u16) {
         let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-        let mut words = command.split(' ');
-        let name = words.next().unwrap();
         let status = Command::new(root.join("scripts").join(name))
-            .args(words)
             .env("ES_PORT", port.to_string())
             .env("ES_HEAP", "512m")
             .stdout(Stdio::null())
             .status()
             .unwrap();
-        assert!(status.success(), "scripts/{command} on port {port} failed");
+        assert!(status.success(), "scripts/{name} on port {port} failed");
     }
 
-    /// Starts afresh: data a node of another `ES_ENGINE` left on the port is wiped.
     fn start(port: u16) -> OwnNode {
-        Self::script("es-up --clean", port);
+        Self::script("es-up", port);
         OwnNode { port }
     }
 }
