@@ -38,8 +38,8 @@ import org.junit.runner.RunWith;
  * x-pack). The node is therefore built like the server's own integration tests build theirs
  * ({@link MockNode}, which loads plugins from the classpath) with Netty4 for HTTP and
  * transport. Without rest-root nobody answers {@code GET /}, which clients read the version
- * from, so {@link Root} does. There is no scripting: painless queries fail with "cannot
- * execute scripts using [...] context".
+ * from, so {@link Root} does. There is no scripting: painless queries fail with
+ * "script_lang not supported [painless]".
  *
  * <p>The test framework draws its randomness from a randomized-testing context, which only a
  * JUnit run under {@link RandomizedRunner} has: {@code main} runs {@link #node} as the one
