@@ -14,7 +14,7 @@ use std::time::Duration;
 use common::es::{self as t, TestIndex};
 use elasticsearch::http::Method;
 use elasticsearch::Elasticsearch;
-use neardup::es::backfill::{Backfill, BackfillConfig, BackfillReport, Counts, Mode};
+use neardup::es::backfill::{Backfill, BackfillConfig, BackfillReport, Counts, Mode, Paging};
 use neardup::es::{init_index, BlockType, FieldNames, RetryPolicy};
 use neardup::{Fingerprinter, Profile, SimHash};
 use serde_json::value::RawValue;
@@ -210,6 +210,13 @@ async fn backfill_writes_exact_fingerprints_and_leaves_every_other_field_byte_id
     let r = run(&client, config(&idx.name, dir.path())).await;
     assert_eq!(r.counts.scanned, 2000, "{r:?}");
     assert_eq!(r.counts.written + r.counts.too_short, 2000, "{r:?}");
+    // The walk pages with a point in time where the node has one (8.x, 9.x), else scroll.
+    let paging = if t::capabilities(&client, &idx.name).await.pit {
+        Paging::PitSearchAfter
+    } else {
+        Paging::Scroll
+    };
+    assert_eq!(r.paging, paging.name(), "{r:?}");
     assert_eq!((r.counts.failed, r.counts.bad, r.counts.deleted), (0, 0, 0));
     assert_adds_up(&r.counts);
     let after = raw_sources(&client, &idx.name).await;
@@ -427,13 +434,34 @@ async fn documents_updated_or_deleted_during_the_run() {
     let job = Backfill::new(client.clone(), fp(), c);
     let handle =
         tokio::spawn(async move { job.run(&AtomicBool::new(false), Arc::new(|_| {})).await });
+    // The documents the walk reaches last, in both of its orders: the end of the last shard
+    // (a point in time sorted by `_shard_doc` walks one shard after the other; a scroll sorted
+    // by `_doc` walks the shards side by side).
+    let last_shard = t::call(
+        &client,
+        Method::Post,
+        &format!("/{}/_search?preference=_shards:2", idx.name),
+        Some(json!({"size": 1500, "sort": ["_doc"], "_source": false})),
+    )
+    .await;
+    let shard_ids: Vec<&str> = last_shard["hits"]["hits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["_id"].as_str().unwrap())
+        .collect();
+    assert!(shard_ids.len() >= 300, "{} in shard 2", shard_ids.len());
+    let by_id: HashMap<&str, &Value> = docs.iter().map(|(id, d)| (id.as_str(), d)).collect();
+    let late: Vec<(&str, &Value)> = shard_ids[shard_ids.len() - 300..]
+        .iter()
+        .map(|id| (*id, by_id[id]))
+        .collect();
     // Once the walk has started (its snapshot is taken), change documents it has not reached:
     // it reads their old versions, so every one of these writes meets a changed document.
     while batches_done(dir.path()) < 1 {
         assert!(!handle.is_finished(), "{:?}", handle.await);
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let late = &docs[1200..];
     let mut nd = String::new();
     for (i, (id, d)) in late.iter().enumerate() {
         match i % 3 {
@@ -452,7 +480,7 @@ async fn documents_updated_or_deleted_during_the_run() {
                 // The article service saving the whole article again (no fingerprint fields).
                 nd += &json!({"index": {"_id": id}}).to_string();
                 nd.push('\n');
-                let mut new = d.clone();
+                let mut new = (*d).clone();
                 new["title"] = json!(format!("更新 {}", d["title"].as_str().unwrap_or("")));
                 nd += &new.to_string();
                 nd.push('\n');

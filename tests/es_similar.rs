@@ -141,6 +141,7 @@ async fn planted_duplicates_within_k_are_found_and_none_beyond() {
         let idx = new_index(&client, "similar", bt).await;
         let (docs, all) = corpus("", 120, 6);
         t::load(&client, &idx.name, &docs).await;
+        let painless = t::capabilities(&client, &idx.name).await.painless;
 
         let bases: Vec<String> = all
             .iter()
@@ -168,9 +169,10 @@ async fn planted_duplicates_within_k_are_found_and_none_beyond() {
                 }
                 // The distance-4..6 copies share blocks C and D: they are candidates, and the
                 // exact distance rejects them. Server-side, only true matches (and the query
-                // document itself) cross the network.
+                // document itself) cross the network. A node without painless refuses the
+                // script once, and the client-side filter answers from then on.
                 let found = s.by_id(idx.name.as_str(), base, 3).await.unwrap();
-                match filter {
+                match s.effective_filter() {
                     FilterMode::Client => {
                         assert!(found.transferred >= found.matches.len() as u64 + 4)
                     }
@@ -178,6 +180,17 @@ async fn planted_duplicates_within_k_are_found_and_none_beyond() {
                         assert_eq!(found.transferred, found.matches.len() as u64 + 1)
                     }
                 }
+                let server = filter == FilterMode::Server && painless;
+                let effective = if server {
+                    FilterMode::Server
+                } else {
+                    FilterMode::Client
+                };
+                assert_eq!(
+                    s.effective_filter(),
+                    effective,
+                    "{filter}, painless: {painless}"
+                );
             }
         }
     }
@@ -259,15 +272,18 @@ async fn more_candidates_than_a_page_are_all_read() {
     t::load(&client, &idx.name, &docs).await;
     let want = expected(&all, &idx.name, "query", 3);
     assert_eq!(want.len(), 12);
+    let pit = t::capabilities(&client, &idx.name).await.pit;
+    let paging = if pit { Paging::Pit } else { Paging::Scroll };
 
     for filter in [FilterMode::Client, FilterMode::Server] {
         let small = similar(&client, filter, 3);
         let found = small.by_id(idx.name.as_str(), "query", 3).await.unwrap();
         assert_eq!(found.matches, want, "{filter}");
-        // The 7.10 test node has no point in time: detected, remembered, scroll used.
-        assert_eq!(found.scan.paging, Some(Paging::Scroll), "{filter}");
+        // Point in time where the node has one (8.x, 9.x), scroll where not (the 7.10 node
+        // without X-Pack, OpenSearch): detected, remembered, used for every page.
+        assert_eq!(found.scan.paging, Some(paging), "{filter}");
         assert!(found.scan.requests > 2, "{:?}", found.scan);
-        assert_eq!(small.scanner().pit_supported(), Some(false));
+        assert_eq!(small.scanner().pit_supported(), Some(pit));
         let again = small.by_id(idx.name.as_str(), "query", 3).await.unwrap();
         assert_eq!(again.matches, want);
 
@@ -279,19 +295,31 @@ async fn more_candidates_than_a_page_are_all_read() {
         assert_eq!(found.scan.requests, 1);
     }
 
-    // Forcing point in time on a cluster without it fails with Elasticsearch's answer.
-    let pit = Similar::with_options(
-        client.clone(),
-        fingerprinter(),
-        SimilarOptions {
-            page_size: 3,
-            paging: Paging::Pit,
-            ..SimilarOptions::default()
-        },
-        RetryPolicy::none(),
-    );
-    let e = pit.by_id(idx.name.as_str(), "query", 3).await.unwrap_err();
-    assert!(e.to_string().contains("point in time"), "{e}");
+    // Forcing a paging method: scroll works everywhere; point in time where the node has it,
+    // and elsewhere it fails with the node's answer.
+    for forced in [Paging::Scroll, Paging::Pit] {
+        let s = Similar::with_options(
+            client.clone(),
+            fingerprinter(),
+            SimilarOptions {
+                page_size: 3,
+                paging: forced,
+                ..SimilarOptions::default()
+            },
+            RetryPolicy::none(),
+        );
+        match s.by_id(idx.name.as_str(), "query", 3).await {
+            Ok(found) => {
+                assert!(forced == Paging::Scroll || pit, "{forced} without PIT");
+                assert_eq!(found.matches, want, "{forced}");
+                assert_eq!(found.scan.paging, Some(forced));
+            }
+            Err(e) => {
+                assert!(forced == Paging::Pit && !pit, "{forced}: {e}");
+                assert!(e.to_string().contains("point in time"), "{e}");
+            }
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -473,6 +501,7 @@ async fn indices_of_the_older_java_service_work_with_both_filters() {
     ];
     t::load(&client, &idx.name, &docs).await;
     for filter in [FilterMode::Client, FilterMode::Server] {
+        // Without painless the server filter is refused once and the client filter answers.
         let found = similar(&client, filter, 1000)
             .by_id(idx.name.as_str(), "q", 3)
             .await
@@ -518,8 +547,9 @@ async fn errors_say_what_to_do() {
     assert!(matches!(e, EsError::NotInitialised { .. }), "{e}");
     assert!(e.to_string().contains("neardup es-init"), "{e}");
 
-    // A block that is not a number (hand-written into a `keyword` block) breaks the script:
-    // the query falls back to the client-side filter for good, and that names the document.
+    // A block that is not a number (hand-written into a `keyword` block) breaks the script
+    // (and a node without painless refuses it): the query falls back to the client-side
+    // filter for good, and that names the document.
     let kw = new_index(&client, "similar-badblock", BlockType::Keyword).await;
     let [_, b, c, d] = q.blocks16();
     t::load(

@@ -386,8 +386,19 @@ pub fn error_type_reason(body: &Value) -> (String, String) {
         Value::Object(_) => {
             let ty = err["type"].as_str().unwrap_or("error").to_owned();
             let mut reason = err["reason"].as_str().unwrap_or("").to_owned();
-            if let Some(cause) = err["caused_by"]["reason"].as_str() {
-                reason = format!("{reason} (caused by: {cause})");
+            let cause = &err["caused_by"];
+            if let Some(cause_reason) = cause["reason"].as_str() {
+                // OpenSearch and newer Elasticsearch name a search's real error (e.g.
+                // `script_exception`) only in the cause's type.
+                reason = match cause["type"]
+                    .as_str()
+                    .filter(|t| Some(*t) != err["type"].as_str())
+                {
+                    Some(cause_type) => {
+                        format!("{reason} (caused by: {cause_type}: {cause_reason})")
+                    }
+                    None => format!("{reason} (caused by: {cause_reason})"),
+                };
             } else if let Some(root) = err["root_cause"]
                 .get(0)
                 .filter(|r| r["type"] != err["type"])
@@ -524,6 +535,13 @@ mod tests {
         assert_eq!(
             error_type_reason(&body).1,
             "all shards failed (root cause: script_exception: runtime error)"
+        );
+        // OpenSearch 3: the script error's type only in the top-level cause
+        let body = serde_json::json!({"error": {"type": "search_phase_execution_exception", "reason": "all shards failed",
+            "caused_by": {"type": "script_exception", "reason": "runtime error"}}});
+        assert_eq!(
+            error_type_reason(&body).1,
+            "all shards failed (caused by: script_exception: runtime error)"
         );
         let body = serde_json::json!({"error": "Incorrect HTTP method"});
         assert_eq!(error_type_reason(&body).1, "Incorrect HTTP method");

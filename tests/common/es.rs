@@ -182,3 +182,45 @@ pub fn shared_articles(n: usize) -> Vec<(String, Value)> {
         })
         .collect()
 }
+
+/// What the test node can do, asked from the node itself (never from the engine's name), so
+/// that each test checks the path neardup takes there instead of skipping.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Capabilities {
+    /// Painless runs: the server-side filter is used. Without it (the Elasticsearch 8/9 test
+    /// nodes of `scripts/es-up`) neardup falls back to the client-side filter.
+    pub painless: bool,
+    /// `POST /<index>/_pit` opens a point in time: paging uses it. Without (7.10 without
+    /// X-Pack; OpenSearch, whose PIT API has another path) paging uses scroll.
+    pub pit: bool,
+}
+
+/// Asks the node what it can do; `index` must exist (a point in time is opened and closed
+/// on it).
+pub async fn capabilities(client: &Elasticsearch, index: &str) -> Capabilities {
+    let langs = call(client, Method::Get, "/_script_language", None).await;
+    let painless = langs["types_allowed"]
+        .as_array()
+        .is_some_and(|t| t.iter().any(|t| t == "inline"))
+        && langs["language_contexts"]
+            .as_array()
+            .is_some_and(|l| l.iter().any(|l| l["language"] == "painless"));
+    let pit_path = format!("/{}/_pit", es::path_segment(index));
+    let r = es::send(
+        client,
+        Method::Post,
+        &pit_path,
+        &[("keep_alive", "1m")],
+        None,
+    )
+    .await
+    .unwrap();
+    let pit = r.status.is_success();
+    if let Some(id) = r.body["id"].as_str() {
+        let body = Body::Json(serde_json::json!({ "id": id }));
+        es::send(client, Method::Delete, "/_pit", &[], Some(&body))
+            .await
+            .unwrap();
+    }
+    Capabilities { painless, pit }
+}
