@@ -305,6 +305,7 @@ impl MinHasher {
             hasher: self,
             mins: vec![u64::MAX; usize::from(self.params.hashes)],
             window: Vec::with_capacity(usize::from(self.params.shingle)),
+            bytes: Vec::with_capacity(8 * usize::from(self.params.shingle)),
             field_words: 0,
             shingles: 0,
         }
@@ -374,6 +375,8 @@ pub struct SignatureBuilder<'a> {
     mins: Vec<u64>,
     /// The last `shingle` word hashes of this field.
     window: Vec<u64>,
+    /// The window as little-endian bytes, the input of the shingle hash (reused).
+    bytes: Vec<u8>,
     /// Words seen in this field.
     field_words: usize,
     shingles: u64,
@@ -405,12 +408,11 @@ impl SignatureBuilder<'_> {
     }
 
     fn emit(&mut self) {
-        let mut bytes = [0u8; 8 * 255];
-        let used = &mut bytes[..8 * self.window.len()];
-        for (chunk, h) in used.chunks_exact_mut(8).zip(&self.window) {
-            chunk.copy_from_slice(&h.to_le_bytes());
+        self.bytes.clear();
+        for h in &self.window {
+            self.bytes.extend_from_slice(&h.to_le_bytes());
         }
-        let x = xxh3_64_with_seed(used, SHINGLE_SEED);
+        let x = xxh3_64_with_seed(&self.bytes, SHINGLE_SEED);
         self.hasher.add_shingle(&mut self.mins, x);
         self.shingles += 1;
     }
