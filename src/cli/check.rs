@@ -144,7 +144,7 @@ pub fn run(args: Args) -> CmdResult {
         (store, fp)
     };
     let method = store.method();
-    let tolerance = args.method.tolerance(method, store.config().k)?;
+    let tolerance = args.method.tolerance(method, store.config().k);
     let spec = args.input.spec();
     let pb = common::progress_bar(&source, args.run.quiet);
     let position = Arc::clone(&source.position);

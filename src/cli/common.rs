@@ -147,12 +147,23 @@ pub struct MethodArgs {
     pub k: Option<u32>,
     /// MinHash: smallest estimated Jaccard similarity of word shingles that counts as a
     /// near-duplicate, 0 < T ≤ 1 (default 0.4; implies --method minhash).
-    #[arg(long, value_name = "T")]
+    #[arg(long, value_name = "T", value_parser = parse_threshold)]
     pub threshold: Option<f64>,
 }
 
 fn parse_method(s: &str) -> Result<Method, String> {
     s.parse().map_err(|e: neardup::Error| e.to_string())
+}
+
+/// A MinHash threshold: checked when the flags are read, so every command refuses a bad
+/// one, including those that only record it.
+fn parse_threshold(s: &str) -> Result<f64, String> {
+    const RANGE: &str = "give an estimated Jaccard similarity above 0 and at most 1 (e.g. 0.4)";
+    match s.parse::<f64>() {
+        Ok(t) if t > 0.0 && t <= 1.0 => Ok(t),
+        Ok(_) => Err(format!("out of range: {RANGE}")),
+        Err(_) => Err(format!("not a number: {RANGE}")),
+    }
 }
 
 impl MethodArgs {
@@ -187,20 +198,14 @@ impl MethodArgs {
     }
 
     /// How close counts, for `method`; `default_k` is SimHash's when -k is not given.
-    pub fn tolerance(&self, method: Method, default_k: u32) -> anyhow::Result<Tolerance> {
-        Ok(match method {
+    pub fn tolerance(&self, method: Method, default_k: u32) -> Tolerance {
+        match method {
             Method::SimHash => Tolerance::Distance(self.k.unwrap_or(default_k)),
-            Method::MinHash => {
-                let t = self
-                    .threshold
-                    .unwrap_or(neardup::minhash::DEFAULT_THRESHOLD);
-                anyhow::ensure!(
-                    t > 0.0 && t <= 1.0,
-                    "--threshold must be above 0 and at most 1 (an estimated Jaccard similarity), not {t}"
-                );
-                Tolerance::Similarity(t)
-            }
-        })
+            Method::MinHash => Tolerance::Similarity(
+                self.threshold
+                    .unwrap_or(neardup::minhash::DEFAULT_THRESHOLD),
+            ),
+        }
     }
 }
 

@@ -65,7 +65,7 @@ struct Found {
 pub fn run(args: Args) -> CmdResult {
     let started = Instant::now();
     let method = args.method.method(None)?;
-    let tolerance = args.method.tolerance(method, DEFAULT_K)?;
+    let tolerance = args.method.tolerance(method, DEFAULT_K);
     let finder = match tolerance {
         Tolerance::Distance(k) => Some(AllPairs::new(k)?),
         Tolerance::Similarity(_) => None,

@@ -67,7 +67,7 @@ pub fn run(args: Args) -> CmdResult {
     let store = Store::open(&dir, &store_args::open_options(args.wait)?)?;
     let method = args.method.method(Some(store.method()))?;
     store.ensure_method(method)?;
-    let tolerance = args.method.tolerance(method, store.config().k)?;
+    let tolerance = args.method.tolerance(method, store.config().k);
     if let neardup::Tolerance::Distance(k) = tolerance {
         anyhow::ensure!(
             k <= 64,

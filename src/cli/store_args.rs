@@ -149,7 +149,7 @@ pub fn open_for_query(
     store.ensure_method(m)?;
     let fp = profile.fingerprinter(Some(store.config()))?;
     ensure_comparable(&store, &fp, pre_tokenized)?;
-    let tolerance = method.tolerance(m, store.config().k)?;
+    let tolerance = method.tolerance(m, store.config().k);
     Ok((store, fp, tolerance))
 }
 
