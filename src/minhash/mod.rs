@@ -573,6 +573,6 @@ mod tests {
         assert!("n=64"
             .parse::<MinHashParams>()
             .unwrap_err()
-            .contains("need 128"));
+            .contains("42 bands × 3 rows need 126 values, but a signature has 64"));
     }
 }
