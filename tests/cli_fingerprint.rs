@@ -33,7 +33,7 @@ fn example_corpus_in_input_order_with_all_fields() {
     assert_eq!(first["u64"], v);
     let blocks = neardup::SimHash(v).blocks16();
     assert_eq!(first["blocks"], json!(blocks));
-    assert!(first["version"].as_str().unwrap().starts_with("default-2;"));
+    assert!(first["version"].as_str().unwrap().starts_with("default-3;"));
     let short: Vec<_> = lines.iter().filter(|l| l["simhash"].is_null()).collect();
     assert!(short.iter().any(|l| l["id"] == "ex-030"));
     assert!(short.iter().all(|l| l["reason"] == "too_short"));
@@ -189,4 +189,96 @@ fn a_huge_line_is_named_not_loaded() {
     assert_eq!(code, 3, "{err}");
     assert!(err.contains("<stdin>:1: line longer than"), "{err}");
     assert_eq!(json_lines(&out).len(), 1);
+}
+
+/// Every line carries the MinHash signature (128 values) and its version beside the SimHash
+/// fields, and the signature is the library's.
+#[test]
+fn output_has_the_minhash_signature_beside_the_simhash_fields() {
+    let (code, out, err) = neardup(&["fingerprint", "-i", &examples(), "-q"], b"");
+    assert_eq!(code, 0, "{err}");
+    let lines = json_lines(&out);
+    let fp = neardup::Fingerprinter::for_profile(neardup::Profile::Default);
+    let input = std::fs::read_to_string(common::examples()).unwrap();
+    let first = &lines[0];
+    let keys: Vec<&str> = first
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        keys,
+        // In key order (serde_json's map is sorted).
+        [
+            "blocks",
+            "id",
+            "minhash",
+            "minhash_version",
+            "simhash",
+            "u64",
+            "version"
+        ]
+    );
+    assert_eq!(first["minhash_version"], fp.minhash_version());
+    for (line, article) in lines.iter().zip(input.lines()) {
+        let id = line["id"].as_str().unwrap();
+        if line["minhash"].is_null() {
+            continue;
+        }
+        let values: Vec<u64> = line["minhash"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_u64().expect("a number"))
+            .collect();
+        assert_eq!(values.len(), 128, "{id}");
+        assert!(values.iter().all(|&v| v <= u64::from(u32::MAX)), "{id}");
+        let article: serde_json::Value = serde_json::from_str(article).unwrap();
+        let fields = [
+            article["title"].as_str().unwrap(),
+            article["content"].as_str().unwrap(),
+        ];
+        let want = fp.minhash_fields(&fields).unwrap().signature;
+        let want: Vec<u64> = want.values().iter().map(|&v| u64::from(v)).collect();
+        assert_eq!(values, want, "{id}");
+        // The SimHash fields are still there and still the library's.
+        assert_eq!(
+            line["simhash"],
+            fp.fingerprint_fields(&fields).unwrap().simhash.to_hex(),
+            "{id}"
+        );
+    }
+    assert_eq!(lines.iter().filter(|l| l["minhash"].is_array()).count(), 38);
+}
+
+/// Too short for MinHash: `minhash` is null and the reason is given, whether or not the
+/// SimHash profile found the text long enough.
+#[test]
+fn a_too_short_line_has_a_null_minhash_and_its_reason() {
+    for (profile, simhash_null) in [("default", true), ("seed000", false)] {
+        let (code, out, err) = neardup(
+            &["fingerprint", "-i", &examples(), "-q", "--profile", profile],
+            b"",
+        );
+        assert_eq!(code, 0, "{err}");
+        let lines = json_lines(&out);
+        let short = lines.iter().find(|l| l["id"] == "ex-029").unwrap();
+        assert!(short["minhash"].is_null(), "{profile}: {short}");
+        assert_eq!(short["minhash_reason"], "too_short", "{profile}");
+        assert_eq!(
+            short["minhash_detail"], "3 distinct words, at least 8 needed",
+            "{profile}"
+        );
+        assert_eq!(
+            short["simhash"].is_null(),
+            simhash_null,
+            "{profile}: {short}"
+        );
+        assert!(short.get("minhash_version").is_none(), "{profile}: {short}");
+        // Lines with a signature have no MinHash reason.
+        let long = lines.iter().find(|l| l["id"] == "ex-001").unwrap();
+        assert!(long["minhash"].is_array());
+        assert!(long.get("minhash_reason").is_none(), "{long}");
+    }
 }

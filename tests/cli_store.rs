@@ -9,6 +9,7 @@ use std::process::{Command, Stdio};
 
 use common::{json_lines, neardup};
 use neardup::store::{OpenOptions, Store};
+use neardup::{MinHashParams, Signature, Sketch};
 use serde_json::{json, Value};
 
 fn examples() -> String {
@@ -45,9 +46,12 @@ fn expected(fps: &[(String, u64)], q: u64, k: u32, exclude: Option<&str>) -> Vec
         .collect()
 }
 
-fn index(store: &Path, input: &str, extra: &[&str]) -> (i32, String, String) {
+/// `neardup index --method METHOD` (an existing store must have that method).
+fn index_with(method: &str, store: &Path, input: &str, extra: &[&str]) -> (i32, String, String) {
     let mut args = vec![
         "index",
+        "--method",
+        method,
         "--store",
         store.to_str().unwrap(),
         "--input",
@@ -55,6 +59,19 @@ fn index(store: &Path, input: &str, extra: &[&str]) -> (i32, String, String) {
     ];
     args.extend_from_slice(extra);
     neardup(&args, b"")
+}
+
+/// Indexes into a SimHash store.
+fn index(store: &Path, input: &str, extra: &[&str]) -> (i32, String, String) {
+    index_with("simhash", store, input, extra)
+}
+
+/// The fingerprint of a SimHash store's sketch.
+fn simhash_of(s: &Sketch) -> u64 {
+    match s {
+        Sketch::SimHash(fp) => fp.0,
+        Sketch::MinHash(_) => panic!("a SimHash store holds a MinHash sketch"),
+    }
 }
 
 fn similar(store: &Path, extra: &[&str], stdin: &[u8]) -> (i32, Vec<Value>, String) {
@@ -76,7 +93,7 @@ fn index_then_similar_by_id_matches_brute_force_at_k3_and_k7() {
         ),
         "{err}"
     );
-    assert!(err.contains("holds 38 documents (k = 3)"), "{err}");
+    assert!(err.contains("holds 38 documents (simhash, k = 3)"), "{err}");
 
     let fps = example_fps();
     assert_eq!(fps.len(), 38);
@@ -92,13 +109,15 @@ fn index_then_similar_by_id_matches_brute_force_at_k3_and_k7() {
             );
         }
     }
-    // Variants the default profile (default-2) keeps within 3 of their originals.
+    // Variants the default SimHash profile (default-3, `tf`) keeps within 3 of their originals.
     let (_, got, _) = similar(&store, &["--id", "ex-009"], b"");
     assert_eq!(got, vec![json!({"id": "ex-009-halfwidth", "distance": 0})]);
     let (_, got, _) = similar(&store, &["--id", "ex-012-html"], b"");
-    assert_eq!(got, vec![json!({"id": "ex-012", "distance": 0})]);
-    let (_, got, _) = similar(&store, &["--id", "ex-003"], b"");
-    assert_eq!(got, vec![json!({"id": "ex-003-repost", "distance": 0})]);
+    assert_eq!(got, vec![json!({"id": "ex-012", "distance": 2})]);
+    let (_, got, _) = similar(&store, &["--id", "ex-010"], b"");
+    assert_eq!(got, vec![json!({"id": "ex-010-edit", "distance": 2})]);
+    let (_, got, _) = similar(&store, &["--id", "ex-008"], b"");
+    assert_eq!(got, vec![json!({"id": "ex-008-numchange", "distance": 3})]);
 }
 
 #[test]
@@ -445,9 +464,9 @@ fn dedupe_clusters_are_the_components_within_k() {
     assert_eq!(
         ids,
         vec![
-            json!(["ex-003", "ex-003-repost"]),
             json!(["ex-008", "ex-008-numchange"]),
             json!(["ex-009", "ex-009-halfwidth"]),
+            json!(["ex-010", "ex-010-edit"]),
             json!(["ex-012", "ex-012-html"])
         ]
     );
@@ -455,10 +474,10 @@ fn dedupe_clusters_are_the_components_within_k() {
     assert_eq!(
         json_lines(&out),
         vec![
-            json!({"a": "ex-003", "b": "ex-003-repost", "distance": 0}),
-            json!({"a": "ex-008", "b": "ex-008-numchange", "distance": 0}),
+            json!({"a": "ex-008", "b": "ex-008-numchange", "distance": 3}),
             json!({"a": "ex-009", "b": "ex-009-halfwidth", "distance": 0}),
-            json!({"a": "ex-012", "b": "ex-012-html", "distance": 0}),
+            json!({"a": "ex-010", "b": "ex-010-edit", "distance": 2}),
+            json!({"a": "ex-012", "b": "ex-012-html", "distance": 2}),
         ]
     );
 }
@@ -571,21 +590,507 @@ fn concurrent_check_insert_processes_take_turns() {
     }
     let s = Store::open(&store, &OpenOptions::default()).unwrap();
     let docs = s.snapshot().unwrap().documents().unwrap();
+    let docs: Vec<(String, u64)> = docs
+        .iter()
+        .map(|(id, s)| (id.clone(), simhash_of(s)))
+        .collect();
     for (i, (a, fa)) in docs.iter().enumerate() {
         for (b, fb) in &docs[i + 1..] {
-            assert!(
-                fa.distance(*fb) > 7,
-                "{a} and {b} both stored at distance {}",
-                fa.distance(*fb)
-            );
+            let d = (fa ^ fb).count_ones();
+            assert!(d > 7, "{a} and {b} both stored at distance {d}");
         }
     }
     // Everything is covered: each fingerprinted article is stored or within 7 of a stored one.
     for (id, fp) in example_fps() {
         assert!(
-            docs.iter()
-                .any(|(_, f)| f.distance(neardup::SimHash(fp)) <= 7),
+            docs.iter().any(|(_, f)| (f ^ fp).count_ones() <= 7),
             "{id} neither stored nor matched"
         );
+    }
+}
+
+/// id → MinHash signature of every example article long enough, from `neardup fingerprint`.
+fn example_sigs() -> Vec<(String, Signature)> {
+    let (code, out, err) = neardup(&["fingerprint", "-i", &examples(), "-q"], b"");
+    assert_eq!(code, 0, "{err}");
+    json_lines(&out)
+        .into_iter()
+        .filter(|l| !l["minhash"].is_null())
+        .map(|l| {
+            let values: Vec<u32> = l["minhash"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| u32::try_from(v.as_u64().unwrap()).unwrap())
+                .collect();
+            (
+                l["id"].as_str().unwrap().to_owned(),
+                Signature::from_values(values),
+            )
+        })
+        .collect()
+}
+
+/// Share of equal positions: the estimated Jaccard similarity.
+fn similarity(a: &Signature, b: &Signature) -> f64 {
+    let same = a
+        .values()
+        .iter()
+        .zip(b.values())
+        .filter(|(x, y)| x == y)
+        .count();
+    same as f64 / a.len() as f64
+}
+
+/// Whether the signatures agree on a whole band of the default parameters.
+fn share_a_band(a: &Signature, b: &Signature) -> bool {
+    let p = MinHashParams::DEFAULT;
+    let rows = usize::from(p.rows);
+    (0..usize::from(p.bands))
+        .any(|i| a.values()[i * rows..][..rows] == b.values()[i * rows..][..rows])
+}
+
+/// What a MinHash store must answer for `q` at threshold `t`, by brute force: documents
+/// sharing a band with similarity ≥ t, most similar first, ties by id.
+fn expected_minhash(
+    sigs: &[(String, Signature)],
+    q: &Signature,
+    t: f64,
+    exclude: Option<&str>,
+) -> Vec<Value> {
+    let mut v: Vec<(f64, &str)> = sigs
+        .iter()
+        .filter(|(id, s)| Some(id.as_str()) != exclude && share_a_band(q, s))
+        .map(|(id, s)| (similarity(q, s), id.as_str()))
+        .filter(|&(s, _)| s >= t - 1e-9)
+        .collect();
+    v.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.cmp(b.1)));
+    v.into_iter()
+        .map(|(s, id)| json!({"id": id, "similarity": s}))
+        .collect()
+}
+
+/// The planted near-duplicate pairs of examples/README.md, in input order.
+const PLANTED: [(&str, &str); 10] = [
+    ("ex-003", "ex-003-repost"),
+    ("ex-005", "ex-005-edit"),
+    ("ex-007", "ex-007-retitle"),
+    ("ex-008", "ex-008-numchange"),
+    ("ex-009", "ex-009-halfwidth"),
+    ("ex-010", "ex-010-edit"),
+    ("ex-012", "ex-012-html"),
+    ("ex-013", "ex-013-repost"),
+    ("ex-014", "ex-014-trunc"),
+    ("ex-020", "ex-020-repost"),
+];
+
+#[test]
+fn minhash_index_then_similar_by_id_matches_brute_force() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    // No --method: a new store is a MinHash store.
+    let (code, _, err) = neardup(
+        &[
+            "index",
+            "--store",
+            store.to_str().unwrap(),
+            "-i",
+            &examples(),
+        ],
+        b"",
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("38 fingerprinted (38 new, 0 replaced, 0 unchanged), 2 too short")
+            && err.contains("holds 38 documents (minhash, shingle=w2;n=128;sig=oph;bands=42x3)"),
+        "{err}"
+    );
+    let sigs = example_sigs();
+    assert_eq!(sigs.len(), 38);
+    for (id, sig) in &sigs {
+        for t in [None, Some("0.2"), Some("0.9")] {
+            let mut args = vec!["--id", id.as_str()];
+            args.extend(t.iter().flat_map(|t| ["--threshold", *t]));
+            let (code, got, err) = similar(&store, &args, b"");
+            assert_eq!(code, 0, "{err}");
+            let t: f64 = t.unwrap_or("0.3").parse().unwrap();
+            assert_eq!(got, expected_minhash(&sigs, sig, t, Some(id)), "{id} t={t}");
+            let scores: Vec<f64> = got
+                .iter()
+                .map(|m| m["similarity"].as_f64().unwrap())
+                .collect();
+            assert!(scores.iter().all(|&s| s >= t), "{id} t={t}: {got:?}");
+            assert!(scores.windows(2).all(|w| w[0] >= w[1]), "{id}: sorted");
+            assert!(got.iter().all(|m| m.get("distance").is_none()), "{got:?}");
+        }
+    }
+    // Every planted variant finds its original at the default threshold, and no original
+    // finds another original.
+    for (original, variant) in PLANTED {
+        let (_, got, _) = similar(&store, &["--id", variant], b"");
+        let ids: Vec<&str> = got.iter().map(|m| m["id"].as_str().unwrap()).collect();
+        assert_eq!(ids, [original], "{variant}");
+    }
+    let (_, got, _) = similar(&store, &["--id", "ex-014-trunc"], b"");
+    assert_eq!(got, vec![json!({"id": "ex-014", "similarity": 0.6875})]);
+    let (_, got, _) = similar(&store, &["--id", "ex-001"], b"");
+    assert!(got.is_empty(), "{got:?}");
+    // A text is sketched with the store's method and compared the same way.
+    let corpus = std::fs::read_to_string(common::examples()).unwrap();
+    let line = corpus.lines().find(|l| l.contains("\"ex-013\"")).unwrap();
+    let (code, got, err) = similar(&store, &["--input", "-"], line.as_bytes());
+    assert_eq!(code, 0, "{err}");
+    let own = &sigs.iter().find(|(id, _)| id == "ex-013").unwrap().1;
+    assert_eq!(got, expected_minhash(&sigs, own, 0.3, Some("ex-013")));
+    assert_eq!(got[0]["id"], "ex-013-repost");
+}
+
+#[test]
+fn minhash_check_insert_keeps_one_of_each_planted_pair() {
+    let dir = tempfile::tempdir().unwrap();
+    let sigs = example_sigs();
+    let fresh = dir.path().join("fresh");
+    let (code, out, err) = neardup(
+        &[
+            "check",
+            "--store",
+            fresh.to_str().unwrap(),
+            "-i",
+            &examples(),
+            "--insert",
+        ],
+        b"",
+    );
+    assert_eq!(code, 0, "{err}");
+    let mut kept: Vec<(String, Signature)> = Vec::new();
+    let mut rejected = Vec::new();
+    for line in json_lines(&out) {
+        let id = line["id"].as_str().unwrap();
+        let Some((_, sig)) = sigs.iter().find(|(i, _)| i == id) else {
+            assert_eq!(line["inserted"], json!(false));
+            assert_eq!(line["reason"], "too_short");
+            continue;
+        };
+        let want = expected_minhash(&kept, sig, 0.3, Some(id));
+        assert_eq!(line["matches"], json!(want), "{id}");
+        assert_eq!(line["duplicate"], json!(!want.is_empty()), "{id}");
+        assert_eq!(line["inserted"], json!(want.is_empty()), "{id}");
+        if want.is_empty() {
+            kept.push((id.to_owned(), sig.clone()));
+        } else {
+            rejected.push(id.to_owned());
+        }
+    }
+    assert_eq!(
+        rejected,
+        PLANTED.map(|(_, v)| v.to_owned()),
+        "exactly the variants are duplicates"
+    );
+    {
+        let s = Store::open(&fresh, &OpenOptions::default()).unwrap();
+        assert_eq!(s.method(), neardup::Method::MinHash);
+        assert_eq!(s.len().unwrap(), 28);
+    }
+
+    // Without --insert, against that store, at a higher threshold: nothing is added.
+    let (code, out, err) = neardup(
+        &[
+            "check",
+            "--store",
+            fresh.to_str().unwrap(),
+            "-i",
+            &examples(),
+            "--threshold",
+            "0.9",
+        ],
+        b"",
+    );
+    assert_eq!(code, 0, "{err}");
+    for line in json_lines(&out) {
+        let id = line["id"].as_str().unwrap();
+        if let Some((_, sig)) = sigs.iter().find(|(i, _)| i == id) {
+            assert_eq!(
+                line["matches"],
+                json!(expected_minhash(&kept, sig, 0.9, Some(id))),
+                "{id}"
+            );
+        }
+    }
+    assert_eq!(
+        Store::open(&fresh, &OpenOptions::default())
+            .unwrap()
+            .len()
+            .unwrap(),
+        28
+    );
+}
+
+#[test]
+fn stats_show_the_method_and_minhash_parameters() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    assert_eq!(index_with("minhash", &store, &examples(), &["-q"]).0, 0);
+    let (code, out, err) = neardup(
+        &["stats", "--store", store.to_str().unwrap(), "--verify"],
+        b"",
+    );
+    assert_eq!(code, 0, "{err}");
+    let stats: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(stats["method"], "minhash");
+    assert_eq!(stats["profile"], "minhash");
+    assert_eq!(
+        stats["minhash"],
+        json!({"shingle": 2, "hashes": 128, "bands": 42, "rows": 3, "scheme": "oph"})
+    );
+    assert!(
+        stats["version"]
+            .as_str()
+            .unwrap()
+            .starts_with("minhash-1;shingle=w2;n=128;sig=oph;bands=42x3;"),
+        "{stats}"
+    );
+    assert_eq!(stats["documents"], 38);
+    let bands = stats["blocks"].as_array().unwrap();
+    assert_eq!(bands.len(), 42);
+    assert!(bands.iter().all(|b| b["width"] == 64), "{stats}");
+    assert!(err.contains("verify: 38 documents"), "{err}");
+
+    // A SimHash store says so, and has no MinHash parameters.
+    let sh = dir.path().join("sh");
+    assert_eq!(index(&sh, &examples(), &["-q"]).0, 0);
+    let (_, out, _) = neardup(&["stats", "--store", sh.to_str().unwrap()], b"");
+    let stats: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(stats["method"], "simhash");
+    assert!(stats.get("minhash").is_none(), "{stats}");
+}
+
+/// A MinHash store asked for SimHash (or the reverse) fails with exit code 1 and says which
+/// method the store has; the flags of the two methods do not mix.
+#[test]
+fn the_methods_and_their_flags_do_not_mix() {
+    let dir = tempfile::tempdir().unwrap();
+    let mh = dir.path().join("mh");
+    let sh = dir.path().join("sh");
+    assert_eq!(index_with("minhash", &mh, &examples(), &["-q"]).0, 0);
+    assert_eq!(index(&sh, &examples(), &["-q"]).0, 0);
+    let mh_s = mh.to_str().unwrap();
+    let sh_s = sh.to_str().unwrap();
+
+    let (code, _, err) = similar(&mh, &["--id", "ex-003", "--method", "simhash"], b"");
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("method `minhash`, not `simhash`") && err.contains("--method"),
+        "{err}"
+    );
+    let (code, _, err) = index(&mh, &examples(), &["-q"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("method `minhash`, not `simhash`"), "{err}");
+    let (code, _, err) = index_with("minhash", &sh, &examples(), &["-q"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("method `simhash`, not `minhash`"), "{err}");
+    let (code, _, err) = neardup(
+        &[
+            "check",
+            "--store",
+            sh_s,
+            "-i",
+            &examples(),
+            "--method",
+            "minhash",
+        ],
+        b"",
+    );
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("method `simhash`, not `minhash`"), "{err}");
+    // -k on a MinHash store, --threshold on a SimHash store: the store's method wins, and the
+    // other method's flag is a usage error (exit 2).
+    let (code, _, err) = similar(&mh, &["--id", "ex-003", "-k", "3"], b"");
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("-k/--max-distance belongs to --method simhash")
+            && err.contains("--threshold"),
+        "{err}"
+    );
+    let (code, _, err) = similar(&sh, &["--id", "ex-003", "--threshold", "0.5"], b"");
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("--threshold belongs to --method minhash") && err.contains("-k"),
+        "{err}"
+    );
+    // Both stores were left as they were.
+    for (s, n) in [(mh_s, 38), (sh_s, 38)] {
+        let (code, out, err) = neardup(&["stats", "--store", s, "--verify"], b"");
+        assert_eq!(code, 0, "{err}");
+        let stats: Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(stats["documents"], n);
+    }
+
+    // -k and --threshold together, or -k with --method minhash: usage errors.
+    for cmd in [
+        vec!["dedupe", "-i", &examples(), "-k", "3", "--threshold", "0.5"],
+        vec![
+            "similar",
+            "--store",
+            mh_s,
+            "--id",
+            "x",
+            "-k",
+            "3",
+            "--threshold",
+            "0.5",
+        ],
+        vec![
+            "check",
+            "--store",
+            mh_s,
+            "-i",
+            &examples(),
+            "-k",
+            "3",
+            "--threshold",
+            "0.5",
+        ],
+    ] {
+        let (code, _, err) = neardup(&cmd, b"");
+        assert_eq!(code, 2, "{cmd:?}: {err}");
+        assert!(
+            err.contains("--threshold") && err.contains("--max-distance"),
+            "{cmd:?}: {err}"
+        );
+    }
+    let (code, _, err) = neardup(
+        &[
+            "dedupe",
+            "-i",
+            &examples(),
+            "-k",
+            "3",
+            "--method",
+            "minhash",
+        ],
+        b"",
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("-k/--max-distance belongs to --method simhash"),
+        "{err}"
+    );
+}
+
+/// A threshold outside 0 < T ≤ 1 is a usage error naming the flag, for every command that
+/// takes one (also `index`, which only records the method).
+#[test]
+fn thresholds_outside_zero_to_one_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let s = store.to_str().unwrap();
+    for t in ["0", "1.5", "-0.2", "NaN", "high"] {
+        let flag = format!("--threshold={t}");
+        for cmd in [
+            vec!["dedupe", "-i", &examples(), &flag],
+            vec!["index", "--store", s, "-i", &examples(), &flag],
+            vec!["check", "--store", s, "-i", &examples(), &flag],
+            vec!["similar", "--store", s, "--id", "ex-001", &flag],
+        ] {
+            let (code, out, err) = neardup(&cmd, b"");
+            assert_eq!(code, 2, "{cmd:?}: {err}");
+            assert!(out.is_empty(), "{cmd:?}: {out}");
+            assert!(
+                err.contains("--threshold") && err.contains("at most 1"),
+                "{cmd:?}: {err}"
+            );
+        }
+    }
+    assert!(!store.exists(), "no store was created");
+    // The bounds themselves: 1 is allowed (identical signatures only).
+    let (code, out, err) = neardup(&["dedupe", "-i", &examples(), "--threshold", "1"], b"");
+    assert_eq!(code, 0, "{err}");
+    let clusters: Vec<Value> = json_lines(&out)
+        .into_iter()
+        .map(|c| c["cluster"].clone())
+        .collect();
+    assert_eq!(
+        clusters,
+        vec![
+            json!(["ex-009", "ex-009-halfwidth"]),
+            json!(["ex-012", "ex-012-html"])
+        ]
+    );
+}
+
+/// `dedupe` without flags is MinHash at 0.3: exactly the ten planted pairs of
+/// examples/README.md, none between originals. At any threshold its clusters are the
+/// components of the "shares a band and similarity ≥ t" graph of the signatures.
+#[test]
+fn default_dedupe_finds_exactly_the_planted_pairs() {
+    let (code, out, err) = neardup(&["dedupe", "-i", &examples()], b"");
+    assert_eq!(code, 0, "{err}");
+    let sigs = example_sigs();
+    let sig = |id: &str| &sigs.iter().find(|(i, _)| i == id).unwrap().1;
+    let want: Vec<Value> = PLANTED
+        .iter()
+        .map(|(a, b)| json!({"cluster": [a, b], "min_similarity": similarity(sig(a), sig(b))}))
+        .collect();
+    assert_eq!(json_lines(&out), want);
+    assert!(
+        err.contains("10 clusters holding 20 documents, 10 duplicates")
+            && err.contains("10 pairs with minhash similarity ≥ 0.3"),
+        "{err}"
+    );
+    let (code, out, err) = neardup(&["dedupe", "-i", &examples(), "--pairs"], b"");
+    assert_eq!(code, 0, "{err}");
+    let want: Vec<Value> = PLANTED
+        .iter()
+        .map(|(a, b)| json!({"a": a, "b": b, "similarity": similarity(sig(a), sig(b))}))
+        .collect();
+    assert_eq!(json_lines(&out), want);
+
+    for t in [0.1, 0.25, 0.4, 0.9] {
+        let (code, out, err) = neardup(
+            &["dedupe", "-i", &examples(), "--threshold", &t.to_string()],
+            b"",
+        );
+        assert_eq!(code, 0, "{err}");
+        let n = sigs.len();
+        let linked = |i: usize, j: usize| {
+            share_a_band(&sigs[i].1, &sigs[j].1) && similarity(&sigs[i].1, &sigs[j].1) >= t - 1e-9
+        };
+        let mut comp: Vec<usize> = (0..n).collect();
+        for i in 0..n {
+            for j in i + 1..n {
+                if linked(i, j) {
+                    let (a, b) = (comp[i], comp[j]);
+                    for c in comp.iter_mut() {
+                        if *c == b {
+                            *c = a;
+                        }
+                    }
+                }
+            }
+        }
+        let mut groups: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+        for (i, &c) in comp.iter().enumerate() {
+            groups.entry(c).or_default().push(i);
+        }
+        let mut want: Vec<Value> = groups
+            .into_values()
+            .filter(|g| g.len() > 1)
+            .map(|g| {
+                let mut min = 1.0f64;
+                for &a in &g {
+                    for &b in &g {
+                        if a < b && linked(a, b) {
+                            min = min.min(similarity(&sigs[a].1, &sigs[b].1));
+                        }
+                    }
+                }
+                json!({"cluster": g.iter().map(|&i| sigs[i].0.clone()).collect::<Vec<_>>(), "min_similarity": min})
+            })
+            .collect();
+        want.sort_by_key(|c| {
+            sigs.iter()
+                .position(|(id, _)| c["cluster"][0] == id.as_str())
+        });
+        assert_eq!(json_lines(&out), want, "t={t}");
     }
 }

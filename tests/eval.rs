@@ -321,7 +321,10 @@ fn cli_eval_prints_the_table_for_the_shipped_sample() {
             "k={k} missing:\n{out}"
         );
     }
-    assert!(out.contains("| minhash-128x2w | J>=0.3"), "{out}");
+    assert!(
+        out.contains("| minhash shingle=w2;n=128;sig=oph;bands=42x3 | J>=0.3"),
+        "{out}"
+    );
     assert!(out.contains("| positive/punctuation | 1 |"), "{out}");
     assert!(out.contains("texts too short"));
 }
@@ -544,7 +547,7 @@ fn cli_eval_corpus_scores_the_examples() {
     );
     assert!(
         out.contains(
-            "| minhash-128x2w | J>=0.5 | 10 | 0 | 1.000 | 10 / 10 | 1.000 | 1.000 | 1 (0) |"
+            "| minhash shingle=w2;n=128;sig=oph;bands=42x3 | J>=0.5 | 10 | 0 | 1.000 | 10 / 10 | 1.000 | 1.000 | 2 (0) |"
         ),
         "{out}"
     );
@@ -561,9 +564,12 @@ fn cli_eval_corpus_scores_the_examples() {
     }
     assert_eq!(lines[0]["point"], "k=3");
     assert!(lines[0]["containment"].as_f64() <= lines[1]["containment"].as_f64());
-    assert_eq!(lines[3]["detector"], "minhash-128x2w");
+    assert_eq!(
+        lines[3]["detector"],
+        "minhash shingle=w2;n=128;sig=oph;bands=42x3"
+    );
     // --worst needs --corpus.
     let (code, _, err) = common::neardup(&["eval", "--pairs", "x", "--worst", "y"], b"");
-    assert_eq!(code, 1, "{err}");
+    assert_eq!(code, 2, "{err}");
     assert!(err.contains("--worst") && err.contains("--corpus"), "{err}");
 }

@@ -6,15 +6,32 @@ use std::time::Duration;
 
 use neardup::simhash::allpairs::AllPairs;
 use neardup::store::{Match, OpenOptions, Plan, Store, StoreConfig, StoreError};
-use neardup::SimHash;
+use neardup::{Method, MinHashParams, MinHasher, Score, Signature, SimHash, Sketch, Tolerance};
 use proptest::prelude::*;
 
 fn config(k: u32) -> StoreConfig {
     StoreConfig {
+        method: Method::SimHash,
         profile: "default".into(),
         version: "test-v1".into(),
         k,
+        minhash: None,
     }
+}
+
+/// The fingerprint of a SimHash store's sketch.
+fn simhash(s: &Sketch) -> SimHash {
+    match s {
+        Sketch::SimHash(fp) => *fp,
+        Sketch::MinHash(_) => panic!("a SimHash store returned a MinHash sketch"),
+    }
+}
+
+/// SimHash documents as a store lists them.
+fn sketches(docs: &[(String, SimHash)]) -> Vec<(String, Sketch)> {
+    docs.iter()
+        .map(|(id, fp)| (id.clone(), Sketch::from(*fp)))
+        .collect()
 }
 
 /// Every stored fingerprint within `k` of `q`, nearest first, ties by id.
@@ -22,12 +39,17 @@ fn brute(docs: &[(String, SimHash)], q: SimHash, k: u32, exclude: Option<&str>) 
     let mut out: Vec<Match> = docs
         .iter()
         .filter(|(id, fp)| fp.distance(q) <= k && Some(id.as_str()) != exclude)
-        .map(|(id, fp)| Match {
+        .map(|(id, fp)| (fp.distance(q), id))
+        .map(|(d, id)| Match {
             id: id.clone(),
-            distance: fp.distance(q),
+            score: Score::Distance(d),
         })
         .collect();
-    out.sort_by(|a, b| a.distance.cmp(&b.distance).then_with(|| a.id.cmp(&b.id)));
+    out.sort_by(|a, b| {
+        a.distance()
+            .cmp(&b.distance())
+            .then_with(|| a.id.cmp(&b.id))
+    });
     out
 }
 
@@ -76,7 +98,7 @@ proptest! {
         for (i, (fp, bits)) in set.iter().enumerate() {
             let got = store.similar(SimHash(*fp), k, Some(&format!("b{i}"))).unwrap();
             prop_assert!(got.iter().any(|m| m.id == format!("n{i}")), "k={k}: flipped neighbour n{i} missing");
-            prop_assert!(got.iter().all(|m| m.distance <= k));
+            prop_assert!(got.iter().all(|m| m.distance().unwrap() <= k));
             prop_assert_eq!(&got, &brute(&model, SimHash(*fp), k, Some(&format!("b{i}"))));
             let q = SimHash(flip(*fp, bits));
             prop_assert_eq!(store.similar(q, k, None).unwrap(), brute(&model, q, k, None));
@@ -104,9 +126,10 @@ proptest! {
         let snap = store.snapshot().unwrap();
         for q in centres.iter().map(|&c| SimHash(c)).chain(docs.iter().map(|d| d.1).take(5)) {
             let want = brute(&docs, q, query_k, None);
-            prop_assert_eq!(&snap.similar_with(q, query_k, None, Plan::Index).unwrap(), &want);
-            prop_assert_eq!(&snap.similar_with(q, query_k, None, Plan::Scan).unwrap(), &want);
-            prop_assert_eq!(&snap.similar(q, query_k, None).unwrap(), &want);
+            let (s, t) = (Sketch::from(q), Tolerance::Distance(query_k));
+            prop_assert_eq!(&snap.similar_with(&s, t, None, Plan::Index).unwrap(), &want);
+            prop_assert_eq!(&snap.similar_with(&s, t, None, Plan::Scan).unwrap(), &want);
+            prop_assert_eq!(&snap.similar(&s, t, None).unwrap(), &want);
         }
     }
 
@@ -121,7 +144,7 @@ proptest! {
         let mut model: BTreeMap<String, SimHash> = BTreeMap::new();
         // Batches of a few operations each, one transaction per batch.
         for chunk in ops.chunks(7) {
-            let owned: Vec<(String, Option<SimHash>)> = chunk
+            let owned: Vec<(String, Option<Sketch>)> = chunk
                 .iter()
                 .map(|(id, fp, near)| {
                     let id = format!("id{id}");
@@ -130,38 +153,38 @@ proptest! {
                         (true, Some(base)) => SimHash(base.0 ^ (v & 0x0101_0000_0000_0001)),
                         _ => SimHash(v),
                     });
-                    (id, fp)
+                    (id, fp.map(Sketch::from))
                 })
                 .collect();
             let ops: Vec<neardup::store::Op<'_>> = owned
                 .iter()
                 .map(|(id, fp)| match fp {
-                    Some(fp) => neardup::store::Op::Upsert(id, *fp),
+                    Some(fp) => neardup::store::Op::Upsert(id, fp),
                     None => neardup::store::Op::Delete(id),
                 })
                 .collect();
             store.write(&ops).unwrap();
             for (id, fp) in owned {
                 match fp {
-                    Some(fp) => { model.insert(id, fp); }
+                    Some(fp) => { model.insert(id, simhash(&fp)); }
                     None => { model.remove(&id); }
                 }
             }
         }
         let snap = store.snapshot().unwrap();
         let docs: Vec<(String, SimHash)> = model.iter().map(|(i, f)| (i.clone(), *f)).collect();
-        prop_assert_eq!(snap.documents().unwrap(), docs.clone());
+        prop_assert_eq!(snap.documents().unwrap(), sketches(&docs));
         prop_assert_eq!(store.verify().unwrap(), docs.len() as u64);
         for id in 0..12 {
             let id = format!("id{id}");
-            prop_assert_eq!(snap.get(&id).unwrap(), model.get(&id).copied());
+            prop_assert_eq!(snap.get(&id).unwrap(), model.get(&id).map(|&fp| Sketch::from(fp)));
             if let Some(&fp) = model.get(&id) {
                 prop_assert_eq!(
-                    snap.similar_to_id(&id, k).unwrap().unwrap(),
+                    snap.similar_to_id(&id, Tolerance::Distance(k)).unwrap().unwrap(),
                     brute(&docs, fp, k, Some(&id))
                 );
             } else {
-                prop_assert!(snap.similar_to_id(&id, k).unwrap().is_none());
+                prop_assert!(snap.similar_to_id(&id, Tolerance::Distance(k)).unwrap().is_none());
             }
         }
     }
@@ -302,7 +325,7 @@ fn a_store_remembers_what_it_was_built_for() {
     // Nothing was changed by the failed opens.
     let store = Store::open(&path, &opts).unwrap();
     assert_eq!(store.config(), &config(3));
-    assert_eq!(store.get("x").unwrap(), Some(SimHash(42)));
+    assert_eq!(store.get("x").unwrap(), Some(Sketch::from(SimHash(42))));
     store.ensure_fingerprints("default", "test-v1").unwrap();
     assert!(store.ensure_fingerprints("default", "other").is_err());
 }
@@ -460,7 +483,7 @@ fn concurrent_checkers_never_both_insert_near_duplicates() {
     assert_eq!(inserted, centres.len(), "one document per group");
     let docs = store.snapshot().unwrap().documents().unwrap();
     assert_eq!(docs.len(), centres.len());
-    let fps: Vec<SimHash> = docs.iter().map(|d| d.1).collect();
+    let fps: Vec<SimHash> = docs.iter().map(|d| simhash(&d.1)).collect();
     assert_eq!(AllPairs::new(3).unwrap().run(&fps).pair_count(), 0);
     let groups: HashSet<&str> = docs
         .iter()
@@ -509,7 +532,7 @@ fn readers_see_whole_commits_while_a_writer_runs() {
                     assert_eq!(n % BATCH, 0, "a reader saw part of a commit: {n} documents");
                     assert_eq!(snap.len().unwrap(), n);
                     for (id, fp) in docs.iter().step_by(7) {
-                        let hits = snap.similar(*fp, 0, None).unwrap();
+                        let hits = snap.similar(fp, Tolerance::Distance(0), None).unwrap();
                         assert!(
                             hits.iter().any(|m| &m.id == id),
                             "{id} not in its own buckets"
@@ -525,4 +548,323 @@ fn readers_see_whole_commits_while_a_writer_runs() {
         r.join().unwrap();
     }
     assert_eq!(store.verify().unwrap(), BATCH * BATCHES);
+}
+
+/// A MinHash store's configuration for `params`.
+fn minhash_config(params: MinHashParams) -> StoreConfig {
+    StoreConfig {
+        method: Method::MinHash,
+        profile: "minhash".into(),
+        version: "test-mh-v1".into(),
+        k: 0,
+        minhash: Some(params),
+    }
+}
+
+/// The default parameters, and two with few bands of many rows, where sharing a band is
+/// rare enough that "shares a band" and "similar enough" often disagree.
+fn any_params() -> impl Strategy<Value = MinHashParams> {
+    prop::sample::select(vec![
+        MinHashParams::DEFAULT,
+        "n=32;bands=4x8".parse().unwrap(),
+        "shingle=w1;n=24;sig=perm;bands=6x3".parse().unwrap(),
+    ])
+}
+
+/// Articles as word sequences over a small vocabulary (so unrelated ones still share
+/// shingles and similarities spread over 0..1), each with an optional near copy that has a
+/// few words replaced.
+fn any_word_docs() -> impl Strategy<Value = Vec<Vec<u64>>> {
+    let vocab = prop::sample::select(vec![6u64, 12, 40, 1000]);
+    vocab.prop_flat_map(|v| {
+        prop::collection::vec(
+            (
+                prop::collection::vec(0..v, 4..40),
+                prop::option::of(prop::collection::vec((any::<usize>(), 0..v), 1..6)),
+            ),
+            1..20,
+        )
+        .prop_map(|docs| {
+            let mut out = Vec::new();
+            for (words, edits) in docs {
+                if let Some(edits) = edits {
+                    let mut copy = words.clone();
+                    for (pos, w) in edits {
+                        let n = copy.len();
+                        copy[pos % n] = w;
+                    }
+                    out.push(copy);
+                }
+                out.push(words);
+            }
+            out
+        })
+    })
+}
+
+/// The signatures of word sequences (a word's hash is a mix of its number).
+fn signatures(params: MinHashParams, docs: &[Vec<u64>]) -> Vec<(String, Signature)> {
+    let hasher = MinHasher::new(params);
+    docs.iter()
+        .enumerate()
+        .map(|(i, words)| {
+            let hashes: Vec<u64> = words
+                .iter()
+                .map(|w| (w + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(17))
+                .collect();
+            let sig = hasher.signature_of_hashes(&[hashes]).expect("words");
+            (format!("m{i:02}"), sig)
+        })
+        .collect()
+}
+
+/// Estimated Jaccard from scratch: the share of equal positions.
+fn jaccard(a: &Signature, b: &Signature) -> f64 {
+    let same = a
+        .values()
+        .iter()
+        .zip(b.values())
+        .filter(|(x, y)| x == y)
+        .count();
+    same as f64 / a.len() as f64
+}
+
+/// Whether two signatures agree on every value of at least one band.
+fn share_a_band(a: &Signature, b: &Signature, p: &MinHashParams) -> bool {
+    let rows = usize::from(p.rows);
+    (0..usize::from(p.bands)).any(|band| {
+        let r = band * rows..(band + 1) * rows;
+        a.values()[r.clone()] == b.values()[r]
+    })
+}
+
+/// What a MinHash query must answer: documents similar enough (and, when `banded`, sharing
+/// a band), most similar first, ties by id.
+fn brute_minhash(
+    docs: &[(String, Signature)],
+    q: &Signature,
+    t: f64,
+    banded: Option<&MinHashParams>,
+    exclude: Option<&str>,
+) -> Vec<Match> {
+    let mut out: Vec<(f64, &String)> = docs
+        .iter()
+        .filter(|(id, _)| Some(id.as_str()) != exclude)
+        .filter(|(_, s)| banded.map_or(true, |p| share_a_band(q, s, p)))
+        .map(|(id, s)| (jaccard(q, s), id))
+        .filter(|&(j, _)| j >= t - 1e-9)
+        .collect();
+    out.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.cmp(b.1)));
+    out.into_iter()
+        .map(|(j, id)| Match {
+            id: id.clone(),
+            score: Score::Similarity(j),
+        })
+        .collect()
+}
+
+const THRESHOLDS: [f64; 6] = [0.1, 0.3, 0.4, 0.5, 0.8, 1.0];
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(32))]
+
+    /// The index answers exactly "shares a band and estimated Jaccard ≥ t"; a scan answers
+    /// exactly "estimated Jaccard ≥ t"; for several t.
+    #[test]
+    fn minhash_queries_are_exactly_the_banded_pairs_above_t(
+        params in any_params(),
+        words in any_word_docs(),
+    ) {
+        let docs = signatures(params, &words);
+        let store = Store::in_memory(&minhash_config(params)).unwrap();
+        let refs: Vec<(&str, Signature)> = docs.iter().map(|(id, s)| (id.as_str(), s.clone())).collect();
+        store.upsert_batch(&refs).unwrap();
+        prop_assert_eq!(store.verify().unwrap(), docs.len() as u64);
+        let snap = store.snapshot().unwrap();
+        for (id, sig) in &docs {
+            let q = Sketch::from(sig.clone());
+            for t in THRESHOLDS {
+                let tol = Tolerance::Similarity(t);
+                let auto = snap.similar_with(&q, tol, Some(id), Plan::Auto).unwrap();
+                prop_assert_eq!(&auto, &brute_minhash(&docs, sig, t, Some(&params), Some(id)), "{} t={}", id, t);
+                prop_assert_eq!(&snap.similar(&q, tol, Some(id)).unwrap(), &auto);
+                let scan = snap.similar_with(&q, tol, Some(id), Plan::Scan).unwrap();
+                prop_assert_eq!(&scan, &brute_minhash(&docs, sig, t, None, Some(id)), "{} t={}", id, t);
+                prop_assert!(auto.iter().all(|m| scan.contains(m)), "band lookups only drop matches");
+                prop_assert!(auto.iter().all(|m| m.score.similarity().unwrap() >= t - 1e-9));
+            }
+            // Without `exclude` a document finds itself, at similarity 1.
+            let own = snap.similar(&q, Tolerance::Similarity(1.0), None).unwrap();
+            prop_assert!(own.iter().any(|m| &m.id == id && m.score == Score::Similarity(1.0)));
+        }
+    }
+
+    /// Upsert replaces a signature everywhere, delete removes it: after any sequence of
+    /// operations a MinHash store equals a map of id → signature, and answers as it would.
+    #[test]
+    fn minhash_upserts_and_deletes_match_a_map(
+        params in any_params(),
+        words in any_word_docs(),
+        ops in prop::collection::vec((0u8..10, prop::option::of(any::<prop::sample::Index>())), 1..60),
+    ) {
+        let pool = signatures(params, &words);
+        let store = Store::in_memory(&minhash_config(params)).unwrap();
+        let mut model: BTreeMap<String, Signature> = BTreeMap::new();
+        for chunk in ops.chunks(6) {
+            let owned: Vec<(String, Option<Sketch>)> = chunk
+                .iter()
+                .map(|(id, pick)| {
+                    let sig = pick.as_ref().map(|i| Sketch::from(i.get(&pool).1.clone()));
+                    (format!("id{id}"), sig)
+                })
+                .collect();
+            let ops: Vec<neardup::store::Op<'_>> = owned
+                .iter()
+                .map(|(id, s)| match s {
+                    Some(s) => neardup::store::Op::Upsert(id, s),
+                    None => neardup::store::Op::Delete(id),
+                })
+                .collect();
+            store.write(&ops).unwrap();
+            for (id, s) in owned {
+                match s {
+                    Some(Sketch::MinHash(sig)) => { model.insert(id, sig); }
+                    Some(Sketch::SimHash(_)) => unreachable!(),
+                    None => { model.remove(&id); }
+                }
+            }
+        }
+        let docs: Vec<(String, Signature)> = model.iter().map(|(i, s)| (i.clone(), s.clone())).collect();
+        let listed: Vec<(String, Sketch)> = docs.iter().map(|(i, s)| (i.clone(), Sketch::from(s.clone()))).collect();
+        prop_assert_eq!(store.verify().unwrap(), docs.len() as u64);
+        let snap = store.snapshot().unwrap();
+        prop_assert_eq!(snap.documents().unwrap(), listed);
+        for id in 0..10 {
+            let id = format!("id{id}");
+            prop_assert_eq!(snap.get(&id).unwrap(), model.get(&id).map(|s| Sketch::from(s.clone())));
+            match model.get(&id) {
+                Some(sig) => prop_assert_eq!(
+                    snap.similar_to_id(&id, Tolerance::Similarity(0.3)).unwrap().unwrap(),
+                    brute_minhash(&docs, sig, 0.3, Some(&params), Some(&id))
+                ),
+                None => prop_assert!(snap.similar_to_id(&id, Tolerance::Similarity(0.3)).unwrap().is_none()),
+            }
+        }
+    }
+}
+
+/// A MinHash and a SimHash store each refuse to be opened as the other, and name `method`.
+#[test]
+fn a_store_of_one_method_refuses_the_other() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = OpenOptions::default();
+    let mh = dir.path().join("mh");
+    let sh = dir.path().join("sh");
+    let sig = signatures(MinHashParams::DEFAULT, &[vec![1, 2, 3, 4, 5, 6]])
+        .pop()
+        .unwrap()
+        .1;
+    {
+        let s = Store::create_or_open(&mh, &minhash_config(MinHashParams::DEFAULT), &opts).unwrap();
+        s.upsert("x", sig.clone()).unwrap();
+        Store::create_or_open(&sh, &config(3), &opts)
+            .unwrap()
+            .upsert("y", SimHash(7))
+            .unwrap();
+    }
+    for (path, wrong, stored, asked) in [
+        (&mh, config(3), "minhash", "simhash"),
+        (
+            &sh,
+            minhash_config(MinHashParams::DEFAULT),
+            "simhash",
+            "minhash",
+        ),
+    ] {
+        let e = Store::create_or_open(path, &wrong, &opts).unwrap_err();
+        match &e {
+            StoreError::Mismatch {
+                what,
+                stored: s,
+                requested,
+                ..
+            } => {
+                assert_eq!(*what, "method", "{e}");
+                assert_eq!((s.as_str(), requested.as_str()), (stored, asked), "{e}");
+            }
+            other => panic!("expected a method mismatch, got {other}"),
+        }
+        assert!(e.to_string().contains("--method"), "{e}");
+    }
+    // Nothing was changed, and the method is what the store was created with.
+    let s = Store::open(&mh, &opts).unwrap();
+    assert_eq!(s.method(), Method::MinHash);
+    assert_eq!(s.config().minhash, Some(MinHashParams::DEFAULT));
+    assert_eq!(s.get("x").unwrap(), Some(Sketch::from(sig)));
+    assert!(s.ensure_method(Method::SimHash).is_err());
+    s.ensure_method(Method::MinHash).unwrap();
+    let s = Store::open(&sh, &opts).unwrap();
+    assert_eq!(s.method(), Method::SimHash);
+    assert_eq!(s.get("y").unwrap(), Some(Sketch::from(SimHash(7))));
+}
+
+/// Queries and writes of the other method's kind are errors naming `method`, and change
+/// nothing.
+#[test]
+fn the_wrong_sketch_or_tolerance_kind_is_an_error() {
+    let is_method_mismatch = |e: StoreError| {
+        assert!(
+            matches!(e, StoreError::Mismatch { what: "method", .. }),
+            "{e}"
+        );
+        assert!(e.to_string().contains("--threshold"), "{e}");
+    };
+    let params = MinHashParams::DEFAULT;
+    let sig = signatures(params, &[vec![1, 2, 3, 4, 5, 6]])
+        .pop()
+        .unwrap()
+        .1;
+    let mh = Store::in_memory(&minhash_config(params)).unwrap();
+    mh.upsert("x", sig.clone()).unwrap();
+    is_method_mismatch(mh.similar(sig.clone(), 3u32, None).unwrap_err());
+    is_method_mismatch(
+        mh.similar(SimHash(1), Tolerance::Similarity(0.5), None)
+            .unwrap_err(),
+    );
+    is_method_mismatch(mh.similar_to_id("x", 3u32).unwrap_err());
+    is_method_mismatch(mh.check(&[("y", sig.clone())], 3u32, true).unwrap_err());
+    assert!(matches!(
+        mh.upsert("y", SimHash(1)).unwrap_err(),
+        StoreError::Mismatch { what: "method", .. }
+    ));
+    assert_eq!(mh.verify().unwrap(), 1, "nothing was inserted");
+
+    let sh = Store::in_memory(&config(3)).unwrap();
+    sh.upsert("a", SimHash(5)).unwrap();
+    is_method_mismatch(
+        sh.similar(SimHash(5), Tolerance::Similarity(0.5), None)
+            .unwrap_err(),
+    );
+    is_method_mismatch(sh.similar(sig.clone(), 3u32, None).unwrap_err());
+    is_method_mismatch(
+        sh.check(&[("b", SimHash(5))], Tolerance::Similarity(0.5), true)
+            .unwrap_err(),
+    );
+    assert!(matches!(
+        sh.upsert("b", sig).unwrap_err(),
+        StoreError::Mismatch { what: "method", .. }
+    ));
+    assert_eq!(sh.verify().unwrap(), 1, "nothing was inserted");
+    // A signature of other parameters does not go into a MinHash store either.
+    let short = signatures("n=32;bands=4x8".parse().unwrap(), &[vec![1, 2, 3]])
+        .pop()
+        .unwrap()
+        .1;
+    assert!(matches!(
+        mh.upsert("z", short).unwrap_err(),
+        StoreError::Mismatch {
+            what: "signature length",
+            ..
+        }
+    ));
 }

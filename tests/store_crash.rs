@@ -8,8 +8,9 @@ use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
 
+use neardup::fingerprint::Methods;
 use neardup::store::{OpenOptions, Store};
-use neardup::{Fingerprinter, Profile, SimHash};
+use neardup::{Fingerprinter, Method, Profile, Sketch};
 
 const DOCS: usize = 20_000;
 const BATCH: usize = 200;
@@ -32,12 +33,14 @@ fn write_input(path: &Path, generation: u32) -> Vec<(String, Vec<String>)> {
     docs
 }
 
-/// Starts `neardup index -v` and kills it with SIGKILL once it has reported `after`
-/// commits. Returns how many documents it had reported committed, or `None` if it finished
-/// before that.
-fn index_and_kill(store: &Path, input: &Path, after: usize) -> Option<usize> {
+/// Starts `neardup index -v --method METHOD` and kills it with SIGKILL once it has reported
+/// `after` commits. Returns how many documents it had reported committed, or `None` if it
+/// finished before that.
+fn index_and_kill(store: &Path, input: &Path, method: Method, after: usize) -> Option<usize> {
     let mut child = Command::new(env!("CARGO_BIN_EXE_neardup"))
-        .args(["index", "--pre-tokenized", "-v", "-j", "1", "--batch"])
+        .args(["index", "--pre-tokenized", "-v", "-j", "1", "--method"])
+        .arg(method.name())
+        .arg("--batch")
         .arg(BATCH.to_string())
         .arg("--store")
         .arg(store)
@@ -72,8 +75,8 @@ fn index_and_kill(store: &Path, input: &Path, after: usize) -> Option<usize> {
 }
 
 /// Opens the store after a kill and checks it against the input generations.
-/// Returns how many documents carry the newest generation's fingerprint.
-fn check_store(store: &Path, expected: &[HashMap<String, SimHash>], reported: usize) -> usize {
+/// Returns how many documents carry the newest generation's sketch.
+fn check_store(store: &Path, expected: &[HashMap<String, Sketch>], reported: usize) -> usize {
     let s = Store::open(store, &OpenOptions::default()).expect("a killed store opens");
     let n = s
         .verify()
@@ -115,24 +118,30 @@ fn check_store(store: &Path, expected: &[HashMap<String, SimHash>], reported: us
     current
 }
 
-#[test]
-fn killed_index_runs_leave_whole_batches_only() {
+/// Indexes two generations of the input with `method`, killing each run several times.
+fn killed_runs_leave_whole_batches_only(method: Method) {
     let dir = tempfile::tempdir().unwrap();
     let store = dir.path().join("store");
     let fp = Fingerprinter::for_profile(Profile::Default);
-    let mut expected: Vec<HashMap<String, SimHash>> = Vec::new();
+    let mut expected: Vec<HashMap<String, Sketch>> = Vec::new();
     for (generation, kills) in [(0u32, [3usize, 11, 19]), (1, [2, 9, 25])] {
         let input = dir.path().join(format!("gen{generation}.jsonl"));
         let docs = write_input(&input, generation);
         expected.push(
             docs.iter()
-                .map(|(id, t)| (id.clone(), fp.fingerprint_tokens(t).unwrap().simhash))
+                .map(|(id, t)| {
+                    let sketch = fp
+                        .sketch_tokens(Methods::only(method), t)
+                        .into_sketch(method)
+                        .unwrap();
+                    (id.clone(), sketch)
+                })
                 .collect(),
         );
         // Kill the same run several times at different points, resuming each time.
         let mut killed = 0;
         for after in kills {
-            match index_and_kill(&store, &input, after) {
+            match index_and_kill(&store, &input, method, after) {
                 Some(reported) => {
                     check_store(&store, &expected, reported);
                     killed += 1;
@@ -142,10 +151,22 @@ fn killed_index_runs_leave_whole_batches_only() {
         }
         assert!(
             killed >= 2,
-            "generation {generation}: only {killed} runs were killed mid-way"
+            "{method}, generation {generation}: only {killed} runs were killed mid-way"
         );
         // Finally a run to the end: everything current.
-        assert_eq!(index_and_kill(&store, &input, usize::MAX), None);
+        assert_eq!(index_and_kill(&store, &input, method, usize::MAX), None);
         assert_eq!(check_store(&store, &expected, DOCS), DOCS);
     }
+    let s = Store::open(&store, &OpenOptions::default()).unwrap();
+    assert_eq!(s.method(), method);
+}
+
+#[test]
+fn killed_simhash_index_runs_leave_whole_batches_only() {
+    killed_runs_leave_whole_batches_only(Method::SimHash);
+}
+
+#[test]
+fn killed_minhash_index_runs_leave_whole_batches_only() {
+    killed_runs_leave_whole_batches_only(Method::MinHash);
 }

@@ -236,8 +236,19 @@ pub struct MethodArgs {
     pub distance: DistanceArg,
     /// MinHash: smallest estimated Jaccard similarity of word shingles that counts as a
     /// near-duplicate, 0 < T ≤ 1 (default 0.3; implies --method minhash).
-    #[arg(long, value_name = "T", conflicts_with = "k")]
+    #[arg(long, value_name = "T", conflicts_with = "k", value_parser = parse_threshold)]
     pub threshold: Option<f64>,
+}
+
+/// A MinHash threshold: checked when the flags are read, so every command refuses a bad
+/// one, including those that only record it.
+fn parse_threshold(s: &str) -> Result<f64, String> {
+    const RANGE: &str = "give an estimated Jaccard similarity above 0 and at most 1 (e.g. 0.3)";
+    match s.parse::<f64>() {
+        Ok(t) if t > 0.0 && t <= 1.0 => Ok(t),
+        Ok(_) => Err(format!("out of range: {RANGE}")),
+        Err(_) => Err(format!("not a number: {RANGE}")),
+    }
 }
 
 fn parse_method(s: &str) -> Result<Method, String> {
@@ -279,18 +290,10 @@ impl MethodArgs {
     pub fn tolerance(&self, method: Method, searched: Searched) -> anyhow::Result<Tolerance> {
         Ok(match method {
             Method::SimHash => Tolerance::Distance(self.distance.resolve(searched)?),
-            Method::MinHash => {
-                let t = self
-                    .threshold
-                    .unwrap_or(neardup::minhash::DEFAULT_THRESHOLD);
-                ensure_usage(
-                    t > 0.0 && t <= 1.0,
-                    &format!(
-                        "--threshold must be above 0 and at most 1 (an estimated Jaccard similarity), not {t}"
-                    ),
-                )?;
-                Tolerance::Similarity(t)
-            }
+            Method::MinHash => Tolerance::Similarity(
+                self.threshold
+                    .unwrap_or(neardup::minhash::DEFAULT_THRESHOLD),
+            ),
         })
     }
 }

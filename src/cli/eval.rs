@@ -159,7 +159,9 @@ fn parse_scheme(spec: &str) -> Result<Scheme, String> {
 pub fn run(args: Args) -> CmdResult {
     args.run.init_threads()?;
     if args.worst.is_some() && args.corpus.is_none() {
-        bail!("--worst lists reported pairs of a corpus: use it with --corpus ARTICLES.jsonl");
+        return Err(common::usage(
+            "--worst lists reported pairs of a corpus: use it with --corpus ARTICLES.jsonl",
+        ));
     }
     if args.generate {
         generate(&args)

@@ -234,21 +234,28 @@ impl Signature {
         ))
     }
 
-    /// The LSH band keys under `params`, band 0 first: xxh3 of the band number and its
-    /// `rows` values, little-endian.
+    /// The LSH band keys under `params`, band 0 first (see [`Signature::band_key`]).
     pub fn band_keys(&self, params: &MinHashParams) -> Vec<u64> {
-        let rows = usize::from(params.rows);
-        let mut buf = Vec::with_capacity(2 + 4 * rows);
+        let mut buf = Vec::with_capacity(2 + 4 * usize::from(params.rows));
         (0..usize::from(params.bands))
-            .map(|band| {
-                buf.clear();
-                buf.extend_from_slice(&(band as u16).to_le_bytes());
-                for v in &self.0[band * rows..(band + 1) * rows] {
-                    buf.extend_from_slice(&v.to_le_bytes());
-                }
-                xxh3_64(&buf)
-            })
+            .map(|band| self.band_key_with(params, band, &mut buf))
             .collect()
+    }
+
+    /// The key of one band under `params`: xxh3 of the band number and its `rows` values,
+    /// little-endian.
+    pub fn band_key(&self, params: &MinHashParams, band: usize) -> u64 {
+        self.band_key_with(params, band, &mut Vec::new())
+    }
+
+    fn band_key_with(&self, params: &MinHashParams, band: usize, buf: &mut Vec<u8>) -> u64 {
+        let rows = usize::from(params.rows);
+        buf.clear();
+        buf.extend_from_slice(&(band as u16).to_le_bytes());
+        for v in &self.0[band * rows..(band + 1) * rows] {
+            buf.extend_from_slice(&v.to_le_bytes());
+        }
+        xxh3_64(buf)
     }
 }
 
@@ -537,6 +544,13 @@ mod tests {
         assert!(Signature::from_le_bytes(&[1, 2, 3]).is_none());
         let keys = s.band_keys(&MinHashParams::DEFAULT);
         assert_eq!(keys.len(), 42);
+        for (band, &key) in keys.iter().enumerate() {
+            assert_eq!(
+                s.band_key(&MinHashParams::DEFAULT, band),
+                key,
+                "band {band}"
+            );
+        }
         let same = Signature::from_values(vec![5u32; 128]).band_keys(&MinHashParams::DEFAULT);
         assert_ne!(same[0], same[1], "equal values in different bands differ");
     }
@@ -561,6 +575,6 @@ mod tests {
         assert!("n=64"
             .parse::<MinHashParams>()
             .unwrap_err()
-            .contains("need 128"));
+            .contains("42 bands × 3 rows need 126 values, but a signature has 64"));
     }
 }

@@ -653,7 +653,7 @@ impl Store {
                                 )))
                             }
                         };
-                        if sig.band_keys(p)[usize::from(band)] != value {
+                        if sig.band_key(p, usize::from(band)) != value {
                             return Err(bad(format!(
                                 "`{id}` is filed under the wrong key of band {band}"
                             )));
