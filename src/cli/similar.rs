@@ -252,7 +252,7 @@ fn search_es(args: &Args, index: &str) -> anyhow::Result<Outcome> {
     if let Query::TooShort(what, why) = query {
         return Ok(Err((what, why)));
     }
-    let (_, client) = args.es.client()?;
+    let (config, client) = args.es.client()?;
     let options = SimilarOptions {
         filter: args.filter,
         page_size: args.page_size,
@@ -269,7 +269,7 @@ fn search_es(args: &Args, index: &str) -> anyhow::Result<Outcome> {
     let similar = es::Similar::with_options(client, fp, options, retry);
     let (found, own_id) = es_args::runtime()?.block_on(async {
         // Fails fast, in one line, when the node is down or refuses the credentials.
-        es::server_version(similar.scanner().client(), &RetryPolicy::none()).await?;
+        es::first_contact(similar.scanner().client(), config.connect_timeout).await?;
         match &query {
             Query::Id(id) => similar.by_id(index, id, k).await.map(|f| (f, None)),
             Query::Text(t) => similar.by_text(index, t, k).await.map(|f| (f, None)),

@@ -4,9 +4,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use neardup::es::{
-    self, EsError, EsIndexer, PassReport, RetryPolicy, Watermark, Worker, WorkerConfig,
-};
+use neardup::es::{self, EsError, EsIndexer, PassReport, Watermark, Worker, WorkerConfig};
 use tokio::sync::Notify;
 
 use super::common::{self, CmdResult, ProfileArgs, Status};
@@ -64,7 +62,7 @@ pub fn run(args: Args) -> CmdResult {
     let (config, client) = args.es.client()?;
     let fp = args.profile.fingerprinter();
     es_args::runtime()?.block_on(async move {
-        let version = es::server_version(&client, &RetryPolicy::default()).await?;
+        let version = es::first_contact(&client, config.connect_timeout).await?;
         let indexer = EsIndexer::new(client, &args.index, fp).with_names(names);
         let mut worker = Worker::new(
             indexer,
