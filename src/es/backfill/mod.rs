@@ -58,7 +58,7 @@ use serde_json::{json, Value};
 use tokio::task::JoinSet;
 
 use self::control::{Aimd, Pace};
-use self::journal::{Entry, JobKey, Journal, Replayed};
+use self::journal::{Entry, JobKey, Journal, Replayed, StateLock};
 pub use self::walk::{Hit, Paging, WalkError, WalkSpec, Walker};
 use super::write::{fingerprint_source, lookup};
 use super::{
@@ -806,10 +806,11 @@ impl Backfill {
             return Ok((None, fresh, false));
         }
         let path = &cfg.state_path;
+        let lock = StateLock::acquire(path)?;
         let old = journal::replay(path)?;
         match &old.key {
             Some(k) if k == key && !old.finished => {
-                let j = Journal::compact(path, &old)?;
+                let j = Journal::compact(path, &old, lock)?;
                 tracing::info!(state = %path.display(), "continuing an interrupted back-fill");
                 Ok((Some(Arc::new(j)), old, true))
             }
@@ -818,7 +819,11 @@ impl Backfill {
                 theirs: describe(k),
                 ours: describe(key),
             }),
-            _ => Ok((Some(Arc::new(Journal::create(path, key)?)), fresh, false)),
+            _ => Ok((
+                Some(Arc::new(Journal::create(path, key, lock)?)),
+                fresh,
+                false,
+            )),
         }
     }
 
