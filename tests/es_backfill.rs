@@ -137,6 +137,7 @@ fn parsed(raw: &BTreeMap<String, String>) -> Value {
 fn expected(src: &Value) -> Option<SimHash> {
     let fields = ["title".to_string(), "content".to_string()];
     neardup::es::fingerprint_source(&fp(), src, &fields)
+        .expect("test documents hold text")
         .ok()
         .map(|f| f.simhash)
 }

@@ -295,6 +295,9 @@ pub enum EsError {
     #[error("id `{id}` is in several indices ({}); pass just one of them with --index", indices.join(", "))]
     AmbiguousId { id: String, indices: Vec<String> },
 
+    #[error(transparent)]
+    BadText(#[from] crate::input::BadTextField),
+
     #[error("k = {k} is too large: k ≤ 3 needs the four 16-bit blocks; larger k would need a mapping with k+1 blocks, e.g. 8 blocks of 8 bits for k ≤ 7")]
     DistanceTooLarge { k: u32 },
 }

@@ -431,7 +431,11 @@ impl Similar {
             &self.fingerprinter,
             &hit["_source"],
             &self.options.text_fields,
-        );
+        )
+        .map_err(|bad| EsError::BadDocument {
+            id: id.to_owned(),
+            reason: format!("{bad}; it has no stored fingerprint to compare"),
+        })?;
         Ok((
             index,
             match outcome {
