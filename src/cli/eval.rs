@@ -13,7 +13,6 @@ use neardup::{Features, FingerprintConfig, Fingerprinter, Profile, Scheme, Thres
 use serde_json::Value;
 
 use super::common::{self, CmdResult, RunArgs, Status};
-use super::eval_plot;
 
 #[derive(clap::Args, Debug)]
 #[command(after_help = "Examples:
@@ -310,18 +309,7 @@ fn evaluate(args: &Args) -> CmdResult {
     writeln!(out, "{}", report.markdown())?;
     common::flush(&mut out)?;
     if let Some(png) = &args.plot {
-        let labelled = eval_plot::pr_curves(png, &pairs, &scored, args.font.as_deref())
-            .with_context(|| format!("drawing {}", png.display()))?;
-        if !labelled {
-            eprintln!(
-                "{}: no TrueType font found (give one with --font or NEARDUP_FONT), so the plot has no labels; colours in order:",
-                png.display()
-            );
-            for (n, s) in scored.iter().enumerate() {
-                let (colour, _) = eval_plot::COLOURS[n % eval_plot::COLOURS.len()];
-                eprintln!("  {colour}: {}", s.name);
-            }
-        }
+        plot(png, &pairs, &scored, args.font.as_deref())?;
     }
     note(
         quiet,
@@ -333,4 +321,42 @@ fn evaluate(args: &Args) -> CmdResult {
         ),
     );
     Ok(Status::Done)
+}
+
+/// Draws the precision/recall curves of `--plot`.
+#[cfg(feature = "eval-plot")]
+fn plot(
+    png: &std::path::Path,
+    pairs: &[neardup::eval::LabelledPair],
+    scored: &[neardup::eval::Scored],
+    font: Option<&std::path::Path>,
+) -> anyhow::Result<()> {
+    use super::eval_plot;
+    let labelled = eval_plot::pr_curves(png, pairs, scored, font)
+        .with_context(|| format!("drawing {}", png.display()))?;
+    if !labelled {
+        eprintln!(
+            "{}: no TrueType font found (give one with --font or NEARDUP_FONT), so the plot has no labels; colours in order:",
+            png.display()
+        );
+        for (n, s) in scored.iter().enumerate() {
+            let (colour, _) = eval_plot::COLOURS[n % eval_plot::COLOURS.len()];
+            eprintln!("  {colour}: {}", s.name);
+        }
+    }
+    Ok(())
+}
+
+/// `--plot` needs the `eval-plot` feature (on by default).
+#[cfg(not(feature = "eval-plot"))]
+fn plot(
+    png: &std::path::Path,
+    _pairs: &[neardup::eval::LabelledPair],
+    _scored: &[neardup::eval::Scored],
+    _font: Option<&std::path::Path>,
+) -> anyhow::Result<()> {
+    Err(common::usage(format!(
+        "--plot {}: this neardup was built without the `eval-plot` feature; build it with the default features",
+        png.display()
+    )))
 }

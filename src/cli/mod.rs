@@ -14,6 +14,7 @@ mod delete;
 mod es_args;
 mod es_init;
 mod eval;
+#[cfg(feature = "eval-plot")]
 mod eval_plot;
 mod fingerprint;
 mod index;
