@@ -190,3 +190,18 @@ fn a_huge_line_is_named_not_loaded() {
     assert!(err.contains("<stdin>:1: line longer than"), "{err}");
     assert_eq!(json_lines(&out).len(), 1);
 }
+
+#[test]
+fn an_empty_input_is_warned_about() {
+    for input in [&b""[..], b"\n  \n"] {
+        let (code, out, err) = neardup(&["fingerprint"], input);
+        assert_eq!(code, 0, "{err}");
+        assert!(out.is_empty());
+        assert!(
+            err.contains("warning: the input holds no articles"),
+            "{err}"
+        );
+    }
+    let (_, _, err) = neardup(&["fingerprint", "-i", &examples(), "-q"], b"");
+    assert!(!err.contains("no articles"), "{err}");
+}

@@ -204,7 +204,7 @@ fn render(r: &BackfillReport) -> String {
     let c = &r.counts;
     let verb = if r.dry_run { "would write" } else { "written" };
     let mut s = format!(
-        "back-fill of `{}` ({} documents, {}{}{}): {} indices\n",
+        "back-fill of `{}` ({} documents, {}{}{}): {}\n",
         r.pattern,
         if r.mode == "all" {
             "all"
@@ -214,12 +214,12 @@ fn render(r: &BackfillReport) -> String {
         r.paging,
         if r.dry_run { ", dry run" } else { "" },
         if r.resumed { ", resumed" } else { "" },
-        r.indices.len(),
+        common::plural(r.indices.len(), "index", "indices"),
     );
     let line = |label: &str, n: u64| format!("  {label:<28}{n:>12}\n");
     s += &line("scanned", c.scanned);
     s += &line(verb, c.written);
-    s += &line("skipped as too short", c.too_short);
+    s += &line("written as too short", c.too_short);
     s += &line("deleted meanwhile", c.deleted);
     s += &line("failed", c.failed);
     s += &line("bad text field", c.bad);

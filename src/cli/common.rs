@@ -271,6 +271,9 @@ pub fn report_bad_line(pb: &Option<ProgressBar>, e: &neardup::input::InputError)
 /// How a run over JSON Lines input ends: exit code 3 (after a closing line on stderr) when
 /// lines were rejected, so scripts notice even though the good lines were processed.
 pub fn status(c: &Counts) -> Status {
+    if c.documents == 0 && c.bad_lines == 0 {
+        eprintln!("warning: the input holds no articles (an empty file, or only blank lines)");
+    }
     if c.bad_lines > 0 {
         eprintln!(
             "{} input line(s) rejected; see the errors above (exit code 3)",
@@ -279,6 +282,11 @@ pub fn status(c: &Counts) -> Status {
         return Status::BadInput;
     }
     Status::Done
+}
+
+/// `1 cluster`, `2 clusters`.
+pub fn plural(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
 }
 
 /// The end-of-run line on stderr.

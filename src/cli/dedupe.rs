@@ -118,12 +118,12 @@ pub fn run(args: Args) -> CmdResult {
         let in_clusters: usize = clusters.iter().map(|c| c.members.len()).sum();
         let s = &matches.stats;
         eprintln!(
-            "dedupe: {} documents, {} fingerprinted, {} too short, {} bad lines; {} clusters holding {} documents, {} duplicates (beyond the first of each cluster), {} pairs within k = {}; all pairs in {:.3} s, total {:.2} s",
+            "dedupe: {} documents, {} fingerprinted, {} too short, {} bad lines; {} holding {} documents, {} duplicates (beyond the first of each cluster), {} pairs within k = {}; all pairs in {:.3} s, total {:.2} s",
             counts.documents,
             counts.fingerprinted,
             counts.too_short,
             counts.bad_lines,
-            clusters.len(),
+            common::plural(clusters.len(), "cluster", "clusters"),
             in_clusters,
             in_clusters - clusters.len(),
             matches.pair_count(),

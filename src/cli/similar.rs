@@ -209,7 +209,8 @@ fn search_store(args: &Args, dir: &std::path::Path) -> anyhow::Result<Outcome> {
         Query::Id(id) => {
             let m = store.similar_to_id(&id, k)?.with_context(|| {
                 format!(
-                    "no document `{id}` in store {}; `neardup index` adds documents",
+                    "no fingerprint for `{id}` in store {}: it was never indexed, or its text \
+                     was too short to fingerprint (`neardup index` counts those as too short)",
                     dir.display()
                 )
             })?;
@@ -325,8 +326,8 @@ fn print(args: &Args, found: &Found) -> CmdResult {
         Format::Table => {
             let n = found.matches.len();
             let mut header = format!(
-                "{n} {} within distance {}",
-                if n == 1 { "match" } else { "matches" },
+                "{} within distance {}",
+                common::plural(n, "match", "matches"),
                 found.k,
             );
             if let Some((fp, origin)) = found.query {

@@ -260,6 +260,9 @@ pub enum EsError {
     #[error("index `{index}` does not exist; create it, or run `neardup es-init --index {index}` to create it with the fingerprint fields")]
     IndexNotFound { index: String },
 
+    #[error("no index matches `{pattern}`; check --index (`GET _cat/indices` lists the indices)")]
+    NoIndexMatches { pattern: String },
+
     #[error("index `{index}` has no mapping for the fingerprint fields {fields:?}; run `neardup es-init --index {index}` first (writing them unmapped would let Elasticsearch guess wrong types)")]
     NotInitialised { index: String, fields: Vec<String> },
 
