@@ -6,6 +6,7 @@ mod bench;
 mod bench_backfill;
 mod bench_es;
 mod bench_es_similar;
+mod bench_fuzz;
 mod bench_index;
 mod check;
 mod common;
