@@ -105,8 +105,8 @@ pub enum InputErrorKind {
     BadId(String),
     #[error("none of the text fields {0:?} is present; name the right ones with --field")]
     MissingText(Vec<String>),
-    #[error("field `{0}` must be a string")]
-    NotString(String),
+    #[error("{0}")]
+    BadText(BadTextField),
     #[error("`tokens` must be an array of strings (pre-tokenized input)")]
     BadTokens,
     #[error("line longer than {limit} bytes; skipped (is this JSON Lines, one article per line?)")]
@@ -167,20 +167,73 @@ pub fn parse_line(bytes: &[u8], spec: &InputSpec) -> Result<Document, InputError
             _ => return Err(InputErrorKind::BadTokens),
         }
     } else {
-        let mut fields = Vec::with_capacity(spec.text_fields.len());
-        for name in &spec.text_fields {
-            match obj.remove(name) {
-                None | Some(Value::Null) => {}
-                Some(Value::String(s)) => fields.push(s),
-                Some(_) => return Err(InputErrorKind::NotString(name.clone())),
-            }
-        }
-        if fields.is_empty() {
+        let obj = Value::Object(obj);
+        if spec
+            .text_fields
+            .iter()
+            .all(|f| lookup(&obj, f).is_none_or(Value::is_null))
+        {
             return Err(InputErrorKind::MissingText(spec.text_fields.clone()));
         }
-        Body::Fields(fields)
+        let texts = field_texts(&obj, &spec.text_fields).map_err(InputErrorKind::BadText)?;
+        Body::Fields(texts.into_iter().map(str::to_owned).collect())
     };
     Ok(Document { id, body })
+}
+
+/// A text field that holds something other than text.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("text field `{field}` holds {holds}, not a string (or an array of strings)")]
+pub struct BadTextField {
+    pub field: String,
+    /// `a number`, `a boolean` or `an object`.
+    pub holds: &'static str,
+}
+
+/// The texts of a document's text fields, in order: the one document-to-text rule of
+/// `fingerprint`, `index`, `check`, `similar --input`, the worker, the back-fill and
+/// [`crate::es::Similar`], so a document gets the same fingerprint whichever reads it.
+///
+/// Each field is looked up by its exact key, else as a dotted path (`body.text`). An absent
+/// or `null` field is skipped; a string is one text; an array gives its strings in order
+/// (nested arrays too; `null`s skipped). A number, boolean or object is an error naming the
+/// field: it is not text, and guessing a text for it would make fingerprints differ.
+pub fn field_texts<'a>(doc: &'a Value, fields: &[String]) -> Result<Vec<&'a str>, BadTextField> {
+    fn collect<'a>(v: &'a Value, field: &str, out: &mut Vec<&'a str>) -> Result<(), BadTextField> {
+        let holds = match v {
+            Value::Null => return Ok(()),
+            Value::String(s) => {
+                out.push(s);
+                return Ok(());
+            }
+            Value::Array(items) => {
+                return items.iter().try_for_each(|x| collect(x, field, out));
+            }
+            Value::Bool(_) => "a boolean",
+            Value::Number(_) => "a number",
+            Value::Object(_) => "an object",
+        };
+        Err(BadTextField {
+            field: field.to_owned(),
+            holds,
+        })
+    }
+    let mut out = Vec::with_capacity(fields.len());
+    for field in fields {
+        if let Some(v) = lookup(doc, field) {
+            collect(v, field, &mut out)?;
+        }
+    }
+    Ok(out)
+}
+
+/// The value at a dotted path; an exact key containing dots wins over the path.
+pub fn lookup<'a>(doc: &'a Value, path: &str) -> Option<&'a Value> {
+    if let Some(v) = doc.get(path) {
+        return Some(v);
+    }
+    let (head, rest) = path.split_once('.')?;
+    lookup(doc.get(head)?, rest)
 }
 
 fn take_id(obj: &mut Map<String, Value>, field: &str) -> Result<DocId, InputErrorKind> {
@@ -412,6 +465,49 @@ mod tests {
     }
 
     #[test]
+    fn one_text_rule_for_every_reader() {
+        let doc = serde_json::json!({"title": "t", "body": {"text": ["a", null, ["b"]]},
+            "x.y": "dotted", "n": null, "num": 3, "obj": {"a": "b"}, "flag": true});
+        let f = |names: &[&str]| {
+            field_texts(
+                &doc,
+                &names.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+            )
+        };
+        assert_eq!(
+            f(&["title", "body.text", "x.y", "n", "missing"]).unwrap(),
+            ["t", "a", "b", "dotted"]
+        );
+        for (field, holds) in [
+            ("num", "a number"),
+            ("obj", "an object"),
+            ("flag", "a boolean"),
+        ] {
+            assert_eq!(
+                f(&["title", field]).unwrap_err(),
+                BadTextField {
+                    field: field.into(),
+                    holds
+                }
+            );
+        }
+        // JSON Lines input follows the same rule (arrays and dotted paths included).
+        let spec = InputSpec {
+            text_fields: vec!["title".into(), "body.text".into()],
+            ..InputSpec::default()
+        };
+        let d = parse_line(
+            br#"{"id": 1, "title": ["a", "b"], "body": {"text": "c"}}"#,
+            &spec,
+        )
+        .unwrap();
+        assert_eq!(
+            d.body,
+            Body::Fields(vec!["a".into(), "b".into(), "c".into()])
+        );
+    }
+
+    #[test]
     fn bad_lines_say_what_is_wrong() {
         let spec = InputSpec::default();
         let e = |b: &[u8]| parse_line(b, &spec).unwrap_err().to_string();
@@ -419,7 +515,7 @@ mod tests {
         assert!(e(b"[1]").contains("JSON object"));
         assert!(e(br#"{"title": "t"}"#).contains("--id-field"));
         assert!(e(br#"{"id": "x"}"#).contains("--field"));
-        assert!(e(br#"{"id": "x", "content": 3}"#).contains("`content` must be a string"));
+        assert!(e(br#"{"id": "x", "content": 3}"#).contains("`content` holds a number"));
         assert!(e(b"{\"id\": \"\xff\"}").contains("UTF-8"));
         assert!(e(br#"{"id": [1], "content": "c"}"#).contains("string or an integer"));
     }

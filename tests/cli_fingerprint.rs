@@ -282,3 +282,18 @@ fn a_too_short_line_has_a_null_minhash_and_its_reason() {
         assert!(long.get("minhash_reason").is_none(), "{long}");
     }
 }
+
+#[test]
+fn an_empty_input_is_warned_about() {
+    for input in [&b""[..], b"\n  \n"] {
+        let (code, out, err) = neardup(&["fingerprint"], input);
+        assert_eq!(code, 0, "{err}");
+        assert!(out.is_empty());
+        assert!(
+            err.contains("warning: the input holds no articles"),
+            "{err}"
+        );
+    }
+    let (_, _, err) = neardup(&["fingerprint", "-i", &examples(), "-q"], b"");
+    assert!(!err.contains("no articles"), "{err}");
+}

@@ -163,7 +163,11 @@ fn similar_errors_name_the_problem() {
     assert_eq!(index(&store, &examples(), &["-q"]).0, 0);
     let (code, _, err) = similar(&store, &["--id", "nope"], b"");
     assert_eq!(code, 1);
-    assert!(err.contains("no document `nope`"), "{err}");
+    assert!(err.contains("no fingerprint for `nope`"), "{err}");
+    // Indexed but too short: the message says that may be why.
+    let (code, _, err) = similar(&store, &["--id", "ex-029"], b"");
+    assert_eq!(code, 1);
+    assert!(err.contains("too short to fingerprint"), "{err}");
     // Too short to fingerprint: exit 4, as on Elasticsearch, for a text and an article.
     let (code, _, err) = similar(&store, &["--text", "快讯"], b"");
     assert_eq!(code, 4, "{err}");
@@ -449,8 +453,9 @@ fn dedupe_clusters_are_the_components_within_k() {
             .sum();
         assert!(
             err.contains(&format!(
-                "dedupe: 40 documents, 38 fingerprinted, 2 too short, 0 bad lines; {} clusters",
-                want.len()
+                "dedupe: 40 documents, 38 fingerprinted, 2 too short, 0 bad lines; {} cluster{} ",
+                want.len(),
+                if want.len() == 1 { "" } else { "s" }
             )),
             "{err}"
         );

@@ -137,6 +137,7 @@ fn parsed(raw: &BTreeMap<String, String>) -> Value {
 fn expected(src: &Value) -> Option<SimHash> {
     let fields = ["title".to_string(), "content".to_string()];
     neardup::es::fingerprint_source(&fp(), src, &fields)
+        .expect("test documents hold text")
         .ok()
         .map(|f| f.simhash)
 }
@@ -691,4 +692,42 @@ async fn restart_of_the_elasticsearch_node_mid_run() {
     assert_eq!(r["count"], 0, "every document has its fingerprint");
     let _ = neardup::es::send(&client, Method::Delete, &format!("/{name}"), &[], None).await;
     drop(node);
+}
+
+/// A `--state` file that is not a journal is refused and left as it is; a state file in use
+/// by another run is refused at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_foreign_or_locked_state_file_is_refused() {
+    let client = t::client().await;
+    let idx = index_with(&client, "bf-state", &articles(20)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state.jsonl");
+    std::fs::write(&state, "my notes, one line\n").unwrap();
+    let (code, out) = finish(spawn_backfill(&t::url(), &idx.name, dir.path(), &[]));
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out["stderr"]
+            .as_str()
+            .unwrap()
+            .contains("not a neardup back-fill state file"),
+        "{out}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&state).unwrap(),
+        "my notes, one line\n",
+        "not overwritten"
+    );
+
+    std::fs::remove_file(&state).unwrap();
+    let held = neardup::es::backfill::journal::StateLock::acquire(&state).unwrap();
+    let out = spawn_backfill(&t::url(), &idx.name, dir.path(), &[])
+        .wait_with_output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("in use by another neardup backfill"), "{err}");
+    assert!(!state.exists(), "nothing written while locked");
+    drop(held);
+    let (code, report) = finish(spawn_backfill(&t::url(), &idx.name, dir.path(), &[]));
+    assert_eq!(code, 0, "{report}");
 }

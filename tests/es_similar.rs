@@ -716,6 +716,23 @@ fn the_cli_prints_matches_and_one_line_errors() {
         &[
             "similar",
             "--es",
+            url.as_str(),
+            "--index",
+            "neardup-test-nomatch-*",
+            "--id",
+            "x",
+        ],
+        b"",
+    );
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("no index matches `neardup-test-nomatch-*`") && !err.contains("{}"),
+        "{err}"
+    );
+    let (code, _, err) = common::neardup(
+        &[
+            "similar",
+            "--es",
             "http://127.0.0.1:1",
             "--index",
             "x",

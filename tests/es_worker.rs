@@ -267,3 +267,88 @@ async fn sigterm_stops_a_running_worker_cleanly() {
     assert!(status.success(), "{status:?}\n{log}");
     assert!(log.contains("worker stopped"), "{log}");
 }
+
+/// `--changed-field` change detection survives a restart: the watermark is saved in the
+/// `--state` file after each pass and read by the next process.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_watermark_survives_a_restart() {
+    let client = t::client().await;
+    let idx = TestIndex::new("worker-watermark");
+    t::call(
+        &client,
+        Method::Put,
+        &format!("/{}", idx.name),
+        Some(json!({"mappings": {"properties": {"updated_at": {"type": "date"}}}})),
+    )
+    .await;
+    init_index(
+        &client,
+        &RetryPolicy::none(),
+        &idx.name,
+        &FieldNames::default(),
+        BlockType::Short,
+    )
+    .await
+    .unwrap();
+    let mut docs = t::shared_articles(20);
+    for (i, (_, d)) in docs.iter_mut().enumerate() {
+        d["updated_at"] = json!(stamp(i));
+    }
+    t::load(&client, &idx.name, &docs).await;
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("wm.json");
+    let once = || {
+        let out = Command::new(env!("CARGO_BIN_EXE_neardup"))
+            .args(["worker", "--once", "--index", &idx.name])
+            .args(["--changed-field", "updated_at", "--changed-overlap", "0s"])
+            .arg("--state")
+            .arg(&state)
+            .env("NEARDUP_ES_URL", t::url())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{err}");
+        err
+    };
+    once();
+    let saved: Value = serde_json::from_str(&std::fs::read_to_string(&state).unwrap()).unwrap();
+    assert_eq!(saved["index"], idx.name.as_str());
+    assert_eq!(saved["changed_field"], "updated_at");
+    assert!(saved["watermark"].as_i64().is_some(), "{saved}");
+
+    // Edited after the first run, fingerprint fields untouched: only change detection,
+    // which needs the watermark, finds it.
+    let (id, _) = &docs[5];
+    let new_content = docs[12].1["content"].clone();
+    t::call(
+        &client,
+        Method::Post,
+        &format!("/{}/_update/{id}", idx.name),
+        Some(json!({"doc": {"content": new_content, "updated_at": "2024-03-02T00:00:00Z"}})),
+    )
+    .await;
+    t::refresh(&client, &idx.name).await;
+    let err = once();
+    assert!(err.contains("resuming change detection"), "{err}");
+    t::refresh(&client, &idx.name).await;
+    let (src, _) = t::get(&client, &idx.name, id).await;
+    let fp = Fingerprinter::for_profile(Profile::Default);
+    assert_eq!(
+        stored(&src),
+        expected(&fp, &src),
+        "the edited text's fingerprint"
+    );
+
+    // A file that is not a watermark file is refused, not overwritten.
+    std::fs::write(&state, "notes\n").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_neardup"))
+        .args(["worker", "--once", "--index", &idx.name])
+        .args(["--changed-field", "updated_at", "--state"])
+        .arg(&state)
+        .env("NEARDUP_ES_URL", t::url())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a neardup worker watermark file"));
+    assert_eq!(std::fs::read_to_string(&state).unwrap(), "notes\n");
+}

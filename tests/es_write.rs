@@ -56,7 +56,7 @@ async fn articles_are_indexed_with_their_fingerprint_in_one_request() {
 
     let articles = t::example_articles();
     for (id, article) in &articles {
-        let outcome = indexer.fingerprint(article, &text_fields());
+        let outcome = indexer.fingerprint(article, &text_fields()).unwrap();
         let r = indexer
             .index_article(Some(id), article, &outcome)
             .await
@@ -96,13 +96,17 @@ async fn articles_are_indexed_with_their_fingerprint_in_one_request() {
         .index_article(
             Some(id),
             article,
-            &indexer.fingerprint(article, &text_fields()),
+            &indexer.fingerprint(article, &text_fields()).unwrap(),
         )
         .await
         .unwrap();
     assert_eq!(r.result, "updated");
     let r = indexer
-        .index_article(None, article, &indexer.fingerprint(article, &text_fields()))
+        .index_article(
+            None,
+            article,
+            &indexer.fingerprint(article, &text_fields()).unwrap(),
+        )
         .await
         .unwrap();
     assert_eq!(r.result, "created");
@@ -111,7 +115,7 @@ async fn articles_are_indexed_with_their_fingerprint_in_one_request() {
         .index_article(
             Some("x"),
             &json!(["not", "an", "object"]),
-            &indexer.fingerprint(&json!({}), &[]),
+            &indexer.fingerprint(&json!({}), &[]).unwrap(),
         )
         .await
         .unwrap_err();
@@ -175,7 +179,7 @@ async fn bulk_updates_touch_only_the_fingerprint_fields() {
         updates.push(FingerprintUpdate {
             id: id.clone(),
             guard: Some(guard),
-            outcome: indexer.fingerprint(&src, &text_fields()),
+            outcome: indexer.fingerprint(&src, &text_fields()).unwrap(),
         });
     }
     let report = indexer.update_fingerprints(&updates).await.unwrap();
@@ -216,10 +220,10 @@ async fn a_stale_fingerprint_never_overwrites_a_newer_text() {
 
     // The worker reads the old text and fingerprints it...
     let (old_src, guard) = t::get(&client, &idx.name, &docs[0].0).await;
-    let stale = indexer.fingerprint(&old_src, &text_fields());
+    let stale = indexer.fingerprint(&old_src, &text_fields()).unwrap();
     // ...meanwhile the article service saves a new text with its fresh fingerprint...
     let new_article = &docs[1].1;
-    let fresh = indexer.fingerprint(new_article, &text_fields());
+    let fresh = indexer.fingerprint(new_article, &text_fields()).unwrap();
     indexer
         .index_article(Some(&docs[0].0), new_article, &fresh)
         .await
@@ -321,7 +325,7 @@ async fn per_item_failures_are_reported_with_the_document_id() {
         .map(|(id, d)| FingerprintUpdate {
             id: id.clone(),
             guard: None,
-            outcome: indexer.fingerprint(d, &text_fields()),
+            outcome: indexer.fingerprint(d, &text_fields()).unwrap(),
         })
         .collect();
     let report = indexer.update_fingerprints(&updates).await.unwrap();

@@ -650,7 +650,7 @@ fn brute_minhash(
     let mut out: Vec<(f64, &String)> = docs
         .iter()
         .filter(|(id, _)| Some(id.as_str()) != exclude)
-        .filter(|(_, s)| banded.map_or(true, |p| share_a_band(q, s, p)))
+        .filter(|(_, s)| banded.is_none_or(|p| share_a_band(q, s, p)))
         .map(|(id, s)| (jaccard(q, s), id))
         .filter(|&(j, _)| j >= t - 1e-9)
         .collect();

@@ -10,7 +10,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use neardup::es::backfill::{
     default_state_path, Backfill, BackfillConfig, BackfillReport, Mode, Paging, Progress,
 };
-use neardup::es::RetryPolicy;
+use neardup::es::{self, RetryPolicy};
 
 use super::common::{self, CmdResult, ProfileArgs, Status};
 use super::es_args::{self, parse_duration, EsArgs, FieldArgs};
@@ -105,7 +105,7 @@ pub fn run(args: Args) -> CmdResult {
             .build_global()?;
     }
     let names = args.fields_names.names()?;
-    let (_, client) = args.es.client()?;
+    let (es_config, client) = args.es.client()?;
     let fp = args.profile.fingerprinter();
     let mut config = BackfillConfig::new(&args.index);
     config.text_fields = args.fields.clone();
@@ -137,6 +137,8 @@ pub fn run(args: Args) -> CmdResult {
         max_retries: args.retries,
         ..RetryPolicy::default()
     };
+    let runtime = es_args::runtime()?;
+    runtime.block_on(es::first_contact(&client, es_config.connect_timeout))?;
     let job = Backfill::new(client, fp, config);
 
     let bar = (!args.quiet && std::io::stderr().is_terminal()).then(|| {
@@ -164,7 +166,7 @@ pub fn run(args: Args) -> CmdResult {
         })
     };
 
-    es_args::runtime()?.block_on(async move {
+    runtime.block_on(async move {
         let stop = Arc::new(AtomicBool::new(false));
         tokio::spawn(es_args::watch_signals(
             Arc::clone(&stop),
@@ -202,7 +204,7 @@ fn render(r: &BackfillReport) -> String {
     let c = &r.counts;
     let verb = if r.dry_run { "would write" } else { "written" };
     let mut s = format!(
-        "back-fill of `{}` ({} documents, {}{}{}): {} indices\n",
+        "back-fill of `{}` ({} documents, {}{}{}): {}\n",
         r.pattern,
         if r.mode == "all" {
             "all"
@@ -212,12 +214,12 @@ fn render(r: &BackfillReport) -> String {
         r.paging,
         if r.dry_run { ", dry run" } else { "" },
         if r.resumed { ", resumed" } else { "" },
-        r.indices.len(),
+        common::plural(r.indices.len(), "index", "indices"),
     );
     let line = |label: &str, n: u64| format!("  {label:<28}{n:>12}\n");
     s += &line("scanned", c.scanned);
     s += &line(verb, c.written);
-    s += &line("skipped as too short", c.too_short);
+    s += &line("written as too short", c.too_short);
     s += &line("deleted meanwhile", c.deleted);
     s += &line("failed", c.failed);
     s += &line("bad text field", c.bad);

@@ -25,6 +25,9 @@ pub enum Bench {
     EsSimilar(super::bench_es_similar::EsSimilarBench),
     /// Back-fill throughput next to the raw rate of the same bulk updates (docs/s, medians).
     Backfill(super::bench_backfill::BackfillBench),
+    /// Fuzz the JSON Lines reader, HTML extraction and the text pipeline for a fixed budget;
+    /// reports inputs run, panics (exit 1 if any) and peak memory.
+    Fuzz(super::bench_fuzz::FuzzBench),
 }
 
 #[derive(clap::Args, Debug)]
@@ -53,6 +56,7 @@ pub fn run(b: Bench) -> CmdResult {
         Bench::Similar(args) => super::bench_index::similar(args),
         Bench::EsSimilar(args) => super::bench_es_similar::run(args),
         Bench::Backfill(args) => super::bench_backfill::run(args),
+        Bench::Fuzz(args) => super::bench_fuzz::run(args),
     }
 }
 

@@ -45,11 +45,11 @@ pub fn finish(result: CmdResult) -> i32 {
         Ok(Status::NoFingerprint) => ExitCode::NoFingerprint as i32,
         Err(e) if is_broken_pipe(&e) => ExitCode::Ok as i32,
         Err(e) if is_usage(&e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", scrub(&format!("{e:#}")));
             ExitCode::Usage as i32
         }
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", scrub(&format!("{e:#}")));
             ExitCode::Error as i32
         }
     }
@@ -357,6 +357,9 @@ pub fn report_bad_line(pb: &Option<ProgressBar>, e: &neardup::input::InputError)
 /// How a run over JSON Lines input ends: exit code 3 (after a closing line on stderr) when
 /// lines were rejected, so scripts notice even though the good lines were processed.
 pub fn status(c: &Counts) -> Status {
+    if c.documents == 0 && c.bad_lines == 0 {
+        eprintln!("warning: the input holds no articles (an empty file, or only blank lines)");
+    }
     if c.bad_lines > 0 {
         eprintln!(
             "{} input line(s) rejected; see the errors above (exit code 3)",
@@ -365,6 +368,11 @@ pub fn status(c: &Counts) -> Status {
         return Status::BadInput;
     }
     Status::Done
+}
+
+/// `1 cluster`, `2 clusters`.
+pub fn plural(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
 }
 
 /// The end-of-run line on stderr.
@@ -394,14 +402,61 @@ pub fn flush(w: &mut impl Write) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Log lines (the worker's progress, retries) on stderr; `RUST_LOG` overrides the default
-/// level (`info` for neardup, `warn` for everything else).
+/// The credentials of this run (passwords, API keys), registered as they are read, so that
+/// no error message or log line can show them even if a server or library echoes one.
+static SECRETS: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+/// Adds a credential to those [`scrub`] hides.
+pub fn register_secret(secret: &str) {
+    if !secret.is_empty() {
+        SECRETS
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(secret.to_owned());
+    }
+}
+
+/// `text` with every registered credential replaced by `<redacted>`.
+pub fn scrub(text: &str) -> String {
+    let secrets = SECRETS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    secrets
+        .iter()
+        .fold(text.to_owned(), |t, s| t.replace(s.as_str(), "<redacted>"))
+}
+
+/// A log line, buffered and written to stderr scrubbed of credentials when dropped (the
+/// formatter writes one event per writer).
+#[derive(Default)]
+struct ScrubbedStderr(Vec<u8>);
+
+impl Write for ScrubbedStderr {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.0.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Drop for ScrubbedStderr {
+    fn drop(&mut self) {
+        let text = scrub(&String::from_utf8_lossy(&self.0));
+        let _ = io::stderr().write_all(text.as_bytes());
+    }
+}
+
+/// Log lines (the worker's progress, retries) on stderr, scrubbed of credentials; `RUST_LOG`
+/// overrides the default level (`info` for neardup, `warn` for everything else).
 pub fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,neardup=info"));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(io::stderr)
+        .with_writer(ScrubbedStderr::default)
         .with_ansi(io::stderr().is_terminal())
         .try_init();
 }

@@ -144,12 +144,12 @@ pub fn run(args: Args) -> CmdResult {
     if !args.run.quiet {
         let in_clusters: usize = found.clusters.iter().map(|c| c.0.len()).sum();
         eprintln!(
-            "dedupe: {} documents, {} fingerprinted, {} too short, {} bad lines; {} clusters holding {} documents, {} duplicates (beyond the first of each cluster), {} pairs with {method} {tolerance} ({} candidate pairs compared); all pairs in {:.3} s, total {:.2} s",
+            "dedupe: {} documents, {} fingerprinted, {} too short, {} bad lines; {} holding {} documents, {} duplicates (beyond the first of each cluster), {} pairs with {method} {tolerance} ({} candidate pairs compared); all pairs in {:.3} s, total {:.2} s",
             counts.documents,
             counts.fingerprinted,
             counts.too_short,
             counts.bad_lines,
-            found.clusters.len(),
+            common::plural(found.clusters.len(), "cluster", "clusters"),
             in_clusters,
             in_clusters - found.clusters.len(),
             found.pairs.len(),

@@ -47,6 +47,10 @@ pub struct EsArgs {
     /// Timeout of one request to Elasticsearch.
     #[arg(long = "es-timeout", default_value = "60s", value_parser = parse_duration, value_name = "DURATION")]
     pub timeout: Duration,
+    /// How long the first contact may take. It is not retried: a refused connection or an
+    /// unknown host fails at once; requests are retried only once the cluster has answered.
+    #[arg(long = "es-connect-timeout", default_value = "10s", value_parser = parse_duration, value_name = "DURATION")]
+    pub connect_timeout: Duration,
 }
 
 impl fmt::Debug for EsArgs {
@@ -64,6 +68,7 @@ impl fmt::Debug for EsArgs {
             .field("api_key", &redacted(&self.api_key))
             .field("ca_cert", &self.ca_cert)
             .field("timeout", &self.timeout)
+            .field("connect_timeout", &self.connect_timeout)
             .finish()
     }
 }
@@ -74,6 +79,12 @@ impl EsArgs {
         let url = self.url.as_deref().ok_or_else(|| {
             super::common::usage("no Elasticsearch URL: give --es URL or set NEARDUP_ES_URL")
         })?;
+        for secret in [&self.password, &self.api_key].into_iter().flatten() {
+            super::common::register_secret(secret);
+            if let Some((_, key)) = secret.split_once(':') {
+                super::common::register_secret(key);
+            }
+        }
         let mut c = EsConfig::new(url)?;
         match (&self.user, &self.password, &self.api_key) {
             (Some(user), Some(pw), None) => {
@@ -100,8 +111,12 @@ impl EsArgs {
                 ))
             }
         }
+        if let Auth::Basic { password, .. } = &c.auth {
+            super::common::register_secret(password.expose());
+        }
         c.ca_cert = self.ca_cert.clone();
         c.timeout = self.timeout;
+        c.connect_timeout = self.connect_timeout;
         Ok(c)
     }
 
@@ -246,6 +261,7 @@ mod tests {
             api_key: Some("id:key-secret".into()),
             ca_cert: None,
             timeout: Duration::from_secs(1),
+            connect_timeout: Duration::from_secs(1),
         };
         let d = format!("{a:?}");
         for s in ["hunter2", "pw-secret", "key-secret"] {

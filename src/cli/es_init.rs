@@ -25,7 +25,7 @@ pub fn run(args: Args) -> CmdResult {
     let (config, client) = args.es.client()?;
     es_args::runtime()?.block_on(async {
         let retry = RetryPolicy::default();
-        let version = es::server_version(&client, &retry).await?;
+        let version = es::first_contact(&client, config.connect_timeout).await?;
         let outcome = es::init_index(&client, &retry, &args.index, &names, args.block_type).await?;
         let what = match outcome {
             InitOutcome::Created => format!(

@@ -14,7 +14,6 @@ use neardup::{Features, FingerprintConfig, Fingerprinter, Profile, Scheme, Thres
 use serde_json::{Map, Value};
 
 use super::common::{self, CmdResult, RunArgs, Status};
-use super::eval_plot;
 
 #[derive(clap::Args, Debug)]
 #[command(after_help = "Examples:
@@ -373,7 +372,7 @@ fn evaluate(args: &Args) -> CmdResult {
     writeln!(out, "{}", report.markdown())?;
     common::flush(&mut out)?;
     if let Some(png) = &args.plot {
-        let curves: Vec<eval_plot::Curve> = scored
+        let curves: Vec<Curve> = scored
             .iter()
             .map(|s| {
                 let pts = overall(&pairs, s)
@@ -402,13 +401,18 @@ fn evaluate(args: &Args) -> CmdResult {
     Ok(Status::Done)
 }
 
+/// One precision–recall curve: a detector's name and its (recall, precision) points.
+type Curve = (String, Vec<(f64, f64)>);
+
 /// Draws the curves to `png`; without a font, prints which colour is which detector.
+#[cfg(feature = "eval-plot")]
 fn plot(
     png: &std::path::Path,
     title: &str,
-    curves: &[eval_plot::Curve],
+    curves: &[Curve],
     font: Option<&std::path::Path>,
 ) -> anyhow::Result<()> {
+    use super::eval_plot;
     let labelled = eval_plot::pr_curves(png, title, curves, font)
         .with_context(|| format!("drawing {}", png.display()))?;
     if !labelled {
@@ -422,6 +426,20 @@ fn plot(
         }
     }
     Ok(())
+}
+
+/// `--plot` needs the `eval-plot` feature (on by default).
+#[cfg(not(feature = "eval-plot"))]
+fn plot(
+    png: &std::path::Path,
+    _title: &str,
+    _curves: &[Curve],
+    _font: Option<&std::path::Path>,
+) -> anyhow::Result<()> {
+    Err(common::usage(format!(
+        "--plot {}: this neardup was built without the `eval-plot` feature; build it with the default features",
+        png.display()
+    )))
 }
 
 /// `--corpus`: every detector's pairs on the whole corpus against the text-overlap oracle.
@@ -489,7 +507,7 @@ fn evaluate_corpus(args: &Args) -> CmdResult {
     writeln!(out, "{}", corpus::markdown(&truth, texts.len(), &tables))?;
     common::flush(&mut out)?;
     if let Some(png) = &args.plot {
-        let curves: Vec<eval_plot::Curve> = tables
+        let curves: Vec<Curve> = tables
             .iter()
             .filter_map(|rows| {
                 let name = rows.first()?.detector.clone();

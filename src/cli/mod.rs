@@ -6,6 +6,7 @@ mod bench;
 mod bench_backfill;
 mod bench_es;
 mod bench_es_similar;
+mod bench_fuzz;
 mod bench_index;
 mod check;
 mod common;
@@ -14,6 +15,7 @@ mod delete;
 mod es_args;
 mod es_init;
 mod eval;
+#[cfg(feature = "eval-plot")]
 mod eval_plot;
 mod fingerprint;
 mod index;

@@ -226,7 +226,8 @@ fn search_store(args: &Args, dir: &std::path::Path) -> anyhow::Result<Outcome> {
         Query::Id(id) => {
             let m = store.similar_to_id(&id, tolerance)?.with_context(|| {
                 format!(
-                    "no document `{id}` in store {}; `neardup index` adds documents",
+                    "no fingerprint for `{id}` in store {}: it was never indexed, or its text \
+                     was too short to fingerprint (`neardup index` counts those as too short)",
                     dir.display()
                 )
             })?;
@@ -283,7 +284,7 @@ fn search_es(args: &Args, index: &str) -> anyhow::Result<Outcome> {
     if let Query::TooShort(what, why) = query {
         return Ok(Err((what, why)));
     }
-    let (_, client) = args.es.client()?;
+    let (config, client) = args.es.client()?;
     let options = SimilarOptions {
         filter: args.filter,
         page_size: args.page_size,
@@ -300,7 +301,7 @@ fn search_es(args: &Args, index: &str) -> anyhow::Result<Outcome> {
     let similar = es::Similar::with_options(client, fp, options, retry);
     let (found, own_id) = es_args::runtime()?.block_on(async {
         // Fails fast, in one line, when the node is down or refuses the credentials.
-        es::server_version(similar.scanner().client(), &RetryPolicy::none()).await?;
+        es::first_contact(similar.scanner().client(), config.connect_timeout).await?;
         match &query {
             Query::Id(id) => similar.by_id(index, id, k).await.map(|f| (f, None)),
             Query::Text(t) => similar.by_text(index, t, k).await.map(|f| (f, None)),
@@ -356,8 +357,8 @@ fn print(args: &Args, found: &Found) -> CmdResult {
         Format::Table => {
             let n = found.matches.len();
             let mut header = format!(
-                "{n} {} with {}",
-                if n == 1 { "match" } else { "matches" },
+                "{} with {}",
+                common::plural(n, "match", "matches"),
                 found.tolerance,
             );
             if let Some((fp, origin)) = found.query {

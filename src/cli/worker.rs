@@ -1,12 +1,14 @@
 //! `neardup worker`: keeps an index's fingerprints current until stopped.
 
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use neardup::es::{
-    self, EsError, EsIndexer, PassReport, RetryPolicy, Watermark, Worker, WorkerConfig,
-};
+use anyhow::Context;
+use serde_json::{json, Value};
+
+use neardup::es::{self, EsError, EsIndexer, PassReport, Watermark, Worker, WorkerConfig};
 use tokio::sync::Notify;
 
 use super::common::{self, CmdResult, ProfileArgs, Status};
@@ -27,9 +29,14 @@ pub struct Args {
     #[arg(long, value_name = "FIELD")]
     changed_field: Option<String>,
     /// Start change detection at this value of --changed-field (epoch milliseconds for a
-    /// date) instead of at the first pass, e.g. to resume after a restart.
+    /// date) instead of at the saved watermark (--state) or the first pass.
     #[arg(long, value_name = "VALUE", requires = "changed_field")]
     since: Option<f64>,
+    /// With --changed-field: file that keeps the watermark across restarts, rewritten after
+    /// each pass that moves it (default: `.neardup-worker-<index>-<field>.json` in the
+    /// working directory).
+    #[arg(long, value_name = "PATH", requires = "changed_field")]
+    state: Option<PathBuf>,
     /// With a date --changed-field: also look again at documents changed this long before the
     /// previous pass's watermark (refresh delay, writers' clock skew).
     #[arg(long, default_value = "60s", value_parser = parse_duration, value_name = "DURATION")]
@@ -64,7 +71,7 @@ pub fn run(args: Args) -> CmdResult {
     let (config, client) = args.es.client()?;
     let fp = args.profile.fingerprinter();
     es_args::runtime()?.block_on(async move {
-        let version = es::server_version(&client, &RetryPolicy::default()).await?;
+        let version = es::first_contact(&client, config.connect_timeout).await?;
         let indexer = EsIndexer::new(client, &args.index, fp).with_names(names);
         let mut worker = Worker::new(
             indexer,
@@ -77,7 +84,20 @@ pub fn run(args: Args) -> CmdResult {
             },
         );
         worker.check().await?;
-        if let Some(v) = args.since {
+        let state = args.changed_field.as_deref().map(|field| WatermarkFile {
+            path: args
+                .state
+                .clone()
+                .unwrap_or_else(|| default_state_path(&args.index, field)),
+            index: args.index.clone(),
+            field: field.to_owned(),
+        });
+        let since = match (args.since, &state) {
+            (Some(v), _) => Some(v),
+            (None, Some(s)) => s.load()?,
+            (None, None) => None,
+        };
+        if let Some(v) = since {
             worker.set_watermark(Some(if worker.changed_field_is_date() {
                 Watermark::EpochMillis(v as i64)
             } else {
@@ -108,6 +128,9 @@ pub fn run(args: Args) -> CmdResult {
                 Ok(r) => {
                     failed_items += r.writes.failed.len();
                     log_pass(pass_no, &r);
+                    if let (Some(s), Some(w)) = (&state, worker.watermark()) {
+                        s.save(w)?;
+                    }
                 }
                 // A cluster restarting or overloaded: try again next interval.
                 Err(e) if !args.once && is_transient(&e) => {
@@ -132,6 +155,76 @@ pub fn run(args: Args) -> CmdResult {
         }
         Ok(Status::Done)
     })
+}
+
+/// The watermark on disk: `{"index", "changed_field", "watermark"}` (epoch milliseconds for
+/// a date field, else the field's value), replaced whole (write then rename) after each pass.
+struct WatermarkFile {
+    path: PathBuf,
+    index: String,
+    field: String,
+}
+
+fn default_state_path(index: &str, field: &str) -> PathBuf {
+    let safe = |s: &str| -> String {
+        s.chars()
+            .map(|c| {
+                if c.is_alphanumeric() || c == '-' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect()
+    };
+    PathBuf::from(format!(
+        ".neardup-worker-{}-{}.json",
+        safe(index),
+        safe(field)
+    ))
+}
+
+impl WatermarkFile {
+    /// The saved watermark; none if the file does not exist. A file for another index or
+    /// field, or not a watermark file, is an error (never overwritten).
+    fn load(&self) -> anyhow::Result<Option<f64>> {
+        let text = match std::fs::read_to_string(&self.path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e).with_context(|| format!("reading {}", self.path.display())),
+        };
+        let v: Value = serde_json::from_str(&text).ok().unwrap_or(Value::Null);
+        let (Some(index), Some(field), Some(w)) = (
+            v["index"].as_str(),
+            v["changed_field"].as_str(),
+            v["watermark"].as_f64(),
+        ) else {
+            anyhow::bail!(
+                "{} is not a neardup worker watermark file; pass another --state (or delete it)",
+                self.path.display()
+            );
+        };
+        anyhow::ensure!(
+            index == self.index && field == self.field,
+            "{} holds the watermark of index `{index}`, field `{field}`; pass another --state",
+            self.path.display()
+        );
+        tracing::info!(state = %self.path.display(), watermark = w, "resuming change detection");
+        Ok(Some(w))
+    }
+
+    fn save(&self, w: &Watermark) -> anyhow::Result<()> {
+        let value = match *w {
+            Watermark::EpochMillis(ms) => json!(ms),
+            Watermark::Number(x) => json!(x),
+        };
+        let body = json!({"index": self.index, "changed_field": self.field, "watermark": value});
+        let mut tmp = self.path.as_os_str().to_owned();
+        tmp.push(".tmp");
+        std::fs::write(&tmp, format!("{body}\n"))
+            .and_then(|()| std::fs::rename(&tmp, &self.path))
+            .with_context(|| format!("saving the watermark in {}", self.path.display()))
+    }
 }
 
 fn is_transient(e: &EsError) -> bool {

@@ -103,6 +103,10 @@ pub struct EsConfig {
     pub ca_cert: Option<PathBuf>,
     /// Timeout of one HTTP request.
     pub timeout: Duration,
+    /// How long [`first_contact`] waits for the cluster's first answer. The first contact
+    /// is not retried: a refused connection, an unknown host or no answer in this time fails
+    /// at once, while [`RetryPolicy`] retries only requests to a cluster that has answered.
+    pub connect_timeout: Duration,
 }
 
 impl EsConfig {
@@ -117,10 +121,17 @@ impl EsConfig {
                     redact_url_str(u)
                 ))
             })?;
-            if !matches!(url.scheme(), "http" | "https") {
+            if !matches!(url.scheme(), "http" | "https") || !u.contains("://") {
                 return Err(EsError::Config(format!(
-                    "`{}`: the URL must start with http:// or https://",
-                    redact_url(&url)
+                    "`{}`: the URL must start with http:// or https://, e.g. http://127.0.0.1:9200",
+                    redact_url_str(u)
+                )));
+            }
+            if url.query().is_some() || url.fragment().is_some() {
+                return Err(EsError::Config(format!(
+                    "`{}`: a node URL has no `?` or `#` part (a password with `#`, `?` or `/` \
+                     goes in NEARDUP_ES_PASSWORD, not in the URL)",
+                    redact_url_str(u)
                 )));
             }
             if !url.username().is_empty() {
@@ -143,6 +154,7 @@ impl EsConfig {
             auth,
             ca_cert: None,
             timeout: Duration::from_secs(60),
+            connect_timeout: Duration::from_secs(10),
         })
     }
 
@@ -155,9 +167,37 @@ impl EsConfig {
             .join(",")
     }
 
+    /// The hosts a password would be sent to in clear text: basic auth over plain `http://`
+    /// to a host that is not this machine.
+    pub fn clear_text_password_hosts(&self) -> Vec<String> {
+        if !matches!(self.auth, Auth::Basic { .. }) {
+            return Vec::new();
+        }
+        self.urls
+            .iter()
+            .filter(|u| u.scheme() == "http")
+            .filter_map(|u| u.host_str())
+            .filter(|h| {
+                let bare = h.trim_start_matches('[').trim_end_matches(']');
+                let loopback = bare.eq_ignore_ascii_case("localhost")
+                    || bare
+                        .parse::<std::net::IpAddr>()
+                        .is_ok_and(|ip| ip.is_loopback());
+                !loopback
+            })
+            .map(str::to_owned)
+            .collect()
+    }
+
     /// Builds the client. Fails on an unreadable CA certificate; does not contact the cluster
-    /// (see [`server_version`] for a check that it answers).
+    /// (see [`first_contact`] for a check that it answers). Warns (a `tracing` warning) when a
+    /// password would cross the network in clear text.
     pub fn client(&self) -> Result<Elasticsearch, EsError> {
+        for host in self.clear_text_password_hosts() {
+            tracing::warn!(
+                "basic auth over plain http:// to {host}: the password crosses the network unencrypted; use https:// (and --es-ca-cert for a self-signed cluster)"
+            );
+        }
         let mut builder = if self.urls.len() == 1 {
             TransportBuilder::new(SingleNodeConnectionPool::new(self.urls[0].clone()))
         } else {
@@ -220,6 +260,9 @@ pub enum EsError {
     #[error("index `{index}` does not exist; create it, or run `neardup es-init --index {index}` to create it with the fingerprint fields")]
     IndexNotFound { index: String },
 
+    #[error("no index matches `{pattern}`; check --index (`GET _cat/indices` lists the indices)")]
+    NoIndexMatches { pattern: String },
+
     #[error("index `{index}` has no mapping for the fingerprint fields {fields:?}; run `neardup es-init --index {index}` first (writing them unmapped would let Elasticsearch guess wrong types)")]
     NotInitialised { index: String, fields: Vec<String> },
 
@@ -254,6 +297,9 @@ pub enum EsError {
 
     #[error("id `{id}` is in several indices ({}); pass just one of them with --index", indices.join(", "))]
     AmbiguousId { id: String, indices: Vec<String> },
+
+    #[error(transparent)]
+    BadText(#[from] crate::input::BadTextField),
 
     #[error("k = {k} is too large: k ≤ 3 needs the four 16-bit blocks; larger k would need a mapping with k+1 blocks, e.g. 8 blocks of 8 bits for k ≤ 7")]
     DistanceTooLarge { k: u32 },
@@ -433,6 +479,29 @@ pub async fn server_version(
         })
 }
 
+/// The first request to a cluster: [`server_version`] without retries, within
+/// `connect_timeout`. A command calls it before its real work so that a wrong URL, a node that
+/// is down or an unknown host fails in one line at once instead of after minutes of retries.
+pub async fn first_contact(
+    client: &Elasticsearch,
+    connect_timeout: Duration,
+) -> Result<String, EsError> {
+    match tokio::time::timeout(
+        connect_timeout,
+        server_version(client, &RetryPolicy::none()),
+    )
+    .await
+    {
+        Ok(answer) => answer,
+        Err(_) => Err(EsError::Unreachable {
+            detail: format!(
+                "no answer within the connect timeout of {} s",
+                connect_timeout.as_secs_f64()
+            ),
+        }),
+    }
+}
+
 /// Percent-encodes an index name or document id for use as one path segment.
 pub fn path_segment(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
@@ -455,9 +524,15 @@ pub fn redact_url(url: &Url) -> String {
     u.to_string().trim_end_matches('/').to_owned()
 }
 
+/// A URL as typed, with everything before its last `@` (after the scheme, if any) removed:
+/// works on strings that do not parse, or parse oddly (`user:pass@host:9200` has no scheme
+/// and reads as the scheme `user`).
 fn redact_url_str(s: &str) -> String {
     match (s.find("://"), s.rfind('@')) {
-        (Some(i), Some(j)) if j > i => format!("{}{}", &s[..i + 3], &s[j + 1..]),
+        (Some(i), Some(j)) if j > i => {
+            format!("{}<credentials hidden>@{}", &s[..i + 3], &s[j + 1..])
+        }
+        (_, Some(j)) => format!("<credentials hidden>@{}", &s[j + 1..]),
         _ => s.to_owned(),
     }
 }
@@ -506,6 +581,21 @@ mod tests {
     }
 
     #[test]
+    fn clear_text_passwords_are_found_for_remote_http_hosts_only() {
+        let hosts = |u: &str| EsConfig::new(u).unwrap().clear_text_password_hosts();
+        assert_eq!(hosts("http://u:p@es.example:9200"), vec!["es.example"]);
+        assert_eq!(hosts("http://u:p@10.1.2.3:9200"), vec!["10.1.2.3"]);
+        assert!(hosts("https://u:p@es.example:9200").is_empty());
+        assert!(hosts("http://u:p@127.0.0.1:9200").is_empty());
+        assert!(hosts("http://u:p@localhost:9200").is_empty());
+        assert!(hosts("http://u:p@[::1]:9200").is_empty());
+        assert!(
+            hosts("http://es.example:9200").is_empty(),
+            "no password, no warning"
+        );
+    }
+
+    #[test]
     fn several_urls_and_bad_ones() {
         let c = EsConfig::new("http://a:9200, http://b:9200").unwrap();
         assert_eq!(c.urls.len(), 2);
@@ -513,6 +603,21 @@ mod tests {
         assert!(e.contains("http://"), "{e}");
         let e = EsConfig::new("not a url://u:pw@x").unwrap_err().to_string();
         assert!(!e.contains("pw"), "{e}");
+        for typed in [
+            "elastic:s3cretPW@127.0.0.1:9200",
+            "elastic:s3cretPW@es.example",
+            "ftp://elastic:s3cretPW@es.example",
+            "http://elastic:s3c#retPW@127.0.0.1:9200",
+            "http://elastic:s3c?retPW@127.0.0.1:9200",
+            "http://elastic:s3c/retPW@127.0.0.1:9200",
+            "http://elastic:s3cretPW@[::1",
+            "http://a:9200,elastic:s3cretPW@b:9200",
+        ] {
+            let e = EsConfig::new(typed).unwrap_err().to_string();
+            for part in ["s3c", "retPW"] {
+                assert!(!e.contains(part), "{typed}: {e}");
+            }
+        }
         assert!(EsConfig::new(" ").is_err());
     }
 

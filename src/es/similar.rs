@@ -431,7 +431,11 @@ impl Similar {
             &self.fingerprinter,
             &hit["_source"],
             &self.options.text_fields,
-        );
+        )
+        .map_err(|bad| EsError::BadDocument {
+            id: id.to_owned(),
+            reason: format!("{bad}; it has no stored fingerprint to compare"),
+        })?;
         Ok((
             index,
             match outcome {
@@ -503,7 +507,14 @@ impl Similar {
             &[],
             None,
         )
-        .await?;
+        .await
+        .map_err(|e| match e {
+            // A pattern that matches no index: 404 with an empty body.
+            EsError::Status { status: 404, .. } => EsError::NoIndexMatches {
+                pattern: indices.as_str().to_owned(),
+            },
+            other => other,
+        })?;
         let info = Arc::new(field_info_from_mapping(&r, indices.as_str(), names)?);
         self.checked
             .lock()

@@ -256,8 +256,13 @@ impl Worker {
                 .filter_map(|h| {
                     let id = h["_id"].as_str()?.to_owned();
                     let guard = Some((h["_seq_no"].as_u64()?, h["_primary_term"].as_u64()?));
-                    let outcome = fingerprint_source(&fp, &h["_source"], &fields);
-                    Some(FingerprintUpdate { id, guard, outcome })
+                    match fingerprint_source(&fp, &h["_source"], &fields) {
+                        Ok(outcome) => Some(FingerprintUpdate { id, guard, outcome }),
+                        Err(bad) => {
+                            tracing::warn!(%id, "{bad}: not fingerprinted (fix the document or --field)");
+                            None
+                        }
+                    }
                 })
                 .collect::<Vec<_>>()
         })

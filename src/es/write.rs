@@ -16,6 +16,7 @@ use elasticsearch::Elasticsearch;
 use serde_json::{json, Map, Value};
 
 use super::{check, path_segment, send, Body, EsError, FieldNames, RetryPolicy};
+use crate::input::{field_texts, BadTextField};
 use crate::{Fingerprinter, Outcome};
 
 /// When writes become visible to search (`refresh` parameter).
@@ -70,32 +71,16 @@ pub fn fingerprint_fields_json(
     m
 }
 
-/// Fingerprints the text fields of a `_source`, in order. A field may be a dotted path
-/// (`body.text`) and hold a string or an array of strings; absent fields are skipped, so a
-/// document with none of them is too short.
-pub fn fingerprint_source(fp: &Fingerprinter, source: &Value, fields: &[String]) -> Outcome {
-    let mut texts: Vec<&str> = Vec::with_capacity(fields.len());
-    for field in fields {
-        collect_strings(lookup(source, field), &mut texts);
-    }
-    fp.fingerprint_fields(&texts)
-}
-
-/// The value at a dotted path; an exact key containing dots wins over the path.
-pub(crate) fn lookup<'a>(source: &'a Value, path: &str) -> Option<&'a Value> {
-    if let Some(v) = source.get(path) {
-        return Some(v);
-    }
-    let (head, rest) = path.split_once('.')?;
-    lookup(source.get(head)?, rest)
-}
-
-fn collect_strings<'a>(v: Option<&'a Value>, out: &mut Vec<&'a str>) {
-    match v {
-        Some(Value::String(s)) => out.push(s),
-        Some(Value::Array(a)) => a.iter().for_each(|x| collect_strings(Some(x), out)),
-        _ => {}
-    }
+/// Fingerprints the text fields of a `_source`, in order, by the one document-to-text rule
+/// ([`crate::input::field_texts`]: dotted paths, strings and arrays of strings; absent fields
+/// skipped, so a document with none is too short). A field holding a number, boolean or
+/// object is an error.
+pub fn fingerprint_source(
+    fp: &Fingerprinter,
+    source: &Value,
+    fields: &[String],
+) -> Result<Outcome, BadTextField> {
+    Ok(fp.fingerprint_fields(&field_texts(source, fields)?))
 }
 
 /// The result of [`EsIndexer::index_article`].
@@ -249,7 +234,11 @@ impl EsIndexer {
 
     /// Fingerprints an article's text fields (see [`fingerprint_source`]). CPU-bound (about a
     /// millisecond per article); call it from `spawn_blocking` when that matters.
-    pub fn fingerprint(&self, article: &Value, text_fields: &[String]) -> Outcome {
+    pub fn fingerprint(
+        &self,
+        article: &Value,
+        text_fields: &[String],
+    ) -> Result<Outcome, BadTextField> {
         fingerprint_source(&self.fp, article, text_fields)
     }
 
@@ -452,15 +441,5 @@ mod tests {
         assert_eq!(m["simHash"], Value::Null);
         assert_eq!(m["simHashVersion"], json!("v2"));
         assert_eq!(m["simHashReason"], json!("too_short"));
-    }
-
-    #[test]
-    fn text_fields_by_path() {
-        let src = json!({"title": "t", "body": {"text": ["a", "b", 3]}, "x.y": "dotted"});
-        let mut out = Vec::new();
-        for f in ["title", "body.text", "x.y", "missing"] {
-            collect_strings(lookup(&src, f), &mut out);
-        }
-        assert_eq!(out, ["t", "a", "b", "dotted"]);
     }
 }

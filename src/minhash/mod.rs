@@ -223,7 +223,7 @@ impl Signature {
 
     /// Inverse of [`Signature::to_le_bytes`]; `None` if the length is not a multiple of 4.
     pub fn from_le_bytes(bytes: &[u8]) -> Option<Signature> {
-        if bytes.len() % 4 != 0 {
+        if !bytes.len().is_multiple_of(4) {
             return None;
         }
         Some(Signature(

@@ -8,6 +8,11 @@
 //! (see `super::Backfill`). Each line is written with one `write` call on a file opened in
 //! append mode, so a kill never leaves half a line except on power loss; a torn last line is
 //! ignored on replay.
+//!
+//! A journal always starts with its `job` line (files are created whole, by rename), so a file
+//! that does not is refused rather than overwritten. One run at a time holds a journal: an
+//! exclusive lock on `<state>.lock`, taken before the journal is read and held until the run
+//! ends (the journal itself is replaced by rename, so it cannot carry the lock).
 
 use std::collections::{BTreeMap, HashSet};
 use std::fs::{File, OpenOptions};
@@ -138,6 +143,7 @@ impl Replayed {
 pub struct Journal {
     path: PathBuf,
     file: Mutex<File>,
+    _lock: StateLock,
 }
 
 fn state_err(path: &Path, reason: impl std::fmt::Display) -> BackfillError {
@@ -147,7 +153,49 @@ fn state_err(path: &Path, reason: impl std::fmt::Display) -> BackfillError {
     }
 }
 
-/// Reads a journal; a missing file is an empty one.
+/// The exclusive right to use one state file, held until dropped.
+#[derive(Debug)]
+pub struct StateLock {
+    _file: File,
+}
+
+impl StateLock {
+    /// Locks `<path>.lock` (created if missing), or fails at once if another process holds it.
+    pub fn acquire(path: &Path) -> Result<StateLock, BackfillError> {
+        let mut name = path.as_os_str().to_owned();
+        name.push(".lock");
+        let lock_path = PathBuf::from(name);
+        let file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(|e| state_err(&lock_path, e))?;
+        match file.try_lock() {
+            Ok(()) => Ok(StateLock { _file: file }),
+            Err(std::fs::TryLockError::WouldBlock) => Err(state_err(
+                path,
+                "in use by another neardup backfill (it holds the lock on the state file); \
+                 wait for it to finish, or pass another --state",
+            )),
+            Err(std::fs::TryLockError::Error(e)) => Err(state_err(&lock_path, e)),
+        }
+    }
+}
+
+fn not_a_journal(path: &Path, line: usize, why: impl std::fmt::Display) -> BackfillError {
+    state_err(
+        path,
+        format!(
+            "line {line}: {why}; this is not a neardup back-fill state file, so it is left \
+             as it is: pass another --state (or delete the file if it is an old one)"
+        ),
+    )
+}
+
+/// Reads a journal one line at a time; a missing or empty file is an empty journal. A file
+/// whose first line is not a back-fill `job` line is refused, as is any bad line but a torn
+/// last one.
 pub fn replay(path: &Path) -> Result<Replayed, BackfillError> {
     let mut r = Replayed {
         next_batch: 1,
@@ -159,25 +207,23 @@ pub fn replay(path: &Path) -> Result<Replayed, BackfillError> {
         Err(e) => return Err(state_err(path, e)),
     };
     let mut run_ms = 0;
-    let lines: Vec<String> = BufReader::new(file)
-        .lines()
-        .collect::<Result<_, _>>()
-        .map_err(|e| state_err(path, e))?;
-    let n = lines.len();
-    for (i, line) in lines.iter().enumerate() {
-        if line.trim().is_empty() {
-            continue;
+    let mut lines = BufReader::new(file)
+        .split(b'\n')
+        .enumerate()
+        .filter(|(_, l)| !l.as_ref().is_ok_and(|l| l.trim_ascii().is_empty()))
+        .peekable();
+    let mut first = true;
+    while let Some((i, line)) = lines.next() {
+        let line = line.map_err(|e| state_err(path, e))?;
+        let entry = serde_json::from_slice::<Entry>(&line);
+        if std::mem::take(&mut first) && !matches!(entry, Ok(Entry::Job { .. })) {
+            return Err(not_a_journal(path, i + 1, "no back-fill job line"));
         }
-        match serde_json::from_str::<Entry>(line) {
+        match entry {
             Ok(e) => r.apply(e, &mut run_ms),
             // A line torn by a crash can only be the last one.
-            Err(_) if i + 1 == n => {}
-            Err(e) => {
-                return Err(state_err(
-                    path,
-                    format!("line {}: {e}; not a neardup back-fill state file? delete it or pass another --state", i + 1),
-                ))
-            }
+            Err(_) if lines.peek().is_none() => {}
+            Err(e) => return Err(not_a_journal(path, i + 1, e)),
         }
     }
     r.elapsed += Duration::from_millis(run_ms);
@@ -185,14 +231,15 @@ pub fn replay(path: &Path) -> Result<Replayed, BackfillError> {
 }
 
 impl Journal {
-    /// Starts a fresh journal for `key`, replacing any file at `path`.
-    pub fn create(path: &Path, key: &JobKey) -> Result<Journal, BackfillError> {
-        Self::rewrite(path, &[Entry::Job { key: key.clone() }])
+    /// Starts a fresh journal for `key`, replacing any journal at `path`; `lock` is the
+    /// caller's lock on it.
+    pub fn create(path: &Path, key: &JobKey, lock: StateLock) -> Result<Journal, BackfillError> {
+        Self::rewrite(path, &[Entry::Job { key: key.clone() }], lock)
     }
 
     /// Rewrites a replayed journal in compact form (one `done` per index with its totals, the
     /// in-flight batches kept as they are), then appends from there.
-    pub fn compact(path: &Path, r: &Replayed) -> Result<Journal, BackfillError> {
+    pub fn compact(path: &Path, r: &Replayed, lock: StateLock) -> Result<Journal, BackfillError> {
         let key = r.key.clone().expect("a replayed journal has a job");
         let mut entries = vec![Entry::Job { key }];
         let mut first = true;
@@ -228,10 +275,10 @@ impl Journal {
                 });
             }
         }
-        Self::rewrite(path, &entries)
+        Self::rewrite(path, &entries, lock)
     }
 
-    fn rewrite(path: &Path, entries: &[Entry]) -> Result<Journal, BackfillError> {
+    fn rewrite(path: &Path, entries: &[Entry], lock: StateLock) -> Result<Journal, BackfillError> {
         let tmp = path.with_extension("tmp");
         {
             let mut f = File::create(&tmp).map_err(|e| state_err(&tmp, e))?;
@@ -251,6 +298,7 @@ impl Journal {
         let j = Journal {
             path: path.to_owned(),
             file: Mutex::new(file),
+            _lock: lock,
         };
         j.record(&Entry::Run)?;
         Ok(j)
@@ -298,7 +346,7 @@ mod tests {
     fn replay_keeps_counts_in_flight_batches_and_elapsed_across_compaction() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("state.jsonl");
-        let j = Journal::create(&path, &key()).unwrap();
+        let j = Journal::create(&path, &key(), StateLock::acquire(&path).unwrap()).unwrap();
         let batch = |b: u64, ids: &[&str]| Entry::Batch {
             index: "news".into(),
             b,
@@ -330,7 +378,7 @@ mod tests {
         assert_eq!(r.next_batch, 3);
         assert_eq!(r.elapsed, Duration::from_millis(700));
 
-        let j = Journal::compact(&path, &r).unwrap();
+        let j = Journal::compact(&path, &r, StateLock::acquire(&path).unwrap()).unwrap();
         j.record(&done(2, 1, 300)).unwrap();
         j.record(&Entry::IndexDone {
             index: "news".into(),
@@ -350,5 +398,32 @@ mod tests {
         std::fs::write(&path, "hello\n{}\n").unwrap();
         let e = replay(&path).unwrap_err().to_string();
         assert!(e.contains("line 1"), "{e}");
+        // One line, which a torn last line of a journal could look like: still refused.
+        for foreign in ["my notes\n", "{\"t\":\"run\"}\n", "{\"a\": 1}"] {
+            std::fs::write(&path, foreign).unwrap();
+            let e = replay(&path).unwrap_err().to_string();
+            assert!(e.contains("not a neardup back-fill state file"), "{e}");
+        }
+        std::fs::write(&path, "").unwrap();
+        assert!(
+            replay(&path).unwrap().key.is_none(),
+            "an empty file is an empty journal"
+        );
+    }
+
+    #[test]
+    fn one_process_holds_a_state_file_at_a_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.jsonl");
+        let held = StateLock::acquire(&path).unwrap();
+        let e = StateLock::acquire(&path).unwrap_err().to_string();
+        assert!(e.contains("in use by another neardup backfill"), "{e}");
+        let j = Journal::create(&path, &key(), held).unwrap();
+        assert!(
+            StateLock::acquire(&path).is_err(),
+            "the journal keeps the lock"
+        );
+        drop(j);
+        StateLock::acquire(&path).unwrap();
     }
 }

@@ -58,9 +58,9 @@ use serde_json::{json, Value};
 use tokio::task::JoinSet;
 
 use self::control::{Aimd, Pace};
-use self::journal::{Entry, JobKey, Journal, Replayed};
+use self::journal::{Entry, JobKey, Journal, Replayed, StateLock};
 pub use self::walk::{Hit, Paging, WalkError, WalkSpec, Walker};
-use super::write::{fingerprint_source, lookup};
+use super::write::fingerprint_source;
 use super::{
     path_segment, request, verify_index, Body, EsError, EsIndexer, FieldNames, FingerprintUpdate,
     RetryPolicy, Worker, WorkerConfig,
@@ -347,30 +347,16 @@ enum Prepared {
 }
 
 fn prepare(fp: &Fingerprinter, fields: &[String], hit: Hit) -> Prepared {
-    for f in fields {
-        if let Some(kind) = lookup(&hit.source, f).and_then(non_text) {
-            return Prepared::Bad {
-                id: hit.id,
-                reason: format!("text field `{f}` holds {kind}, not a string"),
-            };
-        }
-    }
-    let outcome = fingerprint_source(fp, &hit.source, fields);
-    Prepared::Update(FingerprintUpdate {
-        id: hit.id,
-        guard: Some((hit.seq_no, hit.primary_term)),
-        outcome,
-    })
-}
-
-/// What a text field holds when it is not text (strings, arrays of strings and `null` are).
-fn non_text(v: &Value) -> Option<&'static str> {
-    match v {
-        Value::Null | Value::String(_) => None,
-        Value::Array(a) => a.iter().find_map(non_text),
-        Value::Bool(_) => Some("a boolean"),
-        Value::Number(_) => Some("a number"),
-        Value::Object(_) => Some("an object"),
+    match fingerprint_source(fp, &hit.source, fields) {
+        Ok(outcome) => Prepared::Update(FingerprintUpdate {
+            id: hit.id,
+            guard: Some((hit.seq_no, hit.primary_term)),
+            outcome,
+        }),
+        Err(bad) => Prepared::Bad {
+            id: hit.id,
+            reason: bad.to_string(),
+        },
     }
 }
 
@@ -806,10 +792,11 @@ impl Backfill {
             return Ok((None, fresh, false));
         }
         let path = &cfg.state_path;
+        let lock = StateLock::acquire(path)?;
         let old = journal::replay(path)?;
         match &old.key {
             Some(k) if k == key && !old.finished => {
-                let j = Journal::compact(path, &old)?;
+                let j = Journal::compact(path, &old, lock)?;
                 tracing::info!(state = %path.display(), "continuing an interrupted back-fill");
                 Ok((Some(Arc::new(j)), old, true))
             }
@@ -818,7 +805,11 @@ impl Backfill {
                 theirs: describe(k),
                 ours: describe(key),
             }),
-            _ => Ok((Some(Arc::new(Journal::create(path, key)?)), fresh, false)),
+            _ => Ok((
+                Some(Arc::new(Journal::create(path, key, lock)?)),
+                fresh,
+                false,
+            )),
         }
     }
 
