@@ -357,9 +357,12 @@ fn print(args: &Args, found: &Found) -> CmdResult {
         Format::Table => {
             let n = found.matches.len();
             let mut header = format!(
-                "{} with {}",
+                "{} {}",
                 common::plural(n, "match", "matches"),
-                found.tolerance,
+                match found.tolerance {
+                    Tolerance::Distance(k) => format!("within distance {k}"),
+                    Tolerance::Similarity(t) => format!("with similarity ≥ {t}"),
+                },
             );
             if let Some((fp, origin)) = found.query {
                 header.push_str(&format!(" of fingerprint {} ({origin})", fp.to_hex()));
