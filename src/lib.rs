@@ -1,9 +1,13 @@
 //! # neardup
 //!
-//! Near-duplicate detection for news articles (Chinese first) with 64-bit SimHash.
+//! Near-duplicate detection for news articles (Chinese first) with two methods behind one
+//! shape ([`method`]): MinHash over word shingles (the default) and 64-bit SimHash.
 //!
-//! - [`Fingerprinter`] turns an article (plain text or HTML) into a [`SimHash`], or says why
-//!   the text is too short to have a meaningful one.
+//! - [`Fingerprinter`] turns an article (plain text or HTML) into a [`SimHash`] and/or a
+//!   MinHash [`Signature`] in one pass ([`Fingerprinter::sketch_fields`]), or says why the
+//!   text is too short to have a meaningful one.
+//! - [`minhash`] holds signatures, LSH band keys, estimated Jaccard similarity and the
+//!   in-memory all-pairs of `neardup dedupe`.
 //! - [`simhash`] holds the value type, Hamming distance and the pigeonhole [`BlockLayout`]
 //!   that makes "every fingerprint within distance k" an exact lookup.
 //! - [`input`] reads JSON Lines articles with line-numbered errors.

@@ -185,8 +185,9 @@ impl InputArgs {
 /// Fingerprint profile and its knobs.
 #[derive(Args, Debug, Clone)]
 pub struct ProfileArgs {
-    /// Fingerprint profile: `default` (the best-measured scheme, see docs/evaluation.md), `seed000`
-    /// (the older Java service, bit for bit), or `tf`, `tfidf`, `keywords`, `bigram`, `char3`.
+    /// SimHash profile: `default` (= `tf`, the most precise SimHash scheme on the corpus, see
+    /// docs/evaluation.md), `seed000` (the older Java service, bit for bit), or `tf`, `tfidf`,
+    /// `keywords`, `bigram`, `char3`.
     #[arg(long, default_value = "default", value_parser = parse_profile)]
     pub profile: Profile,
     /// `default` profile: texts with fewer distinct words get no fingerprint.

@@ -26,7 +26,7 @@ mod worker;
 
 use clap::{Parser, Subcommand};
 
-/// Near-duplicate detection for news articles with 64-bit SimHash.
+/// Near-duplicate detection for news articles with MinHash and 64-bit SimHash.
 #[derive(Parser, Debug)]
 #[command(name = "neardup", version, about, long_about = None)]
 #[command(
@@ -54,7 +54,7 @@ enum Command {
     Check(check::Args),
     /// Remove documents from a local store.
     Delete(delete::Args),
-    /// Near-duplicate clusters of one file, in memory (no store): JSON lines `{"cluster", "max_distance"}`.
+    /// Near-duplicate clusters of one file, in memory (no store): JSON lines `{"cluster", "min_similarity"}` (MinHash) or `{"cluster", "max_distance"}` (SimHash).
     Dedupe(dedupe::Args),
     /// Size, settings and bucket skew of a local store (JSON).
     Stats(stats::Args),
