@@ -5,10 +5,10 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::Context;
-use neardup::minhash::allpairs::all_pairs;
+use neardup::minhash::allpairs::{all_pairs, MinHashMatches};
 use neardup::pipeline::{self, Item, PipelineOptions};
-use neardup::simhash::allpairs::AllPairs;
-use neardup::{Methods, MinHashParams, Score, Signature, SimHash, Sketch, Tolerance};
+use neardup::simhash::allpairs::{AllPairs, Matches};
+use neardup::{Methods, Score, Signature, SimHash, Sketch, Tolerance};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -49,16 +49,78 @@ struct PairLine<'a> {
     score: Score,
 }
 
-/// Pairs and clusters of either method, as input positions.
-struct Found {
-    /// `(a, b, score)`, `a < b`, sorted.
-    pairs: Vec<(u32, u32, Score)>,
+/// What either method's all-pairs finder found, as input positions.
+enum Found {
+    SimHash(Matches),
+    MinHash(MinHashMatches),
+}
+
+impl Found {
+    /// Every linked pair `(a, b, score)`, `a < b`, in order, made as it is printed.
+    fn pairs(&self) -> Box<dyn Iterator<Item = (u32, u32, Score)> + '_> {
+        match self {
+            Found::SimHash(m) => Box::new(m.pairs().map(|(a, b, d)| (a, b, Score::Distance(d)))),
+            Found::MinHash(m) => Box::new(m.pairs().map(|(a, b, s)| (a, b, Score::Similarity(s)))),
+        }
+    }
+
+    fn pair_count(&self) -> u64 {
+        match self {
+            Found::SimHash(m) => m.pair_count(),
+            Found::MinHash(m) => m.pair_count(),
+        }
+    }
+
     /// Members (ascending) and the cluster's score: largest distance or smallest similarity.
-    clusters: Vec<(Vec<u32>, Score)>,
-    /// A skew warning, if any.
-    warning: Option<String>,
+    fn clusters(&self) -> Vec<(Vec<u32>, Score)> {
+        match self {
+            Found::SimHash(m) => m
+                .clusters()
+                .into_iter()
+                .map(|c| (c.members, Score::Distance(c.max_distance)))
+                .collect(),
+            Found::MinHash(m) => m
+                .clusters()
+                .into_iter()
+                .map(|c| (c.members, Score::Similarity(c.min_similarity)))
+                .collect(),
+        }
+    }
+
     /// Candidate pairs compared in full.
-    comparisons: u64,
+    fn comparisons(&self) -> u64 {
+        match self {
+            Found::SimHash(m) => m.stats.comparisons,
+            Found::MinHash(m) => m.comparisons,
+        }
+    }
+
+    /// A skew warning, if any.
+    fn warning(&self) -> Option<String> {
+        match self {
+            Found::SimHash(m) => {
+                let s = &m.stats;
+                let largest = s.largest_bucket.iter().copied().max().unwrap_or(0);
+                (largest >= 1000 && largest * 64 >= s.unique.max(1)).then(|| {
+                    let block = s
+                        .largest_bucket
+                        .iter()
+                        .position(|&b| b == largest)
+                        .unwrap_or(0);
+                    format!(
+                        "bucket skew: block {block} value {:#x} is shared by {largest} of {} distinct fingerprints; such groups are split further, but pairs that really are near cost quadratic time",
+                        s.largest_bucket_value[block], s.unique
+                    )
+                })
+            }
+            Found::MinHash(m) => (m.largest_group >= 1000).then(|| {
+                format!(
+                    "band skew: {} distinct signatures share one band key; they are compared pair by pair",
+                    m.largest_group
+                )
+            }),
+        }
+    }
 }
 
 pub fn run(args: Args) -> CmdResult {
@@ -111,15 +173,20 @@ pub fn run(args: Args) -> CmdResult {
     let counts = counts?;
     let paired = Instant::now();
     let found = match (tolerance, &finder) {
-        (Tolerance::Distance(_), Some(finder)) => simhash_pairs(finder, &sketches),
-        (Tolerance::Similarity(t), _) => minhash_pairs(fp.minhasher().params(), t, &sketches),
+        (Tolerance::Distance(_), Some(finder)) => Found::SimHash(finder.run(&simhashes(&sketches))),
+        (Tolerance::Similarity(t), _) => Found::MinHash(all_pairs(
+            &signatures(&sketches),
+            fp.minhasher().params(),
+            t,
+        )),
         (Tolerance::Distance(_), None) => unreachable!("a SimHash finder is made for -k"),
     };
+    let clusters = found.clusters();
     let pair_secs = paired.elapsed().as_secs_f64();
 
     let mut out = common::stdout();
     if args.pairs {
-        for &(a, b, score) in &found.pairs {
+        for (a, b, score) in found.pairs() {
             let line = PairLine {
                 a: &ids[a as usize],
                 b: &ids[b as usize],
@@ -129,7 +196,7 @@ pub fn run(args: Args) -> CmdResult {
             out.write_all(b"\n").context("writing output")?;
         }
     } else {
-        for (members, score) in &found.clusters {
+        for (members, score) in &clusters {
             let line = ClusterLine {
                 cluster: members.iter().map(|&i| &ids[i as usize]).collect(),
                 max_distance: score.distance(),
@@ -142,96 +209,44 @@ pub fn run(args: Args) -> CmdResult {
     common::flush(&mut out)?;
 
     if !args.run.quiet {
-        let in_clusters: usize = found.clusters.iter().map(|c| c.0.len()).sum();
+        let in_clusters: usize = clusters.iter().map(|c| c.0.len()).sum();
         eprintln!(
             "dedupe: {} documents, {} fingerprinted, {} too short, {} bad lines; {} holding {} documents, {} duplicates (beyond the first of each cluster), {} pairs with {method} {tolerance} ({} candidate pairs compared); all pairs in {:.3} s, total {:.2} s",
             counts.documents,
             counts.fingerprinted,
             counts.too_short,
             counts.bad_lines,
-            common::plural(found.clusters.len(), "cluster", "clusters"),
+            common::plural(clusters.len(), "cluster", "clusters"),
             in_clusters,
-            in_clusters - found.clusters.len(),
-            found.pairs.len(),
-            found.comparisons,
+            in_clusters - clusters.len(),
+            found.pair_count(),
+            found.comparisons(),
             pair_secs,
             started.elapsed().as_secs_f64(),
         );
-        if let Some(w) = &found.warning {
+        if let Some(w) = found.warning() {
             eprintln!("warning: {w}");
         }
     }
     Ok(common::status(&counts))
 }
 
-fn simhash_pairs(finder: &AllPairs, sketches: &[Sketch]) -> Found {
-    let fps: Vec<SimHash> = sketches
+fn simhashes(sketches: &[Sketch]) -> Vec<SimHash> {
+    sketches
         .iter()
         .map(|s| match s {
             Sketch::SimHash(f) => *f,
             Sketch::MinHash(_) => unreachable!("SimHash sketches only"),
         })
-        .collect();
-    let matches = finder.run(&fps);
-    let mut pairs: Vec<(u32, u32, Score)> = matches
-        .pairs()
-        .map(|(a, b, d)| (a, b, Score::Distance(d)))
-        .collect();
-    pairs.sort_unstable_by_key(|&(a, b, _)| (a, b));
-    let clusters = matches
-        .clusters()
-        .into_iter()
-        .map(|c| (c.members, Score::Distance(c.max_distance)))
-        .collect();
-    let s = &matches.stats;
-    let largest = s.largest_bucket.iter().copied().max().unwrap_or(0);
-    let warning = (largest >= 1000 && largest * 64 >= s.unique.max(1)).then(|| {
-        let block = s
-            .largest_bucket
-            .iter()
-            .position(|&b| b == largest)
-            .unwrap_or(0);
-        format!(
-            "bucket skew: block {block} value {:#x} is shared by {largest} of {} distinct fingerprints; such groups are split further, but pairs that really are near cost quadratic time",
-            s.largest_bucket_value[block], s.unique
-        )
-    });
-    Found {
-        pairs,
-        clusters,
-        warning,
-        comparisons: s.comparisons,
-    }
+        .collect()
 }
 
-fn minhash_pairs(params: &MinHashParams, t: f64, sketches: &[Sketch]) -> Found {
-    let sigs: Vec<Signature> = sketches
+fn signatures(sketches: &[Sketch]) -> Vec<Signature> {
+    sketches
         .iter()
         .map(|s| match s {
             Sketch::MinHash(sig) => sig.clone(),
             Sketch::SimHash(_) => unreachable!("MinHash sketches only"),
         })
-        .collect();
-    let m = all_pairs(&sigs, params, t);
-    let clusters = m
-        .clusters()
-        .into_iter()
-        .map(|c| (c.members, Score::Similarity(c.min_similarity)))
-        .collect();
-    let warning = (m.largest_group >= 1000).then(|| {
-        format!(
-            "band skew: {} distinct signatures share one band key; they are compared pair by pair",
-            m.largest_group
-        )
-    });
-    Found {
-        pairs: m
-            .pairs
-            .iter()
-            .map(|&(a, b, s)| (a, b, Score::Similarity(s)))
-            .collect(),
-        clusters,
-        warning,
-        comparisons: m.comparisons,
-    }
+        .collect()
 }

@@ -112,9 +112,8 @@ fn minhash_pairs(fp: &Fingerprinter, texts: &[Vec<String>]) -> CorpusPairs {
     // The pairs the LSH index reports at the lowest threshold; higher points filter them.
     let found = all_pairs(&present, &params, minhash::THRESHOLDS[0]);
     let mut all: Vec<ScoredPair> = found
-        .pairs
-        .iter()
-        .map(|&(a, b, s)| {
+        .pairs()
+        .map(|(a, b, s)| {
             let (a, b) = (docs[a as usize], docs[b as usize]);
             (a.min(b), a.max(b), s)
         })

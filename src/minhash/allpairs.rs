@@ -16,11 +16,18 @@ use rayon::prelude::*;
 use super::{MinHashParams, Signature};
 use crate::method::SIMILARITY_EPSILON;
 
-/// The pairs found, and counters.
+/// The pairs found, and counters. Pairs are kept between distinct signatures, with the
+/// inputs holding each, so a thousand copies of one article cost a thousand entries, not
+/// half a million pairs; [`MinHashMatches::pairs`] lists the input pairs in order.
 #[derive(Clone, Debug, Default)]
 pub struct MinHashMatches {
-    /// Pairs of input positions `(a, b, similarity)` with `a < b`, each once.
-    pub pairs: Vec<(u32, u32, f64)>,
+    /// Pairs of distinct signatures `(u, v, similarity)`, `u < v`, as positions in
+    /// `holders`.
+    linked: Vec<(u32, u32, f64)>,
+    /// For each distinct signature, the input positions holding it, ascending.
+    holders: Vec<Vec<u32>>,
+    /// For each input position, its distinct signature.
+    of_input: Vec<u32>,
     /// Distinct signatures among the inputs.
     pub unique: usize,
     /// Signature comparisons made.
@@ -40,32 +47,68 @@ pub struct MinHashCluster {
 }
 
 impl MinHashMatches {
+    /// Number of input pairs, copies of one signature included, without listing them.
+    pub fn pair_count(&self) -> u64 {
+        let n = |u: u32| self.holders[u as usize].len() as u64;
+        let same: u64 = (0..self.holders.len() as u32)
+            .map(|u| n(u) * n(u).saturating_sub(1) / 2)
+            .sum();
+        same + self
+            .linked
+            .iter()
+            .map(|&(u, v, _)| n(u) * n(v))
+            .sum::<u64>()
+    }
+
+    /// Every pair of input positions `(a, b, similarity)`, `a < b`, in order of `a` then
+    /// `b`. Made one input at a time: memory grows with the linked signatures and one
+    /// input's partners, not with the number of pairs.
+    pub fn pairs(&self) -> impl Iterator<Item = (u32, u32, f64)> + '_ {
+        let mut adjacent: Vec<Vec<(u32, f64)>> = vec![Vec::new(); self.holders.len()];
+        for &(u, v, s) in &self.linked {
+            adjacent[u as usize].push((v, s));
+            adjacent[v as usize].push((u, s));
+        }
+        (0..self.of_input.len() as u32).flat_map(move |a| {
+            let u = self.of_input[a as usize];
+            let later = |h: &[u32]| {
+                h.iter()
+                    .copied()
+                    .filter(move |&b| b > a)
+                    .collect::<Vec<_>>()
+            };
+            let mut partners: Vec<(u32, f64)> = later(&self.holders[u as usize])
+                .into_iter()
+                .map(|b| (b, 1.0))
+                .collect();
+            for &(v, s) in &adjacent[u as usize] {
+                partners.extend(later(&self.holders[v as usize]).into_iter().map(|b| (b, s)));
+            }
+            partners.sort_unstable_by_key(|&(b, _)| b);
+            partners.into_iter().map(move |(b, s)| (a, b, s))
+        })
+    }
+
     /// The clusters the pairs link, ordered by their first member.
     pub fn clusters(&self) -> Vec<MinHashCluster> {
-        let mut parent: HashMap<u32, u32> = HashMap::new();
-        fn root(parent: &mut HashMap<u32, u32>, mut x: u32) -> u32 {
-            while let Some(&p) = parent.get(&x) {
-                if p == x {
-                    break;
-                }
-                let gp = parent[&p];
-                parent.insert(x, gp);
-                x = p;
+        let n = self.holders.len();
+        let mut parent: Vec<usize> = (0..n).collect();
+        fn root(p: &mut [usize], mut x: usize) -> usize {
+            while p[x] != x {
+                p[x] = p[p[x]];
+                x = p[x];
             }
             x
         }
-        for &(a, b, _) in &self.pairs {
-            parent.entry(a).or_insert(a);
-            parent.entry(b).or_insert(b);
-            let (ra, rb) = (root(&mut parent, a), root(&mut parent, b));
-            if ra != rb {
-                parent.insert(ra.max(rb), ra.min(rb));
+        for &(u, v, _) in &self.linked {
+            let (ru, rv) = (root(&mut parent, u as usize), root(&mut parent, v as usize));
+            if ru != rv {
+                parent[ru.max(rv)] = ru.min(rv);
             }
         }
-        let mut groups: HashMap<u32, MinHashCluster> = HashMap::new();
-        let nodes: Vec<u32> = parent.keys().copied().collect();
-        for x in nodes {
-            let r = root(&mut parent, x);
+        let mut groups: HashMap<usize, MinHashCluster> = HashMap::new();
+        for u in 0..n {
+            let r = root(&mut parent, u);
             groups
                 .entry(r)
                 .or_insert_with(|| MinHashCluster {
@@ -73,14 +116,17 @@ impl MinHashMatches {
                     min_similarity: 1.0,
                 })
                 .members
-                .push(x);
+                .extend(&self.holders[u]);
         }
-        for &(a, _, s) in &self.pairs {
-            let r = root(&mut parent, a);
-            let c = groups.get_mut(&r).expect("every linked node has a cluster");
+        for &(u, _, s) in &self.linked {
+            let r = root(&mut parent, u as usize);
+            let c = groups.get_mut(&r).expect("every signature has a group");
             c.min_similarity = c.min_similarity.min(s);
         }
-        let mut out: Vec<MinHashCluster> = groups.into_values().collect();
+        let mut out: Vec<MinHashCluster> = groups
+            .into_values()
+            .filter(|c| c.members.len() > 1)
+            .collect();
         for c in &mut out {
             c.members.sort_unstable();
         }
@@ -103,6 +149,7 @@ pub fn all_pairs(sigs: &[Signature], params: &MinHashParams, t: f64) -> MinHashM
     let mut index: HashMap<&Signature, u32> = HashMap::with_capacity(sigs.len());
     let mut unique: Vec<&Signature> = Vec::new();
     let mut holders: Vec<Vec<u32>> = Vec::new();
+    let mut of_input = Vec::with_capacity(sigs.len());
     for (i, s) in sigs.iter().enumerate() {
         let u = *index.entry(s).or_insert_with(|| {
             unique.push(s);
@@ -110,6 +157,7 @@ pub fn all_pairs(sigs: &[Signature], params: &MinHashParams, t: f64) -> MinHashM
             (unique.len() - 1) as u32
         });
         holders[u as usize].push(i as u32);
+        of_input.push(u);
     }
     let keys: Vec<Vec<u64>> = unique.par_iter().map(|s| s.band_keys(params)).collect();
 
@@ -147,28 +195,16 @@ pub fn all_pairs(sigs: &[Signature], params: &MinHashParams, t: f64) -> MinHashM
 
     let mut out = MinHashMatches {
         unique: unique.len(),
+        holders,
+        of_input,
         ..MinHashMatches::default()
     };
-    // Copies of one signature are pairs with each other at similarity 1.
-    for h in &holders {
-        for (x, &a) in h.iter().enumerate() {
-            for &b in &h[x + 1..] {
-                out.pairs.push((a, b, 1.0));
-            }
-        }
-    }
     for (found, comparisons, largest) in per_band {
         out.comparisons += comparisons;
         out.largest_group = out.largest_group.max(largest);
-        for (ua, ub, s) in found {
-            for &a in &holders[ua as usize] {
-                for &b in &holders[ub as usize] {
-                    out.pairs.push((a.min(b), a.max(b), s));
-                }
-            }
-        }
+        out.linked.extend(found);
     }
-    out.pairs.sort_unstable_by_key(|&(a, b, _)| (a, b));
+    out.linked.sort_unstable_by_key(|&(u, v, _)| (u, v));
     out
 }
 
@@ -207,7 +243,9 @@ mod tests {
                     }
                 }
             }
-            assert_eq!(got.pairs, want, "t = {t}");
+            let pairs: Vec<(u32, u32, f64)> = got.pairs().collect();
+            assert_eq!(pairs, want, "t = {t}");
+            assert_eq!(got.pair_count(), want.len() as u64);
             let clusters = got.clusters();
             let linked: usize = clusters.iter().map(|c| c.members.len()).sum();
             let mut nodes: Vec<u32> = want.iter().flat_map(|&(a, b, _)| [a, b]).collect();
@@ -218,7 +256,7 @@ mod tests {
                 nodes.len(),
                 "every linked input in exactly one cluster"
             );
-            assert!(got.pairs.iter().any(|&(a, b, _)| (a, b) == (5, 60)));
+            assert!(pairs.iter().any(|&(a, b, _)| (a, b) == (5, 60)));
         }
     }
 }

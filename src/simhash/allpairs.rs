@@ -476,21 +476,37 @@ impl Matches {
         same + self.edges.iter().map(|&(a, b, _)| n(a) * n(b)).sum::<u64>()
     }
 
-    /// Every pair of input positions within `k`: `(i, j, distance)` with `i < j`.
-    /// Identical fingerprints held by many inputs give many pairs; see [`Matches::clusters`]
-    /// for a compact view.
+    /// Every pair of input positions within `k`: `(i, j, distance)` with `i < j`, in order
+    /// of `i` then `j`. Made one input at a time: memory grows with the linked values and
+    /// one input's partners, not with the number of pairs (identical fingerprints held by
+    /// many inputs give many pairs; see [`Matches::clusters`] for a compact view).
     pub fn pairs(&self) -> impl Iterator<Item = (u32, u32, u32)> + '_ {
-        let same = self.holders.values().flat_map(|h| {
-            h.iter()
-                .enumerate()
-                .flat_map(move |(x, &i)| h[x + 1..].iter().map(move |&j| (i, j, 0)))
-        });
-        let near = self.edges.iter().flat_map(move |&(a, b, d)| {
-            let (ha, hb) = (&self.holders[&a], &self.holders[&b]);
-            ha.iter()
-                .flat_map(move |&i| hb.iter().map(move |&j| (i.min(j), i.max(j), d)))
-        });
-        same.chain(near)
+        let mut adjacent: HashMap<u64, Vec<(u64, u32)>> = HashMap::new();
+        for &(a, b, d) in &self.edges {
+            adjacent.entry(a).or_default().push((b, d));
+            adjacent.entry(b).or_default().push((a, d));
+        }
+        let mut positions: Vec<(u32, u64)> = self
+            .holders
+            .iter()
+            .flat_map(|(&v, h)| h.iter().map(move |&i| (i, v)))
+            .collect();
+        positions.sort_unstable();
+        positions.into_iter().flat_map(move |(i, v)| {
+            let later = |h: &[u32], d: u32| {
+                h.iter()
+                    .copied()
+                    .filter(move |&j| j > i)
+                    .map(move |j| (j, d))
+                    .collect::<Vec<_>>()
+            };
+            let mut partners = later(&self.holders[&v], 0);
+            for &(w, d) in adjacent.get(&v).map_or(&[][..], Vec::as_slice) {
+                partners.extend(later(&self.holders[&w], d));
+            }
+            partners.sort_unstable();
+            partners.into_iter().map(move |(j, d)| (i, j, d))
+        })
     }
 
     /// Pairs of distinct fingerprint values within `k`: `(a, b, distance)`, `a < b`, sorted.
@@ -558,6 +574,23 @@ impl Matches {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pairs_come_in_input_order_without_collecting_them() {
+        // Copies of two values one bit apart, interleaved, plus strangers: every input pair
+        // among the copies, in (i, j) order, straight from the iterator.
+        let fps: Vec<SimHash> = (0..120u64)
+            .map(|i| match i % 3 {
+                0 => SimHash(0xdead_beef),
+                1 => SimHash(0xdead_beee),
+                _ => SimHash(i.wrapping_mul(0x9e37_79b9_7f4a_7c15)),
+            })
+            .collect();
+        let m = AllPairs::new(3).unwrap().run(&fps);
+        let got: Vec<(u32, u32, u32)> = m.pairs().collect();
+        assert_eq!(got, brute(&fps, 3));
+        assert_eq!(m.pair_count(), got.len() as u64);
+    }
 
     fn brute(fps: &[SimHash], k: u32) -> Vec<(u32, u32, u32)> {
         let mut out = Vec::new();
