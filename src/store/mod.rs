@@ -371,12 +371,7 @@ impl Store {
     /// Errors unless the store holds sketches of this method.
     pub fn ensure_method(&self, method: Method) -> StoreResult<()> {
         if self.config.method != method {
-            return Err(self.mismatch(
-                "method",
-                self.config.method.name(),
-                method.name(),
-                "a store holds the sketches of one method: pass its --method, or use another --store",
-            ));
+            return Err(method_mismatch(&self.path, self.config.method, method));
         }
         Ok(())
     }
@@ -899,17 +894,36 @@ impl Store {
     }
 
     fn query_mismatch(&self, sketch: Method, tolerance: Tolerance) -> StoreError {
-        let asked = if sketch == self.config.method {
-            tolerance.method()
-        } else {
-            sketch
-        };
-        self.mismatch(
-            "method",
-            self.config.method.name(),
-            asked.name(),
+        query_mismatch(&self.path, self.config.method, sketch, tolerance)
+    }
+}
+
+/// A write or an open asks a store of `stored` for sketches of `requested`.
+fn method_mismatch(path: &Path, stored: Method, requested: Method) -> StoreError {
+    StoreError::Mismatch {
+        path: path.to_owned(),
+        what: "method",
+        stored: stored.name().to_owned(),
+        requested: requested.name().to_owned(),
+        hint: "a store holds the sketches of one method: pass its --method, or use another --store",
+    }
+}
+
+/// A query of a store of `stored` with a sketch or a tolerance of another method: names the
+/// method that does not fit (the sketch's, else the tolerance's).
+fn query_mismatch(path: &Path, stored: Method, sketch: Method, tolerance: Tolerance) -> StoreError {
+    let asked = if sketch == stored {
+        tolerance.method()
+    } else {
+        sketch
+    };
+    StoreError::Mismatch {
+        path: path.to_owned(),
+        what: "method",
+        stored: stored.name().to_owned(),
+        requested: asked.name().to_owned(),
+        hint:
             "query it with its own method (SimHash: -k DISTANCE; MinHash: --threshold SIMILARITY)",
-        )
     }
 }
 
@@ -936,17 +950,16 @@ impl Writer<'_> {
         }
     }
 
+    /// The method of the store being written.
+    fn method(&self) -> Method {
+        match self {
+            Writer::Blocks { .. } => Method::SimHash,
+            Writer::Bands { .. } => Method::MinHash,
+        }
+    }
+
     fn upsert(&mut self, id: &str, sketch: &Sketch) -> StoreResult<WriteCounts> {
         let path = self.path().to_owned();
-        let wrong = |stored: Method, given: Method| {
-            StoreError::Mismatch {
-            path: path.clone(),
-            what: "method",
-            stored: stored.name().to_owned(),
-            requested: given.name().to_owned(),
-            hint: "a store holds the sketches of one method: pass its --method, or use another --store",
-        }
-        };
         let mut c = WriteCounts::default();
         match (self, sketch) {
             (
@@ -1017,8 +1030,7 @@ impl Writer<'_> {
                     bands.insert((i as u8, key), id).at(&path)?;
                 }
             }
-            (Writer::Blocks { .. }, s) => return Err(wrong(Method::SimHash, s.method())),
-            (Writer::Bands { .. }, s) => return Err(wrong(Method::MinHash, s.method())),
+            (w, s) => return Err(method_mismatch(&path, w.method(), s.method())),
         }
         Ok(c)
     }
@@ -1096,24 +1108,7 @@ impl Writer<'_> {
                 Sketch::MinHash(sig),
                 Tolerance::Similarity(t),
             ) => probe_bands(bands, sigs, params, sig, t, exclude, plan, path),
-            (w, s, t) => {
-                let stored = match w {
-                    Writer::Blocks { .. } => Method::SimHash,
-                    Writer::Bands { .. } => Method::MinHash,
-                };
-                let asked = if s.method() == stored {
-                    t.method()
-                } else {
-                    s.method()
-                };
-                Err(StoreError::Mismatch {
-                    path: w.path().to_owned(),
-                    what: "method",
-                    stored: stored.name().to_owned(),
-                    requested: asked.name().to_owned(),
-                    hint: "query it with its own method (SimHash: -k DISTANCE; MinHash: --threshold SIMILARITY)",
-                })
-            }
+            (w, s, t) => Err(query_mismatch(w.path(), w.method(), s.method(), t)),
         }
     }
 }
