@@ -15,7 +15,7 @@ pub enum StoreError {
     #[error("store {} was built with {what} `{stored}`, not `{requested}`; {hint}", .path.display())]
     Mismatch {
         path: PathBuf,
-        /// `profile`, `fingerprint version` or `k`.
+        /// `method`, `profile`, `fingerprint version`, `k` or `signature length`.
         what: &'static str,
         stored: String,
         requested: String,
