@@ -11,7 +11,7 @@ use neardup::{Methods, Sketch, Tolerance, TooShort};
 use serde::Serialize;
 use serde_json::Value;
 
-use super::common::{self, CmdResult, DistanceArg, InputArgs, MethodArgs, RunArgs, Searched};
+use super::common::{self, CmdResult, DistanceArg, InputArgs, MethodArgs, RunArgs};
 use super::store_args::{self, StoreArgs, StoreProfileArgs};
 
 #[derive(clap::Args, Debug)]
@@ -130,7 +130,7 @@ pub fn run(args: Args) -> CmdResult {
     args.run.init_threads()?;
     let source = neardup::input::open(&args.input.input)?;
     let pre = args.input.pre_tokenized;
-    let (store, fp) = if args.insert {
+    let (store, fp, tolerance) = if args.insert {
         // An existing store keeps its k whatever the query distance; a new one takes -k.
         let store_k = if Store::exists(&args.store.store) {
             DistanceArg { k: None }
@@ -143,19 +143,14 @@ pub fn run(args: Args) -> CmdResult {
                     .filter(|&k| k <= neardup::simhash::MAX_K),
             }
         };
-        store_args::open_for_writing(&args.store, &args.profile, &args.method, store_k, pre)?
+        let (store, fp) =
+            store_args::open_for_writing(&args.store, &args.profile, &args.method, store_k, pre)?;
+        let tolerance = args.method.for_store(&store)?;
+        (store, fp, tolerance)
     } else {
-        let (store, fp, _) =
-            store_args::open_for_query(&args.store, &args.profile, &args.method, pre)?;
-        (store, fp)
+        store_args::open_for_query(&args.store, &args.profile, &args.method, pre)?
     };
     let method = store.method();
-    let tolerance = args.method.tolerance(
-        method,
-        Searched::Store {
-            k: store.config().k,
-        },
-    )?;
     let spec = args.input.spec();
     let pb = common::progress_bar(&source, args.run.quiet);
     let position = Arc::clone(&source.position);

@@ -287,6 +287,19 @@ impl MethodArgs {
         Ok(method)
     }
 
+    /// The tolerance of a query on `store`: its method (a flag of the other method, or
+    /// `--method` naming the other one, is an error) and -k resolved against its k.
+    pub fn for_store(&self, store: &neardup::Store) -> anyhow::Result<Tolerance> {
+        let method = self.method(Some(store.method()))?;
+        store.ensure_method(method)?;
+        self.tolerance(
+            method,
+            Searched::Store {
+                k: store.config().k,
+            },
+        )
+    }
+
     /// How close counts, for `method`; for SimHash, -k resolved against what is searched.
     pub fn tolerance(&self, method: Method, searched: Searched) -> anyhow::Result<Tolerance> {
         Ok(match method {

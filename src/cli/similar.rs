@@ -213,14 +213,8 @@ fn query(args: &Args, fp: &Fingerprinter, method: Method) -> anyhow::Result<Quer
 
 fn search_store(args: &Args, dir: &std::path::Path) -> anyhow::Result<Outcome> {
     let store = Store::open(dir, &store_args::open_options(args.wait)?)?;
-    let method = args.method.method(Some(store.method()))?;
-    store.ensure_method(method)?;
-    let tolerance = args.method.tolerance(
-        method,
-        Searched::Store {
-            k: store.config().k,
-        },
-    )?;
+    let tolerance = args.method.for_store(&store)?;
+    let method = store.method();
     let fp = args.profile.fingerprinter(Some(store.config()))?;
     let (matches, query) = match query(args, &fp, method)? {
         Query::Id(id) => {

@@ -146,16 +146,9 @@ pub fn open_for_query(
     pre_tokenized: bool,
 ) -> anyhow::Result<(Store, Fingerprinter, Tolerance)> {
     let store = args.open()?;
-    let m = method.method(Some(store.method()))?;
-    store.ensure_method(m)?;
+    let tolerance = method.for_store(&store)?;
     let fp = profile.fingerprinter(Some(store.config()))?;
     ensure_comparable(&store, &fp, pre_tokenized)?;
-    let tolerance = method.tolerance(
-        m,
-        Searched::Store {
-            k: store.config().k,
-        },
-    )?;
     Ok((store, fp, tolerance))
 }
 
