@@ -46,7 +46,7 @@ pub mod text;
 pub use error::{Error, Result};
 pub use fingerprint::{
     Features, Fingerprint, FingerprintConfig, Fingerprinter, Methods, MinHashFingerprint,
-    MinHashOutcome, Outcome, Profile, Scheme, Sketches, Thresholds, TooShort, Weight,
+    MinHashOutcome, Outcome, Profile, Scheme, Sketches, Thresholds, TooShort, Versions, Weight,
 };
 pub use method::{Method, Score, Sketch, Tolerance};
 pub use minhash::{MinHashParams, MinHasher, Signature};

@@ -15,7 +15,7 @@ use common::es::{self as t, TestIndex};
 use elasticsearch::http::Method;
 use elasticsearch::Elasticsearch;
 use neardup::es::backfill::{Backfill, BackfillConfig, BackfillReport, Counts, Mode, Paging};
-use neardup::es::{init_index, BlockType, FieldNames, RetryPolicy};
+use neardup::es::{init_index, BlockType, FieldNames, IndexMeta, RetryPolicy};
 use neardup::{Fingerprinter, Profile, SimHash};
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
@@ -50,8 +50,11 @@ async fn index_mapped(
         client,
         &RetryPolicy::none(),
         &idx.name,
-        &FieldNames::default(),
-        BlockType::Short,
+        &IndexMeta::simhash(
+            Profile::Default,
+            BlockType::Short,
+            FieldNames::clone(&FieldNames::default()),
+        ),
     )
     .await
     .unwrap();
@@ -652,8 +655,11 @@ async fn restart_of_the_elasticsearch_node_mid_run() {
         &client,
         &RetryPolicy::none(),
         &name,
-        &FieldNames::default(),
-        BlockType::Short,
+        &IndexMeta::simhash(
+            Profile::Default,
+            BlockType::Short,
+            FieldNames::clone(&FieldNames::default()),
+        ),
     )
     .await
     .unwrap();

@@ -6,8 +6,9 @@ mod common;
 use common::es::{self as t, TestIndex};
 use elasticsearch::http::Method;
 use neardup::es::{
-    init_index, verify_index, BlockType, EsError, FieldNames, InitOutcome, RetryPolicy,
+    init_index, verify_index, BlockType, EsError, FieldNames, IndexMeta, InitOutcome, RetryPolicy,
 };
+use neardup::Profile;
 use serde_json::json;
 
 async fn field_types(client: &elasticsearch::Elasticsearch, index: &str) -> serde_json::Value {
@@ -22,9 +23,18 @@ async fn creates_a_new_index_with_the_fields_and_is_idempotent() {
     let names = FieldNames::default();
     let retry = RetryPolicy::none();
 
-    let r = init_index(&client, &retry, &idx.name, &names, BlockType::Short)
-        .await
-        .unwrap();
+    let r = init_index(
+        &client,
+        &retry,
+        &idx.name,
+        &IndexMeta::simhash(
+            Profile::Default,
+            BlockType::Short,
+            FieldNames::clone(&names),
+        ),
+    )
+    .await
+    .unwrap();
     assert_eq!(r, InitOutcome::Created);
     let props = field_types(&client, &idx.name).await;
     for b in ["simHashA", "simHashB", "simHashC", "simHashD"] {
@@ -34,9 +44,18 @@ async fn creates_a_new_index_with_the_fields_and_is_idempotent() {
     assert_eq!(props["simHashVersion"]["type"], "keyword");
     assert_eq!(props["simHashReason"]["type"], "keyword");
 
-    let again = init_index(&client, &retry, &idx.name, &names, BlockType::Short)
-        .await
-        .unwrap();
+    let again = init_index(
+        &client,
+        &retry,
+        &idx.name,
+        &IndexMeta::simhash(
+            Profile::Default,
+            BlockType::Short,
+            FieldNames::clone(&names),
+        ),
+    )
+    .await
+    .unwrap();
     assert_eq!(again, InitOutcome::Unchanged);
     assert_eq!(
         verify_index(&client, &retry, &idx.name, &names)
@@ -46,9 +65,18 @@ async fn creates_a_new_index_with_the_fields_and_is_idempotent() {
     );
 
     // The keyword variant on the same (short) index is a conflict that names the fix.
-    let e = init_index(&client, &retry, &idx.name, &names, BlockType::Keyword)
-        .await
-        .unwrap_err();
+    let e = init_index(
+        &client,
+        &retry,
+        &idx.name,
+        &IndexMeta::simhash(
+            Profile::Default,
+            BlockType::Keyword,
+            FieldNames::clone(&names),
+        ),
+    )
+    .await
+    .unwrap_err();
     match &e {
         EsError::MappingConflict {
             field,
@@ -94,11 +122,20 @@ async fn adds_the_fields_to_an_existing_index_with_articles() {
     assert!(matches!(e, EsError::NotInitialised { .. }), "{e:?}");
     assert!(e.to_string().contains("neardup es-init"), "{e}");
 
-    let r = init_index(&client, &retry, &idx.name, &names, BlockType::Short)
-        .await
-        .unwrap();
+    let r = init_index(
+        &client,
+        &retry,
+        &idx.name,
+        &IndexMeta::simhash(
+            Profile::Default,
+            BlockType::Short,
+            FieldNames::clone(&names),
+        ),
+    )
+    .await
+    .unwrap();
     let mut added = match r {
-        InitOutcome::Added(f) => f,
+        InitOutcome::Added { fields, meta: true } => fields,
         other => panic!("expected Added, got {other:?}"),
     };
     added.sort();
@@ -123,9 +160,18 @@ async fn adds_the_fields_to_an_existing_index_with_articles() {
     let (src, _) = t::get(&client, &idx.name, "ex-001").await;
     assert_eq!(src, articles[0].1);
 
-    let again = init_index(&client, &retry, &idx.name, &names, BlockType::Short)
-        .await
-        .unwrap();
+    let again = init_index(
+        &client,
+        &retry,
+        &idx.name,
+        &IndexMeta::simhash(
+            Profile::Default,
+            BlockType::Short,
+            FieldNames::clone(&names),
+        ),
+    )
+    .await
+    .unwrap();
     assert_eq!(again, InitOutcome::Unchanged);
 }
 
@@ -147,8 +193,11 @@ async fn a_conflicting_mapping_is_a_clear_error_and_changes_nothing() {
         &client,
         &RetryPolicy::none(),
         &idx.name,
-        &FieldNames::default(),
-        BlockType::Short,
+        &IndexMeta::simhash(
+            Profile::Default,
+            BlockType::Short,
+            FieldNames::clone(&FieldNames::default()),
+        ),
     )
     .await
     .unwrap_err();
@@ -184,13 +233,16 @@ async fn a_conflicting_mapping_is_a_clear_error_and_changes_nothing() {
         &client,
         &RetryPolicy::none(),
         &idx.name,
-        &names,
-        BlockType::Keyword,
+        &IndexMeta::simhash(
+            Profile::Default,
+            BlockType::Keyword,
+            FieldNames::clone(&names),
+        ),
     )
     .await
     .unwrap();
     assert!(
-        matches!(r, InitOutcome::Added(ref f) if f.len() == 7),
+        matches!(r, InitOutcome::Added { ref fields, meta: true } if fields.len() == 7),
         "{r:?}"
     );
     assert_eq!(

@@ -10,8 +10,8 @@ use std::collections::BTreeSet;
 use common::es::{self as t, TestIndex};
 use elasticsearch::http::Method;
 use neardup::es::{
-    fingerprint_fields_json, init_index, BlockType, EsError, FieldNames, FilterMode, Match, Paging,
-    QueryFingerprint, RetryPolicy, Similar, SimilarOptions,
+    fingerprint_fields_json, init_index, BlockType, EsError, FieldNames, FilterMode, IndexMeta,
+    Match, Paging, QueryFingerprint, RetryPolicy, Similar, SimilarOptions,
 };
 use neardup::{Fingerprinter, Profile, SimHash};
 use serde_json::{json, Value};
@@ -76,8 +76,11 @@ async fn new_index(
         client,
         &RetryPolicy::none(),
         &idx.name,
-        &FieldNames::default(),
-        bt,
+        &IndexMeta::simhash(
+            Profile::Default,
+            bt,
+            FieldNames::clone(&FieldNames::default()),
+        ),
     )
     .await
     .unwrap();

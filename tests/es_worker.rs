@@ -10,7 +10,8 @@ use std::time::Duration;
 use common::es::{self as t, TestIndex};
 use elasticsearch::http::Method;
 use neardup::es::{
-    init_index, BlockType, EsIndexer, FieldNames, Refresh, RetryPolicy, Worker, WorkerConfig,
+    init_index, BlockType, EsIndexer, FieldNames, IndexMeta, Refresh, RetryPolicy, Worker,
+    WorkerConfig,
 };
 use neardup::{Fingerprinter, Profile, SimHash};
 use serde_json::{json, Value};
@@ -48,8 +49,11 @@ async fn the_worker_fills_refreshes_and_skips_too_short_documents() {
         &client,
         &RetryPolicy::none(),
         &idx.name,
-        &FieldNames::default(),
-        BlockType::Short,
+        &IndexMeta::simhash(
+            Profile::Default,
+            BlockType::Short,
+            FieldNames::clone(&FieldNames::default()),
+        ),
     )
     .await
     .unwrap();
@@ -224,8 +228,11 @@ async fn sigterm_stops_a_running_worker_cleanly() {
         &client,
         &RetryPolicy::none(),
         &idx.name,
-        &FieldNames::default(),
-        BlockType::Short,
+        &IndexMeta::simhash(
+            Profile::Default,
+            BlockType::Short,
+            FieldNames::clone(&FieldNames::default()),
+        ),
     )
     .await
     .unwrap();
@@ -285,8 +292,11 @@ async fn the_watermark_survives_a_restart() {
         &client,
         &RetryPolicy::none(),
         &idx.name,
-        &FieldNames::default(),
-        BlockType::Short,
+        &IndexMeta::simhash(
+            Profile::Default,
+            BlockType::Short,
+            FieldNames::clone(&FieldNames::default()),
+        ),
     )
     .await
     .unwrap();

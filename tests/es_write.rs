@@ -9,7 +9,8 @@ use common::es::{self as t, TestIndex};
 use elasticsearch::http::Method;
 use elasticsearch::Elasticsearch;
 use neardup::es::{
-    init_index, BlockType, EsIndexer, FieldNames, FingerprintUpdate, Refresh, RetryPolicy,
+    init_index, BlockType, EsIndexer, FieldNames, FingerprintUpdate, IndexMeta, Refresh,
+    RetryPolicy,
 };
 use neardup::{Fingerprinter, Profile, SimHash};
 use serde_json::value::RawValue;
@@ -21,8 +22,11 @@ async fn initialised(client: &Elasticsearch, prefix: &str) -> TestIndex {
         client,
         &RetryPolicy::none(),
         &idx.name,
-        &FieldNames::default(),
-        BlockType::Short,
+        &IndexMeta::simhash(
+            Profile::Default,
+            BlockType::Short,
+            FieldNames::clone(&FieldNames::default()),
+        ),
     )
     .await
     .unwrap();
@@ -293,11 +297,14 @@ async fn per_item_failures_are_reported_with_the_document_id() {
         &client,
         &RetryPolicy::none(),
         &idx.name,
-        &FieldNames {
-            reason: "other".into(),
-            ..FieldNames::default()
-        },
-        BlockType::Short,
+        &IndexMeta::simhash(
+            Profile::Default,
+            BlockType::Short,
+            FieldNames {
+                reason: "other".into(),
+                ..FieldNames::default()
+            },
+        ),
     )
     .await
     .unwrap();

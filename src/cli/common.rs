@@ -206,7 +206,7 @@ pub fn parse_minhash_params(s: &str) -> Result<MinHashParams, String> {
     s.parse()
 }
 
-fn parse_profile(s: &str) -> Result<Profile, String> {
+pub fn parse_profile(s: &str) -> Result<Profile, String> {
     s.parse().map_err(|e: neardup::Error| e.to_string())
 }
 
@@ -252,7 +252,7 @@ fn parse_threshold(s: &str) -> Result<f64, String> {
     }
 }
 
-fn parse_method(s: &str) -> Result<Method, String> {
+pub fn parse_method(s: &str) -> Result<Method, String> {
     s.parse().map_err(|e: neardup::Error| e.to_string())
 }
 

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
-use neardup::es::{Auth, EsConfig, FieldNames, Secret};
+use neardup::es::{Auth, EsConfig, FieldNames, MinHashFieldNames, Secret};
 
 /// Connection to the cluster.
 #[derive(clap::Args, Clone)]
@@ -170,6 +170,41 @@ impl FieldArgs {
         };
         names.validate()?;
         Ok(names)
+    }
+}
+
+/// Names of the MinHash fields.
+#[derive(clap::Args, Debug, Clone)]
+pub struct MinHashFieldArgs {
+    /// The MinHash fields: band terms (`keyword`), signature (`binary`), version and reason
+    /// (`keyword`), comma-separated.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "minHashBands,minHashSignature,minHashVersion,minHashReason",
+        value_name = "BANDS,SIG,VERSION,REASON"
+    )]
+    pub minhash_fields: Vec<String>,
+}
+
+impl MinHashFieldArgs {
+    pub fn names(&self) -> anyhow::Result<MinHashFieldNames> {
+        let [bands, signature, version, reason]: [String; 4] = self
+            .minhash_fields
+            .clone()
+            .try_into()
+            .map_err(|v: Vec<String>| {
+                super::common::usage(format!(
+                    "--minhash-fields needs exactly four names, got {}",
+                    v.len()
+                ))
+            })?;
+        Ok(MinHashFieldNames {
+            bands,
+            signature,
+            version,
+            reason,
+        })
     }
 }
 

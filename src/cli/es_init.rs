@@ -1,9 +1,11 @@
-//! `neardup es-init`: give an index the fingerprint fields (or create it with them).
+//! `neardup es-init`: give an index the fingerprint fields of its methods (or create it with
+//! them) and record what it holds in the mapping's `_meta`.
 
-use neardup::es::{self, BlockType, InitOutcome, RetryPolicy};
+use neardup::es::{self, meta, BlockType, IndexMeta, InitOutcome, MinHashFieldNames, RetryPolicy};
+use neardup::{FingerprintConfig, Method, Methods, MinHashParams, Profile};
 
-use super::common::{CmdResult, Status};
-use super::es_args::{self, EsArgs, FieldArgs};
+use super::common::{self, CmdResult, Status};
+use super::es_args::{self, EsArgs, FieldArgs, MinHashFieldArgs};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -12,34 +14,92 @@ pub struct Args {
     /// Index (or alias) to prepare; created when it does not exist.
     #[arg(long, value_name = "NAME")]
     index: String,
+    /// Methods the index holds (comma-separated): `minhash` (the quality method), `simhash`
+    /// (the four `short` blocks of the design card and the older Java service), or both.
+    #[arg(long, value_delimiter = ',', default_value = "simhash,minhash", value_parser = common::parse_method, value_name = "M,M")]
+    methods: Vec<Method>,
+    /// SimHash profile the index holds. Default: what the index already holds (its `_meta`;
+    /// `seed000` for an index of the older Java service; the version its documents carry),
+    /// else `default`.
+    #[arg(long, value_parser = common::parse_profile)]
+    profile: Option<Profile>,
+    /// Words were segmented without jieba's HMM.
+    #[arg(long)]
+    no_hmm: bool,
+    /// MinHash parameters (see `neardup dedupe --help`); default: what the index records, else
+    /// the default.
+    #[arg(long, value_name = "SPEC", value_parser = common::parse_minhash_params)]
+    minhash_params: Option<MinHashParams>,
     /// Mapping of the four blocks: `short` (compatible with the older Java service) or
     /// `keyword`. See docs/elasticsearch.md for the measured difference.
     #[arg(long, default_value = "short", value_name = "TYPE")]
     block_type: BlockType,
     #[command(flatten)]
     fields: FieldArgs,
+    #[command(flatten)]
+    minhash_fields: MinHashFieldArgs,
 }
 
 pub fn run(args: Args) -> CmdResult {
+    common::ensure_usage(
+        !args.methods.is_empty(),
+        "--methods needs at least one method",
+    )?;
     let names = args.fields.names()?;
+    let minhash_names = args.minhash_fields.names()?;
     let (config, client) = args.es.client()?;
     es_args::runtime()?.block_on(async {
         let retry = RetryPolicy::default();
         let version = es::first_contact(&client, config.connect_timeout).await?;
-        let outcome = es::init_index(&client, &retry, &args.index, &names, args.block_type).await?;
+        let hmm = !args.no_hmm;
+        let methods = Methods {
+            simhash: args.methods.contains(&Method::SimHash),
+            minhash: args.methods.contains(&Method::MinHash),
+        };
+        let profile = match args.profile {
+            Some(p) => p,
+            None if methods.simhash => {
+                meta::existing_profile(&client, &retry, &args.index, &names, hmm)
+                    .await?
+                    .unwrap_or_default()
+            }
+            None => Profile::default(),
+        };
+        let minhash = match args.minhash_params {
+            Some(p) => p,
+            None => recorded_params(&client, &retry, &args.index, &names, &minhash_names)
+                .await?
+                .unwrap_or_default(),
+        };
+        let wanted = IndexMeta::new(
+            &FingerprintConfig {
+                profile,
+                hmm,
+                minhash,
+                ..FingerprintConfig::default()
+            },
+            methods,
+            args.block_type,
+            names,
+            minhash_names,
+        );
+        let outcome = es::init_index(&client, &retry, &args.index, &wanted).await?;
         let what = match outcome {
-            InitOutcome::Created => format!(
-                "created index `{}` with the fingerprint fields ({} blocks)",
-                args.index, args.block_type
-            ),
-            InitOutcome::Added(fields) => format!(
-                "added {} to index `{}` ({} blocks)",
-                fields.join(", "),
-                args.index,
-                args.block_type
-            ),
+            InitOutcome::Created => {
+                format!("created index `{}` holding {wanted}", args.index)
+            }
+            InitOutcome::Added { fields, meta } => {
+                let mut did = Vec::new();
+                if !fields.is_empty() {
+                    did.push(format!("added {}", fields.join(", ")));
+                }
+                if meta {
+                    did.push("recorded what it holds in _meta".to_owned());
+                }
+                format!("index `{}`: {} ({wanted})", args.index, did.join("; "))
+            }
             InitOutcome::Unchanged => format!(
-                "index `{}` already has the fingerprint fields; nothing changed",
+                "index `{}` already holds {wanted}; nothing changed",
                 args.index
             ),
         };
@@ -49,4 +109,26 @@ pub fn run(args: Args) -> CmdResult {
         );
         Ok(Status::Done)
     })
+}
+
+/// The MinHash parameters the index already records, if any.
+async fn recorded_params(
+    client: &elasticsearch::Elasticsearch,
+    retry: &RetryPolicy,
+    index: &str,
+    names: &neardup::es::FieldNames,
+    minhash_names: &MinHashFieldNames,
+) -> anyhow::Result<Option<MinHashParams>> {
+    let each = match meta::read_each(client, retry, index, names).await {
+        Ok(each) => each,
+        Err(es::EsError::IndexNotFound { .. } | es::EsError::NotInitialised { .. }) => {
+            return Ok(None)
+        }
+        Err(e) => return Err(e.into()),
+    };
+    Ok(each
+        .values()
+        .filter_map(|m| m.minhash.as_ref())
+        .find(|m| &m.fields == minhash_names)
+        .map(|m| m.params))
 }

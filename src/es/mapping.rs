@@ -21,6 +21,7 @@ use elasticsearch::http::Method;
 use elasticsearch::Elasticsearch;
 use serde_json::{json, Map, Value};
 
+use super::meta::{self, IndexMeta, META_KEY};
 use super::{path_segment, request, send, Body, EsError, RetryPolicy};
 
 /// `mappings/neardup-fields.json`: blocks as `short` (the default).
@@ -29,7 +30,7 @@ pub const MAPPING_SHORT: &str = include_str!("../../mappings/neardup-fields.json
 pub const MAPPING_KEYWORD: &str = include_str!("../../mappings/neardup-fields-keyword.json");
 
 /// Names of the fingerprint fields. The defaults are those of the older Java service.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct FieldNames {
     /// The four 16-bit blocks, highest bits first.
     pub blocks: [String; 4],
@@ -101,7 +102,10 @@ impl FieldNames {
 }
 
 /// How the four blocks are mapped.
-#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
+#[derive(
+    Copy, Clone, Debug, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
 pub enum BlockType {
     /// `short`: compatible with the older Java service; see `docs/elasticsearch.md` for the
     /// measured difference to `keyword`.
@@ -151,117 +155,195 @@ impl FromStr for BlockType {
 /// What [`init_index`] did.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum InitOutcome {
-    /// The index did not exist and was created with the fingerprint fields.
+    /// The index did not exist and was created with the fingerprint fields and `_meta`.
     Created,
-    /// These fields were added to the existing index(es).
-    Added(Vec<String>),
-    /// Every field was already mapped as needed; nothing changed.
+    /// These fields were added to the existing index(es) (possibly none), and `_meta.neardup`
+    /// was written where it was missing or lacked a method.
+    Added { fields: Vec<String>, meta: bool },
+    /// Every field was already mapped as needed and `_meta` says so; nothing changed.
     Unchanged,
 }
 
-/// Makes sure `index` has the fingerprint fields: creates the index if it does not exist, or
-/// adds the missing fields to it (put-mapping). Idempotent. Fields that exist with the type
-/// neardup needs are left as they are (their other parameters too); a field that exists with
-/// another type is a [`EsError::MappingConflict`] and nothing is changed.
+/// Makes sure `index` holds what `wanted` describes: creates the index with the fields and
+/// `_meta.neardup` if it does not exist, or adds the missing fields and records the methods
+/// in `_meta` (other `_meta` keys are kept). Idempotent. Fields that exist with the type
+/// neardup needs are left as they are (their other parameters too). Nothing is changed when
+/// a field exists with another type ([`EsError::MappingConflict`]) or `_meta` records another
+/// version, parameters or field names for a method ([`EsError::MetaConflict`]); a method
+/// `wanted` lacks but `_meta` has stays recorded.
 ///
 /// `index` may be an alias or a pattern: every index it names is checked, then updated.
 pub async fn init_index(
     client: &Elasticsearch,
     retry: &RetryPolicy,
     index: &str,
-    names: &FieldNames,
-    block_type: BlockType,
+    wanted: &IndexMeta,
 ) -> Result<InitOutcome, EsError> {
-    names.validate()?;
-    let wanted = names.mapping(block_type);
-    let path = format!("/{}/_mapping", path_segment_keep_patterns(index));
-    let existing = match request(
-        client,
-        retry,
-        &format!("index `{index}`: get mapping"),
-        Method::Get,
-        &path,
-        &[],
-        None,
-    )
-    .await
-    {
-        Ok(v) => Some(v),
-        Err(EsError::IndexNotFound { .. }) => None,
-        Err(e) => return Err(e),
-    };
-    let existing = match existing {
-        Some(Value::Object(m)) if !m.is_empty() => m,
-        _ if index.contains(['*', ',']) => {
-            return Err(EsError::IndexNotFound {
-                index: index.to_owned(),
-            })
-        }
-        _ => {
-            if create_index(client, retry, index, &wanted).await? {
+    wanted.validate()?;
+    let mapping = wanted.mapping();
+    let existing = match meta::mappings(client, retry, index).await {
+        Ok(m) => m,
+        Err(EsError::IndexNotFound { .. }) if !index.contains(['*', ',']) => {
+            let mut body = mapping.clone();
+            body["_meta"] = json!({ META_KEY: wanted.to_json() });
+            if create_index(client, retry, index, &body).await? {
                 return Ok(InitOutcome::Created);
             }
             // Created by someone else meanwhile: check it like any existing index.
-            return Box::pin(init_index(client, retry, index, names, block_type)).await;
+            return Box::pin(init_index(client, retry, index, wanted)).await;
         }
+        Err(e) => return Err(e),
     };
 
-    let mut missing: Vec<String> = Vec::new();
+    // Check every index before changing any.
+    let mut plans = Vec::new();
     for (concrete, m) in &existing {
         let props = &m["mappings"]["properties"];
-        for (name, want) in wanted["properties"].as_object().expect("properties").iter() {
+        let mut missing = Map::new();
+        for (name, want) in mapping["properties"].as_object().expect("properties") {
             let want_type = want["type"].as_str().unwrap_or_default();
             match props.get(name) {
                 None => {
-                    if !missing.contains(name) {
-                        missing.push(name.clone());
-                    }
+                    missing.insert(name.clone(), want.clone());
                 }
                 Some(have) => {
                     let have_type = have["type"].as_str().unwrap_or("object");
                     if have_type != want_type {
-                        return Err(conflict(concrete, names, name, have_type, want_type));
+                        let names = wanted.simhash.as_ref().map(|s| s.fields.clone());
+                        return Err(conflict(
+                            concrete,
+                            &names.unwrap_or_default(),
+                            name,
+                            have_type,
+                            want_type,
+                        ));
                     }
                 }
             }
         }
+        let mut all_meta = m["mappings"]["_meta"]
+            .as_object()
+            .cloned()
+            .unwrap_or_default();
+        let recorded = match all_meta.get(META_KEY) {
+            Some(_) => Some(IndexMeta::from_mapping(
+                concrete,
+                &m["mappings"],
+                &FieldNames::default(),
+            )?),
+            None => None,
+        };
+        let merged = merge_meta(concrete, recorded.as_ref(), wanted)?;
+        let meta_changes = recorded.as_ref() != Some(&merged);
+        if missing.is_empty() && !meta_changes {
+            continue;
+        }
+        all_meta.insert(META_KEY.to_owned(), merged.to_json());
+        plans.push((concrete.clone(), missing, all_meta, meta_changes));
     }
-    if missing.is_empty() {
+    if plans.is_empty() {
         return Ok(InitOutcome::Unchanged);
     }
-    let mut props = Map::new();
-    for name in &missing {
-        props.insert(name.clone(), wanted["properties"][name].clone());
-    }
-    request(
-        client,
-        retry,
-        &format!("index `{index}`: put mapping"),
-        Method::Put,
-        &path,
-        &[],
-        Some(&Body::Json(json!({ "properties": props }))),
-    )
-    .await
-    .map_err(|e| match e {
-        // Someone mapped the field differently between our check and our write.
-        EsError::Status {
-            status: 400,
-            ref error_type,
-            ref reason,
-            ..
-        } if error_type == "illegal_argument_exception" && reason.contains("mapper") => {
-            EsError::MappingConflict {
-                index: index.to_owned(),
-                field: missing.join(", "),
-                existing: "(changed concurrently)".into(),
-                wanted: reason.clone(),
-                hint: "run es-init again to see which field differs".into(),
+    let mut fields: Vec<String> = Vec::new();
+    let mut meta_written = false;
+    for (concrete, missing, all_meta, meta_changes) in plans {
+        for f in missing.keys() {
+            if !fields.contains(f) {
+                fields.push(f.clone());
             }
         }
-        other => other,
-    })?;
-    Ok(InitOutcome::Added(missing))
+        meta_written |= meta_changes;
+        let body = json!({ "properties": missing, "_meta": all_meta });
+        request(
+            client,
+            retry,
+            &format!("index `{concrete}`: put mapping"),
+            Method::Put,
+            &format!("/{}/_mapping", path_segment(&concrete)),
+            &[],
+            Some(&Body::Json(body)),
+        )
+        .await
+        .map_err(|e| match e {
+            // Someone mapped a field differently between our check and our write.
+            EsError::Status {
+                status: 400,
+                ref error_type,
+                ref reason,
+                ..
+            } if error_type == "illegal_argument_exception" && reason.contains("mapper") => {
+                EsError::MappingConflict {
+                    index: concrete.clone(),
+                    field: missing.keys().cloned().collect::<Vec<_>>().join(", "),
+                    existing: "(changed concurrently)".into(),
+                    wanted: reason.clone(),
+                    hint: "run es-init again to see which field differs".into(),
+                }
+            }
+            other => other,
+        })?;
+    }
+    Ok(InitOutcome::Added {
+        fields,
+        meta: meta_written,
+    })
+}
+
+/// `recorded` with `wanted`'s methods added; an error when both describe a method differently.
+fn merge_meta(
+    index: &str,
+    recorded: Option<&IndexMeta>,
+    wanted: &IndexMeta,
+) -> Result<IndexMeta, EsError> {
+    let Some(recorded) = recorded else {
+        return Ok(wanted.clone());
+    };
+    let clash = |existing: String, wanted: String| {
+        EsError::MetaConflict {
+        index: index.to_owned(),
+        existing,
+        wanted,
+        hint: "fingerprints of two versions cannot share an index: es-init a new index with the new settings and back-fill it (or pass the settings the index records)".into(),
+    }
+    };
+    let mut out = recorded.clone();
+    if recorded.hmm != wanted.hmm {
+        return Err(clash(
+            format!("words made with hmm {}", recorded.hmm),
+            format!("hmm {}", wanted.hmm),
+        ));
+    }
+    match (&recorded.simhash, &wanted.simhash) {
+        (Some(r), Some(w)) if r != w => {
+            return Err(clash(
+                format!(
+                    "simhash {} ({} blocks, fields {:?})",
+                    r.version,
+                    r.block_type,
+                    r.fields.all()
+                ),
+                format!(
+                    "simhash {} ({} blocks, fields {:?})",
+                    w.version,
+                    w.block_type,
+                    w.fields.all()
+                ),
+            ))
+        }
+        (None, Some(w)) => out.simhash = Some(w.clone()),
+        _ => {}
+    }
+    match (&recorded.minhash, &wanted.minhash) {
+        (Some(r), Some(w)) if r != w => {
+            return Err(clash(
+                format!("minhash {} (fields {:?})", r.version, r.fields.all()),
+                format!("minhash {} (fields {:?})", w.version, w.fields.all()),
+            ))
+        }
+        (None, Some(w)) => out.minhash = Some(w.clone()),
+        _ => {}
+    }
+    Ok(out)
 }
 
 /// Checks, without changing anything, that every index behind `index` maps all seven

@@ -21,6 +21,7 @@
 
 pub mod backfill;
 pub mod mapping;
+pub mod meta;
 pub mod retry;
 pub mod scan;
 pub mod similar;
@@ -42,6 +43,7 @@ use elasticsearch::Elasticsearch;
 use serde_json::Value;
 
 pub use mapping::{init_index, verify_index, BlockType, FieldNames, InitOutcome};
+pub use meta::{read_meta, IndexMeta, MetaSource, MinHashFieldNames, MinHashMeta, SimHashMeta};
 pub use retry::RetryPolicy;
 pub use scan::{Paging, ScanOptions, ScanStats, Scanner};
 pub use similar::{
@@ -300,6 +302,28 @@ pub enum EsError {
 
     #[error(transparent)]
     BadText(#[from] crate::input::BadTextField),
+
+    #[error("index `{index}` holds {method} fingerprints of version `{stored}`, but this neardup computes `{computed}`: they are not comparable; re-run `neardup backfill` into a new index (es-init with the current version), or use the neardup release that wrote them")]
+    VersionMismatch {
+        index: String,
+        method: crate::Method,
+        stored: String,
+        computed: String,
+    },
+
+    #[error("index `{index}`: its `_meta.neardup` cannot be read: {detail}")]
+    BadMeta { index: String, detail: String },
+
+    #[error("the indices queried together hold no fingerprints in common ({}); query them separately, or es-init and back-fill them alike", indices.join("; "))]
+    MetaMismatch { indices: Vec<String> },
+
+    #[error("index `{index}` already holds {existing}, but {wanted} was asked for; {hint}")]
+    MetaConflict {
+        index: String,
+        existing: String,
+        wanted: String,
+        hint: String,
+    },
 
     #[error("k = {k} is too large: k ≤ 3 needs the four 16-bit blocks; larger k would need a mapping with k+1 blocks, e.g. 8 blocks of 8 bits for k ≤ 7")]
     DistanceTooLarge { k: u32 },

@@ -297,6 +297,53 @@ impl Sketches {
     }
 }
 
+/// The version strings of one configuration (see [`Fingerprinter::version_of`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Versions {
+    pub simhash: String,
+    pub simhash_pretokenized: String,
+    pub minhash: String,
+    pub minhash_pretokenized: String,
+}
+
+impl Versions {
+    fn of(config: &FingerprintConfig, scheme: Option<Scheme>, name: &str) -> Versions {
+        let text_id = match scheme {
+            Some(s) if !s.segments() => "html-1,nfkc,lower,alnum".to_owned(),
+            _ => format!(
+                "html-1,nfkc,lower,{}{},{}",
+                segment::SEGMENTER_ID,
+                if config.hmm { "+hmm" } else { "" },
+                segment::STOP_WORDS_ID
+            ),
+        };
+        let scheme_id = match scheme {
+            Some(s) => format!(
+                "{name};{s};hash=xxh3-64-s{}",
+                crate::hashing::WORD_HASH_SEED
+            ),
+            None => name.to_owned(),
+        };
+        let words_id = format!(
+            "html-1,nfkc,lower,{}{},{}",
+            segment::SEGMENTER_ID,
+            if config.hmm { "+hmm" } else { "" },
+            segment::STOP_WORDS_ID
+        );
+        let minhash_id = format!(
+            "{MINHASH_VERSION_NAME};{};hash=xxh3-64-s{}",
+            config.minhash,
+            crate::hashing::WORD_HASH_SEED
+        );
+        Versions {
+            simhash: format!("{scheme_id};text={text_id}"),
+            simhash_pretokenized: format!("{scheme_id};text=pretokenized"),
+            minhash: format!("{minhash_id};text={words_id}"),
+            minhash_pretokenized: format!("{minhash_id};text=pretokenized"),
+        }
+    }
+}
+
 /// Builds fingerprints. Cheap to clone and share across threads: the dictionary, IDF table and
 /// stop words are loaded once per process.
 #[derive(Clone)]
@@ -340,43 +387,27 @@ impl Fingerprinter {
         if scheme.is_some_and(|s| s.uses_idf()) {
             tfidf::Idf::shared();
         }
-        let text_id = match scheme {
-            Some(s) if !s.segments() => "html-1,nfkc,lower,alnum".to_owned(),
-            _ => format!(
-                "html-1,nfkc,lower,{}{},{}",
-                segment::SEGMENTER_ID,
-                if config.hmm { "+hmm" } else { "" },
-                segment::STOP_WORDS_ID
-            ),
-        };
-        let scheme_id = match scheme {
-            Some(s) => format!(
-                "{name};{s};hash=xxh3-64-s{}",
-                crate::hashing::WORD_HASH_SEED
-            ),
-            None => name.to_owned(),
-        };
-        let words_id = format!(
-            "html-1,nfkc,lower,{}{},{}",
-            segment::SEGMENTER_ID,
-            if config.hmm { "+hmm" } else { "" },
-            segment::STOP_WORDS_ID
-        );
-        let minhash_id = format!(
-            "{MINHASH_VERSION_NAME};{};hash=xxh3-64-s{}",
-            config.minhash,
-            crate::hashing::WORD_HASH_SEED
-        );
+        let v = Versions::of(&config, scheme, name);
         Fingerprinter {
             segmenter: Segmenter::new(config.hmm),
-            version: format!("{scheme_id};text={text_id}").into(),
-            version_pretokenized: format!("{scheme_id};text=pretokenized").into(),
+            version: v.simhash.into(),
+            version_pretokenized: v.simhash_pretokenized.into(),
             minhasher: MinHasher::new(config.minhash),
-            minhash_version: format!("{minhash_id};text={words_id}").into(),
-            minhash_version_pretokenized: format!("{minhash_id};text=pretokenized").into(),
+            minhash_version: v.minhash.into(),
+            minhash_version_pretokenized: v.minhash_pretokenized.into(),
             config: Arc::new(config),
             scheme,
         }
+    }
+
+    /// The versions a fingerprinter for `config` writes, without building it (no dictionary
+    /// is loaded): what an index records and checks.
+    pub fn versions(config: &FingerprintConfig) -> Versions {
+        Versions::of(
+            config,
+            config.profile.scheme(),
+            config.profile.version_name(),
+        )
     }
 
     /// The default fingerprinter of `profile`.

@@ -1,0 +1,792 @@
+//! What an index holds, recorded in its mapping's `_meta`, so that every command can read it.
+//!
+//! `es-init` writes `_meta.neardup` (other keys of `_meta` are kept):
+//!
+//! ```json
+//! { "format": 1, "hmm": true,
+//!   "simhash": { "profile": "default", "version": "default-3;…", "block_type": "short",
+//!                "fields": { "blocks": ["simHashA", …], "simhash": "simHash", … } },
+//!   "minhash": { "params": "shingle=w2;n=128;sig=oph;bands=42x3", "version": "minhash-1;…",
+//!                "fields": { "bands": "minHashBands", "signature": "minHashSignature", … } } }
+//! ```
+//!
+//! Writers take the methods, versions and field names from it, and queries refuse to compare
+//! a fingerprint with stored ones of another version. An index without `_meta.neardup` whose
+//! block fields are mapped was written by the older Java service (or by neardup before it
+//! recorded `_meta`): it reads as SimHash `seed000` with the field names given, its block type
+//! from the mapping ([`MetaSource::Legacy`]).
+//!
+//! The MinHash fields (default names, `mappings/neardup-minhash-fields.json`):
+//!
+//! | field | type | holds |
+//! |---|---|---|
+//! | `minHashBands` | `keyword` (no doc values) | one term per LSH band: [`band_term`] of its key |
+//! | `minHashSignature` | `binary` (doc values) | the signature's little-endian bytes, base64 in `_source` |
+//! | `minHashVersion` | `keyword` | [`Fingerprinter::minhash_version`] |
+//! | `minHashReason` | `keyword` | why there is no signature (`too_short`), else null |
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use elasticsearch::http::Method as HttpMethod;
+use elasticsearch::Elasticsearch;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::{json, Map, Value};
+
+use super::mapping::{path_segment_keep_patterns, BlockType, FieldNames};
+use super::{request, EsError, RetryPolicy};
+use crate::fingerprint::{Methods, MinHashOutcome};
+use crate::{FingerprintConfig, Fingerprinter, Method, MinHashParams, Profile, Signature};
+
+/// The key under the mapping's `_meta` that neardup owns.
+pub const META_KEY: &str = "neardup";
+/// The layout of `_meta.neardup`; bumped when it changes incompatibly.
+pub const META_FORMAT: u32 = 1;
+
+/// `mappings/neardup-minhash-fields.json`: the MinHash fields under their default names.
+pub const MAPPING_MINHASH: &str = include_str!("../../mappings/neardup-minhash-fields.json");
+
+/// The term written for a band key: 16 lowercase hex digits. The band number is part of the
+/// hashed key, so equal terms of different bands cannot meet.
+pub fn band_term(key: u64) -> String {
+    format!("{key:016x}")
+}
+
+/// The signature as stored in the `binary` field: standard base64 (with padding) of its
+/// little-endian bytes.
+pub fn signature_base64(sig: &Signature) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(sig.to_le_bytes())
+}
+
+/// Inverse of [`signature_base64`]; `None` for text that is not one.
+pub fn signature_from_base64(s: &str) -> Option<Signature> {
+    use base64::Engine as _;
+    let bytes = base64::engine::general_purpose::STANDARD.decode(s).ok()?;
+    Signature::from_le_bytes(&bytes)
+}
+
+/// The four MinHash fields for `outcome`, as a JSON object to merge into a document: band
+/// terms, signature, version and a null reason; a too-short text gets `version` (the
+/// fingerprinter's MinHash version), its reason and null values, so it is not tried again
+/// under the same version.
+pub fn minhash_fields_json(
+    names: &MinHashFieldNames,
+    params: &MinHashParams,
+    outcome: &MinHashOutcome,
+    version: &str,
+) -> Map<String, Value> {
+    let mut m = Map::new();
+    match outcome {
+        Ok(f) => {
+            let terms: Vec<String> = f
+                .signature
+                .band_keys(params)
+                .into_iter()
+                .map(band_term)
+                .collect();
+            m.insert(names.bands.clone(), json!(terms));
+            m.insert(
+                names.signature.clone(),
+                json!(signature_base64(&f.signature)),
+            );
+            m.insert(names.version.clone(), json!(&*f.version));
+            m.insert(names.reason.clone(), Value::Null);
+        }
+        Err(why) => {
+            m.insert(names.bands.clone(), Value::Null);
+            m.insert(names.signature.clone(), Value::Null);
+            m.insert(names.version.clone(), json!(version));
+            m.insert(names.reason.clone(), json!(why.code()));
+        }
+    }
+    m
+}
+
+/// Names of the MinHash fields.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MinHashFieldNames {
+    /// One `keyword` term per band.
+    pub bands: String,
+    /// The signature, `binary`.
+    pub signature: String,
+    /// The MinHash version.
+    pub version: String,
+    /// Why a document has no signature.
+    pub reason: String,
+}
+
+impl Default for MinHashFieldNames {
+    fn default() -> Self {
+        MinHashFieldNames {
+            bands: "minHashBands".into(),
+            signature: "minHashSignature".into(),
+            version: "minHashVersion".into(),
+            reason: "minHashReason".into(),
+        }
+    }
+}
+
+impl MinHashFieldNames {
+    pub fn all(&self) -> [&str; 4] {
+        [&self.bands, &self.signature, &self.version, &self.reason]
+    }
+
+    /// The `{"properties": …}` mapping of the fields, from the shipped JSON file, renamed.
+    pub fn mapping(&self) -> Value {
+        let shipped: Value = serde_json::from_str(MAPPING_MINHASH).expect("shipped mapping");
+        let props = &shipped["properties"];
+        let mut out = Map::new();
+        for (default, name) in MinHashFieldNames::default().all().iter().zip(self.all()) {
+            out.insert(name.to_owned(), props[*default].clone());
+        }
+        json!({ "properties": out })
+    }
+}
+
+/// How an index's description was obtained.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub enum MetaSource {
+    /// Read from `_meta.neardup` (or about to be written there).
+    #[default]
+    Recorded,
+    /// No `_meta.neardup`, but the SimHash block fields are mapped: the older Java service's
+    /// layout, read as `seed000`.
+    Legacy,
+}
+
+/// What an index holds: its methods, their versions, parameters and field names.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct IndexMeta {
+    pub format: u32,
+    /// jieba's HMM setting the words of both methods were made with.
+    pub hmm: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub simhash: Option<SimHashMeta>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub minhash: Option<MinHashMeta>,
+    #[serde(skip)]
+    pub source: MetaSource,
+}
+
+/// The SimHash part of [`IndexMeta`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SimHashMeta {
+    pub profile: Profile,
+    pub version: String,
+    pub block_type: BlockType,
+    pub fields: FieldNames,
+}
+
+/// The MinHash part of [`IndexMeta`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MinHashMeta {
+    #[serde(serialize_with = "params_to_str", deserialize_with = "params_from_str")]
+    pub params: MinHashParams,
+    pub version: String,
+    pub fields: MinHashFieldNames,
+}
+
+fn params_to_str<S: Serializer>(p: &MinHashParams, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(p)
+}
+
+fn params_from_str<'de, D: Deserializer<'de>>(d: D) -> Result<MinHashParams, D::Error> {
+    let s = String::deserialize(d)?;
+    s.parse().map_err(serde::de::Error::custom)
+}
+
+impl IndexMeta {
+    /// The description of an index holding `methods` as made by `config`.
+    pub fn new(
+        config: &FingerprintConfig,
+        methods: Methods,
+        block_type: BlockType,
+        simhash_fields: FieldNames,
+        minhash_fields: MinHashFieldNames,
+    ) -> IndexMeta {
+        let versions = Fingerprinter::versions(config);
+        IndexMeta {
+            format: META_FORMAT,
+            hmm: config.hmm,
+            simhash: methods.simhash.then(|| SimHashMeta {
+                profile: config.profile,
+                version: versions.simhash.clone(),
+                block_type,
+                fields: simhash_fields,
+            }),
+            minhash: methods.minhash.then(|| MinHashMeta {
+                params: config.minhash,
+                version: versions.minhash.clone(),
+                fields: minhash_fields,
+            }),
+            source: MetaSource::Recorded,
+        }
+    }
+
+    /// An index holding only the design card's SimHash fields, of `profile`.
+    pub fn simhash(profile: Profile, block_type: BlockType, fields: FieldNames) -> IndexMeta {
+        IndexMeta::new(
+            &FingerprintConfig::for_profile(profile),
+            Methods::only(Method::SimHash),
+            block_type,
+            fields,
+            MinHashFieldNames::default(),
+        )
+    }
+
+    /// An index without `_meta.neardup` whose blocks are mapped: SimHash `seed000`.
+    pub fn legacy(fields: FieldNames, block_type: BlockType) -> IndexMeta {
+        IndexMeta {
+            source: MetaSource::Legacy,
+            ..IndexMeta::new(
+                &FingerprintConfig::for_profile(Profile::Seed000),
+                Methods::only(Method::SimHash),
+                block_type,
+                fields,
+                MinHashFieldNames::default(),
+            )
+        }
+    }
+
+    /// The methods the index holds.
+    pub fn methods(&self) -> Methods {
+        Methods {
+            simhash: self.simhash.is_some(),
+            minhash: self.minhash.is_some(),
+        }
+    }
+
+    pub fn has(&self, method: Method) -> bool {
+        match method {
+            Method::SimHash => self.simhash.is_some(),
+            Method::MinHash => self.minhash.is_some(),
+        }
+    }
+
+    /// The method a query uses when none is asked for: MinHash where the index has it (it
+    /// finds far more near-duplicates at the same precision, `docs/evaluation.md`).
+    pub fn default_method(&self) -> Method {
+        if self.minhash.is_some() {
+            Method::MinHash
+        } else {
+            Method::SimHash
+        }
+    }
+
+    /// The version the index holds for `method`, if it holds the method.
+    pub fn version(&self, method: Method) -> Option<&str> {
+        match method {
+            Method::SimHash => self.simhash.as_ref().map(|m| m.version.as_str()),
+            Method::MinHash => self.minhash.as_ref().map(|m| m.version.as_str()),
+        }
+    }
+
+    /// The configuration that makes this index's fingerprints.
+    pub fn fingerprint_config(&self) -> FingerprintConfig {
+        FingerprintConfig {
+            profile: self.simhash.as_ref().map(|s| s.profile).unwrap_or_default(),
+            hmm: self.hmm,
+            minhash: self.minhash.as_ref().map(|m| m.params).unwrap_or_default(),
+            ..FingerprintConfig::default()
+        }
+    }
+
+    /// A fingerprinter making exactly what the index holds; an error if this build of
+    /// neardup computes another version for one of its methods.
+    pub fn fingerprinter(&self, index: &str) -> Result<Fingerprinter, EsError> {
+        let config = self.fingerprint_config();
+        let versions = Fingerprinter::versions(&config);
+        for (method, computed) in [
+            (Method::SimHash, &versions.simhash),
+            (Method::MinHash, &versions.minhash),
+        ] {
+            if let Some(stored) = self.version(method) {
+                if stored != computed {
+                    return Err(EsError::VersionMismatch {
+                        index: index.to_owned(),
+                        method,
+                        stored: stored.to_owned(),
+                        computed: computed.clone(),
+                    });
+                }
+            }
+        }
+        Ok(Fingerprinter::new(config))
+    }
+
+    /// Errors unless `fp` makes what the index holds, for every method it holds.
+    pub fn check_fingerprinter(&self, index: &str, fp: &Fingerprinter) -> Result<(), EsError> {
+        for method in [Method::SimHash, Method::MinHash] {
+            if let Some(stored) = self.version(method) {
+                let computed = fp.version_of(method, false);
+                if stored != computed {
+                    return Err(EsError::VersionMismatch {
+                        index: index.to_owned(),
+                        method,
+                        stored: stored.to_owned(),
+                        computed: computed.to_owned(),
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Every field name of every method the index holds, checked: non-empty, top-level,
+    /// not metadata, and all distinct.
+    pub fn validate(&self) -> Result<(), EsError> {
+        let mut all: Vec<&str> = Vec::new();
+        if let Some(s) = &self.simhash {
+            s.fields.validate()?;
+            all.extend(s.fields.all());
+        }
+        if let Some(m) = &self.minhash {
+            all.extend(m.fields.all());
+        }
+        for (i, n) in all.iter().enumerate() {
+            if n.is_empty() || n.starts_with('_') || n.contains('.') {
+                return Err(EsError::Config(format!(
+                    "fingerprint field name `{n}` is not allowed: use a non-empty top-level name without dots that does not start with `_`"
+                )));
+            }
+            if all[..i].contains(n) {
+                return Err(EsError::Config(format!(
+                    "fingerprint field name `{n}` is used twice: each fingerprint field needs its own name"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// The `{"properties": …}` mapping of every field of every method held.
+    pub fn mapping(&self) -> Value {
+        let mut props = Map::new();
+        if let Some(s) = &self.simhash {
+            if let Value::Object(p) = s.fields.mapping(s.block_type)["properties"].take() {
+                props.extend(p);
+            }
+        }
+        if let Some(m) = &self.minhash {
+            if let Value::Object(p) = m.fields.mapping()["properties"].take() {
+                props.extend(p);
+            }
+        }
+        json!({ "properties": props })
+    }
+
+    /// The JSON stored under `_meta.neardup`.
+    pub fn to_json(&self) -> Value {
+        serde_json::to_value(self).expect("IndexMeta serialises")
+    }
+
+    /// The description of one concrete index from its mapping (`{"properties": …, "_meta": …}`).
+    /// `legacy_fields` names the SimHash fields of an index without `_meta.neardup`.
+    pub fn from_mapping(
+        index: &str,
+        mapping: &Value,
+        legacy_fields: &FieldNames,
+    ) -> Result<IndexMeta, EsError> {
+        if let Some(m) = mapping["_meta"].get(META_KEY) {
+            let meta: IndexMeta =
+                serde_json::from_value(m.clone()).map_err(|e| EsError::BadMeta {
+                    index: index.to_owned(),
+                    detail: e.to_string(),
+                })?;
+            if meta.format != META_FORMAT {
+                return Err(EsError::BadMeta {
+                    index: index.to_owned(),
+                    detail: format!(
+                        "format {} is not the one this neardup reads ({META_FORMAT}); use the neardup version that wrote it",
+                        meta.format
+                    ),
+                });
+            }
+            return Ok(meta);
+        }
+        let props = &mapping["properties"];
+        let mut block_type = None;
+        let mut missing = Vec::new();
+        for b in &legacy_fields.blocks {
+            match props[b]["type"].as_str() {
+                None => missing.push(b.clone()),
+                Some(t) => block_type = t.parse::<BlockType>().ok().or(block_type),
+            }
+        }
+        if !missing.is_empty() {
+            return Err(EsError::NotInitialised {
+                index: index.to_owned(),
+                fields: missing,
+            });
+        }
+        Ok(IndexMeta::legacy(
+            legacy_fields.clone(),
+            block_type.unwrap_or_default(),
+        ))
+    }
+
+    /// What several indices queried together have in common: each method whose description
+    /// is the same in all of them. An error when nothing is common.
+    pub fn common(per_index: &BTreeMap<String, IndexMeta>) -> Result<IndexMeta, EsError> {
+        let mut it = per_index.iter();
+        let Some((_, first)) = it.next() else {
+            return Err(EsError::BadMeta {
+                index: String::new(),
+                detail: "no index to describe".into(),
+            });
+        };
+        let mut out = first.clone();
+        for (_, m) in it {
+            if m.hmm != out.hmm {
+                out.simhash = None;
+                out.minhash = None;
+            }
+            if m.simhash != out.simhash {
+                out.simhash = None;
+            }
+            if m.minhash != out.minhash {
+                out.minhash = None;
+            }
+            if m.source == MetaSource::Legacy {
+                out.source = MetaSource::Legacy;
+            }
+        }
+        if out.simhash.is_none() && out.minhash.is_none() {
+            return Err(EsError::MetaMismatch {
+                indices: per_index
+                    .iter()
+                    .map(|(i, m)| format!("`{i}`: {m}"))
+                    .collect(),
+            });
+        }
+        Ok(out)
+    }
+}
+
+/// One line per method, for messages: `simhash default-3;… (short blocks), minhash minhash-1;…`.
+impl fmt::Display for IndexMeta {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut parts = Vec::new();
+        if let Some(s) = &self.simhash {
+            parts.push(format!("simhash {} ({} blocks)", s.version, s.block_type));
+        }
+        if let Some(m) = &self.minhash {
+            parts.push(format!("minhash {}", m.version));
+        }
+        if parts.is_empty() {
+            parts.push("no fingerprints".into());
+        }
+        write!(f, "{}, hmm {}", parts.join(", "), self.hmm)
+    }
+}
+
+/// The mapping of every concrete index behind `index` (a name, alias, pattern or list).
+pub(crate) async fn mappings(
+    client: &Elasticsearch,
+    retry: &RetryPolicy,
+    index: &str,
+) -> Result<Map<String, Value>, EsError> {
+    let r = request(
+        client,
+        retry,
+        &format!("index `{index}`: get mapping"),
+        HttpMethod::Get,
+        &format!("/{}/_mapping", path_segment_keep_patterns(index)),
+        &[],
+        None,
+    )
+    .await
+    .map_err(|e| match e {
+        EsError::Status { status: 404, .. } if index.contains(['*', ',']) => {
+            EsError::NoIndexMatches {
+                pattern: index.to_owned(),
+            }
+        }
+        other => other,
+    })?;
+    match r {
+        Value::Object(m) if !m.is_empty() => Ok(m),
+        _ if index.contains(['*', ',']) => Err(EsError::NoIndexMatches {
+            pattern: index.to_owned(),
+        }),
+        _ => Err(EsError::IndexNotFound {
+            index: index.to_owned(),
+        }),
+    }
+}
+
+/// What the indices behind `index` hold, in common (see [`IndexMeta::common`]).
+/// `legacy_fields` names the SimHash fields of indices without `_meta.neardup`.
+pub async fn read_meta(
+    client: &Elasticsearch,
+    retry: &RetryPolicy,
+    index: &str,
+    legacy_fields: &FieldNames,
+) -> Result<IndexMeta, EsError> {
+    let per_index = read_each(client, retry, index, legacy_fields).await?;
+    IndexMeta::common(&per_index)
+}
+
+/// What each concrete index behind `index` holds.
+pub async fn read_each(
+    client: &Elasticsearch,
+    retry: &RetryPolicy,
+    index: &str,
+    legacy_fields: &FieldNames,
+) -> Result<BTreeMap<String, IndexMeta>, EsError> {
+    let mut out = BTreeMap::new();
+    for (concrete, m) in mappings(client, retry, index).await? {
+        let meta = IndexMeta::from_mapping(&concrete, &m["mappings"], legacy_fields)?;
+        out.insert(concrete, meta);
+    }
+    Ok(out)
+}
+
+/// The SimHash profile the indices behind `index` already hold, for `es-init` to keep when no
+/// profile is asked for: the one `_meta` records; `seed000` for an index without `_meta`
+/// whose blocks are mapped but not the version field (the older Java service wrote no
+/// version); for an index a neardup wrote before it recorded `_meta`, the profile whose
+/// version its documents carry. `None` when the index does not exist or holds no SimHash
+/// fingerprints yet.
+pub async fn existing_profile(
+    client: &Elasticsearch,
+    retry: &RetryPolicy,
+    index: &str,
+    fields: &FieldNames,
+    hmm: bool,
+) -> Result<Option<Profile>, EsError> {
+    let all = match mappings(client, retry, index).await {
+        Ok(m) => m,
+        Err(EsError::IndexNotFound { .. }) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let mut found: Option<(String, Profile)> = None;
+    for (concrete, m) in &all {
+        let m = &m["mappings"];
+        let profile = if m["_meta"].get(META_KEY).is_some() {
+            IndexMeta::from_mapping(concrete, m, fields)?
+                .simhash
+                .map(|s| s.profile)
+        } else if fields
+            .blocks
+            .iter()
+            .all(|b| m["properties"].get(b).is_some())
+        {
+            if m["properties"].get(&fields.version).is_none() {
+                Some(Profile::Seed000)
+            } else {
+                stored_profile(client, retry, concrete, fields, hmm).await?
+            }
+        } else {
+            None
+        };
+        match (&found, profile) {
+            (Some((other, p)), Some(q)) if *p != q => {
+                return Err(EsError::Config(format!(
+                    "indices `{other}` and `{concrete}` hold SimHash fingerprints of profiles `{p}` and `{q}`; es-init them one at a time, with --profile"
+                )))
+            }
+            (None, Some(q)) => found = Some((concrete.clone(), q)),
+            _ => {}
+        }
+    }
+    Ok(found.map(|(_, p)| p))
+}
+
+/// The profile whose version the documents of `index` carry (a terms aggregation over the
+/// version field); `None` when no document has one.
+async fn stored_profile(
+    client: &Elasticsearch,
+    retry: &RetryPolicy,
+    index: &str,
+    fields: &FieldNames,
+    hmm: bool,
+) -> Result<Option<Profile>, EsError> {
+    let r = request(
+        client,
+        retry,
+        &format!("index `{index}`: versions of the stored fingerprints"),
+        HttpMethod::Post,
+        &format!("/{}/_search", super::path_segment(index)),
+        &[],
+        Some(&super::Body::Json(json!({
+            "size": 0,
+            "aggs": { "v": { "terms": { "field": &fields.version, "size": 10 } } }
+        }))),
+    )
+    .await?;
+    let versions: Vec<&str> = r["aggregations"]["v"]["buckets"]
+        .as_array()
+        .map(|b| b.iter().filter_map(|b| b["key"].as_str()).collect())
+        .unwrap_or_default();
+    let mut profiles = Vec::new();
+    for v in &versions {
+        let p = Profile::ALL.into_iter().find(|p| {
+            let config = FingerprintConfig {
+                hmm,
+                ..FingerprintConfig::for_profile(*p)
+            };
+            Fingerprinter::versions(&config).simhash == *v
+        });
+        match p {
+            Some(p) if !profiles.contains(&p) => profiles.push(p),
+            Some(_) => {}
+            None => {
+                return Err(EsError::Config(format!(
+                    "index `{index}` holds fingerprints of version `{v}`, which this neardup does not make; es-init a new index and back-fill it"
+                )))
+            }
+        }
+    }
+    match profiles.as_slice() {
+        [] => Ok(None),
+        [p] => Ok(Some(*p)),
+        many => Err(EsError::Config(format!(
+            "index `{index}` holds fingerprints of several profiles ({}); pass --profile, then back-fill the others",
+            many.iter().map(|p| p.name()).collect::<Vec<_>>().join(", ")
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn both() -> IndexMeta {
+        IndexMeta::new(
+            &FingerprintConfig::default(),
+            Methods::BOTH,
+            BlockType::Short,
+            FieldNames::default(),
+            MinHashFieldNames::default(),
+        )
+    }
+
+    #[test]
+    fn round_trips_through_meta_json() {
+        let m = both();
+        let mapping = json!({ "_meta": { META_KEY: m.to_json() }, "properties": {} });
+        let back = IndexMeta::from_mapping("i", &mapping, &FieldNames::default()).unwrap();
+        assert_eq!(back, m);
+        assert_eq!(
+            m.to_json()["minhash"]["params"],
+            "shingle=w2;n=128;sig=oph;bands=42x3"
+        );
+        assert_eq!(m.to_json()["simhash"]["profile"], "default");
+        assert_eq!(m.default_method(), Method::MinHash);
+        m.validate().unwrap();
+    }
+
+    #[test]
+    fn versions_match_a_built_fingerprinter() {
+        let m = both();
+        let fp = m.fingerprinter("i").unwrap();
+        assert_eq!(m.version(Method::SimHash), Some(fp.version()));
+        assert_eq!(m.version(Method::MinHash), Some(fp.minhash_version()));
+        m.check_fingerprinter("i", &fp).unwrap();
+        let other = Fingerprinter::for_profile(Profile::Seed000);
+        let e = m.check_fingerprinter("i", &other).unwrap_err().to_string();
+        assert!(e.contains("default-3") && e.contains("seed000"), "{e}");
+    }
+
+    #[test]
+    fn no_meta_with_blocks_is_seed000_and_without_blocks_is_uninitialised() {
+        let mapping = json!({ "properties": {
+            "simHashA": {"type": "keyword"}, "simHashB": {"type": "keyword"},
+            "simHashC": {"type": "keyword"}, "simHashD": {"type": "keyword"} } });
+        let m = IndexMeta::from_mapping("old", &mapping, &FieldNames::default()).unwrap();
+        assert_eq!(m.source, MetaSource::Legacy);
+        let s = m.simhash.as_ref().unwrap();
+        assert_eq!(s.profile, Profile::Seed000);
+        assert_eq!(s.block_type, BlockType::Keyword);
+        assert!(m.minhash.is_none());
+        assert_eq!(m.default_method(), Method::SimHash);
+        let e = IndexMeta::from_mapping("bare", &json!({"properties": {}}), &FieldNames::default())
+            .unwrap_err();
+        assert!(matches!(e, EsError::NotInitialised { .. }));
+    }
+
+    #[test]
+    fn common_keeps_what_every_index_agrees_on() {
+        let mut per = BTreeMap::new();
+        per.insert("new".to_owned(), both());
+        let mut legacy = IndexMeta::legacy(FieldNames::default(), BlockType::Short);
+        per.insert("old".to_owned(), legacy.clone());
+        let e = IndexMeta::common(&per).unwrap_err().to_string();
+        assert!(e.contains("`old`") && e.contains("`new`"), "{e}");
+        let seed_both = IndexMeta::new(
+            &FingerprintConfig::for_profile(Profile::Seed000),
+            Methods::BOTH,
+            BlockType::Short,
+            FieldNames::default(),
+            MinHashFieldNames::default(),
+        );
+        per.insert("new".to_owned(), seed_both);
+        let c = IndexMeta::common(&per).unwrap();
+        assert!(c.minhash.is_none());
+        assert_eq!(c.simhash, legacy.simhash.take());
+        assert_eq!(c.source, MetaSource::Legacy);
+    }
+
+    #[test]
+    fn bad_meta_is_reported_with_the_index() {
+        let mapping = json!({ "_meta": { META_KEY: { "format": 99, "hmm": true } } });
+        let e = IndexMeta::from_mapping("x", &mapping, &FieldNames::default())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("`x`") && e.contains("format 99"), "{e}");
+        let mapping = json!({ "_meta": { META_KEY: { "format": 1 } } });
+        assert!(IndexMeta::from_mapping("x", &mapping, &FieldNames::default()).is_err());
+    }
+
+    #[test]
+    fn mapping_has_every_field_of_both_methods() {
+        let m = both().mapping();
+        let p = m["properties"].as_object().unwrap();
+        assert_eq!(p.len(), 11);
+        assert_eq!(p["minHashBands"]["type"], "keyword");
+        assert_eq!(p["minHashSignature"]["type"], "binary");
+        assert_eq!(p["simHashA"]["type"], "short");
+        assert_eq!(band_term(0xab), "00000000000000ab");
+    }
+
+    #[test]
+    fn minhash_fields_round_trip_and_too_short_keeps_the_version() {
+        let fp = Fingerprinter::for_profile(Profile::Default);
+        let text = "国家统计局今天发布了最新的经济数据，显示上个月工业生产继续保持增长，消费市场稳步恢复，就业形势总体稳定。";
+        let out = fp.minhash(text);
+        let sig = out.as_ref().unwrap().signature.clone();
+        let params = MinHashParams::DEFAULT;
+        let m = minhash_fields_json(
+            &MinHashFieldNames::default(),
+            &params,
+            &out,
+            fp.minhash_version(),
+        );
+        let bands = m["minHashBands"].as_array().unwrap();
+        assert_eq!(bands.len(), 42);
+        assert_eq!(bands[0], band_term(sig.band_key(&params, 0)));
+        let back = signature_from_base64(m["minHashSignature"].as_str().unwrap()).unwrap();
+        assert_eq!(back, sig);
+        assert_eq!(m["minHashVersion"], fp.minhash_version());
+        assert!(m["minHashReason"].is_null());
+        let short = fp.minhash("短");
+        let m = minhash_fields_json(
+            &MinHashFieldNames::default(),
+            &params,
+            &short,
+            fp.minhash_version(),
+        );
+        assert!(m["minHashBands"].is_null() && m["minHashSignature"].is_null());
+        assert_eq!(m["minHashReason"], "too_short");
+        assert_eq!(m["minHashVersion"], fp.minhash_version());
+        assert!(signature_from_base64("not base64!").is_none());
+    }
+
+    #[test]
+    fn clashing_names_across_methods_are_refused() {
+        let mut m = both();
+        m.minhash.as_mut().unwrap().fields.version = "simHashVersion".into();
+        assert!(m.validate().unwrap_err().to_string().contains("twice"));
+    }
+}
