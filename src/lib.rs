@@ -39,14 +39,17 @@ pub mod input;
 pub mod method;
 pub mod minhash;
 pub mod pipeline;
+#[cfg(feature = "serve")]
+pub mod serve;
 pub mod simhash;
 pub mod store;
 pub mod text;
 
 pub use error::{Error, Result};
 pub use fingerprint::{
-    Features, Fingerprint, FingerprintConfig, Fingerprinter, Methods, MinHashFingerprint,
-    MinHashOutcome, Outcome, Profile, Scheme, Sketches, Thresholds, TooShort, Versions, Weight,
+    Features, Fingerprint, FingerprintConfig, FingerprintRecord, Fingerprinter, Methods,
+    MinHashFingerprint, MinHashOutcome, Outcome, Profile, Scheme, Sketches, Thresholds, TooShort,
+    Versions, Weight,
 };
 pub use method::{Method, Score, Sketch, Tolerance};
 pub use minhash::{MinHashParams, MinHasher, Signature};

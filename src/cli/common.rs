@@ -463,14 +463,27 @@ impl Drop for ScrubbedStderr {
     }
 }
 
-/// Log lines (the worker's progress, retries) on stderr, scrubbed of credentials; `RUST_LOG`
-/// overrides the default level (`info` for neardup, `warn` for everything else).
-pub fn init_logging() {
+/// How log lines are written.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// For people: `2026-11-23T04:50:00Z  INFO neardup: …`.
+    #[default]
+    Text,
+    /// One JSON object per line, for log collectors.
+    Json,
+}
+
+/// Log lines (the worker's progress, retries, the service's requests) on stderr, scrubbed of
+/// credentials; `RUST_LOG` overrides the default level (`info` for neardup, `warn` for
+/// everything else).
+pub fn init_logging(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,neardup=info"));
-    let _ = tracing_subscriber::fmt()
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(ScrubbedStderr::default)
-        .with_ansi(io::stderr().is_terminal())
-        .try_init();
+        .with_writer(ScrubbedStderr::default);
+    let _ = match format {
+        LogFormat::Text => builder.with_ansi(io::stderr().is_terminal()).try_init(),
+        LogFormat::Json => builder.json().with_ansi(false).try_init(),
+    };
 }

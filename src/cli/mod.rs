@@ -19,6 +19,8 @@ mod eval;
 mod eval_plot;
 mod fingerprint;
 mod index;
+#[cfg(feature = "serve")]
+mod serve;
 mod similar;
 mod stats;
 mod store_args;
@@ -33,6 +35,15 @@ use clap::{Parser, Subcommand};
     after_help = "Exit codes: 0 success; 1 error; 2 usage error; 3 finished, but some input lines (or, for backfill, documents) were rejected; 4 similar: the query is too short to have a fingerprint."
 )]
 struct Cli {
+    /// Log lines on stderr as `text` or as `json` (one object per line, for log collectors).
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        default_value = "text",
+        env = "NEARDUP_LOG_FORMAT"
+    )]
+    log_format: common::LogFormat,
     #[command(subcommand)]
     command: Command,
 }
@@ -62,6 +73,9 @@ enum Command {
     Eval(eval::Args),
     /// Fingerprint the existing documents of Elasticsearch indices: resumable, throttled, guarded.
     Backfill(backfill::Args),
+    /// Serve near-duplicate lookups over HTTP (JSON API, metrics, health) from Elasticsearch.
+    #[cfg(feature = "serve")]
+    Serve(serve::Args),
     /// Measure throughput on a corpus (medians of several runs).
     #[command(subcommand)]
     Bench(bench::Bench),
@@ -70,7 +84,7 @@ enum Command {
 /// Runs the command line and returns the process exit code.
 pub fn main() -> i32 {
     let cli = Cli::parse();
-    common::init_logging();
+    common::init_logging(cli.log_format);
     let result = match cli.command {
         Command::Fingerprint(args) => fingerprint::run(args),
         Command::EsInit(args) => es_init::run(args),
@@ -83,6 +97,8 @@ pub fn main() -> i32 {
         Command::Stats(args) => stats::run(args),
         Command::Eval(args) => eval::run(args),
         Command::Backfill(args) => backfill::run(args),
+        #[cfg(feature = "serve")]
+        Command::Serve(args) => serve::run(args),
         Command::Bench(b) => bench::run(b),
     };
     common::finish(result)

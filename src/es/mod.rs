@@ -20,6 +20,7 @@
 //! same code talks to Elasticsearch 7.10+ and 8.x. See `docs/elasticsearch.md`.
 
 pub mod backfill;
+pub mod claims;
 pub mod mapping;
 pub mod meta;
 pub mod retry;

@@ -1,9 +1,11 @@
 //! The fingerprint pipeline: text → words → weights → 64-bit SimHash, per profile.
 
+mod record;
 mod scheme;
 mod seed000;
 mod tfidf;
 
+pub use record::FingerprintRecord;
 pub use scheme::{is_number, Features, Scheme, Weight};
 pub use tfidf::{Idf, Thresholds};
 

@@ -1,0 +1,104 @@
+//! The service's errors: a status, a stable code and a message that says what to do, as JSON.
+
+use axum::extract::rejection::JsonRejection;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde_json::{json, Value};
+
+use crate::es::EsError;
+
+/// An error answer: `{"error": {"code", "message"}}` with the status.
+#[derive(Debug)]
+pub struct ApiError {
+    pub status: StatusCode,
+    /// Stable, for programs: `not_found`, `bad_request`, `unauthorized`, `overloaded`, …
+    pub code: &'static str,
+    /// For people: what went wrong and what to do.
+    pub message: String,
+    /// Extra fields merged into the body (e.g. the matches of a refused insert).
+    pub extra: Option<Value>,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> ApiError {
+        ApiError {
+            status,
+            code,
+            message: message.into(),
+            extra: None,
+        }
+    }
+
+    pub fn bad_request(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::BAD_REQUEST, "bad_request", message)
+    }
+
+    pub fn unprocessable(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "unprocessable", message)
+    }
+
+    pub fn internal(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut body = json!({ "error": { "code": self.code, "message": self.message } });
+        if let Some(Value::Object(extra)) = self.extra {
+            body.as_object_mut().expect("object").extend(extra);
+        }
+        (self.status, Json(body)).into_response()
+    }
+}
+
+impl From<JsonRejection> for ApiError {
+    fn from(r: JsonRejection) -> ApiError {
+        let status = r.status();
+        let code = match status {
+            StatusCode::PAYLOAD_TOO_LARGE => "too_large",
+            StatusCode::UNSUPPORTED_MEDIA_TYPE => "unsupported_media_type",
+            _ => "bad_request",
+        };
+        let message = match status {
+            StatusCode::PAYLOAD_TOO_LARGE => {
+                "the body is larger than the service's --max-body".to_owned()
+            }
+            StatusCode::UNSUPPORTED_MEDIA_TYPE => {
+                "send the article as JSON with `Content-Type: application/json`".to_owned()
+            }
+            _ => format!("the body is not a usable JSON article: {}", r.body_text()),
+        };
+        ApiError::new(status, code, message)
+    }
+}
+
+impl From<EsError> for ApiError {
+    fn from(e: EsError) -> ApiError {
+        let (status, code) = match &e {
+            EsError::IndexNotFound { .. }
+            | EsError::NoIndexMatches { .. }
+            | EsError::DocumentNotFound { .. } => (StatusCode::NOT_FOUND, "not_found"),
+            EsError::AmbiguousId { .. } => (StatusCode::CONFLICT, "ambiguous_id"),
+            EsError::BadDocument { .. } | EsError::BadText(_) => {
+                (StatusCode::UNPROCESSABLE_ENTITY, "unprocessable")
+            }
+            EsError::NotInitialised { .. }
+            | EsError::VersionMismatch { .. }
+            | EsError::MetaMismatch { .. }
+            | EsError::BadMeta { .. }
+            | EsError::MappingConflict { .. } => (StatusCode::CONFLICT, "index_not_usable"),
+            EsError::Unreachable { .. } | EsError::Exhausted { .. } => {
+                (StatusCode::SERVICE_UNAVAILABLE, "es_unavailable")
+            }
+            EsError::Unauthorized { .. } => (StatusCode::BAD_GATEWAY, "es_refused_credentials"),
+            EsError::Status { status, .. } if *status >= 500 || *status == 429 => {
+                (StatusCode::BAD_GATEWAY, "es_error")
+            }
+            EsError::DistanceTooLarge { .. } => (StatusCode::BAD_REQUEST, "bad_request"),
+            _ => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
+        };
+        ApiError::new(status, code, e.to_string())
+    }
+}

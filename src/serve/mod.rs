@@ -1,0 +1,325 @@
+//! `neardup serve`: the HTTP service an article API calls (feature `serve`).
+//!
+//! Built on axum (tokio's own HTTP framework, on hyper; the tower middleware it shares with
+//! the rest of the tokio ecosystem gives the body limit, timeout and load shedding), with
+//! Prometheus metrics from the `prometheus` crate. The binary's `serve` subcommand only parses
+//! flags and calls [`run`].
+//!
+//! Production manners, all in [`Service::router`]:
+//! - every body is limited to [`ServeConfig::body_limit`] bytes (413 beyond),
+//! - every request to `/v1/…` has [`ServeConfig::timeout`] to finish (504 after it),
+//! - at most [`ServeConfig::concurrency`] requests to `/v1/…` run at once; more are refused
+//!   at once with 503 and `Retry-After: 1` rather than queued (a caller's retry is cheaper
+//!   than a queue that grows until every request times out),
+//! - `/v1/…` needs `Authorization: Bearer <token>` when a token is configured (401 without),
+//! - one log line per request (method, route template, status, milliseconds; never headers,
+//!   bodies or the token), JSON when the CLI is asked for JSON logs,
+//! - [`run`] stops accepting on shutdown and lets requests in flight finish.
+//!
+//! Errors are JSON: `{"error": {"code": "not_found", "message": "…"}}`.
+
+mod error;
+mod metrics;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::error_handling::HandleErrorLayer;
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use elasticsearch::Elasticsearch;
+use serde_json::{json, Value};
+use tower::limit::GlobalConcurrencyLimitLayer;
+use tower::ServiceBuilder;
+
+pub use self::error::ApiError;
+pub use self::metrics::Metrics;
+use crate::es::{self, RetryPolicy, Secret};
+use crate::fingerprint::{FingerprintRecord, Methods};
+use crate::input::field_texts;
+use crate::Fingerprinter;
+
+/// The OpenAPI description served at `/v1/openapi.json`.
+pub const OPENAPI: &str = include_str!("openapi.json");
+
+/// Limits and settings of the service.
+#[derive(Clone, Debug)]
+pub struct ServeConfig {
+    /// Largest request body, in bytes.
+    pub body_limit: usize,
+    /// Time a `/v1/…` request has to finish.
+    pub timeout: Duration,
+    /// `/v1/…` requests answered at once; more get 503.
+    pub concurrency: usize,
+    /// Bearer token required on `/v1/…`, if any.
+    pub token: Option<Secret>,
+    /// Article fields fingerprinted, in order (dotted paths allowed).
+    pub text_fields: Vec<String>,
+}
+
+impl Default for ServeConfig {
+    fn default() -> Self {
+        ServeConfig {
+            body_limit: 2 * 1024 * 1024,
+            timeout: Duration::from_secs(10),
+            concurrency: 64,
+            token: None,
+            text_fields: vec!["title".into(), "content".into()],
+        }
+    }
+}
+
+/// The Elasticsearch cluster the service answers from.
+#[derive(Clone, Debug)]
+pub struct EsBackend {
+    pub client: Elasticsearch,
+    pub retry: RetryPolicy,
+}
+
+/// The service: its settings, backend and metrics. Build one, then [`Service::router`].
+pub struct Service {
+    config: ServeConfig,
+    es: EsBackend,
+    fingerprinter: Fingerprinter,
+    metrics: Metrics,
+}
+
+impl Service {
+    /// A service answering from `es`; `fingerprinter` serves `POST /v1/fingerprint`.
+    pub fn new(config: ServeConfig, es: EsBackend, fingerprinter: Fingerprinter) -> Service {
+        Service {
+            config,
+            es,
+            fingerprinter,
+            metrics: Metrics::new(),
+        }
+    }
+
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    /// Every route with its middleware.
+    pub fn router(self: Arc<Self>) -> Router {
+        // One semaphore for every `/v1` route: `Router::layer` wraps each route on its own.
+        let limits = ServiceBuilder::new()
+            .layer(HandleErrorLayer::new(overloaded_or_timed_out))
+            .load_shed()
+            .layer(GlobalConcurrencyLimitLayer::new(
+                self.config.concurrency.max(1),
+            ))
+            .timeout(self.config.timeout);
+        let v1 = Router::new()
+            .route("/v1/fingerprint", post(fingerprint))
+            .route("/v1/openapi.json", get(openapi))
+            .layer(middleware::from_fn_with_state(self.clone(), authorise))
+            .layer(limits);
+        Router::new()
+            .merge(v1)
+            .route("/healthz", get(healthz))
+            .route("/metrics", get(metrics_text))
+            .fallback(not_found)
+            .layer(DefaultBodyLimit::max(self.config.body_limit))
+            .layer(middleware::from_fn_with_state(self.clone(), track))
+            .with_state(self)
+    }
+
+    /// The texts of an article posted to the service, by the one document-to-text rule.
+    fn article_texts<'a>(&self, article: &'a Value) -> Result<Vec<&'a str>, ApiError> {
+        if !article.is_object() {
+            return Err(ApiError::bad_request(
+                "the body must be a JSON object with the article's text fields (e.g. {\"title\": …, \"content\": …})",
+            ));
+        }
+        field_texts(article, &self.config.text_fields)
+            .map_err(|e| ApiError::unprocessable(e.to_string()))
+    }
+}
+
+/// Serves `router` on `listener` until `shutdown` completes, then waits for the requests in
+/// flight to finish.
+pub async fn run(
+    listener: tokio::net::TcpListener,
+    router: Router,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, router)
+        .with_graceful_shutdown(shutdown)
+        .await
+}
+
+/// Completes on SIGTERM or Ctrl-C.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+    tracing::info!("shutting down: no new connections; waiting for the requests in flight");
+}
+
+/// Counts, times and logs every request.
+async fn track(State(svc): State<Arc<Service>>, req: Request, next: Next) -> Response {
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|p| p.as_str().to_owned())
+        .unwrap_or_else(|| "unmatched".to_owned());
+    let method = req.method().as_str().to_owned();
+    let m = &svc.metrics;
+    m.in_flight.inc();
+    let started = Instant::now();
+    let response = next.run(req).await;
+    let elapsed = started.elapsed();
+    m.in_flight.dec();
+    let status = response.status().as_u16().to_string();
+    m.requests
+        .with_label_values(&[route.as_str(), method.as_str(), status.as_str()])
+        .inc();
+    m.latency
+        .with_label_values(&[route.as_str()])
+        .observe(elapsed.as_secs_f64());
+    tracing::info!(
+        target: "neardup::serve::access",
+        method = %method,
+        route = %route,
+        status = %status,
+        ms = elapsed.as_secs_f64() * 1e3,
+        "request"
+    );
+    response
+}
+
+/// `Authorization: Bearer <token>` on `/v1/…` when a token is configured.
+async fn authorise(State(svc): State<Arc<Service>>, req: Request, next: Next) -> Response {
+    if let Some(token) = &svc.config.token {
+        let given = req
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "));
+        if !given.is_some_and(|g| constant_time_eq(g.as_bytes(), token.expose().as_bytes())) {
+            let mut r = ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                "unauthorized",
+                "this service needs `Authorization: Bearer <token>` (the token in the file given to --token-file)",
+            )
+            .into_response();
+            r.headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            return r;
+        }
+    }
+    next.run(req).await
+}
+
+/// Compares without stopping at the first difference, so the time taken does not tell how
+/// much of a guessed token was right.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+async fn overloaded_or_timed_out(e: tower::BoxError) -> Response {
+    if e.is::<tower::load_shed::error::Overloaded>() {
+        let mut r = ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "overloaded",
+            "too many requests at once; retry shortly",
+        )
+        .into_response();
+        r.headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        r
+    } else if e.is::<tower::timeout::error::Elapsed>() {
+        ApiError::new(
+            StatusCode::GATEWAY_TIMEOUT,
+            "timeout",
+            "the request took longer than the service's --timeout",
+        )
+        .into_response()
+    } else {
+        ApiError::internal(e.to_string()).into_response()
+    }
+}
+
+async fn not_found() -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        "not_found",
+        "no such endpoint; GET /v1/openapi.json lists them",
+    )
+}
+
+async fn openapi() -> impl IntoResponse {
+    ([(header::CONTENT_TYPE, "application/json")], OPENAPI)
+}
+
+async fn metrics_text(State(svc): State<Arc<Service>>) -> impl IntoResponse {
+    let (content_type, body) = svc.metrics.render();
+    ([(header::CONTENT_TYPE, content_type)], body)
+}
+
+/// 200 with the cluster's version when Elasticsearch answers, else 503.
+async fn healthz(State(svc): State<Arc<Service>>) -> Response {
+    let probe = tokio::time::timeout(
+        Duration::from_secs(2),
+        es::server_version(&svc.es.client, &RetryPolicy::none()),
+    )
+    .await;
+    match probe {
+        Ok(Ok(version)) => Json(json!({ "status": "ok", "elasticsearch": version })).into_response(),
+        Ok(Err(e)) => {
+            svc.metrics.es_error(&e);
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                Json(json!({ "status": "unavailable", "error": e.to_string() })),
+            )
+                .into_response()
+        }
+        Err(_) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({ "status": "unavailable", "error": "Elasticsearch did not answer within 2 s" })),
+        )
+            .into_response(),
+    }
+}
+
+/// `POST /v1/fingerprint`: what `neardup fingerprint` prints for the article.
+async fn fingerprint(
+    State(svc): State<Arc<Service>>,
+    body: Result<Json<Value>, JsonRejection>,
+) -> Result<Json<FingerprintRecord>, ApiError> {
+    let Json(article) = body.map_err(ApiError::from)?;
+    let texts: Vec<String> = svc
+        .article_texts(&article)?
+        .into_iter()
+        .map(str::to_owned)
+        .collect();
+    let id = article.get("id").cloned().unwrap_or(Value::Null);
+    let svc2 = svc.clone();
+    let sketches = tokio::task::spawn_blocking(move || {
+        svc2.fingerprinter.sketch_fields(Methods::BOTH, &texts)
+    })
+    .await
+    .map_err(|e| ApiError::internal(e.to_string()))?;
+    Ok(Json(FingerprintRecord::new(id, &sketches)))
+}

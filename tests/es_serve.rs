@@ -1,0 +1,369 @@
+//! `neardup serve` in process (the router, as the binary runs it) and over a real socket:
+//! fingerprint answers, errors, limits, token, metrics, health against a live node, graceful
+//! shutdown.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::{to_bytes, Body};
+use axum::http::{header, Request, StatusCode};
+use axum::Router;
+use common::es as t;
+use neardup::es::{EsConfig, RetryPolicy, Secret};
+use neardup::serve::{self, EsBackend, ServeConfig, Service};
+use neardup::{Fingerprinter, Profile};
+use serde_json::{json, Value};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tower::ServiceExt;
+
+async fn service(config: ServeConfig) -> Router {
+    let client = t::client().await;
+    Arc::new(Service::new(
+        config,
+        EsBackend {
+            client,
+            retry: RetryPolicy::none(),
+        },
+        Fingerprinter::for_profile(Profile::Default),
+    ))
+    .router()
+}
+
+async fn call(app: &Router, req: Request<Body>) -> (StatusCode, Value, axum::http::HeaderMap) {
+    let r = app.clone().oneshot(req).await.unwrap();
+    let status = r.status();
+    let headers = r.headers().clone();
+    let bytes = to_bytes(r.into_body(), usize::MAX).await.unwrap();
+    let body = serde_json::from_slice(&bytes)
+        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
+    (status, body, headers)
+}
+
+fn post_json(path: &str, body: &Value) -> Request<Body> {
+    Request::post(path)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(body.to_string()))
+        .unwrap()
+}
+
+fn article() -> Value {
+    let (id, mut a) = t::example_articles().into_iter().next().unwrap();
+    a["id"] = json!(id);
+    a
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fingerprint_answers_what_the_cli_prints() {
+    let app = service(ServeConfig::default()).await;
+    let a = article();
+    let (status, body, _) = call(&app, post_json("/v1/fingerprint", &a)).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (code, out, err) = common::neardup(&["fingerprint", "-q"], format!("{a}\n").as_bytes());
+    assert_eq!(code, 0, "{err}");
+    let cli: Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(body, cli);
+    assert_eq!(body["minhash"].as_array().unwrap().len(), 128);
+
+    let (status, body, _) = call(&app, post_json("/v1/fingerprint", &json!({"title": "短"}))).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(
+        body["simhash"].is_null() && body["minhash"].is_null(),
+        "{body}"
+    );
+    assert_eq!(body["minhash_reason"], "too_short");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_requests_get_json_errors_that_say_what_to_do() {
+    let app = service(ServeConfig {
+        body_limit: 1000,
+        ..ServeConfig::default()
+    })
+    .await;
+    let big = json!({ "title": "长".repeat(2000) });
+    let (status, body, _) = call(&app, post_json("/v1/fingerprint", &big)).await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{body}");
+    assert_eq!(body["error"]["code"], "too_large");
+
+    let (status, body, _) = call(
+        &app,
+        Request::post("/v1/fingerprint")
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(Body::from("{not json"))
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert_eq!(body["error"]["code"], "bad_request");
+
+    let (status, body, _) = call(
+        &app,
+        Request::post("/v1/fingerprint")
+            .body(Body::from("{}"))
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNSUPPORTED_MEDIA_TYPE, "{body}");
+    assert!(body["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("Content-Type"));
+
+    let (status, body, _) = call(&app, post_json("/v1/fingerprint", &json!({"title": 42}))).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    assert!(body["error"]["message"].as_str().unwrap().contains("title"));
+
+    let (status, body, _) = call(&app, post_json("/v1/fingerprint", &json!(["a"]))).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+
+    let (status, body, _) = call(&app, Request::get("/nope").body(Body::empty()).unwrap()).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(body["error"]["code"], "not_found");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_guards_v1_but_not_health_or_metrics() {
+    let app = service(ServeConfig {
+        token: Some(Secret::new("s3cret-token")),
+        ..ServeConfig::default()
+    })
+    .await;
+    let a = article();
+    let (status, body, headers) = call(&app, post_json("/v1/fingerprint", &a)).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "{body}");
+    assert_eq!(headers[header::WWW_AUTHENTICATE], "Bearer");
+    assert!(!body.to_string().contains("s3cret"));
+
+    let mut wrong = post_json("/v1/fingerprint", &a);
+    wrong.headers_mut().insert(
+        header::AUTHORIZATION,
+        "Bearer s3cret-tokem".parse().unwrap(),
+    );
+    assert_eq!(call(&app, wrong).await.0, StatusCode::UNAUTHORIZED);
+
+    let mut right = post_json("/v1/fingerprint", &a);
+    right.headers_mut().insert(
+        header::AUTHORIZATION,
+        "Bearer s3cret-token".parse().unwrap(),
+    );
+    assert_eq!(call(&app, right).await.0, StatusCode::OK);
+
+    let (status, body, _) = call(&app, Request::get("/healthz").body(Body::empty()).unwrap()).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["status"], "ok");
+    assert!(body["elasticsearch"].as_str().is_some());
+    let (status, _, _) = call(&app, Request::get("/metrics").body(Body::empty()).unwrap()).await;
+    assert_eq!(status, StatusCode::OK);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_count_requests_by_route_and_status() {
+    let app = service(ServeConfig::default()).await;
+    for _ in 0..3 {
+        call(&app, post_json("/v1/fingerprint", &article())).await;
+    }
+    call(&app, post_json("/v1/fingerprint", &json!({"title": 1}))).await;
+    let r = app
+        .clone()
+        .oneshot(Request::get("/metrics").body(Body::empty()).unwrap())
+        .await
+        .unwrap();
+    assert!(r.headers()[header::CONTENT_TYPE]
+        .to_str()
+        .unwrap()
+        .starts_with("text/plain"));
+    let text =
+        String::from_utf8(to_bytes(r.into_body(), usize::MAX).await.unwrap().to_vec()).unwrap();
+    assert!(
+        text.contains(
+            r#"neardup_http_requests_total{method="POST",route="/v1/fingerprint",status="200"} 3"#
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            r#"neardup_http_requests_total{method="POST",route="/v1/fingerprint",status="422"} 1"#
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains(r#"neardup_http_request_duration_seconds_count{route="/v1/fingerprint"} 4"#),
+        "{text}"
+    );
+    assert!(text.contains("neardup_es_errors_total") || text.contains("neardup_http_in_flight"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_says_503_when_elasticsearch_is_down() {
+    let client = EsConfig::new("http://127.0.0.1:9")
+        .unwrap()
+        .client()
+        .unwrap();
+    let app = Arc::new(Service::new(
+        ServeConfig::default(),
+        EsBackend {
+            client,
+            retry: RetryPolicy::none(),
+        },
+        Fingerprinter::for_profile(Profile::Default),
+    ))
+    .router();
+    let (status, body, _) = call(&app, Request::get("/healthz").body(Body::empty()).unwrap()).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert_eq!(body["status"], "unavailable");
+    let (_, metrics, _) = call(&app, Request::get("/metrics").body(Body::empty()).unwrap()).await;
+    assert!(
+        metrics
+            .as_str()
+            .unwrap()
+            .contains(r#"neardup_es_errors_total{kind="unreachable"} 1"#),
+        "{metrics}"
+    );
+}
+
+/// A request whose body stalls after `first` holds its slot until `tx` is dropped.
+fn stalled_request() -> (
+    Request<Body>,
+    tokio::sync::mpsc::Sender<Result<Vec<u8>, std::io::Error>>,
+) {
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Vec<u8>, std::io::Error>>(1);
+    let req = Request::post("/v1/fingerprint")
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from_stream(
+            tokio_stream::wrappers::ReceiverStream::new(rx),
+        ))
+        .unwrap();
+    (req, tx)
+}
+
+/// While one request holds the only slot, the next is refused at once with 503; health and
+/// metrics stay outside the limit; the slot is free again afterwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn saturation_is_503_at_once() {
+    let app = service(ServeConfig {
+        concurrency: 1,
+        timeout: Duration::from_secs(60),
+        ..ServeConfig::default()
+    })
+    .await;
+    let (stalled, tx) = stalled_request();
+    let held = tokio::spawn({
+        let app = app.clone();
+        async move { call(&app, stalled).await }
+    });
+    tx.send(Ok(b"{\"title\":".to_vec())).await.unwrap();
+    // The stalled request takes the slot as soon as it is spawned; until then others pass.
+    let mut refused = None;
+    for _ in 0..1000 {
+        let (status, body, headers) = call(&app, post_json("/v1/fingerprint", &article())).await;
+        if status == StatusCode::SERVICE_UNAVAILABLE {
+            refused = Some((body, headers));
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let (body, headers) =
+        refused.expect("a second request is refused while the first holds the only slot");
+    assert_eq!(body["error"]["code"], "overloaded");
+    assert_eq!(headers[header::RETRY_AFTER], "1");
+    let (status, _, _) = call(&app, Request::get("/metrics").body(Body::empty()).unwrap()).await;
+    assert_eq!(status, StatusCode::OK);
+
+    tx.send(Ok(br#""\u77ed"}"#.to_vec())).await.unwrap();
+    drop(tx);
+    let (status, body, _) = held.await.unwrap();
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (status, _, _) = call(&app, post_json("/v1/fingerprint", &article())).await;
+    assert_eq!(status, StatusCode::OK, "the slot is free again");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_past_the_timeout_is_504() {
+    let app = service(ServeConfig {
+        timeout: Duration::from_millis(300),
+        ..ServeConfig::default()
+    })
+    .await;
+    let (stalled, tx) = stalled_request();
+    tx.send(Ok(b"{\"title\":".to_vec())).await.unwrap();
+    let (status, body, _) = call(&app, stalled).await;
+    assert_eq!(status, StatusCode::GATEWAY_TIMEOUT, "{body}");
+    assert_eq!(body["error"]["code"], "timeout");
+    drop(tx);
+}
+
+/// Over a real socket: on shutdown the server stops accepting, and a request in flight
+/// still gets its answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_lets_the_request_in_flight_finish() {
+    let app = service(ServeConfig::default()).await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(serve::run(listener, app, async {
+        let _ = stop_rx.await;
+    }));
+
+    let body = article().to_string();
+    let (head, tail) = body.as_bytes().split_at(body.len() / 2);
+    let mut conn = tokio::net::TcpStream::connect(addr).await.unwrap();
+    conn.write_all(
+        format!(
+            "POST /v1/fingerprint HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+            body.len()
+        )
+        .as_bytes(),
+    )
+    .await
+    .unwrap();
+    conn.write_all(head).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    stop_tx.send(()).unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(
+        tokio::net::TcpStream::connect(addr).await.is_err(),
+        "no new connections once shutting down"
+    );
+    assert!(!server.is_finished(), "still serving the request in flight");
+    conn.write_all(tail).await.unwrap();
+    let mut answer = String::new();
+    conn.read_to_string(&mut answer).await.unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(answer.contains("\"minhash\""), "{answer}");
+    tokio::time::timeout(Duration::from_secs(10), server)
+        .await
+        .expect("the server stops after the request in flight")
+        .unwrap()
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_path_in_the_openapi_description_is_served() {
+    let app = service(ServeConfig::default()).await;
+    let (status, doc, _) = call(
+        &app,
+        Request::get("/v1/openapi.json")
+            .body(Body::empty())
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(doc["openapi"], "3.0.3");
+    for (path, ops) in doc["paths"].as_object().unwrap() {
+        for method in ops.as_object().unwrap().keys() {
+            let req = Request::builder()
+                .method(method.to_uppercase().as_str())
+                .uri(path.as_str())
+                .header(header::CONTENT_TYPE, "application/json")
+                .body(Body::from(article().to_string()))
+                .unwrap();
+            let (status, body, _) = call(&app, req).await;
+            assert!(
+                status != StatusCode::NOT_FOUND && status != StatusCode::METHOD_NOT_ALLOWED,
+                "{method} {path}: {status} {body}"
+            );
+        }
+    }
+}
