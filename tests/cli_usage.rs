@@ -105,3 +105,33 @@ fn a_missing_elasticsearch_url_is_a_usage_error() {
         "{err}"
     );
 }
+
+/// Every subcommand (and bench's) builds its parser: clap checks argument names only when a
+/// command is parsed, so a clash would otherwise surface as a panic in front of a user.
+#[test]
+fn every_subcommand_has_a_working_help() {
+    fn commands(args: &[&str]) -> Vec<String> {
+        let mut a = args.to_vec();
+        a.push("--help");
+        let (code, out, err) = neardup(&a, b"");
+        assert_eq!(code, 0, "{args:?}: {err}");
+        out.split("Commands:")
+            .nth(1)
+            .map(|s| {
+                s.lines()
+                    .skip(1)
+                    .take_while(|l| l.starts_with("  "))
+                    .filter_map(|l| l.split_whitespace().next().map(str::to_owned))
+                    .filter(|c| c != "help")
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+    let top = commands(&[]);
+    assert!(top.contains(&"serve".to_owned()), "{top:?}");
+    for c in &top {
+        for sub in commands(&[c]) {
+            commands(&[c, &sub]);
+        }
+    }
+}

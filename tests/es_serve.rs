@@ -367,3 +367,75 @@ async fn every_path_in_the_openapi_description_is_served() {
         }
     }
 }
+
+/// The binary: `--token-file`, JSON logs on stderr (one object per line, the token in none),
+/// and SIGTERM ends it with exit code 0.
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_binary_serves_logs_json_without_the_token_and_stops_on_sigterm() {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+
+    let dir = tempfile::tempdir().unwrap();
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, "tok-9f8e7d6c\n").unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_neardup"))
+        .args([
+            "--log-format",
+            "json",
+            "serve",
+            "--es",
+            &t::url(),
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .arg("--token-file")
+        .arg(&token_file)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let first: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+    assert_eq!(first["fields"]["message"], "serving", "{first}");
+    let addr = first["fields"]["listen"].as_str().unwrap().to_owned();
+
+    let request = |auth: &str| {
+        let body = article().to_string();
+        format!(
+            "POST /v1/fingerprint HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n{auth}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+    };
+    for (auth, want) in [
+        ("", "HTTP/1.1 401"),
+        ("Authorization: Bearer tok-9f8e7d6c\r\n", "HTTP/1.1 200"),
+    ] {
+        let mut conn = tokio::net::TcpStream::connect(&addr).await.unwrap();
+        conn.write_all(request(auth).as_bytes()).await.unwrap();
+        let mut answer = String::new();
+        conn.read_to_string(&mut answer).await.unwrap();
+        assert!(answer.starts_with(want), "{answer}");
+    }
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let exit = child.wait().unwrap();
+    assert_eq!(exit.code(), Some(0));
+    let rest: Vec<String> = lines.map(|l| l.unwrap()).collect();
+    let mut statuses = Vec::new();
+    for line in &rest {
+        assert!(
+            !line.contains("tok-9f8e7d6c"),
+            "the token reached a log line: {line}"
+        );
+        let v: Value = serde_json::from_str(line).unwrap_or_else(|_| panic!("not JSON: {line}"));
+        if v["target"] == "neardup::serve::access" {
+            statuses.push(v["fields"]["status"].as_str().unwrap().to_owned());
+            assert_eq!(v["fields"]["route"], "/v1/fingerprint");
+        }
+    }
+    assert_eq!(statuses, ["401", "200"], "{rest:?}");
+}

@@ -27,8 +27,8 @@ pub struct Args {
     #[arg(long, default_value_t = ServeConfig::default().body_limit, value_name = "BYTES")]
     max_body: usize,
     /// Time a `/v1` request has to finish before it is answered 504.
-    #[arg(long, default_value = "10s", value_parser = parse_duration, value_name = "DURATION")]
-    timeout: Duration,
+    #[arg(long = "timeout", default_value = "10s", value_parser = parse_duration, value_name = "DURATION")]
+    request_timeout: Duration,
     /// `/v1` requests answered at once; more are refused at once with 503.
     #[arg(long, default_value_t = ServeConfig::default().concurrency, value_name = "N")]
     max_concurrency: usize,
@@ -61,7 +61,7 @@ pub fn run(args: Args) -> CmdResult {
         let service = Arc::new(Service::new(
             ServeConfig {
                 body_limit: args.max_body,
-                timeout: args.timeout,
+                timeout: args.request_timeout,
                 concurrency: args.max_concurrency,
                 token,
                 text_fields: args.text_fields.clone(),
