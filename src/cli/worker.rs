@@ -229,7 +229,8 @@ impl WatermarkFile {
 
 fn is_transient(e: &EsError) -> bool {
     match e {
-        EsError::Exhausted { .. } => true,
+        // A lost read: the next pass reads the stale documents again.
+        EsError::Exhausted { .. } | EsError::ContextLost { .. } => true,
         other => other.is_transient(),
     }
 }
