@@ -11,8 +11,9 @@
 //!   than their text, and write a fresh one".
 //! - [`similar`]: the query path: [`Similar`] finds every document within Hamming distance k
 //!   of a document, a text or a fingerprint.
-//! - [`scan`]: paging through all hits of a query ([`Scanner`]: point in time +
-//!   `search_after`, or scroll on clusters without PIT).
+//! - [`scan`]: the one paging layer: every read of many hits (similar, worker, back-fill)
+//!   goes through a [`Scanner`] (point in time + `search_after`, or scroll on clusters without
+//!   PIT); a scroll page is never re-sent after a failure.
 //! - [`retry`]: the backoff policy every request goes through ([`request`]).
 //!
 //! Every request is sent with plain `application/json` (the client's default; bulk bodies as
@@ -45,7 +46,7 @@ use serde_json::Value;
 pub use mapping::{init_index, verify_index, BlockType, FieldNames, InitOutcome};
 pub use meta::{read_meta, IndexMeta, MetaSource, MinHashFieldNames, MinHashMeta, SimHashMeta};
 pub use retry::RetryPolicy;
-pub use scan::{Paging, ScanOptions, ScanStats, Scanner};
+pub use scan::{Cursor, Paging, ScanOptions, ScanStats, Scanner};
 pub use similar::{
     FilterMode, IndexList, Match, QueryFingerprint, Similar, SimilarOptions, Similarity, MAX_K,
 };
@@ -288,6 +289,12 @@ pub enum EsError {
     #[error("gave up after {attempts} attempts: {last}")]
     Exhausted { attempts: u32, last: Box<EsError> },
 
+    /// A paged read lost its place: the scroll or point in time is gone, or a scroll page was
+    /// lost in transit (never sent again: that would skip a page). Raised by [`scan::Cursor`];
+    /// what reads again from a safe point depends on the caller.
+    #[error("{what}: lost the scroll or point in time ({cause}); it expired (raise the keep-alive), its node restarted, or a scroll page was lost in transit. Start the read again")]
+    ContextLost { what: String, cause: Box<EsError> },
+
     #[error("{what}: unexpected response from Elasticsearch: {detail}")]
     BadResponse { what: String, detail: String },
 
@@ -345,6 +352,7 @@ impl EsError {
             EsError::Status { status, .. } | EsError::Unauthorized { status, .. } => Some(*status),
             EsError::IndexNotFound { .. } => Some(404),
             EsError::Exhausted { last, .. } => last.status(),
+            EsError::ContextLost { cause, .. } => cause.status(),
             _ => None,
         }
     }
