@@ -5,18 +5,21 @@
 //! document, itself left out), `--text` (plain text or HTML), `--input` (a file holding one
 //! JSON Lines article, whose own id is left out) and `--fingerprint`; the same
 //! `--method`/`-k`/`--threshold`, `--format`, and exit code 4 when the query is too short to
-//! have a fingerprint. A store answers with its own method (MinHash stores: `similarity`);
-//! Elasticsearch holds SimHash fingerprints (`distance`).
+//! have a fingerprint. A store answers with its own method, Elasticsearch with the one its
+//! indices record in `_meta` (MinHash where held); MinHash matches carry `similarity`, SimHash
+//! ones `distance`.
 
 use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::ArgGroup;
-use neardup::es::{self, FilterMode, Paging, QueryFingerprint, RetryPolicy, SimilarOptions};
+use neardup::es::{
+    self, FilterMode, IndexMeta, Paging, QueryFingerprint, RetryPolicy, Similar, SimilarOptions,
+};
 use neardup::input::{self, InputSpec};
 use neardup::pipeline::sketch_body;
-use neardup::store::Store;
+use neardup::store::{Match, Store};
 use neardup::{Fingerprinter, Method, Methods, Score, SimHash, Sketch, Tolerance};
 
 use super::common::{self, CmdResult, MethodArgs, Searched, Status};
@@ -68,7 +71,8 @@ pub struct Args {
     /// Field holding the --input article's id.
     #[arg(long, default_value = "id", value_name = "NAME")]
     id_field: String,
-    /// A store is searched with its own method; Elasticsearch holds SimHash fingerprints.
+    /// A store is searched with its own method, Elasticsearch indices with the one they record
+    /// (MinHash where held) unless --method, -k or --threshold asks for another.
     #[command(flatten)]
     method: MethodArgs,
     /// Output: `json` (one `{"id","similarity"}` or `{"id","distance"}` line per match, with
@@ -117,21 +121,11 @@ enum Format {
     Table,
 }
 
-/// One match, from either backend.
-#[derive(serde::Serialize)]
-struct Line<'a> {
-    id: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    index: Option<&'a str>,
-    #[serde(flatten)]
-    score: Score,
-}
-
 /// What a query found, from either backend.
 struct Found {
     /// What was searched for.
     tolerance: Tolerance,
-    matches: Vec<(String, Option<String>, Score)>,
+    matches: Vec<Match>,
     /// The query fingerprint and where it came from, when known.
     query: Option<(SimHash, &'static str)>,
     /// Candidates read (Elasticsearch).
@@ -178,7 +172,7 @@ fn query(args: &Args, fp: &Fingerprinter, method: Method) -> anyhow::Result<Quer
     if let Some(f) = args.fingerprint {
         if method != Method::SimHash {
             return Err(common::usage(
-                "--fingerprint takes a SimHash fingerprint, but this store holds MinHash signatures: query it with --id, --text or --input",
+                "--fingerprint takes a SimHash fingerprint, but the query's method is minhash (the store's or index's own, or asked for): query with --id, --text or --input, or pass --method simhash where SimHash is held",
             ));
         }
         return Ok(Query::Sketch(Sketch::SimHash(f), "given", None));
@@ -251,7 +245,7 @@ fn search_store(args: &Args, dir: &std::path::Path) -> anyhow::Result<Outcome> {
     };
     Ok(Ok(Found {
         tolerance,
-        matches: matches.into_iter().map(|m| (m.id, None, m.score)).collect(),
+        matches,
         query,
         transferred: None,
     }))
@@ -265,19 +259,17 @@ fn simhash_of(s: &Sketch) -> Option<SimHash> {
     }
 }
 
-fn search_es(args: &Args, index: &str) -> anyhow::Result<Outcome> {
-    if args.method.method(Some(Method::SimHash))? != Method::SimHash {
-        return Err(common::usage(
-            "Elasticsearch indices hold SimHash fingerprints (simHashA–simHashD): use --method simhash and -k there",
-        ));
-    }
-    let k = args.method.distance.resolve(Searched::Elasticsearch)?;
+/// The Elasticsearch side of a query: one runtime and connection, one [`Similar`], what the
+/// indices hold and the tolerance asked for.
+struct EsQuery {
+    runtime: tokio::runtime::Runtime,
+    similar: Similar,
+    meta: IndexMeta,
+    tolerance: Tolerance,
+}
+
+fn connect_es(args: &Args, index: &str) -> anyhow::Result<EsQuery> {
     let names = args.field_names.names()?;
-    let fp = args.profile.fingerprinter(None)?;
-    let query = query(args, &fp, Method::SimHash)?;
-    if let Query::TooShort(what, why) = query {
-        return Ok(Err((what, why)));
-    }
     let (config, client) = args.es.client()?;
     let options = SimilarOptions {
         filter: args.filter,
@@ -292,20 +284,71 @@ fn search_es(args: &Args, index: &str) -> anyhow::Result<Outcome> {
         max_retries: 2,
         ..RetryPolicy::default()
     };
-    let similar = es::Similar::with_options(client, fp, options, retry);
-    let (found, own_id) = es_args::runtime()?.block_on(async {
+    // The fingerprinter comes from the indices' `_meta` (seed000 for the Java layout).
+    let similar = Similar::with_options(client, None, options, retry);
+    let runtime = es_args::runtime()?;
+    let meta = runtime.block_on(async {
         // Fails fast, in one line, when the node is down or refuses the credentials.
         es::first_contact(similar.scanner().client(), config.connect_timeout).await?;
+        similar.index_meta(index).await
+    })?;
+    check_profile(args, index, &meta)?;
+    let method = args.method.for_index(meta.default_method())?;
+    let tolerance = args.method.tolerance(method, Searched::Elasticsearch)?;
+    Ok(EsQuery {
+        runtime,
+        similar,
+        meta,
+        tolerance,
+    })
+}
+
+/// Elasticsearch indices record their SimHash profile, so `--profile` is not needed there; one
+/// that makes another SimHash version than the indices hold is a usage error.
+fn check_profile(args: &Args, index: &str, meta: &IndexMeta) -> anyhow::Result<()> {
+    let Some(profile) = args.profile.profile else {
+        return Ok(());
+    };
+    let asked = args.profile.fingerprinter(None)?;
+    let asked = asked.version_of(Method::SimHash, false);
+    match meta.version(Method::SimHash) {
+        Some(held) if held == asked => Ok(()),
+        Some(held) => Err(common::usage(format!(
+            "--profile {profile} makes SimHash version `{asked}`, but `{index}` holds `{held}`: leave --profile out (the index records its own)"
+        ))),
+        None => Err(common::usage(format!(
+            "--profile {profile} is a SimHash profile, but `{index}` holds no SimHash fingerprints ({meta}): leave --profile out"
+        ))),
+    }
+}
+
+fn search_es(args: &Args, index: &str) -> anyhow::Result<Outcome> {
+    let es = connect_es(args, index)?;
+    let method = es.tolerance.method();
+    let fp = es.meta.fingerprinter(index)?;
+    let query = query(args, &fp, method)?;
+    if let Query::TooShort(what, why) = query {
+        return Ok(Err((what, why)));
+    }
+    let (found, own_id) = es.runtime.block_on(async {
         match &query {
-            Query::Id(id) => similar.by_id(index, id, k).await.map(|f| (f, None)),
-            Query::Text(t) => similar.by_text(index, t, k).await.map(|f| (f, None)),
-            Query::Sketch(s, _, own) => similar
-                .by_fingerprint(index, simhash_of(s).expect("a SimHash query"), k)
+            Query::Id(id) => es
+                .similar
+                .by_id(index, id, es.tolerance)
+                .await
+                .map(|f| (f, None)),
+            Query::Text(t) => es
+                .similar
+                .by_text(index, t, es.tolerance)
+                .await
+                .map(|f| (f, None)),
+            Query::Sketch(s, _, own) => es
+                .similar
+                .by_fingerprint(index, s.clone(), es.tolerance)
                 .await
                 .map(|found| (found, own.clone())),
             Query::TooShort(..) => unreachable!("handled above"),
         }
-        .map_err(anyhow::Error::from)
     })?;
     let origin = match (&found.query, &query) {
         (QueryFingerprint::TooShort(why), _) => {
@@ -322,14 +365,13 @@ fn search_es(args: &Args, index: &str) -> anyhow::Result<Outcome> {
         (QueryFingerprint::Given(_), _) => "given",
     };
     Ok(Ok(Found {
-        tolerance: Tolerance::Distance(k),
+        tolerance: es.tolerance,
         query: found.query.simhash().map(|f| (f, origin)),
         transferred: Some(found.transferred),
         matches: found
             .matches
             .into_iter()
             .filter(|m| own_id.as_deref() != Some(m.id.as_str()))
-            .map(|m| (m.id, Some(m.index), Score::Distance(m.distance)))
             .collect(),
     }))
 }
@@ -338,13 +380,8 @@ fn print(args: &Args, found: &Found) -> CmdResult {
     let mut out = common::stdout();
     match args.format {
         Format::Json => {
-            for (id, index, score) in &found.matches {
-                let line = Line {
-                    id,
-                    index: index.as_deref(),
-                    score: *score,
-                };
-                serde_json::to_writer(&mut out, &line).context("writing output")?;
+            for m in &found.matches {
+                serde_json::to_writer(&mut out, m).context("writing output")?;
                 out.write_all(b"\n").context("writing output")?;
             }
         }
@@ -369,11 +406,11 @@ fn print(args: &Args, found: &Found) -> CmdResult {
                 let iw = found
                     .matches
                     .iter()
-                    .filter_map(|m| m.1.as_ref().map(|i| i.chars().count()))
+                    .filter_map(|m| m.index.as_ref().map(|i| i.chars().count()))
                     .chain([5])
                     .max()
                     .unwrap_or(5);
-                let has_index = found.matches.iter().any(|m| m.1.is_some());
+                let has_index = found.matches.iter().any(|m| m.index.is_some());
                 let label = match found.tolerance {
                     Tolerance::Distance(_) => "distance",
                     Tolerance::Similarity(_) => "similarity",
@@ -383,7 +420,7 @@ fn print(args: &Args, found: &Found) -> CmdResult {
                 } else {
                     writeln!(out, "{label}  id")?;
                 }
-                for (id, index, score) in &found.matches {
+                for Match { id, index, score } in &found.matches {
                     let score = match score {
                         Score::Distance(d) => format!("{d:>8}"),
                         Score::Similarity(s) => format!("{s:>10.3}"),
