@@ -1190,7 +1190,7 @@ fn the_cli_prints_matches_and_one_line_errors() {
 }
 
 #[test]
-fn the_cli_uses_the_indices_method() {
+fn the_cli_uses_the_indices_method_and_looks_up_many_ids() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let client = rt.block_on(t::client());
     let idx = rt.block_on(new_both_index(&client, "similar-cli-minhash"));
@@ -1242,6 +1242,51 @@ fn the_cli_uses_the_indices_method() {
     );
     assert_eq!(code, 0);
     assert!(out.contains("with similarity ≥ 0.9"), "{out}");
+
+    // Many ids over one connection: one line per id, in order, a missing one as its error.
+    let stdin = format!("{}\nnope\n\n{}\n", bases[0], bases[1]);
+    let (code, out, err) = run(&["--ids-from", "-"], stdin.as_bytes());
+    assert_eq!(code, 3, "exit 3: some ids failed: {err}");
+    let lines = common::json_lines(&out);
+    assert_eq!(lines.len(), 3, "{out}");
+    assert_eq!(lines[0]["id"], bases[0].as_str());
+    assert_eq!(
+        lines[0]["matches"],
+        answer(&bases[0], Tolerance::Similarity(0.3))
+    );
+    assert_eq!(lines[1]["id"], "nope");
+    assert!(
+        lines[1]["error"]
+            .as_str()
+            .unwrap()
+            .contains("no document with id `nope`"),
+        "{out}"
+    );
+    assert_eq!(
+        lines[2]["matches"],
+        answer(&bases[1], Tolerance::Similarity(0.3))
+    );
+    let ids = std::env::temp_dir().join(format!("neardup-ids-{}", std::process::id()));
+    std::fs::write(&ids, format!("{}\n{}\n", bases[1], bases[2])).unwrap();
+    let (code, out, err) = run(
+        &[
+            "--ids-from",
+            ids.to_str().unwrap(),
+            "--method",
+            "simhash",
+            "-k",
+            "5",
+        ],
+        b"",
+    );
+    std::fs::remove_file(&ids).unwrap();
+    assert_eq!(code, 0, "{err}");
+    let lines = common::json_lines(&out);
+    assert_eq!(lines.len(), 2);
+    assert_eq!(
+        lines[1]["matches"],
+        answer(&bases[2], Tolerance::Distance(5))
+    );
 
     // --profile is read from the index; one that disagrees is a usage error naming both.
     let (code, _, err) = run(&["--id", &bases[0], "--profile", "default"], b"");

@@ -7,15 +7,16 @@
 //! `--method`/`-k`/`--threshold`, `--format`, and exit code 4 when the query is too short to
 //! have a fingerprint. A store answers with its own method, Elasticsearch with the one its
 //! indices record in `_meta` (MinHash where held); MinHash matches carry `similarity`, SimHash
-//! ones `distance`.
+//! ones `distance`. On Elasticsearch, `--ids-from` looks up many ids over one connection.
 
-use std::io::Write;
+use std::io::{BufRead, Write};
 use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::ArgGroup;
 use neardup::es::{
-    self, FilterMode, IndexMeta, Paging, QueryFingerprint, RetryPolicy, Similar, SimilarOptions,
+    self, EsError, FilterMode, IndexMeta, Paging, QueryFingerprint, RetryPolicy, Similar,
+    SimilarOptions,
 };
 use neardup::input::{self, InputSpec};
 use neardup::pipeline::sketch_body;
@@ -28,7 +29,7 @@ use super::store_args::{self, StoreProfileArgs};
 
 #[derive(clap::Args, Debug)]
 #[command(group(ArgGroup::new("target").required(true).args(["store", "index"])))]
-#[command(group(ArgGroup::new("query").required(true).args(["id", "text", "input", "fingerprint"])))]
+#[command(group(ArgGroup::new("query").required(true).args(["id", "ids_from", "text", "input", "fingerprint"])))]
 pub struct Args {
     /// Search the local index in this directory.
     #[arg(long, value_name = "DIR", help_heading = "Local store")]
@@ -54,6 +55,16 @@ pub struct Args {
     /// Documents near this stored document (itself left out).
     #[arg(long, value_name = "ID")]
     id: Option<String>,
+    /// Documents near each stored document whose id is on a line of this file (`-` reads
+    /// standard input), over one connection: one JSON line per id, `{"id", "matches": […]}`
+    /// or `{"id", "error"}` (exit 3 when some id failed).
+    #[arg(
+        long,
+        value_name = "FILE|-",
+        requires = "index",
+        conflicts_with = "format"
+    )]
+    ids_from: Option<String>,
     /// Documents near this text (plain text or HTML).
     #[arg(long, value_name = "TEXT")]
     text: Option<String>,
@@ -145,6 +156,7 @@ enum Query {
 pub fn run(args: Args) -> CmdResult {
     let found = match (&args.store, &args.index) {
         (Some(dir), _) => search_store(&args, dir)?,
+        (None, Some(index)) if args.ids_from.is_some() => return search_es_ids(&args, index),
         (None, Some(index)) => search_es(&args, index)?,
         (None, None) => unreachable!("clap requires --store or --index"),
     };
@@ -374,6 +386,64 @@ fn search_es(args: &Args, index: &str) -> anyhow::Result<Outcome> {
             .filter(|m| own_id.as_deref() != Some(m.id.as_str()))
             .collect(),
     }))
+}
+
+/// `--ids-from`: one JSON line per id, in input order, with its matches or its error. Errors
+/// of one id (not found, in several indices, unreadable, too short) are its line; others
+/// (the cluster, the index) end the command.
+fn search_es_ids(args: &Args, index: &str) -> CmdResult {
+    let path = args.ids_from.as_deref().expect("--ids-from was given");
+    let source = input::open(path)?;
+    let es = connect_es(args, index)?;
+    let mut out = common::stdout();
+    let mut failed = 0usize;
+    for line in source.reader.lines() {
+        let line = line.with_context(|| format!("reading ids from {}", source.name))?;
+        let id = line.trim();
+        if id.is_empty() {
+            continue;
+        }
+        let answer = es
+            .runtime
+            .block_on(es.similar.by_id(index, id, es.tolerance));
+        let line = match answer {
+            Ok(found) => match &found.query {
+                QueryFingerprint::TooShort(why) => {
+                    failed += 1;
+                    serde_json::json!({ "id": id, "error": format!(
+                        "document `{id}` has no stored fingerprint and its text is too short to fingerprint ({why}), so nothing can be near it"
+                    ) })
+                }
+                _ => serde_json::json!({ "id": id, "matches": found.matches }),
+            },
+            Err(e) if one_id_error(&e) => {
+                failed += 1;
+                serde_json::json!({ "id": id, "error": e.to_string() })
+            }
+            Err(e) => return Err(e.into()),
+        };
+        serde_json::to_writer(&mut out, &line).context("writing output")?;
+        out.write_all(b"\n").context("writing output")?;
+        // A caller feeding ids through a pipe reads each answer as it comes.
+        out.flush().context("writing output")?;
+    }
+    common::flush(&mut out)?;
+    Ok(if failed > 0 {
+        Status::BadInput
+    } else {
+        Status::Done
+    })
+}
+
+/// An error that concerns one looked-up id, not the cluster or the indices.
+fn one_id_error(e: &EsError) -> bool {
+    matches!(
+        e,
+        EsError::DocumentNotFound { .. }
+            | EsError::AmbiguousId { .. }
+            | EsError::BadDocument { .. }
+            | EsError::BadText(_)
+    )
 }
 
 fn print(args: &Args, found: &Found) -> CmdResult {
