@@ -72,7 +72,8 @@ pub struct Args {
     /// reads standard input); its own id is left out. A plain text goes in --text.
     #[arg(long, short, value_name = "PATH")]
     input: Option<String>,
-    /// Documents near this fingerprint (16 hex digits, as `neardup fingerprint` prints).
+    /// Documents near this SimHash fingerprint (16 hex digits, as `neardup fingerprint`
+    /// prints): on an index holding MinHash too, add --method simhash or -k.
     #[arg(long, value_name = "HEX")]
     fingerprint: Option<SimHash>,
     /// Text field of the --input article (and, on Elasticsearch, of a document without a
@@ -94,9 +95,10 @@ pub struct Args {
     profile: StoreProfileArgs,
     #[command(flatten, next_help_heading = "Elasticsearch")]
     es: EsArgs,
-    /// Where the exact distance is checked: `server` (a painless script filter; only matches
-    /// cross the network; falls back to `client` when the cluster refuses scripts) or
-    /// `client` (every candidate's blocks are fetched and checked here).
+    /// Where the exact rule (distance ≤ k, or similarity ≥ threshold) is checked: `server` (a
+    /// painless script filter; only matches cross the network; falls back to `client` when
+    /// the cluster refuses scripts) or `client` (every candidate's blocks or signature are
+    /// fetched and checked here). Both give the same matches.
     #[arg(
         long,
         default_value = "server",
@@ -281,6 +283,9 @@ struct EsQuery {
 }
 
 fn connect_es(args: &Args, index: &str) -> anyhow::Result<EsQuery> {
+    // Usage errors of the method flags come before the cluster is contacted.
+    args.method.distance.resolve(Searched::Elasticsearch)?;
+    args.method.for_index(Method::default())?;
     let names = args.field_names.names()?;
     let (config, client) = args.es.client()?;
     let options = SimilarOptions {
