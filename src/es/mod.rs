@@ -9,8 +9,9 @@
 //!   fields in bulk, guarded by sequence numbers so a stale fingerprint never wins.
 //! - [`worker`]: one pass of "find documents whose fingerprint is missing, outdated or older
 //!   than their text, and write a fresh one".
-//! - [`similar`]: the query path: [`Similar`] finds every document within Hamming distance k
-//!   of a document, a text or a fingerprint.
+//! - [`similar`]: the query path: [`Similar`] finds every document near a document, a text
+//!   or a fingerprint, with the method the indices record in `_meta` ([`meta`]): MinHash
+//!   above a similarity, or SimHash within Hamming distance k ≤ 7.
 //! - [`scan`]: the one paging layer: every read of many hits (similar, worker, back-fill)
 //!   goes through a [`Scanner`] (point in time + `search_after`, or scroll on clusters without
 //!   PIT); a scroll page is never re-sent after a failure.
@@ -48,7 +49,8 @@ pub use meta::{read_meta, IndexMeta, MetaSource, MinHashFieldNames, MinHashMeta,
 pub use retry::RetryPolicy;
 pub use scan::{Cursor, Paging, ScanOptions, ScanStats, Scanner};
 pub use similar::{
-    FilterMode, IndexList, Match, QueryFingerprint, Similar, SimilarOptions, Similarity, MAX_K,
+    block_probes, min_agreements, FilterMode, IndexList, Match, QueryFingerprint, Similar,
+    SimilarOptions, Similarity, DEFAULT_K, MAX_K,
 };
 pub use worker::{PassReport, Watermark, Worker, WorkerConfig};
 pub use write::{
@@ -332,7 +334,7 @@ pub enum EsError {
         hint: String,
     },
 
-    #[error("k = {k} is too large: k ≤ 3 needs the four 16-bit blocks; larger k would need a mapping with k+1 blocks, e.g. 8 blocks of 8 bits for k ≤ 7")]
+    #[error("k = {k} is too large: the four 16-bit block fields answer exactly for k ≤ 7 (a pair within 7 bits has a block within one bit); use -k 0..=7")]
     DistanceTooLarge { k: u32 },
 }
 
