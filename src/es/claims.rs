@@ -16,9 +16,12 @@
 //! writers claims a shared key first finishes (search, write, refresh) before the other can
 //! claim it, so the other's search sees the first article.
 //!
-//! **No deadlock.** Keys are claimed one at a time in one global order (sorted), so a writer
-//! only ever waits for a key greater than every key it holds; a cycle of waits would need a
-//! key smaller than one already held.
+//! **No deadlock.** Keys are claimed in one global order (sorted): a writer sends all its
+//! keys in one `_bulk` of creates, keeps those before the first key someone else holds,
+//! gives back those after it, waits until that key is free and goes on from there. So it only
+//! ever waits for a key greater than every key it holds, and a cycle of waits would need a key
+//! smaller than one already held. Without contention, claiming is one request and releasing
+//! another.
 //!
 //! **Crashes and limits.** A claim carries a lease (`expires_at`, epoch milliseconds of the
 //! claimant's clock). A writer that finds an expired claim deletes it — guarded by the
@@ -125,9 +128,21 @@ impl Claims {
         let mut held = Held {
             claims: Vec::with_capacity(keys.len()),
         };
-        for key in keys {
-            match self.claim_one(key, holder, deadline).await {
-                Ok((seq_no, term)) => held.claims.push((key.clone(), seq_no, term)),
+        let mut next = 0;
+        while next < keys.len() {
+            match self.create_in_order(&keys[next..], holder).await {
+                Ok((got, None)) => {
+                    held.claims.extend(got);
+                    next = keys.len();
+                }
+                Ok((got, Some(blocked))) => {
+                    next += got.len();
+                    held.claims.extend(got);
+                    if let Err(e) = self.wait_until_free(blocked, deadline).await {
+                        self.release(held).await;
+                        return Err(e);
+                    }
+                }
                 Err(e) => {
                     self.release(held).await;
                     return Err(e);
@@ -137,88 +152,162 @@ impl Claims {
         Ok(held)
     }
 
-    /// Gives the keys back. Each delete is guarded by the claim's sequence number, so a claim
-    /// that expired and was taken over is left to its new holder. Failures are logged: the
-    /// lease frees the key later.
-    pub async fn release(&self, held: Held) {
-        for (key, seq_no, term) in held.claims {
-            let path = format!("/{}/_doc/{}", path_segment(&self.index), path_segment(&key));
-            let (s, t) = (seq_no.to_string(), term.to_string());
-            let r = send(
-                &self.client,
-                Method::Delete,
-                &path,
-                &[("if_seq_no", &s), ("if_primary_term", &t)],
-                None,
-            )
-            .await;
-            match r {
-                Ok(reply) if matches!(reply.status.as_u16(), 200..=299 | 404 | 409) => {}
-                Ok(reply) => {
-                    tracing::warn!(key = %key, status = reply.status.as_u16(), "could not release a claim; its lease will free it")
-                }
-                Err(e) => {
-                    tracing::warn!(key = %key, error = %e, "could not release a claim; its lease will free it")
-                }
+    /// One `_bulk` of creates for `keys`, in order. Returns the claims made before the first
+    /// key someone else holds (and that key); claims made after it are given back at once.
+    async fn create_in_order<'k>(
+        &self,
+        keys: &[&'k String],
+        holder: &str,
+    ) -> Result<(Vec<(String, u64, u64)>, Option<&'k str>), ClaimError> {
+        let expires_at = now_ms() + self.lease.as_millis() as i64;
+        let source = json!({ "holder": holder, "expires_at": expires_at }).to_string();
+        let mut body = String::new();
+        for k in keys {
+            body.push_str(&json!({ "create": { "_index": &self.index, "_id": k } }).to_string());
+            body.push('\n');
+            body.push_str(&source);
+            body.push('\n');
+        }
+        // Sent once: after a lost answer the claims may exist, and a resend would find them
+        // "held by someone". The caller's request fails; its claims expire with the lease.
+        let reply = send(
+            &self.client,
+            Method::Post,
+            "/_bulk",
+            &[],
+            Some(&Body::NdJson(body)),
+        )
+        .await?;
+        let reply = check("claims: create", reply)?;
+        let items = reply["items"].as_array().cloned().unwrap_or_default();
+        if items.len() != keys.len() {
+            return Err(EsError::BadResponse {
+                what: "claims: create".into(),
+                detail: format!("{} items for {} keys", items.len(), keys.len()),
             }
+            .into());
+        }
+        let mut got = Vec::new();
+        let mut blocked = None;
+        let mut surplus = Vec::new();
+        for (key, item) in keys.iter().zip(&items) {
+            let r = &item["create"];
+            let status = r["status"].as_u64().unwrap_or(0);
+            let created = (200..300).contains(&status);
+            let claim = || {
+                (
+                    key.to_string(),
+                    r["_seq_no"].as_u64().unwrap_or_default(),
+                    r["_primary_term"].as_u64().unwrap_or_default(),
+                )
+            };
+            match (blocked.is_some(), created, status) {
+                (false, true, _) => got.push(claim()),
+                (false, false, 409) => blocked = Some(key.as_str()),
+                (false, false, _) => {
+                    surplus.extend(got.drain(..));
+                    self.release(Held { claims: surplus }).await;
+                    return Err(EsError::BadResponse {
+                        what: format!("claim `{key}`: create"),
+                        detail: format!("HTTP {status}: {}", r["error"]),
+                    }
+                    .into());
+                }
+                (true, true, _) => surplus.push(claim()),
+                (true, false, _) => {}
+            }
+        }
+        if !surplus.is_empty() {
+            self.release(Held { claims: surplus }).await;
+        }
+        Ok((got, blocked))
+    }
+
+    /// Waits until nobody holds `key`: it was released, or its lease ran out (then the
+    /// expired claim is deleted). Looks again after 5 ms, doubling to 100 ms.
+    async fn wait_until_free(&self, key: &str, deadline: Instant) -> Result<(), ClaimError> {
+        let doc_path = format!("/{}/_doc/{}", path_segment(&self.index), path_segment(key));
+        let mut pause = self.poll;
+        loop {
+            // A realtime get: no refresh needed.
+            let got = send(&self.client, Method::Get, &doc_path, &[], None).await?;
+            if got.status.as_u16() == 404 {
+                return Ok(());
+            }
+            let got = check(&format!("claim `{key}`: read"), got)?;
+            if got["_source"]["expires_at"].as_i64().unwrap_or(0) < now_ms() {
+                self.delete_expired(&doc_path, &got).await?;
+                return Ok(());
+            }
+            if Instant::now() + pause > deadline {
+                return Err(ClaimError::Timeout {
+                    key: key.to_owned(),
+                    holder: got["_source"]["holder"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_owned(),
+                });
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_millis(100));
         }
     }
 
-    async fn claim_one(
-        &self,
-        key: &str,
-        holder: &str,
-        deadline: Instant,
-    ) -> Result<(u64, u64), ClaimError> {
-        let doc_path = format!("/{}/_doc/{}", path_segment(&self.index), path_segment(key));
-        let create_path = format!(
-            "/{}/_create/{}",
-            path_segment(&self.index),
-            path_segment(key)
-        );
-        loop {
-            let expires_at = now_ms() + self.lease.as_millis() as i64;
-            let body = Body::Json(json!({ "holder": holder, "expires_at": expires_at }));
-            // Not retried blindly: a create whose answer was lost may have succeeded, and
-            // then the retry would see our own claim as someone else's. A transient failure
-            // ends the attempt; the caller's request fails and can be retried.
-            let reply = send(&self.client, Method::Put, &create_path, &[], Some(&body)).await?;
-            if reply.status.as_u16() == 409 {
-                // Claimed: look at the claim (a realtime get, no refresh needed).
-                let got = send(&self.client, Method::Get, &doc_path, &[], None).await?;
-                if got.status.as_u16() == 404 {
-                    continue; // released meanwhile
+    /// Gives the keys back, in one `_bulk` of deletes. Each is guarded by the claim's
+    /// sequence number, so a claim that expired and was taken over is left to its new holder.
+    /// Failures are logged: the lease frees the keys later.
+    pub async fn release(&self, held: Held) {
+        if held.claims.is_empty() {
+            return;
+        }
+        let mut body = String::new();
+        for (key, seq_no, term) in &held.claims {
+            body.push_str(
+                &json!({ "delete": {
+                    "_index": &self.index, "_id": key,
+                    "if_seq_no": seq_no, "if_primary_term": term
+                } })
+                .to_string(),
+            );
+            body.push('\n');
+        }
+        match send(
+            &self.client,
+            Method::Post,
+            "/_bulk",
+            &[],
+            Some(&Body::NdJson(body)),
+        )
+        .await
+        {
+            Ok(reply) if reply.status.is_success() => {
+                let failed = reply.body["items"]
+                    .as_array()
+                    .map(|items| {
+                        items
+                            .iter()
+                            .filter(|i| {
+                                !matches!(
+                                    i["delete"]["status"].as_u64(),
+                                    Some(200..=299 | 404 | 409)
+                                )
+                            })
+                            .count()
+                    })
+                    .unwrap_or(0);
+                if failed > 0 {
+                    tracing::warn!(
+                        failed,
+                        "could not release some claims; their lease will free them"
+                    );
                 }
-                let got = check(&format!("claim `{key}`: read"), got)?;
-                let holder_now = got["_source"]["holder"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_owned();
-                if got["_source"]["expires_at"].as_i64().unwrap_or(0) < now_ms() {
-                    self.delete_expired(&doc_path, &got).await?;
-                    continue;
-                }
-                if Instant::now() + self.poll > deadline {
-                    return Err(ClaimError::Timeout {
-                        key: key.to_owned(),
-                        holder: holder_now,
-                    });
-                }
-                tokio::time::sleep(self.poll).await;
-                continue;
             }
-            let created = check(&format!("claim `{key}`: create"), reply)?;
-            let seq_no = created["_seq_no"].as_u64();
-            let term = created["_primary_term"].as_u64();
-            match (seq_no, term) {
-                (Some(s), Some(t)) => return Ok((s, t)),
-                _ => {
-                    return Err(EsError::BadResponse {
-                        what: format!("claim `{key}`: create"),
-                        detail: format!("no _seq_no/_primary_term in {created}"),
-                    }
-                    .into())
-                }
+            Ok(reply) => tracing::warn!(
+                status = reply.status.as_u16(),
+                "could not release claims; their lease will free them"
+            ),
+            Err(e) => {
+                tracing::warn!(error = %e, "could not release claims; their lease will free them")
             }
         }
     }

@@ -335,15 +335,38 @@ impl Similar {
         text: &str,
         tolerance: impl Into<Tolerance>,
     ) -> Result<Similarity, EsError> {
-        let indices = indices.into();
-        let tolerance = tolerance.into();
+        self.by_texts(indices.into(), &[text], tolerance.into())
+            .await
+    }
+
+    /// Near duplicates of an article (a JSON object) that need not be in the index: its text
+    /// fields ([`SimilarOptions::text_fields`]) are fingerprinted by the one document-to-text
+    /// rule, as the indices' documents are. A text field holding a number or an object is
+    /// [`EsError::BadText`].
+    pub async fn by_article(
+        &self,
+        indices: impl Into<IndexList>,
+        article: &Value,
+        tolerance: impl Into<Tolerance>,
+    ) -> Result<Similarity, EsError> {
+        let texts = field_texts(article, &self.options.text_fields)?;
+        self.by_texts(indices.into(), &texts, tolerance.into())
+            .await
+    }
+
+    async fn by_texts(
+        &self,
+        indices: IndexList,
+        texts: &[&str],
+        tolerance: Tolerance,
+    ) -> Result<Similarity, EsError> {
         check_tolerance(tolerance)?;
         let d = self.describe(&indices).await?;
         let method = tolerance.method();
         check_method(&indices, &d.meta, method)?;
         let query = match d
             .fingerprinter
-            .sketch_fields(Methods::only(method), &[text])
+            .sketch_fields(Methods::only(method), texts)
             .into_sketch(method)
         {
             Ok(q) => q,
@@ -542,8 +565,9 @@ impl Similar {
         ))
     }
 
-    /// The one hit for `id` in `indices`, with `_source` limited to `fields`.
-    async fn find_document(
+    /// The one hit for `id` in `indices` (`_index`, `_id`, `_source` limited to `fields`).
+    /// Errors: [`EsError::DocumentNotFound`], [`EsError::AmbiguousId`].
+    pub async fn find_document(
         &self,
         indices: &IndexList,
         id: &str,

@@ -27,23 +27,29 @@ use std::time::{Duration, Instant};
 
 use axum::error_handling::HandleErrorLayer;
 use axum::extract::rejection::JsonRejection;
-use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
+use axum::extract::{DefaultBodyLimit, MatchedPath, Path, Query, Request, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use elasticsearch::Elasticsearch;
+use serde::Deserialize;
 use serde_json::{json, Value};
 use tower::limit::GlobalConcurrencyLimitLayer;
 use tower::ServiceBuilder;
 
 pub use self::error::ApiError;
 pub use self::metrics::Metrics;
-use crate::es::{self, RetryPolicy, Secret};
+use crate::es::{
+    self, EsError, QueryFingerprint, RetryPolicy, Secret, Similar, SimilarOptions, Similarity,
+};
 use crate::fingerprint::{FingerprintRecord, Methods};
 use crate::input::field_texts;
-use crate::Fingerprinter;
+use crate::{Fingerprinter, Tolerance};
+
+/// The review page served at `/`.
+pub const PAGE: &str = include_str!("page.html");
 
 /// The OpenAPI description served at `/v1/openapi.json`.
 pub const OPENAPI: &str = include_str!("openapi.json");
@@ -87,16 +93,28 @@ pub struct Service {
     config: ServeConfig,
     es: EsBackend,
     fingerprinter: Fingerprinter,
+    /// The one query function: it remembers what each index holds.
+    similar: Similar,
     metrics: Metrics,
 }
 
 impl Service {
     /// A service answering from `es`; `fingerprinter` serves `POST /v1/fingerprint`.
     pub fn new(config: ServeConfig, es: EsBackend, fingerprinter: Fingerprinter) -> Service {
+        let similar = Similar::with_options(
+            es.client.clone(),
+            None,
+            SimilarOptions {
+                text_fields: config.text_fields.clone(),
+                ..SimilarOptions::default()
+            },
+            es.retry.clone(),
+        );
         Service {
             config,
             es,
             fingerprinter,
+            similar,
             metrics: Metrics::new(),
         }
     }
@@ -117,17 +135,29 @@ impl Service {
             .timeout(self.config.timeout);
         let v1 = Router::new()
             .route("/v1/fingerprint", post(fingerprint))
+            .route("/v1/{index}/similar/{id}", get(similar_by_id))
+            .route("/v1/{index}/similar", post(similar_by_article))
+            .route("/v1/{index}/articles/{id}", get(article))
             .route("/v1/openapi.json", get(openapi))
             .layer(middleware::from_fn_with_state(self.clone(), authorise))
             .layer(limits);
         Router::new()
             .merge(v1)
+            .route("/", get(page))
             .route("/healthz", get(healthz))
             .route("/metrics", get(metrics_text))
             .fallback(not_found)
             .layer(DefaultBodyLimit::max(self.config.body_limit))
             .layer(middleware::from_fn_with_state(self.clone(), track))
             .with_state(self)
+    }
+
+    /// An Elasticsearch error as an answer; failures of the cluster itself are counted.
+    fn es_failed(&self, e: EsError) -> ApiError {
+        if e.is_transient() || matches!(e.status(), Some(s) if s >= 500) {
+            self.metrics.es_error(&e);
+        }
+        ApiError::from(e)
     }
 
     /// The texts of an article posted to the service, by the one document-to-text rule.
@@ -322,4 +352,112 @@ async fn fingerprint(
     .await
     .map_err(|e| ApiError::internal(e.to_string()))?;
     Ok(Json(FingerprintRecord::new(id, &sketches)))
+}
+
+async fn page() -> impl IntoResponse {
+    ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], PAGE)
+}
+
+/// `?threshold=T` (MinHash) or `?k=N` (SimHash); neither: what the index holds, at its
+/// default.
+#[derive(Debug, Default, Deserialize)]
+struct Near {
+    threshold: Option<f64>,
+    k: Option<u32>,
+}
+
+impl Near {
+    async fn tolerance(&self, svc: &Service, index: &str) -> Result<Tolerance, ApiError> {
+        match (self.threshold, self.k) {
+            (Some(_), Some(_)) => Err(ApiError::bad_request(
+                "give `threshold` (MinHash) or `k` (SimHash), not both",
+            )),
+            (Some(t), None) if !(t > 0.0 && t <= 1.0) => Err(ApiError::bad_request(format!(
+                "threshold {t} is out of range: use 0 < threshold ≤ 1"
+            ))),
+            (Some(t), None) => Ok(Tolerance::Similarity(t)),
+            (None, Some(k)) => Ok(Tolerance::Distance(k)),
+            (None, None) => svc
+                .similar
+                .default_tolerance(index)
+                .await
+                .map_err(|e| svc.es_failed(e)),
+        }
+    }
+}
+
+/// The answer of both similar endpoints: the matches (`{"id", "index", "similarity"}` or
+/// `{"id", "index", "distance"}`), what counted as near, and where the query came from.
+fn answer(found: &Similarity) -> Value {
+    let (query, reason) = match &found.query {
+        QueryFingerprint::Stored(_) => ("stored", None),
+        QueryFingerprint::Computed(_) | QueryFingerprint::Given(_) => ("computed", None),
+        QueryFingerprint::TooShort(why) => ("too_short", Some(why.to_string())),
+    };
+    let mut v = json!({
+        "matches": found.matches,
+        "method": found.tolerance.method(),
+        "query": query,
+        "candidates": found.transferred,
+    });
+    match found.tolerance {
+        Tolerance::Similarity(t) => v["threshold"] = json!(t),
+        Tolerance::Distance(k) => v["max_distance"] = json!(k),
+    }
+    if let Some(r) = reason {
+        v["reason"] = json!(r);
+    }
+    v
+}
+
+/// `GET /v1/{index}/similar/{id}`: what `neardup similar --es … --index {index} --id {id}`
+/// finds.
+async fn similar_by_id(
+    State(svc): State<Arc<Service>>,
+    Path((index, id)): Path<(String, String)>,
+    Query(near): Query<Near>,
+) -> Result<Json<Value>, ApiError> {
+    let tolerance = near.tolerance(&svc, &index).await?;
+    let found = svc
+        .similar
+        .by_id(index.as_str(), &id, tolerance)
+        .await
+        .map_err(|e| svc.es_failed(e))?;
+    Ok(Json(answer(&found)))
+}
+
+/// `POST /v1/{index}/similar` with an article: its near-duplicates in the index.
+async fn similar_by_article(
+    State(svc): State<Arc<Service>>,
+    Path(index): Path<String>,
+    Query(near): Query<Near>,
+    body: Result<Json<Value>, JsonRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let Json(article) = body.map_err(ApiError::from)?;
+    svc.article_texts(&article)?;
+    let tolerance = near.tolerance(&svc, &index).await?;
+    let found = svc
+        .similar
+        .by_article(index.as_str(), &article, tolerance)
+        .await
+        .map_err(|e| svc.es_failed(e))?;
+    Ok(Json(answer(&found)))
+}
+
+/// `GET /v1/{index}/articles/{id}`: the article's text fields (for the review page).
+async fn article(
+    State(svc): State<Arc<Service>>,
+    Path((index, id)): Path<(String, String)>,
+) -> Result<Json<Value>, ApiError> {
+    let fields: Vec<&str> = svc.config.text_fields.iter().map(String::as_str).collect();
+    let hit = svc
+        .similar
+        .find_document(&index.as_str().into(), &id, &fields)
+        .await
+        .map_err(|e| svc.es_failed(e))?;
+    Ok(Json(json!({
+        "id": hit["_id"],
+        "index": hit["_index"],
+        "article": hit["_source"],
+    })))
 }
