@@ -205,7 +205,7 @@ impl Claims {
                 (false, true, _) => got.push(claim()),
                 (false, false, 409) => blocked = Some(key.as_str()),
                 (false, false, _) => {
-                    surplus.extend(got.drain(..));
+                    surplus.append(&mut got);
                     self.release(Held { claims: surplus }).await;
                     return Err(EsError::BadResponse {
                         what: format!("claim `{key}`: create"),
