@@ -10,8 +10,8 @@ use std::collections::BTreeSet;
 use common::es::{self as t, TestIndex};
 use elasticsearch::http::Method;
 use neardup::es::{
-    fingerprint_fields_json, init_index, BlockType, EsError, FieldNames, FilterMode, IndexMeta,
-    Match, Paging, QueryFingerprint, RetryPolicy, Similar, SimilarOptions,
+    init_index, simhash_fields_json, BlockType, EsError, FieldNames, FilterMode, IndexMeta, Match,
+    Paging, QueryFingerprint, RetryPolicy, Similar, SimilarOptions,
 };
 use neardup::{Fingerprinter, Profile, SimHash};
 use serde_json::{json, Value};
@@ -54,7 +54,7 @@ fn flips(d: u32, salt: u32) -> Vec<u32> {
 
 fn doc_with(source: &Value, fp: SimHash) -> Value {
     let mut doc = source.clone();
-    let fields = fingerprint_fields_json(
+    let fields = simhash_fields_json(
         &FieldNames::default(),
         &Ok(neardup::Fingerprint {
             simhash: fp,
