@@ -511,8 +511,58 @@ impl EsIndexer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Fingerprint, SimHash, TooShort};
+    use crate::es::{BlockType, MinHashFieldNames};
+    use crate::{Fingerprint, FingerprintConfig, SimHash, TooShort};
     use std::sync::Arc;
+
+    /// Fingerprints live in indices for years: the fields written for one fixed article must
+    /// never change without a new version. The full MinHash fields are pinned by their hash
+    /// (xxh3-64 of the JSON text), a few values in the clear.
+    #[test]
+    fn golden_fields_of_a_fixed_article() {
+        let meta = IndexMeta::new(
+            &FingerprintConfig::default(),
+            Methods::BOTH,
+            BlockType::Short,
+            FieldNames::default(),
+            MinHashFieldNames::default(),
+        );
+        let fp = meta.fingerprinter("golden").unwrap();
+        let article = serde_json::json!({
+            "title": "国家统计局发布十月经济数据",
+            "content": "国家统计局今天发布了最新的经济数据，显示上个月工业生产继续保持增长，消费市场稳步恢复，就业形势总体稳定。专家表示，随着一系列政策措施落地见效，经济运行有望延续回升向好态势。"
+        });
+        let fields = ["title".to_string(), "content".to_string()];
+        let sketches = sketch_source(&fp, meta.methods(), &article, &fields).unwrap();
+        let m = fingerprint_fields_json(&meta, &sketches);
+        assert_eq!(m.len(), 11);
+        assert_eq!(m["minHashVersion"], fp.minhash_version());
+        assert!(m["minHashReason"].is_null());
+        let bands = m["minHashBands"].as_array().unwrap();
+        assert_eq!(bands.len(), 42);
+        assert_eq!(
+            bands[..3],
+            [
+                json!("7a6b490a6565082f"),
+                json!("6af6c32a2b25de85"),
+                json!("a09b578c62b58bc2")
+            ]
+        );
+        let sig = m["minHashSignature"].as_str().unwrap();
+        assert_eq!(sig.len(), 684);
+        assert_eq!(&sig[..24], "2I2DopdWuYW+bWYy1/kgGuBt");
+        let minhash: Map<String, Value> = m
+            .iter()
+            .filter(|(k, _)| k.starts_with("minHash"))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let text = Value::Object(minhash).to_string();
+        assert_eq!(
+            format!("{:016x}", xxhash_rust::xxh3::xxh3_64(text.as_bytes())),
+            "ef21ecf9a842a396"
+        );
+        assert_eq!(m["simHash"], json!(-2155170680333690452i64));
+    }
 
     #[test]
     fn fields_of_a_fingerprint_and_of_a_too_short_text() {
