@@ -385,3 +385,40 @@ async fn field_is_date(indexer: &EsIndexer, field: &str) -> Result<bool, EsError
         )))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::es::{BlockType, FieldNames, MinHashFieldNames};
+    use crate::{FingerprintConfig, Fingerprinter, Methods, Profile};
+
+    #[test]
+    fn stale_means_any_held_method_missing_or_of_another_version() {
+        let both = IndexMeta::new(
+            &FingerprintConfig::default(),
+            Methods::BOTH,
+            BlockType::Short,
+            FieldNames::default(),
+            MinHashFieldNames::default(),
+        );
+        let v = Fingerprinter::versions(&FingerprintConfig::default());
+        let q = stale_query(&both);
+        assert_eq!(q["bool"]["minimum_should_match"], 1);
+        assert_eq!(
+            q["bool"]["should"],
+            json!([
+                { "bool": { "must_not": [ { "term": { "simHashVersion": v.simhash } } ] } },
+                { "bool": { "must_not": [ { "term": { "minHashVersion": v.minhash } } ] } },
+            ])
+        );
+        let seed = IndexMeta::legacy(FieldNames::default(), BlockType::Short);
+        let seed_version =
+            Fingerprinter::versions(&FingerprintConfig::for_profile(Profile::Seed000));
+        assert_eq!(
+            stale_query(&seed)["bool"]["should"],
+            json!([
+                { "bool": { "must_not": [ { "term": { "simHashVersion": seed_version.simhash } } ] } },
+            ])
+        );
+    }
+}
