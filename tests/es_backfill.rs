@@ -1,6 +1,7 @@
-//! The back-fill against a live node, on real articles in 3-shard indices: exact fingerprints
-//! with every other field byte-identical, SIGKILL and restart, documents changed and deleted
-//! during the run, bad documents, and a restart of the Elasticsearch node itself.
+//! The back-fill against a live node, on real articles in 3-shard indices holding both methods:
+//! exact fingerprints (SimHash and MinHash) with every other field byte-identical, SIGKILL and
+//! restart, documents changed and deleted during the run, bad documents, a restart of the
+//! Elasticsearch node itself, and MinHash added by es-init to a back-filled SimHash index.
 
 mod common;
 
@@ -15,8 +16,8 @@ use common::es::{self as t, TestIndex};
 use elasticsearch::http::Method;
 use elasticsearch::Elasticsearch;
 use neardup::es::backfill::{Backfill, BackfillConfig, BackfillReport, Counts, Mode, Paging};
-use neardup::es::{init_index, BlockType, FieldNames, IndexMeta, RetryPolicy};
-use neardup::{Fingerprinter, Profile, SimHash};
+use neardup::es::{init_index, BlockType, FieldNames, IndexMeta, MinHashFieldNames, RetryPolicy};
+use neardup::{FingerprintConfig, Fingerprinter, Methods, Profile, SimHash};
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
@@ -24,7 +25,18 @@ fn fp() -> Fingerprinter {
     Fingerprinter::for_profile(Profile::Default)
 }
 
-/// A 3-shard index with the fingerprint fields and `docs` loaded.
+/// Both methods, default settings and field names (what `neardup es-init` makes).
+fn both() -> IndexMeta {
+    IndexMeta::new(
+        &FingerprintConfig::default(),
+        Methods::BOTH,
+        BlockType::Short,
+        FieldNames::default(),
+        MinHashFieldNames::default(),
+    )
+}
+
+/// A 3-shard index with the fingerprint fields of both methods and `docs` loaded.
 async fn index_with(client: &Elasticsearch, prefix: &str, docs: &[(String, Value)]) -> TestIndex {
     index_mapped(client, prefix, docs, json!({})).await
 }
@@ -46,18 +58,9 @@ async fn index_mapped(
         })),
     )
     .await;
-    init_index(
-        client,
-        &RetryPolicy::none(),
-        &idx.name,
-        &IndexMeta::simhash(
-            Profile::Default,
-            BlockType::Short,
-            FieldNames::clone(&FieldNames::default()),
-        ),
-    )
-    .await
-    .unwrap();
+    init_index(client, &RetryPolicy::none(), &idx.name, &both())
+        .await
+        .unwrap();
     for chunk in docs.chunks(500) {
         t::load(client, &idx.name, chunk).await;
     }
@@ -145,8 +148,22 @@ fn expected(src: &Value) -> Option<SimHash> {
         .map(|f| f.simhash)
 }
 
-/// Asserts that every document carries the current version and the fingerprint of its text.
+/// Asserts that every document carries the current versions and the fingerprints of its
+/// text, SimHash and MinHash.
 fn assert_all_fingerprinted(docs: &BTreeMap<String, BTreeMap<String, String>>) {
+    assert_simhash_fingerprinted(docs);
+    let fp = fp();
+    for (id, raw) in docs {
+        let src = parsed(raw);
+        let text = |f: &str| src[f].as_str().unwrap_or("").to_owned();
+        let (title, content) = (text("title"), text("content"));
+        t::assert_minhash_fields(&src, &fp, &[&title, &content], id);
+    }
+}
+
+/// Asserts that every document carries the current SimHash version and the fingerprint of its
+/// text.
+fn assert_simhash_fingerprinted(docs: &BTreeMap<String, BTreeMap<String, String>>) {
     let version = fp().version().to_owned();
     for (id, raw) in docs {
         let src = parsed(raw);
@@ -233,6 +250,10 @@ async fn backfill_writes_exact_fingerprints_and_leaves_every_other_field_byte_id
         "simHash",
         "simHashVersion",
         "simHashReason",
+        "minHashBands",
+        "minHashSignature",
+        "minHashVersion",
+        "minHashReason",
     ];
     // Elasticsearch's update API re-serialises the merged `_source` (Jackson): a source
     // already in that form (compact, as loaded here) keeps every byte, except that characters
@@ -736,4 +757,61 @@ async fn a_foreign_or_locked_state_file_is_refused() {
     drop(held);
     let (code, report) = finish(spawn_backfill(&t::url(), &idx.name, dir.path(), &[]));
     assert_eq!(code, 0, "{report}");
+}
+
+/// A SimHash-only index back-filled; es-init adds MinHash: every document's SimHash is
+/// current, its MinHash missing, so the back-fill (--only-missing) walks them all again and
+/// fills MinHash in, leaving the SimHash values as they were.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn minhash_added_by_es_init_is_back_filled() {
+    let client = t::client().await;
+    let docs = articles(300);
+    let idx = TestIndex::new("bf-add-minhash");
+    init_index(
+        &client,
+        &RetryPolicy::none(),
+        &idx.name,
+        &IndexMeta::simhash(Profile::Default, BlockType::Short, FieldNames::default()),
+    )
+    .await
+    .unwrap();
+    t::load(&client, &idx.name, &docs).await;
+    let dir = tempfile::tempdir().unwrap();
+    let r = run(&client, config(&idx.name, dir.path())).await;
+    assert_eq!(r.counts.written + r.counts.too_short, 300, "{r:?}");
+    let simhash_only = raw_sources(&client, &idx.name).await;
+    assert_simhash_fingerprinted(&simhash_only);
+    for (id, raw) in &simhash_only {
+        assert!(!raw.contains_key("minHashVersion"), "{id}");
+    }
+    let r = run(&client, config(&idx.name, dir.path())).await;
+    assert_eq!(r.counts.scanned, 0, "all current: {r:?}");
+
+    init_index(&client, &RetryPolicy::none(), &idx.name, &both())
+        .await
+        .unwrap();
+    let r = run(&client, config(&idx.name, dir.path())).await;
+    assert_eq!(r.counts.scanned, 300, "MinHash missing everywhere: {r:?}");
+    assert_eq!(r.counts.written + r.counts.too_short, 300, "{r:?}");
+    assert_adds_up(&r.counts);
+    let after = raw_sources(&client, &idx.name).await;
+    assert_all_fingerprinted(&after);
+    for (id, old) in &simhash_only {
+        for f in FieldNames::default().all() {
+            assert_eq!(after[id].get(f), old.get(f), "{id}: {f} kept");
+        }
+    }
+    let r = run(&client, config(&idx.name, dir.path())).await;
+    assert_eq!(r.counts.scanned, 0, "{r:?}");
+
+    // A back-fill given a fingerprinter of other MinHash parameters refuses before writing.
+    let other = Fingerprinter::new(FingerprintConfig {
+        minhash: "shingle=w2;n=128;sig=oph;bands=32x4".parse().unwrap(),
+        ..FingerprintConfig::default()
+    });
+    let e = Backfill::new(client.clone(), other, config(&idx.name, dir.path()))
+        .run(&AtomicBool::new(false), Arc::new(|_| {}))
+        .await
+        .expect_err("refused");
+    assert!(e.to_string().contains("bands=32x4"), "{e}");
 }

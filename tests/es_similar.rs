@@ -12,8 +12,8 @@ use elasticsearch::http::Method;
 use neardup::es::meta::minhash_fields_json;
 use neardup::es::MinHashFieldNames;
 use neardup::es::{
-    fingerprint_fields_json, init_index, BlockType, EsError, FieldNames, FilterMode, IndexMeta,
-    Match, Paging, QueryFingerprint, RetryPolicy, Similar, SimilarOptions,
+    init_index, simhash_fields_json, BlockType, EsError, FieldNames, FilterMode, IndexMeta, Match,
+    Paging, QueryFingerprint, RetryPolicy, Similar, SimilarOptions,
 };
 use neardup::fingerprint::Methods;
 use neardup::store::sort_matches;
@@ -62,7 +62,7 @@ fn flips(d: u32, salt: u32) -> Vec<u32> {
 
 fn doc_with(source: &Value, fp: SimHash) -> Value {
     let mut doc = source.clone();
-    let fields = fingerprint_fields_json(
+    let fields = simhash_fields_json(
         &FieldNames::default(),
         &Ok(neardup::Fingerprint {
             simhash: fp,
@@ -620,7 +620,7 @@ fn doc_both(src: &Value) -> (Value, Option<Signature>) {
     let fp = fingerprinter();
     let mut doc = src.clone();
     let sh = fp.fingerprint_fields(&texts(src));
-    doc.as_object_mut().unwrap().extend(fingerprint_fields_json(
+    doc.as_object_mut().unwrap().extend(simhash_fields_json(
         &FieldNames::default(),
         &sh,
         fp.version(),

@@ -1,5 +1,6 @@
 //! The worker against a live node, on real articles: fills new documents, refreshes changed
-//! and outdated ones, and records too-short ones once instead of retrying them forever.
+//! and outdated ones, records too-short ones once instead of retrying them forever, and judges
+//! staleness per method: MinHash added to an index by es-init is filled in.
 
 mod common;
 
@@ -10,10 +11,10 @@ use std::time::Duration;
 use common::es::{self as t, TestIndex};
 use elasticsearch::http::Method;
 use neardup::es::{
-    init_index, BlockType, EsIndexer, FieldNames, IndexMeta, Refresh, RetryPolicy, Worker,
-    WorkerConfig,
+    init_index, BlockType, EsIndexer, FieldNames, IndexMeta, MinHashFieldNames, Refresh,
+    RetryPolicy, Worker, WorkerConfig,
 };
-use neardup::{Fingerprinter, Profile, SimHash};
+use neardup::{FingerprintConfig, Fingerprinter, Methods, Profile, SimHash};
 use serde_json::{json, Value};
 
 fn stored(src: &Value) -> Option<SimHash> {
@@ -68,8 +69,15 @@ async fn the_worker_fills_refreshes_and_skips_too_short_documents() {
     t::load(&client, &idx.name, &docs).await;
 
     let fp = Fingerprinter::for_profile(Profile::Default);
-    let indexer =
-        EsIndexer::new(client.clone(), &idx.name, fp.clone()).with_refresh(Refresh::WaitFor);
+    let indexer = EsIndexer::open(
+        client.clone(),
+        &idx.name,
+        RetryPolicy::none(),
+        &FieldNames::default(),
+    )
+    .await
+    .unwrap()
+    .with_refresh(Refresh::WaitFor);
     let mut worker = Worker::new(
         indexer,
         WorkerConfig {
@@ -214,7 +222,124 @@ async fn neardup_worker_once_from_the_command_line() {
         let (src, _) = t::get(&client, &idx.name, id).await;
         assert_eq!(stored(&src), expected(&fp, d), "{id}");
         assert_eq!(src["simHashVersion"], fp.version(), "{id}");
+        // es-init records both methods by default: the worker writes both.
+        t::assert_minhash_fields(&src, &fp, &texts(d), id);
     }
+
+    // A --profile other than the one the index records is a usage error naming both versions.
+    let out = Command::new(bin)
+        .args([
+            "worker",
+            "--once",
+            "--index",
+            &idx.name,
+            "--profile",
+            "seed000",
+        ])
+        .env("NEARDUP_ES_URL", t::url())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(Fingerprinter::for_profile(Profile::Seed000).version())
+            && err.contains(fp.version()),
+        "{err}"
+    );
+}
+
+fn texts(src: &Value) -> [&str; 2] {
+    [
+        src["title"].as_str().unwrap_or(""),
+        src["content"].as_str().unwrap_or(""),
+    ]
+}
+
+/// An index es-init made for SimHash only is filled; es-init then adds MinHash: the documents
+/// whose SimHash is current are stale for MinHash, and one pass fills MinHash in (leaving the
+/// SimHash values as they are) — a worker already running included.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn minhash_added_by_es_init_is_filled_in() {
+    let client = t::client().await;
+    let idx = TestIndex::new("worker-add-minhash");
+    init_index(
+        &client,
+        &RetryPolicy::none(),
+        &idx.name,
+        &IndexMeta::simhash(Profile::Default, BlockType::Short, FieldNames::default()),
+    )
+    .await
+    .unwrap();
+    let mut docs = t::shared_articles(40);
+    docs.extend(t::example_articles());
+    t::load(&client, &idx.name, &docs).await;
+    let indexer = EsIndexer::open(
+        client.clone(),
+        &idx.name,
+        RetryPolicy::none(),
+        &FieldNames::default(),
+    )
+    .await
+    .unwrap()
+    .with_refresh(Refresh::WaitFor);
+    let mut worker = Worker::new(indexer, WorkerConfig::default());
+    worker.check().await.unwrap();
+    assert!(worker.indexer().meta().minhash.is_none());
+    let stop = AtomicBool::new(false);
+    let r = worker.pass(&stop).await.unwrap();
+    assert_eq!(r.writes.updated, docs.len() as u64, "{r:?}");
+    t::refresh(&client, &idx.name).await;
+    let fp = Fingerprinter::for_profile(Profile::Default);
+    let mut before = Vec::new();
+    for (id, _) in &docs {
+        let (src, seq) = t::get(&client, &idx.name, id).await;
+        assert!(src.get("minHashVersion").is_none(), "{id}: {src}");
+        before.push((src, seq));
+    }
+    assert_eq!(worker.pass(&stop).await.unwrap().stale, 0, "all current");
+
+    // es-init adds MinHash (what `neardup es-init` does by default).
+    let both = IndexMeta::new(
+        &FingerprintConfig::default(),
+        Methods::BOTH,
+        BlockType::Short,
+        FieldNames::default(),
+        MinHashFieldNames::default(),
+    );
+    init_index(&client, &RetryPolicy::none(), &idx.name, &both)
+        .await
+        .unwrap();
+    let r = worker.pass(&stop).await.unwrap();
+    assert_eq!(worker.indexer().meta(), &both);
+    assert_eq!(
+        r.stale,
+        docs.len() as u64,
+        "SimHash current, MinHash missing: {r:?}"
+    );
+    assert_eq!(r.writes.updated, docs.len() as u64, "{r:?}");
+    t::refresh(&client, &idx.name).await;
+    for ((id, d), (old, _)) in docs.iter().zip(&before) {
+        let (src, _) = t::get(&client, &idx.name, id).await;
+        t::assert_minhash_fields(&src, &fp, &texts(d), id);
+        for f in FieldNames::default().all() {
+            assert_eq!(src[f], old[f], "{id}: {f} kept");
+        }
+    }
+    let r = worker.pass(&stop).await.unwrap();
+    assert_eq!((r.stale, r.writes.updated), (0, 0), "{r:?}");
+
+    // A MinHash of another version (an older neardup) is stale too, SimHash being current.
+    t::call(
+        &client,
+        Method::Post,
+        &format!("/{}/_update/{}?refresh=true", idx.name, docs[0].0),
+        Some(json!({"doc": {"minHashVersion": "minhash-0;old"}})),
+    )
+    .await;
+    let r = worker.pass(&stop).await.unwrap();
+    assert_eq!((r.stale, r.writes.updated), (1, 1), "{r:?}");
+    let (src, _) = t::get(&client, &idx.name, &docs[0].0).await;
+    t::assert_minhash_fields(&src, &fp, &texts(&docs[0].1), &docs[0].0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,5 +1,7 @@
-//! `EsIndexer` against a live node: articles with their fingerprint in one request, bulk
-//! partial updates that leave every other field byte-identical, seq_no guards, per-item errors.
+//! `EsIndexer` against a live node: articles with the fingerprints of both methods in one
+//! request, bulk partial updates that leave every other field byte-identical, seq_no guards,
+//! per-item errors, what the index's `_meta` holds decides what is written, and a fingerprinter
+//! of another version is refused.
 
 mod common;
 
@@ -9,28 +11,49 @@ use common::es::{self as t, TestIndex};
 use elasticsearch::http::Method;
 use elasticsearch::Elasticsearch;
 use neardup::es::{
-    init_index, BlockType, EsIndexer, FieldNames, FingerprintUpdate, IndexMeta, Refresh,
-    RetryPolicy,
+    init_index, BlockType, EsError, EsIndexer, FieldNames, FingerprintUpdate, IndexMeta,
+    MinHashFieldNames, Refresh, RetryPolicy,
 };
-use neardup::{Fingerprinter, Profile, SimHash};
+use neardup::{FingerprintConfig, Fingerprinter, Methods, Profile, SimHash};
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
+/// Both methods, default settings and field names (what `neardup es-init` makes).
+fn both() -> IndexMeta {
+    IndexMeta::new(
+        &FingerprintConfig::default(),
+        Methods::BOTH,
+        BlockType::Short,
+        FieldNames::default(),
+        MinHashFieldNames::default(),
+    )
+}
+
 async fn initialised(client: &Elasticsearch, prefix: &str) -> TestIndex {
     let idx = TestIndex::new(prefix);
-    init_index(
-        client,
-        &RetryPolicy::none(),
-        &idx.name,
-        &IndexMeta::simhash(
-            Profile::Default,
-            BlockType::Short,
-            FieldNames::clone(&FieldNames::default()),
-        ),
+    init_index(client, &RetryPolicy::none(), &idx.name, &both())
+        .await
+        .unwrap();
+    idx
+}
+
+async fn open(client: &Elasticsearch, index: &str) -> EsIndexer {
+    EsIndexer::open(
+        client.clone(),
+        index,
+        RetryPolicy::none(),
+        &FieldNames::default(),
     )
     .await
-    .unwrap();
-    idx
+    .unwrap()
+    .with_refresh(Refresh::Now)
+}
+
+fn texts(src: &Value) -> [&str; 2] {
+    [
+        src["title"].as_str().unwrap_or(""),
+        src["content"].as_str().unwrap_or(""),
+    ]
 }
 
 fn text_fields() -> Vec<String> {
@@ -56,13 +79,15 @@ async fn articles_are_indexed_with_their_fingerprint_in_one_request() {
     let client = t::client().await;
     let idx = initialised(&client, "write-articles").await;
     let fp = Fingerprinter::for_profile(Profile::Default);
-    let indexer = EsIndexer::new(client.clone(), &idx.name, fp.clone()).with_refresh(Refresh::Now);
+    let indexer = open(&client, &idx.name).await;
+    assert_eq!(indexer.meta(), &both());
+    assert_eq!(indexer.fingerprinter().version(), fp.version());
 
     let articles = t::example_articles();
     for (id, article) in &articles {
-        let outcome = indexer.fingerprint(article, &text_fields()).unwrap();
+        let sketches = indexer.sketch(article, &text_fields()).unwrap();
         let r = indexer
-            .index_article(Some(id), article, &outcome)
+            .index_article(Some(id), article, &sketches)
             .await
             .unwrap();
         assert_eq!(&r.id, id);
@@ -89,10 +114,12 @@ async fn articles_are_indexed_with_their_fingerprint_in_one_request() {
                 assert_eq!(src["simHash"], Value::Null);
             }
         }
+        t::assert_minhash_fields(&src, &fp, &texts(article), id);
     }
-    // The examples' ground truth: two too-short items.
+    // The examples' ground truth: two too-short items, too short for both methods.
     let (src, _) = t::get(&client, &idx.name, "ex-029").await;
     assert_eq!(src["simHashReason"], "too_short");
+    assert_eq!(src["minHashReason"], "too_short");
 
     // Re-indexing replaces the article; an auto id works too; a non-object is refused.
     let (id, article) = &articles[0];
@@ -100,7 +127,7 @@ async fn articles_are_indexed_with_their_fingerprint_in_one_request() {
         .index_article(
             Some(id),
             article,
-            &indexer.fingerprint(article, &text_fields()).unwrap(),
+            &indexer.sketch(article, &text_fields()).unwrap(),
         )
         .await
         .unwrap();
@@ -109,7 +136,7 @@ async fn articles_are_indexed_with_their_fingerprint_in_one_request() {
         .index_article(
             None,
             article,
-            &indexer.fingerprint(article, &text_fields()).unwrap(),
+            &indexer.sketch(article, &text_fields()).unwrap(),
         )
         .await
         .unwrap();
@@ -119,7 +146,7 @@ async fn articles_are_indexed_with_their_fingerprint_in_one_request() {
         .index_article(
             Some("x"),
             &json!(["not", "an", "object"]),
-            &indexer.fingerprint(&json!({}), &[]).unwrap(),
+            &indexer.sketch(&json!({}), &[]).unwrap(),
         )
         .await
         .unwrap_err();
@@ -153,7 +180,7 @@ async fn bulk_updates_touch_only_the_fingerprint_fields() {
     let client = t::client().await;
     let idx = initialised(&client, "write-bulk").await;
     let fp = Fingerprinter::for_profile(Profile::Default);
-    let indexer = EsIndexer::new(client.clone(), &idx.name, fp.clone()).with_refresh(Refresh::Now);
+    let indexer = open(&client, &idx.name).await;
 
     // Articles with every kind of JSON value next to the text, loaded without fingerprints.
     let mut docs = t::shared_articles(40);
@@ -183,25 +210,26 @@ async fn bulk_updates_touch_only_the_fingerprint_fields() {
         updates.push(FingerprintUpdate {
             id: id.clone(),
             guard: Some(guard),
-            outcome: indexer.fingerprint(&src, &text_fields()).unwrap(),
+            sketches: indexer.sketch(&src, &text_fields()).unwrap(),
         });
     }
     let report = indexer.update_fingerprints(&updates).await.unwrap();
     assert_eq!(report.updated, docs.len() as u64, "{report:?}");
     assert!(report.conflicts.is_empty() && report.failed.is_empty() && report.missing.is_empty());
 
-    let ours = FieldNames::default();
-    for ((id, _), (old, u)) in docs.iter().zip(before.iter().zip(&updates)) {
+    let (ours, minhash) = (FieldNames::default(), MinHashFieldNames::default());
+    for ((id, d), (old, u)) in docs.iter().zip(before.iter().zip(&updates)) {
         let mut new = raw_source(&client, &idx.name, id).await;
-        for f in ours.all() {
+        for f in ours.all().into_iter().chain(minhash.all()) {
             assert!(new.remove(f).is_some(), "{id}: {f} written");
         }
         assert_eq!(&new, old, "{id}: every other field byte-identical");
         let (src, _) = t::get(&client, &idx.name, id).await;
-        match &u.outcome {
+        match u.sketches.simhash.as_ref().unwrap() {
             Ok(f) => assert_eq!(stored_simhash(&src), Some(f.simhash)),
             Err(_) => assert_eq!(src["simHashReason"], "too_short"),
         }
+        t::assert_minhash_fields(&src, &fp, &texts(d), id);
     }
 
     // The same values again are no-ops (no new document versions).
@@ -218,16 +246,16 @@ async fn a_stale_fingerprint_never_overwrites_a_newer_text() {
     let client = t::client().await;
     let idx = initialised(&client, "write-stale").await;
     let fp = Fingerprinter::for_profile(Profile::Default);
-    let indexer = EsIndexer::new(client.clone(), &idx.name, fp.clone()).with_refresh(Refresh::Now);
+    let indexer = open(&client, &idx.name).await;
     let docs = t::shared_articles(3);
     t::load(&client, &idx.name, &docs).await;
 
     // The worker reads the old text and fingerprints it...
     let (old_src, guard) = t::get(&client, &idx.name, &docs[0].0).await;
-    let stale = indexer.fingerprint(&old_src, &text_fields()).unwrap();
+    let stale = indexer.sketch(&old_src, &text_fields()).unwrap();
     // ...meanwhile the article service saves a new text with its fresh fingerprint...
     let new_article = &docs[1].1;
-    let fresh = indexer.fingerprint(new_article, &text_fields()).unwrap();
+    let fresh = indexer.sketch(new_article, &text_fields()).unwrap();
     indexer
         .index_article(Some(&docs[0].0), new_article, &fresh)
         .await
@@ -247,17 +275,17 @@ async fn a_stale_fingerprint_never_overwrites_a_newer_text() {
             FingerprintUpdate {
                 id: docs[0].0.clone(),
                 guard: Some(guard),
-                outcome: stale.clone(),
+                sketches: stale.clone(),
             },
             FingerprintUpdate {
                 id: docs[2].0.clone(),
                 guard: Some(guard2),
-                outcome: stale.clone(),
+                sketches: stale.clone(),
             },
             FingerprintUpdate {
                 id: "deleted-meanwhile".into(),
                 guard: Some((0, 1)),
-                outcome: stale.clone(),
+                sketches: stale.clone(),
             },
         ])
         .await
@@ -271,15 +299,17 @@ async fn a_stale_fingerprint_never_overwrites_a_newer_text() {
     assert_eq!(report.updated, 0);
 
     let (src, _) = t::get(&client, &idx.name, &docs[0].0).await;
+    let simhash = |s: &neardup::Sketches| s.simhash.clone().unwrap().unwrap().simhash;
     assert_eq!(
         stored_simhash(&src),
-        Some(fresh.unwrap().simhash),
+        Some(simhash(&fresh)),
         "the newer fingerprint stays"
     );
-    assert_ne!(stale.unwrap().simhash, stored_simhash(&src).unwrap());
+    assert_ne!(simhash(&stale), stored_simhash(&src).unwrap());
+    t::assert_minhash_fields(&src, &fp, &texts(new_article), &docs[0].0);
     let (src, _) = t::get(&client, &idx.name, &docs[2].0).await;
     assert!(
-        src.get("simHashA").is_none(),
+        src.get("simHashA").is_none() && src.get("minHashBands").is_none(),
         "no stale fingerprint on the edited text: {src}"
     );
 }
@@ -315,9 +345,11 @@ async fn per_item_failures_are_reported_with_the_document_id() {
         Some(json!({"properties": {"reasonCode": {"type": "long"}}})),
     )
     .await;
+    // An indexer told (wrongly) that the index records `reasonCode`: `new` trusts its caller.
     let fp = Fingerprinter::for_profile(Profile::Default);
-    let indexer = EsIndexer::new(client.clone(), &idx.name, fp)
-        .with_names(names)
+    let told = IndexMeta::simhash(Profile::Default, BlockType::Short, names);
+    let indexer = EsIndexer::new(client.clone(), &idx.name, told, fp)
+        .unwrap()
         .with_refresh(Refresh::Now);
     let docs = vec![
         ("good".to_string(), t::shared_articles(1).remove(0).1),
@@ -332,7 +364,7 @@ async fn per_item_failures_are_reported_with_the_document_id() {
         .map(|(id, d)| FingerprintUpdate {
             id: id.clone(),
             guard: None,
-            outcome: indexer.fingerprint(d, &text_fields()).unwrap(),
+            sketches: indexer.sketch(d, &text_fields()).unwrap(),
         })
         .collect();
     let report = indexer.update_fingerprints(&updates).await.unwrap();
@@ -350,4 +382,150 @@ async fn per_item_failures_are_reported_with_the_document_id() {
         f.to_string().starts_with("document `tiny`: HTTP 400"),
         "{f}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_index_meta_decides_what_is_written_and_other_versions_are_refused() {
+    let client = t::client().await;
+
+    // SimHash only: no MinHash field is written.
+    let idx = TestIndex::new("write-simhash-only");
+    let simhash_only =
+        IndexMeta::simhash(Profile::Default, BlockType::Short, FieldNames::default());
+    init_index(&client, &RetryPolicy::none(), &idx.name, &simhash_only)
+        .await
+        .unwrap();
+    let indexer = open(&client, &idx.name).await;
+    assert_eq!(indexer.meta(), &simhash_only);
+    let (id, article) = t::shared_articles(1).remove(0);
+    let sketches = indexer.sketch(&article, &text_fields()).unwrap();
+    assert!(
+        sketches.minhash.is_none(),
+        "MinHash is not computed for nothing"
+    );
+    indexer
+        .index_article(Some(&id), &article, &sketches)
+        .await
+        .unwrap();
+    let (src, _) = t::get(&client, &idx.name, &id).await;
+    assert!(stored_simhash(&src).is_some());
+    assert!(src.get("minHashVersion").is_none(), "{src}");
+
+    // A fingerprinter of another SimHash profile is refused, naming both versions.
+    let seed = Fingerprinter::for_profile(Profile::Seed000);
+    let e = EsIndexer::new(
+        client.clone(),
+        &idx.name,
+        simhash_only.clone(),
+        seed.clone(),
+    )
+    .unwrap_err();
+    assert!(matches!(e, EsError::VersionMismatch { .. }), "{e:?}");
+    let msg = e.to_string();
+    assert!(
+        msg.contains("seed000") && msg.contains("default-3"),
+        "{msg}"
+    );
+    assert!(indexer.clone().with_fingerprinter(seed).is_err());
+    // And one of other MinHash parameters, on an index holding MinHash.
+    let other = Fingerprinter::new(FingerprintConfig {
+        minhash: "shingle=w2;n=128;sig=oph;bands=32x4".parse().unwrap(),
+        ..FingerprintConfig::default()
+    });
+    let e = EsIndexer::new(client.clone(), &idx.name, both(), other).unwrap_err();
+    assert!(e.to_string().contains("bands=32x4"), "{e}");
+
+    // Legacy: the older Java service's index (no _meta, the four blocks and nothing else
+    // of ours) is not initialised; with the other SimHash fields mapped (no _meta still) it
+    // is SimHash seed000, and gets SimHash only.
+    let legacy = TestIndex::new("write-legacy");
+    t::call(
+        &client,
+        Method::Put,
+        &format!("/{}", legacy.name),
+        Some(json!({"mappings": {"properties": {
+            "simHashA": {"type": "short"}, "simHashB": {"type": "short"},
+            "simHashC": {"type": "short"}, "simHashD": {"type": "short"}
+        }}})),
+    )
+    .await;
+    let e = EsIndexer::open(
+        client.clone(),
+        &legacy.name,
+        RetryPolicy::none(),
+        &FieldNames::default(),
+    )
+    .await
+    .unwrap_err();
+    assert!(matches!(e, EsError::NotInitialised { .. }), "{e:?}");
+    assert!(e.to_string().contains("simHashVersion"), "{e}");
+    t::call(
+        &client,
+        Method::Put,
+        &format!("/{}/_mapping", legacy.name),
+        Some(json!({"properties": {
+            "simHash": {"type": "long"}, "simHashVersion": {"type": "keyword"},
+            "simHashReason": {"type": "keyword"}
+        }})),
+    )
+    .await;
+    let indexer = open(&client, &legacy.name).await;
+    assert!(indexer.meta().minhash.is_none());
+    let seed = Fingerprinter::for_profile(Profile::Seed000);
+    assert_eq!(indexer.fingerprinter().version(), seed.version());
+    let sketches = indexer.sketch(&article, &text_fields()).unwrap();
+    indexer
+        .index_article(Some(&id), &article, &sketches)
+        .await
+        .unwrap();
+    let (src, _) = t::get(&client, &legacy.name, &id).await;
+    assert_eq!(src["simHashVersion"], seed.version());
+    assert_eq!(
+        stored_simhash(&src),
+        Some(seed.fingerprint_fields(&texts(&article)).unwrap().simhash)
+    );
+    assert!(src.get("minHashBands").is_none(), "{src}");
+
+    // A MinHash field mapped with another type than `_meta` needs is a conflict.
+    let bad = TestIndex::new("write-bad-minhash");
+    t::call(
+        &client,
+        Method::Put,
+        &format!("/{}", bad.name),
+        Some(json!({"mappings": {"properties": {"minHashSignature": {"type": "keyword"}}}})),
+    )
+    .await;
+    let mut mapping = both().mapping();
+    mapping["properties"]
+        .as_object_mut()
+        .unwrap()
+        .remove("minHashSignature");
+    mapping["_meta"] = json!({ "neardup": both().to_json() });
+    t::call(
+        &client,
+        Method::Put,
+        &format!("/{}/_mapping", bad.name),
+        Some(mapping),
+    )
+    .await;
+    let e = EsIndexer::open(
+        client.clone(),
+        &bad.name,
+        RetryPolicy::none(),
+        &FieldNames::default(),
+    )
+    .await
+    .unwrap_err();
+    match &e {
+        EsError::MappingConflict {
+            field,
+            existing,
+            wanted,
+            ..
+        } => assert_eq!(
+            (field.as_str(), existing.as_str(), wanted.as_str()),
+            ("minHashSignature", "keyword", "binary")
+        ),
+        other => panic!("expected a mapping conflict, got {other:?}"),
+    }
 }

@@ -10,23 +10,25 @@ use indicatif::{ProgressBar, ProgressStyle};
 use neardup::es::backfill::{
     default_state_path, Backfill, BackfillConfig, BackfillReport, Mode, Paging, Progress,
 };
-use neardup::es::{self, RetryPolicy};
+use neardup::es::{self, meta, RetryPolicy};
 
-use super::common::{self, CmdResult, ProfileArgs, Status};
-use super::es_args::{self, parse_duration, EsArgs, FieldArgs};
+use super::common::{self, CmdResult, Status};
+use super::es_args::{self, parse_duration, EsArgs, FieldArgs, IndexProfileArgs};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
     #[command(flatten)]
     es: EsArgs,
     /// Index, alias or pattern (`news-*`, `a,b`); every index behind it is walked in turn.
-    /// Each needs the fingerprint fields (`neardup es-init`).
+    /// Each needs the fingerprint fields (`neardup es-init`); every method an index records in
+    /// its `_meta` is written.
     #[arg(long, value_name = "PATTERN")]
     index: String,
     /// Text field to fingerprint (dotted paths allowed); repeat for several, joined in order.
     #[arg(long = "field", value_name = "NAME", default_values = ["title", "content"])]
     fields: Vec<String>,
-    /// Only documents without a fingerprint of the current version (the default).
+    /// Only documents without a current fingerprint of some method the index holds (the
+    /// default).
     #[arg(long, conflicts_with = "all")]
     only_missing: bool,
     /// Every document, rewriting fingerprints that are already there.
@@ -82,7 +84,7 @@ pub struct Args {
     #[arg(long, short)]
     quiet: bool,
     #[command(flatten)]
-    profile: ProfileArgs,
+    profile: IndexProfileArgs,
     #[command(flatten)]
     fields_names: FieldArgs,
 }
@@ -106,7 +108,6 @@ pub fn run(args: Args) -> CmdResult {
     }
     let names = args.fields_names.names()?;
     let (es_config, client) = args.es.client()?;
-    let fp = args.profile.fingerprinter();
     let mut config = BackfillConfig::new(&args.index);
     config.text_fields = args.fields.clone();
     config.names = names;
@@ -134,7 +135,13 @@ pub fn run(args: Args) -> CmdResult {
         ..RetryPolicy::default()
     };
     let runtime = es_args::runtime()?;
-    runtime.block_on(es::first_contact(&client, es_config.connect_timeout))?;
+    let fp = runtime.block_on(async {
+        es::first_contact(&client, es_config.connect_timeout).await?;
+        let each = meta::read_each(&client, &config.retry, &args.index, &config.names).await?;
+        let held = meta::IndexMeta::union(&each)
+            .ok_or_else(|| anyhow::anyhow!("no index matches `{}`", args.index))?;
+        args.profile.fingerprinter(&args.index, &held)
+    })?;
     let job = Backfill::new(client, fp, config);
 
     let bar = (!args.quiet && std::io::stderr().is_terminal()).then(|| {

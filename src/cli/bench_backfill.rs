@@ -2,10 +2,12 @@
 //! real articles next to the raw rate of the same guarded bulk partial updates with values
 //! computed beforehand (what Elasticsearch itself takes on this machine), alternating the two.
 //!
-//! One index is loaded once (the corpus cycled with id suffixes up to `--docs`). Each raw pass
-//! writes precomputed fingerprints under a bench-only version, which leaves every document
-//! "missing" for the next back-fill pass; each back-fill pass writes the real ones. So both
-//! passes update every document once, with the same bulk size and concurrency.
+//! One index is loaded once (the corpus cycled with id suffixes up to `--docs`), holding the
+//! `--methods` asked for (both by default, recorded in its `_meta` as `es-init` does). Each raw
+//! pass writes precomputed values of every method under bench-only versions, which leaves
+//! every document "missing" for the next back-fill pass; each back-fill pass writes the real
+//! ones. So both passes update every document once, every method in the same partial update,
+//! with the same bulk size and concurrency.
 
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -16,9 +18,11 @@ use elasticsearch::http::Method;
 use elasticsearch::Elasticsearch;
 use neardup::es::backfill::{Backfill, BackfillConfig, Hit, Paging, WalkSpec, Walker};
 use neardup::es::Scanner;
-use neardup::es::{self, Body, EsIndexer, FieldNames, FingerprintUpdate, RetryPolicy};
+use neardup::es::{
+    self, Body, EsIndexer, FieldNames, FingerprintUpdate, IndexMeta, MinHashFieldNames, RetryPolicy,
+};
 use neardup::input::{self, Lines};
-use neardup::{Fingerprint, Fingerprinter};
+use neardup::{Fingerprint, Fingerprinter, Methods, MinHashFingerprint, Sketches};
 use rayon::prelude::*;
 use serde_json::{json, Value};
 use tokio::task::JoinSet;
@@ -48,6 +52,9 @@ pub struct BackfillBench {
     /// Reuse the index if it already holds --docs documents (named neardup-bench-backfill).
     #[arg(long)]
     keep: bool,
+    /// Methods the index holds and the back-fill writes (comma-separated).
+    #[arg(long, value_delimiter = ',', default_value = "simhash,minhash", value_parser = common::parse_method, value_name = "M,M")]
+    methods: Vec<neardup::Method>,
     #[command(flatten)]
     profile: ProfileArgs,
 }
@@ -62,32 +69,48 @@ pub fn run(args: BackfillBench) -> CmdResult {
     let corpus = read_corpus(&args.input)?;
     anyhow::ensure!(!corpus.is_empty(), "{}: no articles", args.input);
     let fp = args.profile.fingerprinter();
+    let methods = Methods {
+        simhash: args.methods.contains(&neardup::Method::SimHash),
+        minhash: args.methods.contains(&neardup::Method::MinHash),
+    };
+    common::ensure_usage(
+        methods.simhash || methods.minhash,
+        "--methods needs at least one method",
+    )?;
+    let meta = IndexMeta::new(
+        fp.config(),
+        methods,
+        es::BlockType::Short,
+        FieldNames::default(),
+        MinHashFieldNames::default(),
+    );
     let (config, client) = args.es.client()?;
     es_args::runtime()?.block_on(async {
         let retry = RetryPolicy::default();
         let version = es::server_version(&client, &retry).await?;
-        load(&client, &retry, &args, &corpus).await?;
+        load(&client, &retry, &args, &meta, &corpus).await?;
         println!(
-            "Elasticsearch {version} at {}; {} documents ({} real articles cycled), {} shard(s); bulk {} x {} in flight; {} threads",
+            "Elasticsearch {version} at {}; {} documents ({} real articles cycled), {} shard(s); methods {}; bulk {} x {} in flight; {} threads",
             config.display_urls(),
             args.docs,
             corpus.len(),
             args.shards,
+            args.methods.iter().map(|m| m.name()).collect::<Vec<_>>().join(","),
             args.bulk_size,
             args.concurrency,
             rayon::current_num_threads()
         );
-        // The values the raw passes write: the real fingerprints, computed before any timing.
-        let fps: Vec<neardup::Outcome> = corpus
+        // The values the raw passes write: the real sketches, computed before any timing.
+        let fps: Vec<Sketches> = corpus
             .par_iter()
-            .map(|(t, c)| fp.fingerprint_fields(&[t.as_str(), c.as_str()]))
+            .map(|(t, c)| fp.sketch_fields(methods, &[t.as_str(), c.as_str()]))
             .collect();
         let mut raw = Vec::new();
         let mut backfill = Vec::new();
         println!("| pass | kind | docs | seconds | docs/s |");
         println!("|---|---|---|---|---|");
         for run in 0..args.runs {
-            let (n, secs) = raw_pass(&client, &args, &fp, &fps, run).await?;
+            let (n, secs) = raw_pass(&client, &args, &meta, &fp, &fps, run).await?;
             println!("| {} | raw bulk updates | {n} | {secs:.2} | {:.0} |", run + 1, n as f64 / secs);
             raw.push(n as f64 / secs);
             let (n, secs) = backfill_pass(&client, &args, &fp).await?;
@@ -127,6 +150,7 @@ async fn load(
     client: &Elasticsearch,
     retry: &RetryPolicy,
     args: &BackfillBench,
+    meta: &IndexMeta,
     corpus: &[(String, String)],
 ) -> anyhow::Result<()> {
     if args.keep {
@@ -141,7 +165,8 @@ async fn load(
         )
         .await
         {
-            if r["count"].as_u64() == Some(args.docs as u64) {
+            let held = es::read_meta(client, retry, INDEX, &FieldNames::default()).await;
+            if r["count"].as_u64() == Some(args.docs as u64) && held.ok().as_ref() == Some(meta) {
                 return Ok(());
             }
         }
@@ -156,10 +181,10 @@ async fn load(
         &[],
         Some(&Body::Json(json!({
             "settings": {"number_of_shards": args.shards, "number_of_replicas": 0},
-            "mappings": FieldNames::default().mapping(es::BlockType::Short),
         }))),
     )
     .await?;
+    es::init_index(client, retry, INDEX, meta).await?;
     let started = Instant::now();
     for start in (0..args.docs).step_by(2000) {
         let mut nd = String::new();
@@ -209,13 +234,14 @@ fn truncate(s: &str) -> &str {
     &s[..s.char_indices().nth(500).map_or(s.len(), |(i, _)| i)]
 }
 
-/// Reads every id with its guard (untimed), then times writing precomputed fingerprints under
-/// a bench-only version with the same bulk size and concurrency as the back-fill.
+/// Reads every id with its guard (untimed), then times writing precomputed sketches of every
+/// method under bench-only versions with the same bulk size and concurrency as the back-fill.
 async fn raw_pass(
     client: &Elasticsearch,
     args: &BackfillBench,
+    meta: &IndexMeta,
     fp: &Fingerprinter,
-    fps: &[neardup::Outcome],
+    fps: &[Sketches],
     run: usize,
 ) -> anyhow::Result<(usize, f64)> {
     let retry = RetryPolicy::default();
@@ -239,6 +265,12 @@ async fn raw_pass(
     walker.close().await;
     let version: Arc<str> = Arc::from(format!("bench-raw-{run}"));
     let corpus_len = fps.len();
+    // Too-short texts get a zero SimHash and some article's signature here: with the bench
+    // versions, every document is "missing" again for the next back-fill pass.
+    let any_signature = fps
+        .iter()
+        .find_map(|s| s.minhash.as_ref().and_then(|m| m.as_ref().ok()))
+        .map(|m| m.signature.clone());
     let updates: Vec<FingerprintUpdate> = hits
         .into_iter()
         .map(|h| {
@@ -247,24 +279,37 @@ async fn raw_pass(
                 .next()
                 .and_then(|s| s.parse().ok())
                 .unwrap_or(0);
-            // Too-short texts get a zero fingerprint here: with the bench version, every
-            // document is "missing" again for the next back-fill pass.
-            let simhash = fps[k % corpus_len]
-                .as_ref()
-                .map_or(neardup::SimHash(0), |f| f.simhash);
-            let outcome = Ok(Fingerprint {
-                simhash,
-                version: Arc::clone(&version),
+            let real = &fps[k % corpus_len];
+            let simhash = real.simhash.as_ref().map(|o| {
+                Ok(Fingerprint {
+                    simhash: o.as_ref().map_or(neardup::SimHash(0), |f| f.simhash),
+                    version: Arc::clone(&version),
+                })
+            });
+            let minhash = real.minhash.as_ref().map(|o| {
+                let signature = match o {
+                    Ok(f) => f.signature.clone(),
+                    Err(_) => any_signature.clone().expect("some article has a signature"),
+                };
+                Ok(MinHashFingerprint {
+                    signature,
+                    version: Arc::clone(&version),
+                })
             });
             FingerprintUpdate {
                 id: h.id,
                 guard: Some((h.seq_no, h.primary_term)),
-                outcome,
+                sketches: Sketches { simhash, minhash },
             }
         })
         .collect();
     let n = updates.len();
-    let indexer = Arc::new(EsIndexer::new(client.clone(), INDEX, fp.clone()));
+    let indexer = Arc::new(EsIndexer::new(
+        client.clone(),
+        INDEX,
+        meta.clone(),
+        fp.clone(),
+    )?);
     let sem = Arc::new(tokio::sync::Semaphore::new(args.concurrency.max(1)));
     let started = Instant::now();
     let mut tasks = JoinSet::new();

@@ -7,7 +7,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
-use neardup::es::{Auth, EsConfig, FieldNames, MinHashFieldNames, Secret};
+use neardup::es::{Auth, EsConfig, FieldNames, IndexMeta, MinHashFieldNames, Secret};
+use neardup::{FingerprintConfig, Fingerprinter, MinHashParams, Profile, Thresholds};
 
 /// Connection to the cluster.
 #[derive(clap::Args, Clone)]
@@ -302,5 +303,85 @@ mod tests {
         for s in ["hunter2", "pw-secret", "key-secret"] {
             assert!(!d.contains(s), "{d}");
         }
+    }
+}
+
+/// The fingerprint settings of a writer (`worker`, `backfill`): what the index records in its
+/// `_meta`. A flag that asks for something else is refused, naming both versions.
+#[derive(clap::Args, Debug, Clone)]
+pub struct IndexProfileArgs {
+    /// SimHash profile. Default: the one the index records (`seed000` for an index of the
+    /// older Java service); another one is refused (es-init a new index for it).
+    #[arg(long, value_parser = super::common::parse_profile)]
+    pub profile: Option<Profile>,
+    /// `default` profile: texts with fewer distinct words get no fingerprint.
+    #[arg(long, default_value_t = Thresholds::default().min_words, value_name = "N")]
+    pub min_words: usize,
+    /// jieba's HMM off; refused unless the index records it so.
+    #[arg(long)]
+    pub no_hmm: bool,
+    /// MinHash parameters. Default: the ones the index records; others are refused.
+    #[arg(long, value_name = "SPEC", value_parser = super::common::parse_minhash_params)]
+    pub minhash_params: Option<MinHashParams>,
+}
+
+impl IndexProfileArgs {
+    /// The fingerprinter that makes what `held` records (for `index`, named in messages), with
+    /// --min-words; a usage error when a flag asks for another version of a method it holds.
+    pub fn fingerprinter(&self, index: &str, held: &IndexMeta) -> anyhow::Result<Fingerprinter> {
+        let config = held.fingerprint_config();
+        let mut asked = config.clone();
+        if let Some(p) = self.profile {
+            anyhow::ensure!(
+                held.simhash.is_some(),
+                super::common::usage(format!(
+                    "--profile {p}: index `{index}` holds no SimHash fingerprints; leave --profile out"
+                ))
+            );
+            asked.profile = p;
+        }
+        if self.no_hmm {
+            asked.hmm = false;
+        }
+        if let Some(m) = self.minhash_params {
+            anyhow::ensure!(
+                held.minhash.is_some(),
+                super::common::usage(format!(
+                    "--minhash-params {m}: index `{index}` holds no MinHash signatures; leave --minhash-params out"
+                ))
+            );
+            asked.minhash = m;
+        }
+        let (want, have) = (
+            Fingerprinter::versions(&asked),
+            Fingerprinter::versions(&config),
+        );
+        for (method, flag, want, have) in [
+            (
+                held.simhash.is_some(),
+                "--profile/--no-hmm",
+                &want.simhash,
+                &have.simhash,
+            ),
+            (
+                held.minhash.is_some(),
+                "--minhash-params/--no-hmm",
+                &want.minhash,
+                &have.minhash,
+            ),
+        ] {
+            if method && want != have {
+                return Err(super::common::usage(format!(
+                    "{flag} ask for fingerprint version `{want}`, but index `{index}` holds `{have}` (its _meta): leave the flag out to write what the index holds, or es-init another index for these settings and back-fill it"
+                )));
+            }
+        }
+        Ok(Fingerprinter::new(FingerprintConfig {
+            thresholds: Thresholds {
+                min_words: self.min_words,
+                ..Thresholds::default()
+            },
+            ..config
+        }))
     }
 }

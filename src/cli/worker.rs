@@ -8,17 +8,20 @@ use std::time::Duration;
 use anyhow::Context;
 use serde_json::{json, Value};
 
-use neardup::es::{self, EsError, EsIndexer, PassReport, Watermark, Worker, WorkerConfig};
+use neardup::es::{
+    self, EsError, EsIndexer, PassReport, RetryPolicy, Watermark, Worker, WorkerConfig,
+};
 use tokio::sync::Notify;
 
-use super::common::{self, CmdResult, ProfileArgs, Status};
-use super::es_args::{self, parse_duration, EsArgs, FieldArgs};
+use super::common::{self, CmdResult, Status};
+use super::es_args::{self, parse_duration, EsArgs, FieldArgs, IndexProfileArgs};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
     #[command(flatten)]
     es: EsArgs,
-    /// Index (or alias) to keep current; prepare it with `neardup es-init` first.
+    /// Index (or alias) to keep current; prepare it with `neardup es-init` first. Every method
+    /// it records in its `_meta` is written.
     #[arg(long, value_name = "NAME")]
     index: String,
     /// Text field to fingerprint (dotted paths allowed); repeat for several, joined in order.
@@ -54,7 +57,7 @@ pub struct Args {
     #[arg(long, short = 'j', value_name = "N")]
     threads: Option<usize>,
     #[command(flatten)]
-    profile: ProfileArgs,
+    profile: IndexProfileArgs,
     #[command(flatten)]
     fields_names: FieldArgs,
 }
@@ -69,10 +72,11 @@ pub fn run(args: Args) -> CmdResult {
     }
     let names = args.fields_names.names()?;
     let (config, client) = args.es.client()?;
-    let fp = args.profile.fingerprinter();
     es_args::runtime()?.block_on(async move {
         let version = es::first_contact(&client, config.connect_timeout).await?;
-        let indexer = EsIndexer::new(client, &args.index, fp).with_names(names);
+        let indexer = EsIndexer::open(client, &args.index, RetryPolicy::default(), &names).await?;
+        let fp = args.profile.fingerprinter(&args.index, indexer.meta())?;
+        let indexer = indexer.with_fingerprinter(fp)?;
         let mut worker = Worker::new(
             indexer,
             WorkerConfig {
@@ -108,7 +112,7 @@ pub fn run(args: Args) -> CmdResult {
             es = %config.display_urls(),
             es_version = %version,
             index = %args.index,
-            fingerprint_version = %worker.indexer().fingerprinter().version(),
+            holds = %worker.indexer().meta(),
             "worker started"
         );
 

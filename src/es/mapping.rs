@@ -346,64 +346,50 @@ fn merge_meta(
     Ok(out)
 }
 
-/// Checks, without changing anything, that every index behind `index` maps all seven
-/// fingerprint fields with usable types (blocks `short` or `keyword`), and returns the block
-/// type. Writers call this first: an unmapped field would get a dynamic mapping (`long` blocks,
-/// `text` version) that breaks queries.
+/// What the indices behind `index` hold ([`meta::read_meta`]), checked, without changing
+/// anything, against their mappings: every field of every method each index holds is mapped
+/// with the type neardup writes (blocks `short` or `keyword`, as recorded). Writers call this
+/// first: an unmapped field would get a dynamic mapping (`long` blocks, `text` version or band
+/// terms) that breaks queries. `legacy_fields` names the SimHash fields of indices without
+/// `_meta.neardup` (the older Java service's layout, read as `seed000`).
 pub async fn verify_index(
     client: &Elasticsearch,
     retry: &RetryPolicy,
     index: &str,
-    names: &FieldNames,
-) -> Result<BlockType, EsError> {
-    names.validate()?;
-    let path = format!("/{}/_mapping", path_segment_keep_patterns(index));
-    let existing = request(
-        client,
-        retry,
-        &format!("index `{index}`: get mapping"),
-        Method::Get,
-        &path,
-        &[],
-        None,
-    )
-    .await?;
-    let Some(existing) = existing.as_object().filter(|m| !m.is_empty()) else {
-        return Err(EsError::IndexNotFound {
-            index: index.to_owned(),
-        });
-    };
-    let mut block_type = None;
+    legacy_fields: &FieldNames,
+) -> Result<IndexMeta, EsError> {
+    legacy_fields.validate()?;
+    let mut per_index = std::collections::BTreeMap::new();
     let mut missing = Vec::new();
-    for (concrete, m) in existing {
-        let props = &m["mappings"]["properties"];
-        let type_of = |f: &str| {
-            props
-                .get(f)
-                .map(|v| v["type"].as_str().unwrap_or("object").to_owned())
+    for (concrete, m) in meta::mappings(client, retry, index).await? {
+        let held = match IndexMeta::from_mapping(&concrete, &m["mappings"], legacy_fields) {
+            Ok(held) => held,
+            Err(EsError::NotInitialised { fields, .. }) => {
+                missing.extend(fields);
+                continue;
+            }
+            Err(e) => return Err(e),
         };
-        for b in &names.blocks {
-            match type_of(b) {
-                None => missing.push(b.clone()),
-                Some(t) => {
-                    let Ok(bt) = t.parse::<BlockType>() else {
-                        return Err(conflict(concrete, names, b, &t, "short"));
-                    };
-                    if *block_type.get_or_insert(bt) != bt {
-                        return Err(conflict(concrete, names, b, &t, block_type.unwrap().name()));
+        held.validate()?;
+        let props = &m["mappings"]["properties"];
+        let names = held.simhash.as_ref().map(|s| s.fields.clone());
+        for (name, want) in held.mapping()["properties"]
+            .as_object()
+            .expect("properties")
+        {
+            let want = want["type"].as_str().unwrap_or_default();
+            match props.get(name) {
+                None => missing.push(name.clone()),
+                Some(have) => {
+                    let have = have["type"].as_str().unwrap_or("object");
+                    if have != want {
+                        let names = names.clone().unwrap_or_default();
+                        return Err(conflict(&concrete, &names, name, have, want));
                     }
                 }
             }
         }
-        let wanted = names.mapping(BlockType::Short);
-        for f in [&names.simhash, &names.version, &names.reason] {
-            let want = wanted["properties"][f]["type"].as_str().unwrap_or_default();
-            match type_of(f) {
-                None => missing.push(f.clone()),
-                Some(t) if t != want => return Err(conflict(concrete, names, f, &t, want)),
-                Some(_) => {}
-            }
-        }
+        per_index.insert(concrete, held);
     }
     if !missing.is_empty() {
         missing.sort();
@@ -413,7 +399,7 @@ pub async fn verify_index(
             fields: missing,
         });
     }
-    Ok(block_type.unwrap_or_default())
+    IndexMeta::common(&per_index)
 }
 
 fn conflict(index: &str, names: &FieldNames, field: &str, have: &str, want: &str) -> EsError {
@@ -422,7 +408,7 @@ fn conflict(index: &str, names: &FieldNames, field: &str, have: &str, want: &str
         (true, "short") | (true, "keyword") => format!(
             "the blocks of this index are `{have}`: run es-init with --block-type {have}"
         ),
-        _ => "choose other field names (--block-fields, --simhash-field, --version-field, --reason-field) or reindex into an index with the right mapping".to_owned(),
+        _ => "choose other field names (--block-fields, --simhash-field, --version-field, --reason-field, --minhash-fields) or reindex into an index with the right mapping".to_owned(),
     };
     EsError::MappingConflict {
         index: index.to_owned(),

@@ -431,6 +431,27 @@ impl IndexMeta {
         ))
     }
 
+    /// Every method held by any of the indices (the first description of each, in name
+    /// order): what one fingerprinter writing to all of them must make. Check each index
+    /// against it ([`IndexMeta::check_fingerprinter`]): two that describe a method
+    /// differently cannot share one. `None` for no index.
+    pub fn union(per_index: &BTreeMap<String, IndexMeta>) -> Option<IndexMeta> {
+        let mut it = per_index.values();
+        let mut out = it.next()?.clone();
+        for m in it {
+            if out.simhash.is_none() {
+                out.simhash.clone_from(&m.simhash);
+            }
+            if out.minhash.is_none() {
+                out.minhash.clone_from(&m.minhash);
+            }
+            if m.source == MetaSource::Legacy {
+                out.source = MetaSource::Legacy;
+            }
+        }
+        Some(out)
+    }
+
     /// What several indices queried together have in common: each method whose description
     /// is the same in all of them. An error when nothing is common.
     pub fn common(per_index: &BTreeMap<String, IndexMeta>) -> Result<IndexMeta, EsError> {

@@ -53,10 +53,10 @@ pub use similar::{
     block_probes, min_agreements, FilterMode, IndexList, Match, QueryFingerprint, Similar,
     SimilarOptions, Similarity, DEFAULT_K, MAX_K,
 };
-pub use worker::{PassReport, Watermark, Worker, WorkerConfig};
+pub use worker::{stale_query, PassReport, Watermark, Worker, WorkerConfig};
 pub use write::{
-    fingerprint_fields_json, fingerprint_source, BulkReport, EsIndexer, FingerprintUpdate,
-    IndexedArticle, ItemFailure, Refresh,
+    fingerprint_fields_json, fingerprint_source, simhash_fields_json, sketch_source, BulkReport,
+    EsIndexer, FingerprintUpdate, IndexedArticle, ItemFailure, Refresh,
 };
 
 /// A secret (password, API key) that never shows in `Debug` output or logs.

@@ -3,14 +3,19 @@
 //! A pass finds the documents that need a (new) fingerprint with one query
 //! ([`Worker::stale_query`]):
 //!
-//! - no `simHashVersion`, or one other than the current fingerprinter's: never fingerprinted,
-//!   or by another pipeline version;
+//! - for any method the index holds (its `_meta`), no version field (`simHashVersion`,
+//!   `minHashVersion`) or one other than the version `_meta` records: never fingerprinted, by
+//!   another pipeline version, or written before `es-init` added the method ([`stale_query`]);
 //! - with a changed field (`--changed-field updated_at`): changed at or after the watermark,
 //!   the field's highest value when the previous pass started (minus an overlap for dates, to
 //!   cover refresh delays and writers' clock skew).
 //!
-//! Too-short texts are written with the current version, `simHashReason: "too_short"` and
-//! `null` blocks, so the first rule skips them until their text changes.
+//! Too-short texts are written with the current versions, the reason `too_short` and `null`
+//! values, so the first rule skips them until their text changes.
+//!
+//! One pass writes every method the index holds, in one guarded partial update per document.
+//! Each pass starts by reading the index's `_meta` again, so a method `es-init` adds to a
+//! running worker's index is filled in from the next pass on.
 //!
 //! Documents are read through the one paging layer ([`Scanner`]: a point in time where the
 //! cluster has one, else a scroll, in index order), fingerprinted on all cores, and written
@@ -26,8 +31,8 @@ use rayon::prelude::*;
 use serde_json::{json, Value};
 
 use super::scan::{Paging, ScanOptions, Scanner};
-use super::write::{fingerprint_source, BulkReport, EsIndexer, FingerprintUpdate};
-use super::{path_segment, request, Body, EsError, FieldNames};
+use super::write::{sketch_source, BulkReport, EsIndexer, FingerprintUpdate};
+use super::{path_segment, request, Body, EsError, IndexMeta};
 
 /// What the worker reads and how.
 #[derive(Clone, Debug)]
@@ -94,7 +99,7 @@ pub struct Worker {
 }
 
 impl Worker {
-    /// A worker writing through `indexer` (its index, field names, fingerprinter and retry
+    /// A worker writing through `indexer` (its index, what it holds, fingerprinter and retry
     /// policy). Call [`Worker::check`] before the first pass.
     pub fn new(indexer: EsIndexer, config: WorkerConfig) -> Worker {
         Worker {
@@ -126,30 +131,21 @@ impl Worker {
         self.changed_is_date == Some(true)
     }
 
-    /// Checks that the index has the fingerprint fields (so writes cannot create them with a
-    /// dynamic mapping) and finds the changed field's type.
+    /// Checks that the index still maps the fields of every method it holds (so writes cannot
+    /// create them with a dynamic mapping; [`EsIndexer::reload`]) and finds the changed
+    /// field's type.
     pub async fn check(&mut self) -> Result<(), EsError> {
-        let index = self.indexer.index().to_owned();
-        super::mapping::verify_index(
-            self.indexer.client(),
-            &super::RetryPolicy::default(),
-            &index,
-            self.indexer.names(),
-        )
-        .await?;
+        self.indexer.reload().await?;
         if let Some(field) = &self.config.changed_field {
             self.changed_is_date = Some(field_is_date(&self.indexer, field).await?);
         }
         Ok(())
     }
 
-    /// The query that finds documents needing a fingerprint (see the module docs).
+    /// The query that finds documents needing a fingerprint (see the module docs):
+    /// [`stale_query`], or changed since the watermark.
     pub fn stale_query(&self) -> Value {
-        let names: &FieldNames = self.indexer.names();
-        let version = self.indexer.fingerprinter().version();
-        let mut should = vec![json!({
-            "bool": { "must_not": [ { "term": { &names.version: version } } ] }
-        })];
+        let mut should = vec![stale_query(self.indexer.meta())];
         if let (Some(field), Some(w)) = (&self.config.changed_field, &self.watermark) {
             should.push(match w {
                 Watermark::EpochMillis(ms) => {
@@ -167,6 +163,8 @@ impl Worker {
         let started = Instant::now();
         if self.config.changed_field.is_some() && self.changed_is_date.is_none() {
             self.check().await?;
+        } else {
+            self.indexer.reload().await?;
         }
         let next_watermark = match &self.config.changed_field {
             Some(f) => self.max_changed(f).await?,
@@ -219,17 +217,23 @@ impl Worker {
         Ok(report)
     }
 
-    /// Fingerprints one page of hits on all cores and writes the fields back.
+    /// Sketches one page of hits with every method the index holds, on all cores, and writes
+    /// the fields back.
     async fn process(&self, hits: Vec<Value>, report: &mut PassReport) -> Result<(), EsError> {
         let fp = self.indexer.fingerprinter().clone();
+        let methods = self.indexer.meta().methods();
         let fields = self.config.text_fields.clone();
         let updates = tokio::task::spawn_blocking(move || {
             hits.par_iter()
                 .filter_map(|h| {
                     let id = h["_id"].as_str()?.to_owned();
                     let guard = Some((h["_seq_no"].as_u64()?, h["_primary_term"].as_u64()?));
-                    match fingerprint_source(&fp, &h["_source"], &fields) {
-                        Ok(outcome) => Some(FingerprintUpdate { id, guard, outcome }),
+                    match sketch_source(&fp, methods, &h["_source"], &fields) {
+                        Ok(sketches) => Some(FingerprintUpdate {
+                            id,
+                            guard,
+                            sketches,
+                        }),
                         Err(bad) => {
                             tracing::warn!(%id, "{bad}: not fingerprinted (fix the document or --field)");
                             None
@@ -242,9 +246,9 @@ impl Worker {
         .map_err(|e| EsError::Config(format!("fingerprinting task failed: {e}")))?;
         report.seen += updates.len() as u64;
         for u in &updates {
-            match &u.outcome {
-                Ok(_) => report.fingerprinted += 1,
-                Err(_) => report.too_short += 1,
+            match u.sketches.too_short() {
+                None => report.fingerprinted += 1,
+                Some(_) => report.too_short += 1,
             }
         }
         let written = self.indexer.update_fingerprints(&updates).await?;
@@ -278,6 +282,25 @@ impl Worker {
             Watermark::Number(v)
         }))
     }
+}
+
+/// The documents of an index holding `meta` whose fingerprint of some method is missing or of
+/// another version than the one `_meta` records: for each method held, a `must_not` `term` on
+/// its version field, any of them (`bool` `should`). A document whose SimHash is current but
+/// which has no MinHash yet (written before `es-init` added MinHash) matches.
+pub fn stale_query(meta: &IndexMeta) -> Value {
+    let mut should = Vec::new();
+    if let Some(s) = &meta.simhash {
+        should.push(json!({
+            "bool": { "must_not": [ { "term": { &s.fields.version: &s.version } } ] }
+        }));
+    }
+    if let Some(m) = &meta.minhash {
+        should.push(json!({
+            "bool": { "must_not": [ { "term": { &m.fields.version: &m.version } } ] }
+        }));
+    }
+    json!({ "bool": { "should": should, "minimum_should_match": 1 } })
 }
 
 /// Whether `field` is mapped as a date (else it must be numeric) in every index behind `index`.
@@ -332,5 +355,42 @@ async fn field_is_date(indexer: &EsIndexer, field: &str) -> Result<bool, EsError
         Err(EsError::Config(format!(
             "field `{field}` of index `{index}` is mapped as {types:?}: --changed-field needs a date or number field"
         )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::es::{BlockType, FieldNames, MinHashFieldNames};
+    use crate::{FingerprintConfig, Fingerprinter, Methods, Profile};
+
+    #[test]
+    fn stale_means_any_held_method_missing_or_of_another_version() {
+        let both = IndexMeta::new(
+            &FingerprintConfig::default(),
+            Methods::BOTH,
+            BlockType::Short,
+            FieldNames::default(),
+            MinHashFieldNames::default(),
+        );
+        let v = Fingerprinter::versions(&FingerprintConfig::default());
+        let q = stale_query(&both);
+        assert_eq!(q["bool"]["minimum_should_match"], 1);
+        assert_eq!(
+            q["bool"]["should"],
+            json!([
+                { "bool": { "must_not": [ { "term": { "simHashVersion": v.simhash } } ] } },
+                { "bool": { "must_not": [ { "term": { "minHashVersion": v.minhash } } ] } },
+            ])
+        );
+        let seed = IndexMeta::legacy(FieldNames::default(), BlockType::Short);
+        let seed_version =
+            Fingerprinter::versions(&FingerprintConfig::for_profile(Profile::Seed000));
+        assert_eq!(
+            stale_query(&seed)["bool"]["should"],
+            json!([
+                { "bool": { "must_not": [ { "term": { "simHashVersion": seed_version.simhash } } ] } },
+            ])
+        );
     }
 }

@@ -1,9 +1,12 @@
 //! Writing fingerprints: with the article in one request, or as bulk partial updates of
 //! existing documents that never touch their other fields.
 //!
-//! Every write carries all seven fingerprint fields ([`fingerprint_fields_json`]): a document
-//! whose text became too short loses its old blocks (they are set to `null`) instead of keeping
-//! a fingerprint of a text it no longer has.
+//! Every write carries every field of every method the index holds ([`fingerprint_fields_json`]:
+//! the seven SimHash fields, the four MinHash fields), computed in one pass over the text
+//! ([`Fingerprinter::sketch_fields`]): a document whose text became too short loses its old
+//! blocks, band terms and signature (they are set to `null`) instead of keeping a fingerprint
+//! of a text it no longer has. What the index holds comes from its `_meta`
+//! ([`EsIndexer::open`]); a fingerprinter that makes other versions is refused.
 //!
 //! Bulk updates are guarded by the `_seq_no`/`_primary_term` the text was read with: when the
 //! document changed in between, Elasticsearch answers 409 and the stale fingerprint is dropped
@@ -15,7 +18,11 @@ use elasticsearch::http::Method;
 use elasticsearch::Elasticsearch;
 use serde_json::{json, Map, Value};
 
-use super::{check, path_segment, send, Body, EsError, FieldNames, RetryPolicy};
+use super::meta::minhash_fields_json;
+use super::{
+    check, path_segment, send, verify_index, Body, EsError, FieldNames, IndexMeta, RetryPolicy,
+};
+use crate::fingerprint::{Methods, Sketches};
 use crate::input::{field_texts, BadTextField};
 use crate::{Fingerprinter, Outcome};
 
@@ -41,10 +48,10 @@ impl Refresh {
     }
 }
 
-/// The seven fingerprint fields for `outcome`, as a JSON object to merge into a document.
+/// The seven SimHash fields for `outcome`, as a JSON object to merge into a document.
 /// A too-short text gets `version` (the fingerprinter's), its reason and `null` blocks, so it
 /// is not fingerprinted again under the same version.
-pub fn fingerprint_fields_json(
+pub fn simhash_fields_json(
     names: &FieldNames,
     outcome: &Outcome,
     version: &str,
@@ -71,16 +78,45 @@ pub fn fingerprint_fields_json(
     m
 }
 
-/// Fingerprints the text fields of a `_source`, in order, by the one document-to-text rule
-/// ([`crate::input::field_texts`]: dotted paths, strings and arrays of strings; absent fields
-/// skipped, so a document with none is too short). A field holding a number, boolean or
-/// object is an error.
+/// The fields of every method `meta` holds, for `sketches`, as a JSON object to merge into a
+/// document: [`simhash_fields_json`] and [`minhash_fields_json`] under the index's field names.
+/// A too-short text gets each method's version (the index's), its reason and `null` values.
+/// A method the index holds whose sketch was not computed is left out (compute `sketches`
+/// with [`IndexMeta::methods`]).
+pub fn fingerprint_fields_json(meta: &IndexMeta, sketches: &Sketches) -> Map<String, Value> {
+    let mut m = Map::new();
+    if let (Some(s), Some(outcome)) = (&meta.simhash, &sketches.simhash) {
+        m.extend(simhash_fields_json(&s.fields, outcome, &s.version));
+    }
+    if let (Some(h), Some(outcome)) = (&meta.minhash, &sketches.minhash) {
+        m.extend(minhash_fields_json(
+            &h.fields, &h.params, outcome, &h.version,
+        ));
+    }
+    m
+}
+
+/// Sketches the text fields of a `_source` with `methods`, in one pass, by the one
+/// document-to-text rule ([`crate::input::field_texts`]: dotted paths, strings and arrays of
+/// strings; absent fields skipped, so a document with none is too short). A field holding a
+/// number, boolean or object is an error.
+pub fn sketch_source(
+    fp: &Fingerprinter,
+    methods: Methods,
+    source: &Value,
+    fields: &[String],
+) -> Result<Sketches, BadTextField> {
+    Ok(fp.sketch_fields(methods, &field_texts(source, fields)?))
+}
+
+/// The SimHash fingerprint of a `_source`'s text fields ([`sketch_source`]).
 pub fn fingerprint_source(
     fp: &Fingerprinter,
     source: &Value,
     fields: &[String],
 ) -> Result<Outcome, BadTextField> {
-    Ok(fp.fingerprint_fields(&field_texts(source, fields)?))
+    let sketches = sketch_source(fp, Methods::only(crate::Method::SimHash), source, fields)?;
+    Ok(sketches.simhash.expect("SimHash was asked for"))
 }
 
 /// The result of [`EsIndexer::index_article`].
@@ -93,14 +129,15 @@ pub struct IndexedArticle {
     pub primary_term: u64,
 }
 
-/// One fingerprint to write into an existing document.
+/// The fingerprints of one document to write into it: every method the index holds, in one
+/// partial update.
 #[derive(Clone, Debug)]
 pub struct FingerprintUpdate {
     pub id: String,
     /// `(_seq_no, _primary_term)` of the document version whose text was fingerprinted. With
     /// it the update only applies if the document has not changed since; without it, always.
     pub guard: Option<(u64, u64)>,
-    pub outcome: Outcome,
+    pub sketches: Sketches,
 }
 
 /// A document a bulk update could not write, and why.
@@ -161,12 +198,13 @@ impl BulkReport {
     }
 }
 
-/// Writes articles and fingerprints into one index. Cheap to clone; share one per index.
+/// Writes articles and fingerprints into one index: every method its `_meta` records, under
+/// its field names. Cheap to clone; share one per index.
 #[derive(Clone, Debug)]
 pub struct EsIndexer {
     client: Elasticsearch,
     index: String,
-    names: FieldNames,
+    meta: IndexMeta,
     fp: Fingerprinter,
     retry: RetryPolicy,
     refresh: Refresh,
@@ -174,24 +212,81 @@ pub struct EsIndexer {
 }
 
 impl EsIndexer {
-    /// An indexer for `index` with the default field names, retry policy and no forced
-    /// refresh. `fp` gives the version written for too-short texts (and fingerprints articles
-    /// in [`EsIndexer::fingerprint`]).
-    pub fn new(client: Elasticsearch, index: impl Into<String>, fp: Fingerprinter) -> EsIndexer {
-        EsIndexer {
+    /// An indexer for `index`, which holds what `meta` says (read it with
+    /// [`verify_index`], or use [`EsIndexer::open`]), with the default retry policy and no
+    /// forced refresh. `fp` sketches articles ([`EsIndexer::sketch`]); an error
+    /// ([`EsError::VersionMismatch`]) when it makes another version of a method the index holds.
+    pub fn new(
+        client: Elasticsearch,
+        index: impl Into<String>,
+        meta: IndexMeta,
+        fp: Fingerprinter,
+    ) -> Result<EsIndexer, EsError> {
+        let index = index.into();
+        meta.validate()?;
+        meta.check_fingerprinter(&index, &fp)?;
+        Ok(EsIndexer {
             client,
-            index: index.into(),
-            names: FieldNames::default(),
+            index,
+            meta,
             fp,
             retry: RetryPolicy::default(),
             refresh: Refresh::No,
             detect_noop: true,
-        }
+        })
     }
 
-    pub fn with_names(mut self, names: FieldNames) -> Self {
-        self.names = names;
-        self
+    /// An indexer for `index` (a name or alias): reads what it holds from its `_meta` and
+    /// checks its mapping ([`verify_index`]; `legacy_fields` names the SimHash fields of an
+    /// index without `_meta`), with the fingerprinter that makes exactly that
+    /// ([`IndexMeta::fingerprinter`]).
+    pub async fn open(
+        client: Elasticsearch,
+        index: impl Into<String>,
+        retry: RetryPolicy,
+        legacy_fields: &FieldNames,
+    ) -> Result<EsIndexer, EsError> {
+        let index = index.into();
+        let meta = verify_index(&client, &retry, &index, legacy_fields).await?;
+        let fp = meta.fingerprinter(&index)?;
+        Ok(EsIndexer::new(client, index, meta, fp)?.with_retry(retry))
+    }
+
+    /// The same indexer with another fingerprinter (other thresholds, say); an error when it
+    /// makes another version of a method the index holds.
+    pub fn with_fingerprinter(mut self, fp: Fingerprinter) -> Result<Self, EsError> {
+        self.meta.check_fingerprinter(&self.index, &fp)?;
+        self.fp = fp;
+        Ok(self)
+    }
+
+    /// Reads the index's `_meta` and mapping again ([`verify_index`]; an index without `_meta`
+    /// is read with the SimHash field names it had): a method `es-init` added since is
+    /// written from now on. The fingerprinter is kept where it makes what the index now holds,
+    /// else rebuilt from `_meta` with the same thresholds. Returns whether anything changed.
+    pub async fn reload(&mut self) -> Result<bool, EsError> {
+        let legacy = self
+            .meta
+            .simhash
+            .as_ref()
+            .map(|s| s.fields.clone())
+            .unwrap_or_default();
+        let meta = verify_index(&self.client, &self.retry, &self.index, &legacy).await?;
+        if meta == self.meta {
+            return Ok(false);
+        }
+        if meta.check_fingerprinter(&self.index, &self.fp).is_err() {
+            let config = crate::FingerprintConfig {
+                thresholds: self.fp.config().thresholds.clone(),
+                ..meta.fingerprint_config()
+            };
+            let fp = Fingerprinter::new(config);
+            meta.check_fingerprinter(&self.index, &fp)?;
+            self.fp = fp;
+        }
+        tracing::info!(index = %self.index, holds = %meta, "the index's _meta changed: writing what it holds now");
+        self.meta = meta;
+        Ok(true)
     }
 
     pub fn with_retry(mut self, retry: RetryPolicy) -> Self {
@@ -220,8 +315,9 @@ impl EsIndexer {
         &self.index
     }
 
-    pub fn names(&self) -> &FieldNames {
-        &self.names
+    /// What the index holds: the methods written, their versions and field names.
+    pub fn meta(&self) -> &IndexMeta {
+        &self.meta
     }
 
     pub fn client(&self) -> &Elasticsearch {
@@ -232,24 +328,26 @@ impl EsIndexer {
         &self.fp
     }
 
-    /// Fingerprints an article's text fields (see [`fingerprint_source`]). CPU-bound (about a
-    /// millisecond per article); call it from `spawn_blocking` when that matters.
-    pub fn fingerprint(
+    /// Sketches an article's text fields with every method the index holds, in one pass (see
+    /// [`sketch_source`]). CPU-bound (about a millisecond per article); call it from
+    /// `spawn_blocking` when that matters.
+    pub fn sketch(
         &self,
         article: &Value,
         text_fields: &[String],
-    ) -> Result<Outcome, BadTextField> {
-        fingerprint_source(&self.fp, article, text_fields)
+    ) -> Result<Sketches, BadTextField> {
+        sketch_source(&self.fp, self.meta.methods(), article, text_fields)
     }
 
-    /// Indexes `article` (a JSON object) with its fingerprint fields in one request, replacing
-    /// the document `id`; with `id = None` Elasticsearch picks one (and the request is then not
-    /// retried, since a retry after a lost answer could create a second copy).
+    /// Indexes `article` (a JSON object) with the fields of every method the index holds in
+    /// one request, replacing the document `id`; with `id = None` Elasticsearch picks one (and
+    /// the request is then not retried, since a retry after a lost answer could create a
+    /// second copy).
     pub async fn index_article(
         &self,
         id: Option<&str>,
         article: &Value,
-        outcome: &Outcome,
+        sketches: &Sketches,
     ) -> Result<IndexedArticle, EsError> {
         let Value::Object(fields) = article else {
             return Err(EsError::BadDocument {
@@ -258,11 +356,7 @@ impl EsIndexer {
             });
         };
         let mut doc = fields.clone();
-        doc.extend(fingerprint_fields_json(
-            &self.names,
-            outcome,
-            self.fp.version(),
-        ));
+        doc.extend(fingerprint_fields_json(&self.meta, sketches));
         let body = Body::Json(Value::Object(doc));
         let index = path_segment(&self.index);
         let (method, path, retry) = match id {
@@ -302,8 +396,9 @@ impl EsIndexer {
         })
     }
 
-    /// Writes the fingerprint fields of existing documents with one `_bulk` request of partial
-    /// updates (`doc` merges; every other field of `_source` is left as it is). Transient
+    /// Writes the fingerprint fields of existing documents, every method the index holds in
+    /// the same partial update, with one `_bulk` request (`doc` merges; every other field of
+    /// `_source` is left as it is). Transient
     /// failures of the whole request, and items rejected with 429, are retried with backoff;
     /// every other per-item failure is reported with its document id.
     pub async fn update_fingerprints(
@@ -399,7 +494,7 @@ impl EsIndexer {
                 action["if_seq_no"] = json!(seq_no);
                 action["if_primary_term"] = json!(term);
             }
-            let doc = fingerprint_fields_json(&self.names, &u.outcome, self.fp.version());
+            let doc = fingerprint_fields_json(&self.meta, &u.sketches);
             // serde_json output has no raw newlines, as NDJSON needs.
             let _ = writeln!(s, "{}", json!({ "update": action }));
             let doc = if self.detect_noop {
@@ -416,8 +511,58 @@ impl EsIndexer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Fingerprint, SimHash, TooShort};
+    use crate::es::{BlockType, MinHashFieldNames};
+    use crate::{Fingerprint, FingerprintConfig, SimHash, TooShort};
     use std::sync::Arc;
+
+    /// Fingerprints live in indices for years: the fields written for one fixed article must
+    /// never change without a new version. The full MinHash fields are pinned by their hash
+    /// (xxh3-64 of the JSON text), a few values in the clear.
+    #[test]
+    fn golden_fields_of_a_fixed_article() {
+        let meta = IndexMeta::new(
+            &FingerprintConfig::default(),
+            Methods::BOTH,
+            BlockType::Short,
+            FieldNames::default(),
+            MinHashFieldNames::default(),
+        );
+        let fp = meta.fingerprinter("golden").unwrap();
+        let article = serde_json::json!({
+            "title": "国家统计局发布十月经济数据",
+            "content": "国家统计局今天发布了最新的经济数据，显示上个月工业生产继续保持增长，消费市场稳步恢复，就业形势总体稳定。专家表示，随着一系列政策措施落地见效，经济运行有望延续回升向好态势。"
+        });
+        let fields = ["title".to_string(), "content".to_string()];
+        let sketches = sketch_source(&fp, meta.methods(), &article, &fields).unwrap();
+        let m = fingerprint_fields_json(&meta, &sketches);
+        assert_eq!(m.len(), 11);
+        assert_eq!(m["minHashVersion"], fp.minhash_version());
+        assert!(m["minHashReason"].is_null());
+        let bands = m["minHashBands"].as_array().unwrap();
+        assert_eq!(bands.len(), 42);
+        assert_eq!(
+            bands[..3],
+            [
+                json!("7a6b490a6565082f"),
+                json!("6af6c32a2b25de85"),
+                json!("a09b578c62b58bc2")
+            ]
+        );
+        let sig = m["minHashSignature"].as_str().unwrap();
+        assert_eq!(sig.len(), 684);
+        assert_eq!(&sig[..24], "2I2DopdWuYW+bWYy1/kgGuBt");
+        let minhash: Map<String, Value> = m
+            .iter()
+            .filter(|(k, _)| k.starts_with("minHash"))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let text = Value::Object(minhash).to_string();
+        assert_eq!(
+            format!("{:016x}", xxhash_rust::xxh3::xxh3_64(text.as_bytes())),
+            "ef21ecf9a842a396"
+        );
+        assert_eq!(m["simHash"], json!(-2155170680333690452i64));
+    }
 
     #[test]
     fn fields_of_a_fingerprint_and_of_a_too_short_text() {
@@ -426,7 +571,7 @@ mod tests {
             simhash: SimHash(0xFFFF_0001_8000_7FFF),
             version: Arc::from("v1"),
         };
-        let m = fingerprint_fields_json(&names, &Ok(f), "ignored");
+        let m = simhash_fields_json(&names, &Ok(f), "ignored");
         assert_eq!(m["simHashA"], json!(-1));
         assert_eq!(m["simHashB"], json!(1));
         assert_eq!(m["simHashC"], json!(-32768));
@@ -435,7 +580,7 @@ mod tests {
         assert_eq!(m["simHashVersion"], json!("v1"));
         assert_eq!(m["simHashReason"], Value::Null);
 
-        let m = fingerprint_fields_json(&names, &Err(TooShort::NoWords), "v2");
+        let m = simhash_fields_json(&names, &Err(TooShort::NoWords), "v2");
         assert_eq!(m.len(), 7);
         assert_eq!(m["simHashA"], Value::Null);
         assert_eq!(m["simHash"], Value::Null);

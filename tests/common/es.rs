@@ -224,3 +224,32 @@ pub async fn capabilities(client: &Elasticsearch, index: &str) -> Capabilities {
     }
     Capabilities { painless, pit }
 }
+
+/// Checks the four MinHash fields (default names) of a stored `_source` against
+/// [`neardup::Fingerprinter::sketch_fields`] of `texts`: one band term per band
+/// (`band_term(band_keys)`), the signature's bytes back from base64, the version, the reason;
+/// or, for a too-short text, the version, `too_short` and null values.
+pub fn assert_minhash_fields(src: &Value, fp: &neardup::Fingerprinter, texts: &[&str], id: &str) {
+    use neardup::es::meta::{band_term, signature_from_base64};
+    let sketches = fp.sketch_fields(neardup::Methods::BOTH, texts);
+    assert_eq!(src["minHashVersion"], fp.minhash_version(), "{id}: {src}");
+    match sketches.minhash.unwrap() {
+        Ok(f) => {
+            let terms: Vec<String> = f
+                .signature
+                .band_keys(&fp.config().minhash)
+                .into_iter()
+                .map(band_term)
+                .collect();
+            assert_eq!(src["minHashBands"], serde_json::json!(terms), "{id}");
+            let stored = src["minHashSignature"].as_str().expect("signature stored");
+            assert_eq!(signature_from_base64(stored), Some(f.signature), "{id}");
+            assert_eq!(src["minHashReason"], Value::Null, "{id}");
+        }
+        Err(_) => {
+            assert_eq!(src["minHashReason"], "too_short", "{id}");
+            assert_eq!(src["minHashBands"], Value::Null, "{id}");
+            assert_eq!(src["minHashSignature"], Value::Null, "{id}");
+        }
+    }
+}

@@ -32,6 +32,9 @@ pub struct JobKey {
     /// `missing` or `all`.
     pub mode: String,
     pub fingerprint_version: String,
+    /// The MinHash version written, when some index of the job holds MinHash.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub minhash_version: Option<String>,
     pub text_fields: Vec<String>,
     pub version_field: String,
 }
@@ -329,6 +332,7 @@ mod tests {
             pattern: "news".into(),
             mode: "missing".into(),
             fingerprint_version: "v1".into(),
+            minhash_version: None,
             text_fields: vec!["title".into()],
             version_field: "simHashVersion".into(),
         }

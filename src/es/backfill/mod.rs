@@ -3,8 +3,10 @@
 //! ## What is walked
 //!
 //! - `--only-missing` ([`Mode::OnlyMissing`], the default): the documents without a current
-//!   fingerprint, exactly the worker's rule 1 ([`crate::es::Worker::stale_query`]: no
-//!   `simHashVersion`, or another one).
+//!   fingerprint of some method the index holds, exactly the worker's rule 1
+//!   ([`crate::es::stale_query`]: for any method in the index's `_meta`, no version field
+//!   (`simHashVersion`, `minHashVersion`), or another version). A document whose SimHash is
+//!   current but which has no MinHash (written before `es-init` added MinHash) is walked.
 //! - `--all` ([`Mode::All`]): every document, rewritten even where the values are already
 //!   right. When an index's walk starts, the highest `_seq_no` of each shard is recorded (the
 //!   cutoff); the shard is walked with the query `_seq_no <= cutoff OR stale`. Every write of
@@ -31,8 +33,9 @@
 //!
 //! ## Pipeline
 //!
-//! A reader task pages through the index ([`walk`]), the fingerprints are computed on the
-//! rayon pool, and up to `concurrency` guarded bulk updates are in flight
+//! A reader task pages through the index ([`walk`]), the sketches of every method the index
+//! holds are computed in one pass per document on the rayon pool, and up to `concurrency`
+//! guarded bulk updates (every method in the same partial update) are in flight
 //! ([`crate::es::EsIndexer::update_fingerprints`]); [`control`] halves concurrency and bulk
 //! size on 429s and paces the job to `max_docs_per_sec`. A 409 (the document changed after
 //! it was read) makes the back-fill read the document again and write the fingerprint of its
@@ -62,11 +65,12 @@ use self::journal::{Entry, JobKey, Journal, Replayed, StateLock};
 pub use self::walk::{Hit, WalkError, WalkSpec, Walker};
 pub use super::scan::Paging;
 use super::scan::Scanner;
-use super::write::fingerprint_source;
+use super::write::sketch_source;
 use super::{
-    path_segment, request, verify_index, Body, EsError, EsIndexer, FieldNames, FingerprintUpdate,
-    RetryPolicy, Worker, WorkerConfig,
+    path_segment, request, stale_query, verify_index, Body, EsError, EsIndexer, FieldNames,
+    FingerprintUpdate, IndexMeta, RetryPolicy,
 };
+use crate::fingerprint::Methods;
 use crate::Fingerprinter;
 
 /// Which documents are walked.
@@ -163,6 +167,8 @@ pub struct BackfillConfig {
     pub pattern: String,
     /// Text fields fingerprinted together, in order (dotted paths allowed).
     pub text_fields: Vec<String>,
+    /// The SimHash field names of indices without `_meta` (the older Java service's); the
+    /// others record their field names in `_meta`.
     pub names: FieldNames,
     pub mode: Mode,
     /// Documents per page read.
@@ -348,12 +354,12 @@ enum Prepared {
     Bad { id: String, reason: String },
 }
 
-fn prepare(fp: &Fingerprinter, fields: &[String], hit: Hit) -> Prepared {
-    match fingerprint_source(fp, &hit.source, fields) {
-        Ok(outcome) => Prepared::Update(FingerprintUpdate {
+fn prepare(fp: &Fingerprinter, methods: Methods, fields: &[String], hit: Hit) -> Prepared {
+    match sketch_source(fp, methods, &hit.source, fields) {
+        Ok(sketches) => Prepared::Update(FingerprintUpdate {
             id: hit.id,
             guard: Some((hit.seq_no, hit.primary_term)),
-            outcome,
+            sketches,
         }),
         Err(bad) => Prepared::Bad {
             id: hit.id,
@@ -438,9 +444,9 @@ impl IndexRun {
         while !pending.is_empty() {
             if self.dry_run {
                 for u in &pending {
-                    match u.outcome {
-                        Ok(_) => c.written += 1,
-                        Err(_) => c.too_short += 1,
+                    match u.sketches.too_short() {
+                        None => c.written += 1,
+                        Some(_) => c.too_short += 1,
                     }
                 }
                 break;
@@ -469,7 +475,7 @@ impl IndexRun {
                     c.deleted += 1;
                 } else if conflicts.contains(id) {
                     again.push(u.id.clone());
-                } else if u.outcome.is_ok() {
+                } else if u.sketches.too_short().is_none() {
                     c.written += 1;
                 } else {
                     c.too_short += 1;
@@ -496,11 +502,12 @@ impl IndexRun {
             let (found, gone) = self.reread(&again).await?;
             c.deleted += gone;
             let fp = self.indexer.fingerprinter().clone();
+            let methods = self.indexer.meta().methods();
             let fields = self.fields.clone();
             let prepared = tokio::task::spawn_blocking(move || {
                 found
                     .into_iter()
-                    .map(|h| prepare(&fp, &fields, h))
+                    .map(|h| prepare(&fp, methods, &fields, h))
                     .collect::<Vec<_>>()
             })
             .await
@@ -623,8 +630,12 @@ impl Backfill {
         if indices.is_empty() {
             return Err(BackfillError::NoIndex(cfg.pattern.clone()));
         }
+        // What each index holds; the fingerprinter must make every method of each.
+        let mut metas = BTreeMap::new();
         for index in &indices {
-            verify_index(&self.client, retry, index, &cfg.names).await?;
+            let meta = verify_index(&self.client, retry, index, &cfg.names).await?;
+            meta.check_fingerprinter(index, &self.fp)?;
+            metas.insert(index.clone(), meta);
         }
         let scanner = Scanner::new(self.client.clone(), retry.clone());
         let paging = scanner.detect(cfg.paging, &indices[0]).await?;
@@ -633,6 +644,10 @@ impl Backfill {
             pattern: cfg.pattern.clone(),
             mode: cfg.mode.key().into(),
             fingerprint_version: self.fp.version().to_owned(),
+            minhash_version: metas
+                .values()
+                .any(|m| m.minhash.is_some())
+                .then(|| self.fp.minhash_version().to_owned()),
             text_fields: cfg.text_fields.clone(),
             version_field: cfg.names.version.clone(),
         };
@@ -658,10 +673,10 @@ impl Backfill {
                     cutoffs: st.cutoffs.clone(),
                 })?;
             }
-            let segments = self.segments(index, st.cutoffs.as_ref());
+            let segments = self.segments(&metas[index], st.cutoffs.as_ref());
             let in_flight = std::mem::take(&mut st.in_flight);
             for (b, ids) in in_flight {
-                let c = self.recover(index, &ids, &segments).await?;
+                let c = self.recover(index, &metas[index], &ids, &segments).await?;
                 tracing::info!(
                     index,
                     batch = b,
@@ -695,10 +710,14 @@ impl Backfill {
             let st = &state.indices[&index];
             let run = Arc::new(IndexRun {
                 index: index.clone(),
-                indexer: EsIndexer::new(self.client.clone(), &index, self.fp.clone())
-                    .with_names(cfg.names.clone())
-                    .with_retry(retry.clone())
-                    .with_detect_noop(cfg.mode == Mode::OnlyMissing),
+                indexer: EsIndexer::new(
+                    self.client.clone(),
+                    &index,
+                    metas[&index].clone(),
+                    self.fp.clone(),
+                )?
+                .with_retry(retry.clone())
+                .with_detect_noop(cfg.mode == Mode::OnlyMissing),
                 fields: cfg.text_fields.clone(),
                 dry_run: cfg.dry_run,
                 journal: journal.clone(),
@@ -816,19 +835,14 @@ impl Backfill {
         }
     }
 
-    /// The walks of one index: the whole index for `--only-missing`; one per shard, each with
-    /// its cutoff, for `--all`.
+    /// The walks of one index holding `meta`: the stale documents ([`stale_query`]) for
+    /// `--only-missing`; one per shard, each with its cutoff, for `--all`.
     fn segments(
         &self,
-        index: &str,
+        meta: &IndexMeta,
         cutoffs: Option<&BTreeMap<String, i64>>,
     ) -> Vec<(Option<String>, Value)> {
-        let stale = Worker::new(
-            EsIndexer::new(self.client.clone(), index, self.fp.clone())
-                .with_names(self.config.names.clone()),
-            WorkerConfig::default(),
-        )
-        .stale_query();
+        let stale = stale_query(meta);
         match cutoffs {
             None => vec![(None, stale)],
             Some(c) => c
@@ -927,11 +941,19 @@ impl Backfill {
     async fn recover(
         &self,
         index: &str,
+        meta: &IndexMeta,
         ids: &[String],
         segments: &[(Option<String>, Value)],
     ) -> Result<Counts, EsError> {
         let mut c = Counts::default();
         let retry = &self.config.retry;
+        let reasons: Vec<&str> = meta
+            .simhash
+            .iter()
+            .map(|s| s.fields.reason.as_str())
+            .chain(meta.minhash.iter().map(|m| m.fields.reason.as_str()))
+            .collect();
+        let includes = reasons.join(",");
         for chunk in ids.chunks(1000) {
             let r = request(
                 &self.client,
@@ -939,7 +961,7 @@ impl Backfill {
                 &format!("index `{index}`: look up the batches left in flight"),
                 Method::Post,
                 &format!("/{}/_mget", path_segment(index)),
-                &[("_source_includes", self.config.names.reason.as_str())],
+                &[("_source_includes", includes.as_str())],
                 Some(&Body::Json(json!({ "ids": chunk }))),
             )
             .await?;
@@ -976,7 +998,7 @@ impl Backfill {
                     c.deleted += 1;
                 } else if pending.contains(id) {
                     continue;
-                } else if d["_source"][&self.config.names.reason] == "too_short" {
+                } else if reasons.iter().any(|r| d["_source"][*r] == "too_short") {
                     c.too_short += 1;
                 } else {
                     c.written += 1;
@@ -1072,10 +1094,11 @@ impl Backfill {
             };
             seen += hits.len() as u64;
             let fp = self.fp.clone();
+            let methods = run.indexer.meta().methods();
             let fields = cfg.text_fields.clone();
             let prepared = tokio::task::spawn_blocking(move || {
                 hits.into_par_iter()
-                    .map(|h| prepare(&fp, &fields, h))
+                    .map(|h| prepare(&fp, methods, &fields, h))
                     .collect::<Vec<_>>()
             })
             .await
@@ -1145,8 +1168,13 @@ fn flatten(
 }
 
 fn describe(k: &JobKey) -> String {
+    let minhash = k
+        .minhash_version
+        .as_ref()
+        .map(|v| format!(", MinHash version {v}"))
+        .unwrap_or_default();
     format!(
-        "`{}` --{} --field {} (fingerprint version {})",
+        "`{}` --{} --field {} (fingerprint version {}{minhash})",
         k.pattern,
         if k.mode == "all" {
             "all"
@@ -1173,11 +1201,21 @@ mod tests {
             primary_term: 1,
             source,
         };
-        match prepare(&fp, &fields, hit(json!({"title": "t", "content": 42}))) {
+        match prepare(
+            &fp,
+            Methods::BOTH,
+            &fields,
+            hit(json!({"title": "t", "content": 42})),
+        ) {
             Prepared::Bad { reason, .. } => assert!(reason.contains("`content` holds a number")),
             Prepared::Update(_) => panic!("a number is not text"),
         }
-        match prepare(&fp, &fields, hit(json!({"title": ["a", {"x": 1}]}))) {
+        match prepare(
+            &fp,
+            Methods::BOTH,
+            &fields,
+            hit(json!({"title": ["a", {"x": 1}]})),
+        ) {
             Prepared::Bad { reason, .. } => assert!(reason.contains("an object")),
             Prepared::Update(_) => panic!("an object is not text"),
         }
@@ -1186,8 +1224,12 @@ mod tests {
             json!({"title": "", "content": null}),
             json!({"other": 1}),
         ] {
-            match prepare(&fp, &fields, hit(src)) {
-                Prepared::Update(u) => assert!(u.outcome.is_err(), "too short"),
+            match prepare(&fp, Methods::BOTH, &fields, hit(src)) {
+                Prepared::Update(u) => {
+                    let s = &u.sketches;
+                    assert!(s.simhash.as_ref().unwrap().is_err(), "too short");
+                    assert!(s.minhash.as_ref().unwrap().is_err(), "too short");
+                }
                 Prepared::Bad { reason, .. } => {
                     panic!("missing text is too short, not bad: {reason}")
                 }
