@@ -439,3 +439,249 @@ async fn the_binary_serves_logs_json_without_the_token_and_stops_on_sigterm() {
     }
     assert_eq!(statuses, ["401", "200"], "{rest:?}");
 }
+
+fn put_json(path: &str, body: &Value) -> Request<Body> {
+    Request::put(path)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(body.to_string()))
+        .unwrap()
+}
+
+/// A fresh index holding both methods (what `es-init` makes by default).
+async fn both_methods_index(prefix: &str) -> t::TestIndex {
+    let idx = t::TestIndex::new(prefix);
+    let meta = neardup::es::IndexMeta::new(
+        &neardup::FingerprintConfig::default(),
+        neardup::Methods::BOTH,
+        neardup::es::BlockType::Short,
+        neardup::es::FieldNames::default(),
+        neardup::es::MinHashFieldNames::default(),
+    );
+    neardup::es::init_index(&t::client().await, &RetryPolicy::none(), &idx.name, &meta)
+        .await
+        .unwrap();
+    idx
+}
+
+/// Drops the claims index the service made for `index`.
+async fn drop_claims(index: &str) {
+    let c = t::client().await;
+    let _ = neardup::es::send(
+        &c,
+        elasticsearch::http::Method::Delete,
+        &format!("/neardup-claims-{index}"),
+        &[],
+        None,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn similar_endpoints_answer_what_the_cli_finds() {
+    let idx = both_methods_index("serve-similar").await;
+    let app = service(ServeConfig::default()).await;
+    let articles = t::example_articles();
+    // All at once: each answer waits for a refresh (visible when it returns).
+    let puts: Vec<_> = articles
+        .iter()
+        .map(|(id, a)| {
+            let (app, req) = (
+                app.clone(),
+                put_json(&format!("/v1/{}/articles/{id}", idx.name), a),
+            );
+            tokio::spawn(async move { call(&app, req).await })
+        })
+        .collect();
+    for p in puts {
+        let (status, body, _) = p.await.unwrap();
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+    }
+    let ids: String = articles.iter().map(|(id, _)| format!("{id}\n")).collect();
+    let (code, out, err) = common::neardup(
+        &[
+            "similar",
+            "--es",
+            &t::url(),
+            "--index",
+            &idx.name,
+            "--ids-from",
+            "-",
+        ],
+        ids.as_bytes(),
+    );
+    // Exit 3: some ids could not be looked up (here: a text too short to fingerprint).
+    assert_eq!(
+        code,
+        if out.contains("\"error\"") { 3 } else { 0 },
+        "{err}\n{out}"
+    );
+    let mut found_any = 0;
+    for line in out.lines() {
+        let cli: Value = serde_json::from_str(line).unwrap();
+        let id = cli["id"].as_str().unwrap();
+        let (status, body, _) = call(
+            &app,
+            Request::get(format!("/v1/{}/similar/{id}", idx.name))
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        if cli.get("error").is_some() {
+            assert_eq!(body["query"], "too_short", "{id}: {body}");
+            assert!(cli["error"].as_str().unwrap().contains("too short"));
+        } else {
+            assert_eq!(body["query"], "stored", "{id}: {body}");
+        }
+        assert_eq!(
+            body["matches"],
+            cli.get("matches").cloned().unwrap_or(json!([])),
+            "{id}"
+        );
+        assert_eq!(body["method"], "minhash");
+        assert_eq!(body["threshold"], 0.3);
+        found_any += body["matches"].as_array().unwrap().len();
+    }
+    assert!(found_any > 0, "the planted duplicates are found");
+
+    // An article posted as text finds its own stored copy (and its duplicates).
+    let (id, a) = &articles[0];
+    let (status, body, _) = call(&app, post_json(&format!("/v1/{}/similar", idx.name), a)).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let first = &body["matches"][0];
+    assert_eq!(
+        (first["id"].as_str(), first["similarity"].as_f64()),
+        (Some(id.as_str()), Some(1.0))
+    );
+    // SimHash on request.
+    let (status, body, _) = call(
+        &app,
+        Request::get(format!("/v1/{}/similar/{id}?k=7", idx.name))
+            .body(Body::empty())
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(
+        (body["method"].as_str(), body["max_distance"].as_u64()),
+        (Some("simhash"), Some(7))
+    );
+
+    let (status, body, _) = call(
+        &app,
+        Request::get(format!("/v1/{}/articles/{id}", idx.name))
+            .body(Body::empty())
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body["article"]["title"], a["title"]);
+
+    for path in [
+        format!("/v1/{}/similar/no-such-id", idx.name),
+        "/v1/neardup-no-such-index/similar/x".to_owned(),
+        format!("/v1/{}/articles/no-such-id", idx.name),
+    ] {
+        let (status, body, _) = call(&app, Request::get(&path).body(Body::empty()).unwrap()).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{path}: {body}");
+        assert_eq!(body["error"]["code"], "not_found");
+    }
+    let (status, body, _) = call(
+        &app,
+        Request::get(format!("/v1/{}/similar/{id}?k=2&threshold=0.5", idx.name))
+            .body(Body::empty())
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    drop_claims(&idx.name).await;
+}
+
+/// `n` variants of one long real article: each drops a different few sentences, so every
+/// two are near-duplicates but no two are equal.
+fn variants(n: usize) -> Vec<Value> {
+    let (_, a) = t::shared_articles(200)
+        .into_iter()
+        .max_by_key(|(_, a)| a["content"].as_str().map_or(0, str::len))
+        .unwrap();
+    let content = a["content"].as_str().unwrap();
+    let sentences: Vec<&str> = content.split_inclusive('。').collect();
+    assert!(sentences.len() > 12, "a long article");
+    (0..n)
+        .map(|i| {
+            let body: String = sentences
+                .iter()
+                .enumerate()
+                .filter(|(j, _)| {
+                    j % sentences.len() != i % sentences.len() && (j + 3 * i) % 17 != 0
+                })
+                .map(|(_, s)| *s)
+                .collect();
+            json!({ "title": a["title"], "content": body })
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dedupe_insert_stores_the_first_and_refuses_its_near_duplicates() {
+    let idx = both_methods_index("serve-dedupe").await;
+    let app = service(ServeConfig::default()).await;
+    let v = variants(2);
+    let path = |id: &str| format!("/v1/{}/articles/{id}?dedupe=true", idx.name);
+    let (status, body, _) = call(&app, put_json(&path("orig"), &v[0])).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let (status, body, _) = call(&app, put_json(&path("copy"), &v[1])).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert_eq!(body["error"]["code"], "duplicate");
+    assert_eq!(body["matches"][0]["id"], "orig");
+    assert!(body["matches"][0]["similarity"].as_f64().unwrap() >= 0.3);
+    // Storing the same id again replaces it (it is not its own duplicate).
+    let (status, body, _) = call(&app, put_json(&path("orig"), &v[1])).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["result"], "updated");
+    // Something else is stored; without dedupe a duplicate is stored too.
+    let (other_id, other) = t::example_articles().into_iter().next().unwrap();
+    let (status, body, _) = call(&app, put_json(&path(&other_id), &other)).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let (status, _, _) = call(
+        &app,
+        put_json(&format!("/v1/{}/articles/copy", idx.name), &v[1]),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED);
+    assert_eq!(t::count(&t::client().await, &idx.name).await, 3);
+    drop_claims(&idx.name).await;
+}
+
+/// Two services (each with its own caches, as two processes have) take 25 concurrent dedupe
+/// inserts of variants of one article each: exactly one is created, every other is a 409.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_near_duplicates_through_two_services_create_exactly_one() {
+    let v = variants(50);
+    for round in 0..3 {
+        let idx = both_methods_index(&format!("serve-race-{round}")).await;
+        let apps = [
+            service(ServeConfig::default()).await,
+            service(ServeConfig::default()).await,
+        ];
+        let mut tasks = Vec::new();
+        for (i, a) in v.iter().enumerate() {
+            let app = apps[i % 2].clone();
+            let req = put_json(&format!("/v1/{}/articles/v{i}?dedupe=true", idx.name), a);
+            tasks.push(tokio::spawn(async move { call(&app, req).await }));
+        }
+        let mut created = 0;
+        for task in tasks {
+            let (status, body, _) = task.await.unwrap();
+            match status {
+                StatusCode::CREATED => created += 1,
+                StatusCode::CONFLICT => assert_eq!(body["error"]["code"], "duplicate"),
+                other => panic!("round {round}: {other} {body}"),
+            }
+        }
+        assert_eq!(created, 1, "round {round}");
+        t::refresh(&t::client().await, &idx.name).await;
+        assert_eq!(t::count(&t::client().await, &idx.name).await, 1);
+        drop_claims(&idx.name).await;
+    }
+}

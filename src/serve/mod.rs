@@ -21,8 +21,9 @@
 mod error;
 mod metrics;
 
+use std::collections::HashMap;
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axum::error_handling::HandleErrorLayer;
@@ -41,12 +42,15 @@ use tower::ServiceBuilder;
 
 pub use self::error::ApiError;
 pub use self::metrics::Metrics;
+use crate::es::claims::{ClaimError, Claims};
+use crate::es::meta::band_term;
 use crate::es::{
-    self, EsError, QueryFingerprint, RetryPolicy, Secret, Similar, SimilarOptions, Similarity,
+    self, EsError, EsIndexer, FieldNames, IndexMeta, QueryFingerprint, Refresh, RetryPolicy,
+    Secret, Similar, SimilarOptions, Similarity,
 };
 use crate::fingerprint::{FingerprintRecord, Methods};
 use crate::input::field_texts;
-use crate::{Fingerprinter, Tolerance};
+use crate::{Fingerprinter, Sketch, Tolerance};
 
 /// The review page served at `/`.
 pub const PAGE: &str = include_str!("page.html");
@@ -95,7 +99,15 @@ pub struct Service {
     fingerprinter: Fingerprinter,
     /// The one query function: it remembers what each index holds.
     similar: Similar,
+    /// Writers (read `_meta` once per index) and claims, per index written to.
+    writers: Mutex<HashMap<String, Arc<Writer>>>,
     metrics: Metrics,
+}
+
+/// What `PUT /v1/{index}/articles/{id}` writes with.
+struct Writer {
+    indexer: EsIndexer,
+    claims: Claims,
 }
 
 impl Service {
@@ -115,6 +127,7 @@ impl Service {
             es,
             fingerprinter,
             similar,
+            writers: Mutex::new(HashMap::new()),
             metrics: Metrics::new(),
         }
     }
@@ -137,7 +150,7 @@ impl Service {
             .route("/v1/fingerprint", post(fingerprint))
             .route("/v1/{index}/similar/{id}", get(similar_by_id))
             .route("/v1/{index}/similar", post(similar_by_article))
-            .route("/v1/{index}/articles/{id}", get(article))
+            .route("/v1/{index}/articles/{id}", get(article).put(put_article))
             .route("/v1/openapi.json", get(openapi))
             .layer(middleware::from_fn_with_state(self.clone(), authorise))
             .layer(limits);
@@ -158,6 +171,93 @@ impl Service {
             self.metrics.es_error(&e);
         }
         ApiError::from(e)
+    }
+
+    /// The writer of `index`: its `EsIndexer` (what `_meta` says it holds, writes visible
+    /// before they return) and its claims (index created on first use).
+    async fn writer(&self, index: &str) -> Result<Arc<Writer>, ApiError> {
+        if let Some(w) = self.writers.lock().expect("lock").get(index) {
+            return Ok(w.clone());
+        }
+        let indexer = EsIndexer::open(
+            self.es.client.clone(),
+            index,
+            self.es.retry.clone(),
+            &FieldNames::default(),
+        )
+        .await
+        .map_err(|e| self.es_failed(e))?
+        .with_refresh(Refresh::WaitFor);
+        let mut claims = Claims::new(self.es.client.clone(), self.es.retry.clone(), index);
+        // A holder finishes within its request's time (the claims' own deadline) plus its
+        // writes; the lease is well beyond that.
+        claims.lease = (self.config.timeout * 3).max(Duration::from_secs(30));
+        claims.ensure_index().await.map_err(|e| self.es_failed(e))?;
+        let w = Arc::new(Writer { indexer, claims });
+        self.writers
+            .lock()
+            .expect("lock")
+            .insert(index.to_owned(), w.clone());
+        Ok(w)
+    }
+
+    /// Stores `article` as `id` unless something near `sketch` is stored: claims the keys a
+    /// near-duplicate must share with it, searches, writes (visible before it returns), then
+    /// releases the claims. See [`crate::es::claims`] for why this is race-free.
+    async fn insert_unless_near(
+        &self,
+        index: &str,
+        id: &str,
+        article: &Value,
+        sketches: &crate::Sketches,
+        sketch: Sketch,
+        tolerance: Tolerance,
+    ) -> Result<Response, ApiError> {
+        let w = self.writer(index).await?;
+        let keys = claim_keys(&sketch, w.indexer.meta())?;
+        let holder = format!("{id} (pid {})", std::process::id());
+        let deadline = Instant::now() + self.config.timeout;
+        let held = w
+            .claims
+            .acquire(&keys, &holder, deadline)
+            .await
+            .map_err(|e| match e {
+                ClaimError::Timeout { .. } => ApiError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "busy",
+                    format!("{e}: another insert of a near-duplicate is in progress"),
+                ),
+                ClaimError::Es(e) => self.es_failed(e),
+            })?;
+        let outcome = async {
+            let found = self
+                .similar
+                .by_fingerprint(index, sketch, tolerance)
+                .await
+                .map_err(|e| self.es_failed(e))?;
+            let matches: Vec<_> = found.matches.into_iter().filter(|m| m.id != id).collect();
+            if !matches.is_empty() {
+                let mut e = ApiError::new(
+                    StatusCode::CONFLICT,
+                    "duplicate",
+                    format!(
+                        "not stored: {} near-duplicate(s) of this article are stored already",
+                        matches.len()
+                    ),
+                );
+                e.extra = Some(json!({ "matches": matches }));
+                return Err(e);
+            }
+            let r = w
+                .indexer
+                .index_article(Some(id), article, sketches)
+                .await
+                .map_err(|e| self.es_failed(e))?;
+            Ok(stored(index, &r))
+        }
+        .await;
+        w.claims.release(held).await;
+        outcome
     }
 
     /// The texts of an article posted to the service, by the one document-to-text rule.
@@ -460,4 +560,122 @@ async fn article(
         "index": hit["_index"],
         "article": hit["_source"],
     })))
+}
+
+/// The keys two near-duplicates must share, to claim before a dedupe insert: the LSH band
+/// terms of a MinHash signature; the four block values of a SimHash (k ≤ 3: two fingerprints
+/// within distance 3 have an equal block).
+fn claim_keys(sketch: &Sketch, meta: &IndexMeta) -> Result<Vec<String>, ApiError> {
+    Ok(match sketch {
+        Sketch::MinHash(sig) => {
+            let params =
+                meta.minhash.as_ref().map(|m| m.params).ok_or_else(|| {
+                    ApiError::bad_request("the index holds no MinHash fingerprints")
+                })?;
+            sig.band_keys(&params)
+                .into_iter()
+                .map(|k| format!("m{}", band_term(k)))
+                .collect()
+        }
+        Sketch::SimHash(f) => f
+            .blocks16()
+            .iter()
+            .enumerate()
+            .map(|(i, b)| format!("s{i}:{b}"))
+            .collect(),
+    })
+}
+
+fn stored(index: &str, r: &es::IndexedArticle) -> Response {
+    let status = if r.result == "created" {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    (
+        status,
+        Json(json!({ "id": r.id, "index": index, "result": r.result })),
+    )
+        .into_response()
+}
+
+/// `?dedupe=true` and the tolerance of the duplicate check.
+#[derive(Debug, Default, Deserialize)]
+struct PutParams {
+    #[serde(default)]
+    dedupe: bool,
+    threshold: Option<f64>,
+    k: Option<u32>,
+}
+
+/// `PUT /v1/{index}/articles/{id}`: stores the article with its fingerprint fields (201
+/// created, 200 replaced), visible to search when the answer comes. With `?dedupe=true`,
+/// only unless a near-duplicate is stored: 409 with the matches.
+async fn put_article(
+    State(svc): State<Arc<Service>>,
+    Path((index, id)): Path<(String, String)>,
+    Query(p): Query<PutParams>,
+    body: Result<Json<Value>, JsonRejection>,
+) -> Result<Response, ApiError> {
+    let Json(article) = body.map_err(ApiError::from)?;
+    svc.article_texts(&article)?;
+    let w = svc.writer(&index).await?;
+    let article = Arc::new(article);
+    let sketches = {
+        let (w, article, fields) = (w.clone(), article.clone(), svc.config.text_fields.clone());
+        tokio::task::spawn_blocking(move || w.indexer.sketch(&article, &fields))
+            .await
+            .map_err(|e| ApiError::internal(e.to_string()))?
+            .map_err(|e| ApiError::unprocessable(e.to_string()))?
+    };
+    if !p.dedupe {
+        let r = w
+            .indexer
+            .index_article(Some(&id), &article, &sketches)
+            .await
+            .map_err(|e| svc.es_failed(e))?;
+        return Ok(stored(&index, &r));
+    }
+    let near = Near {
+        threshold: p.threshold,
+        k: p.k,
+    };
+    let tolerance = near.tolerance(&svc, &index).await?;
+    if let Tolerance::Distance(k) = tolerance {
+        if k > 3 {
+            return Err(ApiError::bad_request(format!(
+                "dedupe with SimHash needs k ≤ 3 (an equal block to claim); got k = {k}"
+            )));
+        }
+    }
+    let method = tolerance.method();
+    if !w.indexer.meta().has(method) {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "index_not_usable",
+            format!(
+                "index `{index}` holds no {method} fingerprints ({})",
+                w.indexer.meta()
+            ),
+        ));
+    }
+    let Ok(sketch) = sketches.clone().into_sketch(method) else {
+        // Too short to fingerprint: nothing can be near it.
+        let r = w
+            .indexer
+            .index_article(Some(&id), &article, &sketches)
+            .await
+            .map_err(|e| svc.es_failed(e))?;
+        return Ok(stored(&index, &r));
+    };
+    // In a task of its own: a request that times out must not leave its claims behind
+    // mid-way, so the insert runs to its end (and releases) whatever happens to the answer.
+    let task = {
+        let svc = svc.clone();
+        tokio::spawn(async move {
+            svc.insert_unless_near(&index, &id, &article, &sketches, sketch, tolerance)
+                .await
+        })
+    };
+    task.await.map_err(|e| ApiError::internal(e.to_string()))?
 }
