@@ -1,6 +1,7 @@
 //! The fingerprint fields of an index: their names, their mapping, and `es-init`.
 //!
-//! A fingerprint is stored as seven fields next to the article (default names):
+//! A SimHash fingerprint is stored as seven fields next to the article (default names; the
+//! MinHash fields and `_meta` are in [`super::meta`]):
 //!
 //! | field | type | holds |
 //! |---|---|---|
@@ -79,7 +80,7 @@ impl FieldNames {
             }
             if all[..i].contains(n) {
                 return Err(EsError::Config(format!(
-                    "fingerprint field name `{n}` is used twice: each of the seven fields needs its own name"
+                    "fingerprint field name `{n}` is used twice: each of the seven SimHash fields needs its own name"
                 )));
             }
         }
