@@ -248,24 +248,29 @@ async fn saturation_is_503_at_once() {
         ..ServeConfig::default()
     })
     .await;
-    let (stalled, tx) = stalled_request();
-    let held = tokio::spawn({
-        let app = app.clone();
-        async move { call(&app, stalled).await }
-    });
-    tx.send(Ok(b"{\"title\":".to_vec())).await.unwrap();
-    // The stalled request takes the slot as soon as it is spawned; until then others pass.
-    let mut refused = None;
-    for _ in 0..1000 {
-        let (status, body, headers) = call(&app, post_json("/v1/fingerprint", &article())).await;
-        if status == StatusCode::SERVICE_UNAVAILABLE {
-            refused = Some((body, headers));
-            break;
+    // A stalled request that is in flight and still running holds the slot: were the slot
+    // taken, it would have been refused at once.
+    let (held, tx) = loop {
+        let (stalled, tx) = stalled_request();
+        let held = tokio::spawn({
+            let app = app.clone();
+            async move { call(&app, stalled).await }
+        });
+        tx.send(Ok(b"{\"title\":".to_vec())).await.unwrap();
+        // In flight: the stalled request and this metrics request itself.
+        loop {
+            let (_, m, _) = call(&app, Request::get("/metrics").body(Body::empty()).unwrap()).await;
+            if m.as_str().unwrap().contains("neardup_http_in_flight 2") || held.is_finished() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
         }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    let (body, headers) =
-        refused.expect("a second request is refused while the first holds the only slot");
+        if !held.is_finished() {
+            break (held, tx);
+        }
+    };
+    let (status, body, headers) = call(&app, post_json("/v1/fingerprint", &article())).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
     assert_eq!(body["error"]["code"], "overloaded");
     assert_eq!(headers[header::RETRY_AFTER], "1");
     let (status, _, _) = call(&app, Request::get("/metrics").body(Body::empty()).unwrap()).await;
@@ -302,7 +307,7 @@ async fn shutdown_lets_the_request_in_flight_finish() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(serve::run(listener, app, async {
+    let server = tokio::spawn(serve::run(listener, app.clone(), async {
         let _ = stop_rx.await;
     }));
 
@@ -319,13 +324,24 @@ async fn shutdown_lets_the_request_in_flight_finish() {
     .await
     .unwrap();
     conn.write_all(head).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // In flight: the half-sent request and the metrics request asking.
+    loop {
+        let (_, m, _) = call(&app, Request::get("/metrics").body(Body::empty()).unwrap()).await;
+        if m.as_str().unwrap().contains("neardup_http_in_flight 2") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     stop_tx.send(()).unwrap();
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    assert!(
-        tokio::net::TcpStream::connect(addr).await.is_err(),
-        "no new connections once shutting down"
-    );
+    let mut refused = false;
+    for _ in 0..500 {
+        if tokio::net::TcpStream::connect(addr).await.is_err() {
+            refused = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(refused, "no new connections once shutting down");
     assert!(!server.is_finished(), "still serving the request in flight");
     conn.write_all(tail).await.unwrap();
     let mut answer = String::new();
