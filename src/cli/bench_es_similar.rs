@@ -152,6 +152,7 @@ pub fn run(args: EsSimilarBench) -> CmdResult {
     if !reused {
         load(&rt, &client, &retry, &targets, &docs, &fp, args.docs)?;
     }
+    rt.block_on(merge_to_one_segment(&client, &retry, &targets))?;
     let real_docs = docs.real.len().min(args.docs);
     println!(
         "Elasticsearch {version} at {}; {} documents per index ({real_docs} corpus articles, {} synthetic, seed {}); 1 shard, 0 replicas, force-merged to 1 segment",
@@ -393,6 +394,47 @@ fn load(
                 Some(&Body::Json(settings)),
             )
             .await?;
+        }
+        anyhow::Ok(())
+    })?;
+    eprintln!(
+        "fingerprinted and wrote {n} documents into {} indices in {:.0} s ({:.0} documents/s)",
+        targets.len(),
+        loaded.as_secs_f64(),
+        n as f64 / loaded.as_secs_f64(),
+    );
+    Ok(())
+}
+
+/// Force-merges every target to one segment and waits until the merge is done and visible.
+/// A merge of a million documents outlasts the HTTP timeout (Elasticsearch 7.10 has no
+/// `wait_for_completion=false` for it), so the request runs on its own and the segment count
+/// is polled; a request that timed out while nothing merges is sent again.
+async fn merge_to_one_segment(
+    client: &Elasticsearch,
+    retry: &RetryPolicy,
+    targets: &[Target],
+) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let force_merge = |index: &str| {
+        let (client, path) = (client.clone(), format!("/{index}/_forcemerge"));
+        tokio::spawn(async move {
+            es::request(
+                &client,
+                &RetryPolicy::none(),
+                "force merge",
+                Http::Post,
+                &path,
+                &[("max_num_segments", "1")],
+                None,
+            )
+            .await
+        })
+    };
+    for t in targets {
+        let mut merge = force_merge(&t.index);
+        let mut answered = false;
+        loop {
             es::request(
                 client,
                 retry,
@@ -403,25 +445,30 @@ fn load(
                 None,
             )
             .await?;
-            es::request(
-                client,
-                retry,
-                "force merge",
-                Http::Post,
-                &format!("/{}/_forcemerge", t.index),
-                &[("max_num_segments", "1")],
-                None,
-            )
-            .await?;
+            let s = stats(client, &t.index).await?;
+            if s.segments <= 1 && s.merging == 0 {
+                break;
+            }
+            if merge.is_finished() && s.merging == 0 {
+                match (&mut merge).await? {
+                    Err(e) if e.is_transient() => merge = force_merge(&t.index),
+                    Err(e) => return Err(e.into()),
+                    // Answered: the next refresh shows the merged segment, or it did not merge.
+                    Ok(_) if answered => {
+                        anyhow::bail!("force merge of {} left {} segments", t.index, s.segments)
+                    }
+                    Ok(_) => {
+                        answered = true;
+                        merge = tokio::spawn(async { Ok(Value::Null) });
+                    }
+                }
+            }
+            tokio::time::sleep(Duration::from_secs(5)).await;
         }
-        anyhow::Ok(())
-    })?;
+    }
     eprintln!(
-        "fingerprinted and wrote {n} documents into {} indices in {:.0} s ({:.0} documents/s), force-merged in {:.0} s more",
-        targets.len(),
-        loaded.as_secs_f64(),
-        n as f64 / loaded.as_secs_f64(),
-        (started.elapsed() - loaded).as_secs_f64()
+        "force-merged to one segment in {:.0} s",
+        started.elapsed().as_secs_f64()
     );
     Ok(())
 }
@@ -478,6 +525,8 @@ struct Stats {
     docs: u64,
     segments: u64,
     bytes: u64,
+    /// Merges running now.
+    merging: u64,
 }
 
 async fn stats(client: &Elasticsearch, index: &str) -> anyhow::Result<Stats> {
@@ -486,7 +535,7 @@ async fn stats(client: &Elasticsearch, index: &str) -> anyhow::Result<Stats> {
         &RetryPolicy::none(),
         "index stats",
         Http::Get,
-        &format!("/{index}/_stats/docs,store,segments"),
+        &format!("/{index}/_stats/docs,store,segments,merge"),
         &[],
         None,
     )
@@ -497,5 +546,6 @@ async fn stats(client: &Elasticsearch, index: &str) -> anyhow::Result<Stats> {
         docs: get(&p["docs"]["count"]),
         segments: get(&p["segments"]["count"]),
         bytes: get(&p["store"]["size_in_bytes"]),
+        merging: get(&p["merges"]["current"]),
     })
 }
