@@ -6,8 +6,8 @@
 //! opening/closing lines (sources, editor lines, boilerplate), so that their fingerprints are
 //! as skewed as real ones. Each is fingerprinted with both methods in one pass (rayon) and
 //! written, fingerprint fields and id only, into two fresh indices made by `es::init_index`:
-//! one holding both methods (the one queried) and one holding SimHash only (for the size per
-//! document). Both get 1 shard and 0 replicas and are force-merged to one segment.
+//! one holding both methods and one holding SimHash only (the size per document, and what the
+//! MinHash fields cost a SimHash lookup). Both get 1 shard and 0 replicas and are force-merged to one segment.
 //!
 //! Then the same `Similar::by_id` lookups (the library call behind `neardup similar --id`)
 //! for random ids run against every configuration in turn, interleaved so that load from the
@@ -179,26 +179,33 @@ pub fn run(args: EsSimilarBench) -> CmdResult {
             );
         }
 
-        let queried = &targets[0].index;
         let mut configs = Vec::new();
-        for &k in &args.k {
-            for filter in [FilterMode::Client, FilterMode::Server] {
-                let options = SimilarOptions {
-                    filter,
-                    ..SimilarOptions::default()
-                };
-                let similar = Similar::with_options(
-                    client.clone(),
-                    fp.clone(),
-                    options,
-                    RetryPolicy::none(),
-                );
-                configs.push((format!("SimHash k = {k}"), k, filter, similar));
+        for t in &targets {
+            for &k in &args.k {
+                for filter in [FilterMode::Client, FilterMode::Server] {
+                    let options = SimilarOptions {
+                        filter,
+                        ..SimilarOptions::default()
+                    };
+                    let similar = Similar::with_options(
+                        client.clone(),
+                        fp.clone(),
+                        options,
+                        RetryPolicy::none(),
+                    );
+                    configs.push(Config {
+                        index: &t.index,
+                        label: format!("SimHash k = {k}"),
+                        k,
+                        filter,
+                        similar,
+                    });
+                }
             }
         }
         println!();
         println!(
-            "{} timed lookups per configuration after {} warm-up, random ids of {queried}:",
+            "{} timed lookups per configuration after {} warm-up, the same random ids in every index:",
             args.queries, args.warmup
         );
         let mut rng = Rng(7);
@@ -209,9 +216,9 @@ pub fn run(args: EsSimilarBench) -> CmdResult {
         for (n, id) in ids.iter().enumerate() {
             for c in 0..configs.len() {
                 let c = (c + n) % configs.len();
-                let (_, k, _, similar) = &configs[c];
+                let config = &configs[c];
                 let t = Instant::now();
-                let found = similar.by_id(queried.as_str(), id, *k).await?;
+                let found = config.similar.by_id(config.index, id, config.k).await?;
                 let elapsed = t.elapsed();
                 if n >= args.warmup {
                     results[c].push(Lookup {
@@ -223,14 +230,14 @@ pub fn run(args: EsSimilarBench) -> CmdResult {
             }
         }
         println!();
-        println!("| query | filter | median ms | p99 ms | queries/s | candidates per query: median | p99 | mean | transferred per query | matches per query |");
-        println!("|---|---|---|---|---|---|---|---|---|---|");
-        for (c, (label, k, filter, _)) in configs.iter().enumerate() {
+        println!("| index | query | filter | median ms | p99 ms | queries/s | candidates per query: median | p99 | mean | transferred per query | matches per query |");
+        println!("|---|---|---|---|---|---|---|---|---|---|---|");
+        for (c, config) in configs.iter().enumerate() {
             // Both filters see the same candidates; the client filter fetches all of them.
             let candidates_of = configs
                 .iter()
-                .position(|(_, k2, f, _)| k2 == k && *f == FilterMode::Client)
-                .expect("a client-filter configuration per k");
+                .position(|o| o.index == config.index && o.k == config.k && o.filter == FilterMode::Client)
+                .expect("a client-filter configuration per index and k");
             let mut candidates: Vec<u64> =
                 results[candidates_of].iter().map(|l| l.transferred).collect();
             candidates.sort_unstable();
@@ -240,7 +247,10 @@ pub fn run(args: EsSimilarBench) -> CmdResult {
             let total: Duration = lat.iter().sum();
             let per_query = |sum: u64| sum as f64 / r.len() as f64;
             println!(
-                "| {label} | {filter} | {:.2} | {:.2} | {:.0} | {} | {} | {:.1} | {:.1} | {:.2} |",
+                "| {} | {} | {} | {:.2} | {:.2} | {:.0} | {} | {} | {:.1} | {:.1} | {:.2} |",
+                config.index,
+                config.label,
+                config.filter,
                 percentile(&lat, 0.5).as_secs_f64() * 1e3,
                 percentile(&lat, 0.99).as_secs_f64() * 1e3,
                 lat.len() as f64 / total.as_secs_f64(),
@@ -258,6 +268,15 @@ pub fn run(args: EsSimilarBench) -> CmdResult {
         }
         Ok(Status::Done)
     })
+}
+
+/// One way of looking up, timed against the others.
+struct Config<'a> {
+    index: &'a str,
+    label: String,
+    k: u32,
+    filter: FilterMode,
+    similar: Similar,
 }
 
 /// One timed lookup.
