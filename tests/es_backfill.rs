@@ -216,7 +216,7 @@ async fn backfill_writes_exact_fingerprints_and_leaves_every_other_field_byte_id
     assert_eq!(r.counts.written + r.counts.too_short, 2000, "{r:?}");
     // The walk pages with a point in time where the node has one (8.x, 9.x), else scroll.
     let paging = if t::capabilities(&client, &idx.name).await.pit {
-        Paging::PitSearchAfter
+        Paging::Pit
     } else {
         Paging::Scroll
     };

@@ -1,14 +1,15 @@
 //! `init_index` (`neardup es-init`) against a live node: new index, existing index with
-//! articles, conflicting mapping.
+//! articles, conflicting mapping, `_meta` (what the index holds) written and read back.
 
 mod common;
 
 use common::es::{self as t, TestIndex};
 use elasticsearch::http::Method;
 use neardup::es::{
-    init_index, verify_index, BlockType, EsError, FieldNames, IndexMeta, InitOutcome, RetryPolicy,
+    init_index, meta, read_meta, verify_index, BlockType, EsError, FieldNames, IndexMeta,
+    InitOutcome, MetaSource, MinHashFieldNames, RetryPolicy,
 };
-use neardup::Profile;
+use neardup::{FingerprintConfig, Methods, Profile};
 use serde_json::json;
 
 async fn field_types(client: &elasticsearch::Elasticsearch, index: &str) -> serde_json::Value {
@@ -275,4 +276,187 @@ async fn a_missing_index_and_an_unreachable_node_say_what_to_do() {
         .unwrap_err();
     assert!(matches!(e, EsError::Unreachable { .. }), "{e:?}");
     assert!(e.to_string().contains("NEARDUP_ES_URL"), "{e}");
+}
+
+async fn meta_json(client: &elasticsearch::Elasticsearch, index: &str) -> serde_json::Value {
+    let m = t::call(client, Method::Get, &format!("/{index}/_mapping"), None).await;
+    m[index]["mappings"]["_meta"].clone()
+}
+
+fn both(profile: Profile) -> IndexMeta {
+    IndexMeta::new(
+        &FingerprintConfig::for_profile(profile),
+        Methods::BOTH,
+        BlockType::Short,
+        FieldNames::default(),
+        MinHashFieldNames::default(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_index_records_what_it_holds_in_meta_and_every_reader_gets_it_back() {
+    let client = t::client().await;
+    let retry = RetryPolicy::none();
+    let idx = TestIndex::new("init-meta");
+    let wanted = both(Profile::Default);
+    let r = init_index(&client, &retry, &idx.name, &wanted)
+        .await
+        .unwrap();
+    assert_eq!(r, InitOutcome::Created);
+    let props = field_types(&client, &idx.name).await;
+    assert_eq!(props["minHashBands"]["type"], "keyword");
+    assert_eq!(props["minHashSignature"]["type"], "binary");
+    assert_eq!(props["simHashA"]["type"], "short");
+    let meta = meta_json(&client, &idx.name).await;
+    assert_eq!(meta["neardup"]["format"], 1);
+    assert_eq!(
+        meta["neardup"]["minhash"]["params"],
+        "shingle=w2;n=128;sig=oph;bands=42x3"
+    );
+    let read = read_meta(&client, &retry, &idx.name, &FieldNames::default())
+        .await
+        .unwrap();
+    assert_eq!(read, wanted);
+    assert_eq!(read.default_method(), neardup::Method::MinHash);
+    let fp = read.fingerprinter(&idx.name).unwrap();
+    assert_eq!(
+        read.version(neardup::Method::MinHash),
+        Some(fp.minhash_version())
+    );
+
+    // Again: nothing changes. Another profile: refused, nothing changes.
+    assert_eq!(
+        init_index(&client, &retry, &idx.name, &wanted)
+            .await
+            .unwrap(),
+        InitOutcome::Unchanged
+    );
+    let e = init_index(&client, &retry, &idx.name, &both(Profile::Seed000))
+        .await
+        .unwrap_err();
+    assert!(matches!(e, EsError::MetaConflict { .. }), "{e:?}");
+    assert!(e.to_string().contains("seed000"), "{e}");
+    assert_eq!(
+        read_meta(&client, &retry, &idx.name, &FieldNames::default())
+            .await
+            .unwrap(),
+        wanted
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn minhash_is_added_to_a_simhash_index_and_other_meta_keys_are_kept() {
+    let client = t::client().await;
+    let retry = RetryPolicy::none();
+    let idx = TestIndex::new("init-add-minhash");
+    t::call(
+        &client,
+        Method::Put,
+        &format!("/{}", idx.name),
+        Some(json!({"mappings": {"_meta": {"owner": "news-team"}, "properties": {"title": {"type": "text"}}}})),
+    )
+    .await;
+    let simhash = IndexMeta::simhash(Profile::Default, BlockType::Short, FieldNames::default());
+    init_index(&client, &retry, &idx.name, &simhash)
+        .await
+        .unwrap();
+    let read = read_meta(&client, &retry, &idx.name, &FieldNames::default())
+        .await
+        .unwrap();
+    assert_eq!(read.default_method(), neardup::Method::SimHash);
+    assert!(read.minhash.is_none());
+
+    let r = init_index(&client, &retry, &idx.name, &both(Profile::Default))
+        .await
+        .unwrap();
+    match r {
+        InitOutcome::Added { mut fields, meta } => {
+            fields.sort();
+            assert!(meta);
+            assert_eq!(
+                fields,
+                [
+                    "minHashBands",
+                    "minHashReason",
+                    "minHashSignature",
+                    "minHashVersion"
+                ]
+            );
+        }
+        other => panic!("expected Added, got {other:?}"),
+    }
+    let meta = meta_json(&client, &idx.name).await;
+    assert_eq!(meta["owner"], "news-team", "{meta}");
+    let read = read_meta(&client, &retry, &idx.name, &FieldNames::default())
+        .await
+        .unwrap();
+    assert_eq!(read, both(Profile::Default));
+
+    // SimHash only again: MinHash stays recorded.
+    assert_eq!(
+        init_index(&client, &retry, &idx.name, &simhash)
+            .await
+            .unwrap(),
+        InitOutcome::Unchanged
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_index_of_the_java_service_reads_as_seed000_and_es_init_keeps_it_so() {
+    let client = t::client().await;
+    let retry = RetryPolicy::none();
+    let idx = TestIndex::new("init-java");
+    t::call(
+        &client,
+        Method::Put,
+        &format!("/{}", idx.name),
+        Some(json!({"mappings": {"properties": {
+            "title": {"type": "text"},
+            "simHashA": {"type": "short"}, "simHashB": {"type": "short"},
+            "simHashC": {"type": "short"}, "simHashD": {"type": "short"}
+        }}})),
+    )
+    .await;
+    let read = read_meta(&client, &retry, &idx.name, &FieldNames::default())
+        .await
+        .unwrap();
+    assert_eq!(read.source, MetaSource::Legacy);
+    assert_eq!(read.simhash.as_ref().unwrap().profile, Profile::Seed000);
+    assert!(read.minhash.is_none());
+    let kept = meta::existing_profile(&client, &retry, &idx.name, &FieldNames::default(), true)
+        .await
+        .unwrap();
+    assert_eq!(kept, Some(Profile::Seed000));
+
+    // A pattern over the Java index and one of the other profile: nothing in common.
+    let other = TestIndex::new("init-java-other");
+    init_index(&client, &retry, &other.name, &both(Profile::Default))
+        .await
+        .unwrap();
+    let pattern = format!("{},{}", idx.name, other.name);
+    let e = read_meta(&client, &retry, &pattern, &FieldNames::default())
+        .await
+        .unwrap_err();
+    assert!(matches!(e, EsError::MetaMismatch { .. }), "{e:?}");
+
+    // A neardup index written before `_meta`: the profile its documents carry.
+    let old = TestIndex::new("init-premeta");
+    let fp = neardup::Fingerprinter::for_profile(Profile::Keywords);
+    t::call(
+        &client,
+        Method::Put,
+        &format!("/{}", old.name),
+        Some(json!({"mappings": FieldNames::default().mapping(BlockType::Short)})),
+    )
+    .await;
+    t::load(
+        &client,
+        &old.name,
+        &[("a".to_owned(), json!({"simHashVersion": fp.version()}))],
+    )
+    .await;
+    let kept = meta::existing_profile(&client, &retry, &old.name, &FieldNames::default(), true)
+        .await
+        .unwrap();
+    assert_eq!(kept, Some(Profile::Keywords));
 }

@@ -9,21 +9,29 @@ use std::collections::BTreeSet;
 
 use common::es::{self as t, TestIndex};
 use elasticsearch::http::Method;
+use neardup::es::meta::minhash_fields_json;
+use neardup::es::MinHashFieldNames;
 use neardup::es::{
     fingerprint_fields_json, init_index, BlockType, EsError, FieldNames, FilterMode, IndexMeta,
     Match, Paging, QueryFingerprint, RetryPolicy, Similar, SimilarOptions,
 };
-use neardup::{Fingerprinter, Profile, SimHash};
+use neardup::fingerprint::Methods;
+use neardup::store::sort_matches;
+use neardup::{
+    FingerprintConfig, Fingerprinter, MinHashParams, Profile, Score, Signature, SimHash, Sketch,
+    Tolerance,
+};
 use serde_json::{json, Value};
 
 fn fingerprinter() -> Fingerprinter {
     Fingerprinter::for_profile(Profile::Default)
 }
 
+/// A query function whose fingerprinter comes from the indices' `_meta`.
 fn similar(client: &elasticsearch::Elasticsearch, filter: FilterMode, page_size: usize) -> Similar {
     Similar::with_options(
         client.clone(),
-        fingerprinter(),
+        None,
         SimilarOptions {
             filter,
             page_size,
@@ -127,13 +135,9 @@ fn expected(all: &[(String, SimHash)], index: &str, query: &str, k: u32) -> Vec<
     let mut m: Vec<Match> = all
         .iter()
         .filter(|(id, f)| id != query && f.distance(q) <= k)
-        .map(|(id, f)| Match {
-            id: id.clone(),
-            index: index.to_owned(),
-            distance: f.distance(q),
-        })
+        .map(|(id, f)| Match::in_index(id, index, Score::Distance(f.distance(q))))
         .collect();
-    m.sort_by(|a, b| (a.distance, &a.id).cmp(&(b.distance, &b.id)));
+    sort_matches(&mut m);
     m
 }
 
@@ -228,13 +232,16 @@ async fn several_indices_at_once_and_an_id_in_two_of_them() {
     let s = similar(&client, FilterMode::Client, 1000);
     let mut want = expected(&all, "", &base, 3);
     for m in &mut want {
-        m.index = index_of(&m.id).clone();
+        m.index = Some(index_of(&m.id).clone());
     }
-    want.sort_by(|x, y| (x.distance, &x.id, &x.index).cmp(&(y.distance, &y.id, &y.index)));
+    sort_matches(&mut want);
     let comma = format!("{},{}", a.name, b.name);
     let found = s.by_id(comma.as_str(), &base, 3).await.unwrap();
     assert_eq!(found.matches, want);
-    assert!(found.matches.iter().any(|m| m.index == b.name));
+    assert!(found
+        .matches
+        .iter()
+        .any(|m| m.index.as_ref() == Some(&b.name)));
     let list = vec![a.name.clone(), b.name.clone()];
     assert_eq!(s.by_id(list, &base, 3).await.unwrap().matches, want);
 
@@ -394,7 +401,10 @@ async fn deletions_and_new_fingerprints_show_at_once() {
     assert!(!after_ids.contains(&d1), "deleted");
     assert!(!after_ids.contains(&d2), "moved away");
     assert!(
-        after.matches.iter().any(|m| m.id == d5 && m.distance == 1),
+        after
+            .matches
+            .iter()
+            .any(|m| m.id == d5 && m.distance() == Some(1)),
         "moved near"
     );
 }
@@ -437,11 +447,11 @@ async fn documents_without_a_fingerprint_and_free_texts() {
     let s = similar(&client, FilterMode::Client, 1000);
 
     let found = s.by_id(idx.name.as_str(), id0, 3).await.unwrap();
-    assert_eq!(found.query, QueryFingerprint::Computed(f0));
+    assert_eq!(found.query, QueryFingerprint::Computed(Sketch::SimHash(f0)));
     assert!(found
         .matches
         .iter()
-        .any(|m| m.id == "copy-of-0" && m.distance == 2));
+        .any(|m| m.id == "copy-of-0" && m.distance() == Some(2)));
 
     let found = s.by_id(idx.name.as_str(), "short", 3).await.unwrap();
     assert!(
@@ -511,11 +521,7 @@ async fn indices_of_the_older_java_service_work_with_both_filters() {
             .unwrap();
         assert_eq!(
             found.matches,
-            vec![Match {
-                id: "near".into(),
-                index: idx.name.clone(),
-                distance: 3
-            }],
+            vec![Match::in_index("near", &idx.name, Score::Distance(3))],
             "{filter}"
         );
     }
@@ -536,8 +542,8 @@ async fn errors_say_what_to_do() {
     assert!(matches!(e, EsError::IndexNotFound { .. }), "{e}");
     let e = s.by_id(idx.name.as_str(), "nope", 3).await.unwrap_err();
     assert!(matches!(e, EsError::DocumentNotFound { .. }), "{e}");
-    let e = s.by_id(idx.name.as_str(), "a", 4).await.unwrap_err();
-    assert!(e.to_string().contains("k+1 blocks"), "{e}");
+    let e = s.by_id(idx.name.as_str(), "a", 8).await.unwrap_err();
+    assert!(e.to_string().contains("k ≤ 7"), "{e}");
 
     let bare = TestIndex::new("similar-bare");
     t::load(
@@ -581,6 +587,433 @@ async fn errors_say_what_to_do() {
         .await
         .unwrap_err();
     assert!(matches!(e, EsError::Unreachable { .. }), "{e}");
+}
+
+/// An index holding both methods, as `es-init` makes it by default.
+async fn new_both_index(client: &elasticsearch::Elasticsearch, prefix: &str) -> TestIndex {
+    let idx = TestIndex::new(prefix);
+    init_index(client, &RetryPolicy::none(), &idx.name, &both_meta())
+        .await
+        .unwrap();
+    idx
+}
+
+fn both_meta() -> IndexMeta {
+    IndexMeta::new(
+        &FingerprintConfig::default(),
+        Methods::BOTH,
+        BlockType::Short,
+        FieldNames::default(),
+        MinHashFieldNames::default(),
+    )
+}
+
+fn texts(src: &Value) -> [&str; 2] {
+    [
+        src["title"].as_str().unwrap_or(""),
+        src["content"].as_str().unwrap_or(""),
+    ]
+}
+
+/// `src` with both methods' fields, as a writer of both makes them; and its signature.
+fn doc_both(src: &Value) -> (Value, Option<Signature>) {
+    let fp = fingerprinter();
+    let mut doc = src.clone();
+    let sh = fp.fingerprint_fields(&texts(src));
+    doc.as_object_mut().unwrap().extend(fingerprint_fields_json(
+        &FieldNames::default(),
+        &sh,
+        fp.version(),
+    ));
+    let mh = fp.minhash_fields(&texts(src));
+    doc.as_object_mut().unwrap().extend(minhash_fields_json(
+        &MinHashFieldNames::default(),
+        &MinHashParams::DEFAULT,
+        &mh,
+        fp.minhash_version(),
+    ));
+    (doc, mh.ok().map(|f| f.signature))
+}
+
+/// The first `n` characters of a text.
+fn prefix(s: &str, share: f64) -> String {
+    let n = s.chars().count();
+    s.chars().take((n as f64 * share) as usize).collect()
+}
+
+/// Real articles, and for the first `bases` of them edited copies at several similarities
+/// (shortened, halved, spliced with the next article), plus one copy stored without
+/// fingerprint fields. Returns the documents and every stored `(id, signature)`.
+fn minhash_corpus(articles: usize, bases: usize) -> (Docs, Vec<(String, Signature)>, Vec<String>) {
+    let all_articles = t::shared_articles(articles);
+    let mut docs = Vec::new();
+    let mut sigs = Vec::new();
+    let mut base_ids = Vec::new();
+    let mut push = |id: String, src: Value, docs: &mut Docs| {
+        let (doc, sig) = doc_both(&src);
+        if let Some(sig) = sig {
+            sigs.push((id.clone(), sig));
+        }
+        docs.push((id, doc));
+    };
+    for (i, (id, src)) in all_articles.iter().enumerate() {
+        push(id.clone(), src.clone(), &mut docs);
+        if i < bases {
+            base_ids.push(id.clone());
+            let content = src["content"].as_str().unwrap_or("");
+            let next = all_articles[(i + 1) % all_articles.len()].1["content"]
+                .as_str()
+                .unwrap_or("");
+            for (tag, body) in [
+                ("cut", prefix(content, 0.8)),
+                ("half", prefix(content, 0.45)),
+                (
+                    "mix",
+                    format!("{}{}", prefix(content, 0.5), prefix(next, 0.5)),
+                ),
+            ] {
+                push(
+                    format!("{id}-{tag}"),
+                    json!({ "title": src["title"], "content": body }),
+                    &mut docs,
+                );
+            }
+        }
+    }
+    (docs, sigs, base_ids)
+}
+
+/// Every stored document sharing a band with `q` and within `t`, by brute force; `exclude`
+/// left out.
+fn expected_minhash(
+    sigs: &[(String, Signature)],
+    index: &str,
+    q: &Signature,
+    t: f64,
+    exclude: Option<&str>,
+) -> Vec<Match> {
+    let params = MinHashParams::DEFAULT;
+    let bands = q.band_keys(&params);
+    let query = Sketch::MinHash(q.clone());
+    let mut m: Vec<Match> = sigs
+        .iter()
+        .filter(|(id, _)| Some(id.as_str()) != exclude)
+        .filter(|(_, s)| s.band_keys(&params).iter().zip(&bands).any(|(a, b)| a == b))
+        .filter_map(|(id, s)| {
+            query
+                .score(&Sketch::MinHash(s.clone()), Tolerance::Similarity(t))
+                .map(|score| Match::in_index(id, index, score))
+        })
+        .collect();
+    sort_matches(&mut m);
+    m
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn minhash_finds_exactly_the_brute_force_answer_with_both_filters() {
+    let client = t::client().await;
+    let idx = new_both_index(&client, "similar-minhash").await;
+    let (mut docs, sigs, bases) = minhash_corpus(150, 8);
+    // A copy stored with its text only (no bands, so never a candidate): its signature is
+    // computed when it is the query.
+    let (first, first_src) = &t::shared_articles(1)[0];
+    docs.push(("text-only".into(), first_src.clone()));
+    t::load(&client, &idx.name, &docs).await;
+    let painless = t::capabilities(&client, &idx.name).await.painless;
+    let sig_of = |id: &str| sigs.iter().find(|(i, _)| i == id).unwrap().1.clone();
+
+    let mut transferred = [0u64; 2];
+    let mut found_any = 0;
+    for (f, filter) in [FilterMode::Client, FilterMode::Server]
+        .into_iter()
+        .enumerate()
+    {
+        let s = similar(&client, filter, 1000);
+        assert_eq!(
+            s.default_tolerance(idx.name.as_str()).await.unwrap(),
+            Tolerance::Similarity(neardup::minhash::DEFAULT_THRESHOLD)
+        );
+        for t in [0.3, 0.5, 0.8] {
+            for base in &bases {
+                let found = s
+                    .by_id(idx.name.as_str(), base, Tolerance::Similarity(t))
+                    .await
+                    .unwrap();
+                assert_eq!(
+                    found.query,
+                    QueryFingerprint::Stored(Sketch::MinHash(sig_of(base)))
+                );
+                let want = expected_minhash(&sigs, &idx.name, &sig_of(base), t, Some(base));
+                assert_eq!(found.matches, want, "{filter} t={t} base {base}");
+                assert!(found.matches.iter().all(|m| m.similarity().is_some()));
+                transferred[f] += found.transferred;
+                found_any += found.matches.len();
+            }
+        }
+        // The edited copies are near their base at 0.3.
+        let found = s
+            .by_id(idx.name.as_str(), &bases[0], Tolerance::Similarity(0.3))
+            .await
+            .unwrap();
+        let ids: BTreeSet<&str> = found.matches.iter().map(|m| m.id.as_str()).collect();
+        let cut = format!("{}-cut", bases[0]);
+        assert!(ids.contains(cut.as_str()), "{ids:?}");
+
+        // The text-only document: computed now, with the indices' fingerprinter.
+        let found = s
+            .by_id(idx.name.as_str(), "text-only", Tolerance::Similarity(0.3))
+            .await
+            .unwrap();
+        assert_eq!(
+            found.query,
+            QueryFingerprint::Computed(Sketch::MinHash(sig_of(first)))
+        );
+        assert_eq!(
+            found.matches,
+            expected_minhash(&sigs, &idx.name, &sig_of(first), 0.3, None)
+        );
+        assert!(found
+            .matches
+            .iter()
+            .any(|m| &m.id == first && m.similarity() == Some(1.0)));
+
+        // A free text and a given signature: the same answer, the article itself included.
+        let text = format!("{}\n{}", texts(first_src)[0], texts(first_src)[1]);
+        let want = expected_minhash(&sigs, &idx.name, &sig_of(first), 0.3, None);
+        let by_text = s
+            .by_text(idx.name.as_str(), &text, Tolerance::Similarity(0.3))
+            .await
+            .unwrap();
+        assert_eq!(by_text.matches, want);
+        let by_sig = s
+            .by_fingerprint(idx.name.as_str(), sig_of(first), Tolerance::Similarity(0.3))
+            .await
+            .unwrap();
+        assert_eq!(by_sig.matches, want);
+
+        // The same index answers SimHash queries when asked.
+        let found = s.by_id(idx.name.as_str(), &bases[0], 3).await.unwrap();
+        assert!(matches!(
+            found.query,
+            QueryFingerprint::Stored(Sketch::SimHash(_))
+        ));
+        assert!(found.matches.iter().all(|m| m.distance().is_some()));
+
+        let effective = if filter == FilterMode::Server && painless {
+            FilterMode::Server
+        } else {
+            FilterMode::Client
+        };
+        assert_eq!(
+            s.effective_filter(),
+            effective,
+            "{filter}, painless {painless}"
+        );
+    }
+    assert!(found_any > bases.len(), "the copies are found");
+    // Server-side, only matches (and the query document) cross the network.
+    if painless {
+        assert!(transferred[1] < transferred[0], "{transferred:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fingerprints_of_another_version_are_never_compared() {
+    let client = t::client().await;
+    let idx = new_both_index(&client, "similar-versions").await;
+    let (docs, _, bases) = minhash_corpus(5, 1);
+    t::load(&client, &idx.name, &docs).await;
+
+    // A fingerprinter of another profile is refused, naming both versions.
+    let seed = Fingerprinter::for_profile(Profile::Seed000);
+    let s = Similar::with_options(
+        client.clone(),
+        seed.clone(),
+        SimilarOptions::default(),
+        RetryPolicy::none(),
+    );
+    let e = s.by_id(idx.name.as_str(), &bases[0], 3).await.unwrap_err();
+    assert!(matches!(e, EsError::VersionMismatch { .. }), "{e}");
+    let msg = e.to_string();
+    assert!(
+        msg.contains(seed.version()) && msg.contains(fingerprinter().version()),
+        "{msg}"
+    );
+
+    // An index recording a version this neardup does not compute.
+    let odd = TestIndex::new("similar-odd-version");
+    let mut meta = both_meta();
+    meta.minhash.as_mut().unwrap().version = "minhash-0;from-the-future".into();
+    init_index(&client, &RetryPolicy::none(), &odd.name, &meta)
+        .await
+        .unwrap();
+    t::load(&client, &odd.name, &docs).await;
+    let e = similar(&client, FilterMode::Client, 1000)
+        .by_id(odd.name.as_str(), &bases[0], Tolerance::Similarity(0.3))
+        .await
+        .unwrap_err();
+    assert!(matches!(e, EsError::VersionMismatch { .. }), "{e}");
+    assert!(e.to_string().contains("minhash-0;from-the-future"), "{e}");
+
+    // A SimHash-only index has no MinHash to query.
+    let sim = new_index(&client, "similar-simhash-only", BlockType::Short).await;
+    let e = similar(&client, FilterMode::Client, 1000)
+        .by_id(sim.name.as_str(), "x", Tolerance::Similarity(0.3))
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("--method simhash"), "{e}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn java_indices_without_meta_are_seed000() {
+    // The older Java service's layout: four `short` blocks, no `_meta`, seed000 fingerprints.
+    let client = t::client().await;
+    let idx = TestIndex::new("similar-legacy");
+    let short = json!({"type": "short", "doc_values": false});
+    t::call(
+        &client,
+        Method::Put,
+        &format!("/{}", idx.name),
+        Some(json!({"mappings": {"properties": {
+            "simHashA": short, "simHashB": short, "simHashC": short, "simHashD": short
+        }}})),
+    )
+    .await;
+    let seed = Fingerprinter::for_profile(Profile::Seed000);
+    let mut docs = Vec::new();
+    let mut fps = Vec::new();
+    for (id, src) in t::shared_articles(30) {
+        let Ok(f) = seed.fingerprint_fields(&texts(&src)) else {
+            continue;
+        };
+        let [a, b, c, d] = f.simhash.blocks16();
+        let mut doc = src.clone();
+        doc.as_object_mut().unwrap().extend(
+            json!({"simHashA": a, "simHashB": b, "simHashC": c, "simHashD": d})
+                .as_object()
+                .unwrap()
+                .clone(),
+        );
+        docs.push((id.clone(), doc));
+        fps.push((id, f.simhash, src));
+    }
+    t::load(&client, &idx.name, &docs).await;
+    let (id0, f0, src0) = &fps[0];
+    for filter in [FilterMode::Client, FilterMode::Server] {
+        let s = similar(&client, filter, 1000);
+        assert_eq!(
+            s.default_tolerance(idx.name.as_str()).await.unwrap(),
+            Tolerance::Distance(3)
+        );
+        let text = format!("{}\n{}", texts(src0)[0], texts(src0)[1]);
+        let found = s.by_text(idx.name.as_str(), &text, 0).await.unwrap();
+        assert_eq!(
+            found.query,
+            QueryFingerprint::Computed(Sketch::SimHash(*f0))
+        );
+        assert!(
+            found
+                .matches
+                .iter()
+                .any(|m| &m.id == id0 && m.distance() == Some(0)),
+            "{filter}: the seed000 fingerprint of the text is the stored one"
+        );
+        let found = s.by_id(idx.name.as_str(), id0, 7).await.unwrap();
+        assert_eq!(found.query, QueryFingerprint::Stored(Sketch::SimHash(*f0)));
+        let all: Vec<(String, SimHash)> = fps.iter().map(|(i, f, _)| (i.clone(), *f)).collect();
+        assert_eq!(found.matches, expected(&all, &idx.name, id0, 7), "{filter}");
+    }
+}
+
+/// xorshift64*: a seeded generator for test fingerprints.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn simhash_up_to_k_seven_is_exactly_the_brute_force_answer() {
+    let client = t::client().await;
+    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+    let q = SimHash(rng.next());
+    let mut all = vec![("query".to_string(), q)];
+    for i in 0..600u32 {
+        let f = match i % 3 {
+            // 0..=10 bits flipped anywhere.
+            0 => {
+                let n = rng.next() % 11;
+                flip(
+                    q,
+                    &(0..n).map(|_| (rng.next() % 64) as u32).collect::<Vec<_>>(),
+                )
+            }
+            // 2..=9 bits flipped, all within two blocks: the other two stay whole, so these
+            // are candidates the exact distance must decide on.
+            1 => {
+                let base = 16 * (rng.next() % 3) as u32;
+                let n = 2 + rng.next() % 8;
+                flip(
+                    q,
+                    &(0..n)
+                        .map(|_| base + (rng.next() % 32) as u32)
+                        .collect::<Vec<_>>(),
+                )
+            }
+            // One bit in every block, plus some: each block is within distance 1.
+            _ => {
+                let mut bits: Vec<u32> =
+                    (0..4).map(|b| b * 16 + (rng.next() % 16) as u32).collect();
+                bits.extend((0..rng.next() % 5).map(|_| (rng.next() % 64) as u32));
+                flip(q, &bits)
+            }
+        };
+        all.push((format!("doc-{i:03}"), f));
+    }
+    for bt in BlockType::ALL {
+        let idx = new_index(&client, "similar-k7", bt).await;
+        let docs: Docs = all
+            .iter()
+            .map(|(id, f)| (id.clone(), doc_with(&json!({}), *f)))
+            .collect();
+        t::load(&client, &idx.name, &docs).await;
+        let painless = t::capabilities(&client, &idx.name).await.painless;
+        // Candidates read per k with the client filter (every candidate crosses the network).
+        let mut candidates = [0u64; 8];
+        for filter in [FilterMode::Client, FilterMode::Server] {
+            let s = similar(&client, filter, 200);
+            for k in 0..=7 {
+                let want = expected(&all, &idx.name, "query", k);
+                let found = s.by_id(idx.name.as_str(), "query", k).await.unwrap();
+                assert_eq!(found.matches, want, "{bt} {filter} k={k}");
+                let given = s.by_fingerprint(idx.name.as_str(), q, k).await.unwrap();
+                assert_eq!(given.matches.len(), want.len() + 1, "{bt} {filter} k={k}");
+                match filter {
+                    FilterMode::Server if painless => {
+                        assert_eq!(found.transferred, want.len() as u64 + 1, "{bt} k={k}")
+                    }
+                    FilterMode::Server => {}
+                    FilterMode::Client => candidates[k as usize] = found.transferred,
+                }
+            }
+        }
+        // Measured (`--nocapture` shows them): one probe set for k ≤ 3, a wider one above.
+        eprintln!("{bt}: candidates read for k = 0..=7: {candidates:?}");
+        assert!(
+            candidates[..4].windows(2).all(|w| w[0] == w[1]),
+            "{candidates:?}"
+        );
+        assert!(
+            candidates[4..].windows(2).all(|w| w[0] == w[1]),
+            "{candidates:?}"
+        );
+        assert!(candidates[3] < candidates[4], "{candidates:?}");
+    }
 }
 
 #[test]
@@ -684,12 +1117,12 @@ fn the_cli_prints_matches_and_one_line_errors() {
         (vec!["--text", "快讯"], b"", 4, "too short"),
         (vec!["--input", "-"], short_article, 4, "too short"),
         (vec!["--id", "nope"], b"", 1, "no document with id `nope`"),
-        (vec!["--id", &src_id, "-k", "4"], b"", 2, "at most 3"),
+        (vec!["--id", &src_id, "-k", "8"], b"", 2, "at most 7"),
         (
-            vec!["--id", &src_id, "--max-distance", "4"],
+            vec!["--id", &src_id, "--max-distance", "8"],
             b"",
             2,
-            "8 blocks of 8 bits",
+            "within one bit",
         ),
     ] {
         let (code, out, err) = run(&extra, stdin);
@@ -754,4 +1187,120 @@ fn the_cli_prints_matches_and_one_line_errors() {
         code, 2,
         "one of --id, --text, --input, --fingerprint is required"
     );
+}
+
+#[test]
+fn the_cli_uses_the_indices_method_and_looks_up_many_ids() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let client = rt.block_on(t::client());
+    let idx = rt.block_on(new_both_index(&client, "similar-cli-minhash"));
+    let (docs, _, bases) = minhash_corpus(40, 3);
+    rt.block_on(t::load(&client, &idx.name, &docs));
+    let url = t::url();
+    let base = [
+        "similar",
+        "--es",
+        url.as_str(),
+        "--index",
+        idx.name.as_str(),
+    ];
+    let run = |extra: &[&str], stdin: &[u8]| {
+        let args: Vec<&str> = base.iter().chain(extra).copied().collect();
+        common::neardup(&args, stdin)
+    };
+    let library = Similar::with_options(
+        client.clone(),
+        None,
+        SimilarOptions::default(),
+        RetryPolicy::none(),
+    );
+    let answer = |id: &str, tolerance: Tolerance| {
+        let found = rt
+            .block_on(library.by_id(idx.name.as_str(), id, tolerance))
+            .unwrap();
+        serde_json::to_value(&found.matches).unwrap()
+    };
+
+    // MinHash by default (the index holds it): `similarity`, as the library answers.
+    let (code, out, err) = run(&["--id", &bases[0]], b"");
+    assert_eq!(code, 0, "{err}");
+    let lines = common::json_lines(&out);
+    assert!(!lines.is_empty() && lines.iter().all(|l| l["similarity"].is_number()));
+    assert_eq!(
+        Value::Array(lines),
+        answer(&bases[0], Tolerance::Similarity(0.3))
+    );
+    // -k asks for SimHash on the same index, --threshold for another threshold.
+    let (code, out, _) = run(&["--id", &bases[0], "-k", "7"], b"");
+    assert_eq!(code, 0);
+    assert!(common::json_lines(&out)
+        .iter()
+        .all(|l| l["distance"].is_number()));
+    let (code, out, _) = run(
+        &["--id", &bases[0], "--threshold", "0.9", "--format", "table"],
+        b"",
+    );
+    assert_eq!(code, 0);
+    assert!(out.contains("with similarity ≥ 0.9"), "{out}");
+
+    // Many ids over one connection: one line per id, in order, a missing one as its error.
+    let stdin = format!("{}\nnope\n\n{}\n", bases[0], bases[1]);
+    let (code, out, err) = run(&["--ids-from", "-"], stdin.as_bytes());
+    assert_eq!(code, 3, "exit 3: some ids failed: {err}");
+    let lines = common::json_lines(&out);
+    assert_eq!(lines.len(), 3, "{out}");
+    assert_eq!(lines[0]["id"], bases[0].as_str());
+    assert_eq!(
+        lines[0]["matches"],
+        answer(&bases[0], Tolerance::Similarity(0.3))
+    );
+    assert_eq!(lines[1]["id"], "nope");
+    assert!(
+        lines[1]["error"]
+            .as_str()
+            .unwrap()
+            .contains("no document with id `nope`"),
+        "{out}"
+    );
+    assert_eq!(
+        lines[2]["matches"],
+        answer(&bases[1], Tolerance::Similarity(0.3))
+    );
+    let ids = std::env::temp_dir().join(format!("neardup-ids-{}", std::process::id()));
+    std::fs::write(&ids, format!("{}\n{}\n", bases[1], bases[2])).unwrap();
+    let (code, out, err) = run(
+        &[
+            "--ids-from",
+            ids.to_str().unwrap(),
+            "--method",
+            "simhash",
+            "-k",
+            "5",
+        ],
+        b"",
+    );
+    std::fs::remove_file(&ids).unwrap();
+    assert_eq!(code, 0, "{err}");
+    let lines = common::json_lines(&out);
+    assert_eq!(lines.len(), 2);
+    assert_eq!(
+        lines[1]["matches"],
+        answer(&bases[2], Tolerance::Distance(5))
+    );
+
+    // --profile is read from the index; one that disagrees is a usage error naming both.
+    let (code, _, err) = run(&["--id", &bases[0], "--profile", "default"], b"");
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = run(&["--id", &bases[0], "--profile", "seed000"], b"");
+    assert_eq!(code, 2, "{err}");
+    let seed = Fingerprinter::for_profile(Profile::Seed000);
+    assert!(
+        err.contains(seed.version()) && err.contains(fingerprinter().version()),
+        "{err}"
+    );
+    // A SimHash fingerprint needs the SimHash method.
+    let (code, _, err) = run(&["--fingerprint", "0123456789abcdef"], b"");
+    assert_eq!(code, 2, "{err}");
+    let (code, _, err) = run(&["--fingerprint", "0123456789abcdef", "-k", "2"], b"");
+    assert_eq!(code, 0, "{err}");
 }

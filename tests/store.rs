@@ -40,10 +40,7 @@ fn brute(docs: &[(String, SimHash)], q: SimHash, k: u32, exclude: Option<&str>) 
         .iter()
         .filter(|(id, fp)| fp.distance(q) <= k && Some(id.as_str()) != exclude)
         .map(|(id, fp)| (fp.distance(q), id))
-        .map(|(d, id)| Match {
-            id: id.clone(),
-            score: Score::Distance(d),
-        })
+        .map(|(d, id)| Match::new(id.clone(), Score::Distance(d)))
         .collect();
     out.sort_by(|a, b| {
         a.distance()
@@ -656,10 +653,7 @@ fn brute_minhash(
         .collect();
     out.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.cmp(b.1)));
     out.into_iter()
-        .map(|(j, id)| Match {
-            id: id.clone(),
-            score: Score::Similarity(j),
-        })
+        .map(|(j, id)| Match::new(id.clone(), Score::Similarity(j)))
         .collect()
 }
 

@@ -67,8 +67,8 @@ pub struct Args {
     #[arg(long, value_name = "PATH")]
     report_json: Option<PathBuf>,
     /// How pages are read: `auto` (point in time where available, else scroll), `pit`, `scroll`.
-    #[arg(long, default_value = "auto", value_parser = ["auto", "pit", "scroll"])]
-    paging: String,
+    #[arg(long, default_value = "auto", value_name = "auto|pit|scroll")]
+    paging: Paging,
     /// Scroll / point-in-time keep-alive between two pages.
     #[arg(long, default_value = "5m", value_parser = parse_duration, value_name = "DURATION")]
     keep_alive: Duration,
@@ -128,11 +128,7 @@ pub fn run(args: Args) -> CmdResult {
     config.failed_path = args.failed.clone();
     config.restart = args.restart;
     config.keep_alive = args.keep_alive;
-    config.paging = match args.paging.as_str() {
-        "pit" => Some(Paging::PitSearchAfter),
-        "scroll" => Some(Paging::Scroll),
-        _ => None,
-    };
+    config.paging = args.paging;
     config.retry = RetryPolicy {
         max_retries: args.retries,
         ..RetryPolicy::default()

@@ -15,6 +15,7 @@ use anyhow::Context;
 use elasticsearch::http::Method;
 use elasticsearch::Elasticsearch;
 use neardup::es::backfill::{Backfill, BackfillConfig, Hit, Paging, WalkSpec, Walker};
+use neardup::es::Scanner;
 use neardup::es::{self, Body, EsIndexer, FieldNames, FingerprintUpdate, RetryPolicy};
 use neardup::input::{self, Lines};
 use neardup::{Fingerprint, Fingerprinter};
@@ -226,9 +227,7 @@ async fn raw_pass(
         preference: None,
         keep_alive: std::time::Duration::from_secs(120),
     };
-    let mut walker = Walker::open(client, &retry, Paging::Scroll, spec)
-        .await
-        .map_err(|e| e.into_inner())?;
+    let mut walker = Walker::open(&Scanner::new(client.clone(), retry), Paging::Scroll, spec);
     let mut hits: Vec<Hit> = Vec::new();
     loop {
         let page = walker.next_page().await.map_err(|e| e.into_inner())?;

@@ -96,9 +96,10 @@ fn is_usage(e: &anyhow::Error) -> bool {
 #[derive(Args, Debug, Clone, Copy)]
 pub struct DistanceArg {
     /// Largest Hamming distance between near-duplicates. Default: the k of the index used (an
-    /// existing store's own; 3 on Elasticsearch, for a new store and for dedupe). At most 3 on
-    /// Elasticsearch (four 16-bit blocks), 7 for a new store or dedupe (k + 1 blocks of at
-    /// least 8 bits), 64 when querying an existing store (exact, with more lookups).
+    /// existing store's own; 3 on Elasticsearch, for a new store and for dedupe). At most 7 on
+    /// Elasticsearch (four 16-bit blocks, probed with their one-bit flips above 3), 7 for a
+    /// new store or dedupe (k + 1 blocks of at least 8 bits), 64 when querying an existing
+    /// store (exact, with more lookups).
     #[arg(short = 'k', long = "max-distance", value_name = "K")]
     pub k: Option<u32>,
 }
@@ -109,7 +110,8 @@ pub enum Searched {
     /// An existing local store built for distance `k`: a larger query distance stays exact
     /// (more lookups), up to the 64 bits of a fingerprint.
     Store { k: u32 },
-    /// Elasticsearch's four 16-bit block fields: exact up to [`neardup::es::MAX_K`].
+    /// Elasticsearch's four 16-bit block fields: exact up to [`neardup::es::MAX_K`] (default
+    /// [`neardup::es::DEFAULT_K`]).
     Elasticsearch,
     /// A block index built now (a new store, dedupe's in-memory finder): k + 1 blocks of at
     /// least 8 bits, so up to [`neardup::simhash::MAX_K`].
@@ -123,10 +125,10 @@ impl DistanceArg {
         let (default, max, why) = match searched {
             Searched::Store { k } => (k, 64, "a fingerprint has 64 bits"),
             Searched::Elasticsearch => (
+                neardup::es::DEFAULT_K,
                 neardup::es::MAX_K,
-                neardup::es::MAX_K,
-                "Elasticsearch's four 16-bit block fields answer exactly only up to 3 (a larger k \
-                 needs a mapping with k + 1 blocks, e.g. 8 blocks of 8 bits for k ≤ 7)",
+                "Elasticsearch's four 16-bit block fields answer exactly up to 7 (a pair within \
+                 7 bits has a block within one bit)",
             ),
             Searched::NewBlocks => (
                 super::store_args::DEFAULT_K,
@@ -285,6 +287,15 @@ impl MethodArgs {
             )));
         }
         Ok(method)
+    }
+
+    /// The method of a query on Elasticsearch indices whose `_meta` makes `held` the default:
+    /// `--method`, else the one -k/--threshold implies, else `held`.
+    pub fn for_index(&self, held: Method) -> anyhow::Result<Method> {
+        if self.method.is_none() && self.distance.k.is_none() && self.threshold.is_none() {
+            return Ok(held);
+        }
+        self.method(None)
     }
 
     /// The tolerance of a query on `store`: its method (a flag of the other method, or

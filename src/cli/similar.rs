@@ -5,18 +5,22 @@
 //! document, itself left out), `--text` (plain text or HTML), `--input` (a file holding one
 //! JSON Lines article, whose own id is left out) and `--fingerprint`; the same
 //! `--method`/`-k`/`--threshold`, `--format`, and exit code 4 when the query is too short to
-//! have a fingerprint. A store answers with its own method (MinHash stores: `similarity`);
-//! Elasticsearch holds SimHash fingerprints (`distance`).
+//! have a fingerprint. A store answers with its own method, Elasticsearch with the one its
+//! indices record in `_meta` (MinHash where held); MinHash matches carry `similarity`, SimHash
+//! ones `distance`. On Elasticsearch, `--ids-from` looks up many ids over one connection.
 
-use std::io::Write;
+use std::io::{BufRead, Write};
 use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::ArgGroup;
-use neardup::es::{self, FilterMode, Paging, QueryFingerprint, RetryPolicy, SimilarOptions};
+use neardup::es::{
+    self, EsError, FilterMode, IndexMeta, Paging, QueryFingerprint, RetryPolicy, Similar,
+    SimilarOptions,
+};
 use neardup::input::{self, InputSpec};
 use neardup::pipeline::sketch_body;
-use neardup::store::Store;
+use neardup::store::{Match, Store};
 use neardup::{Fingerprinter, Method, Methods, Score, SimHash, Sketch, Tolerance};
 
 use super::common::{self, CmdResult, MethodArgs, Searched, Status};
@@ -25,7 +29,7 @@ use super::store_args::{self, StoreProfileArgs};
 
 #[derive(clap::Args, Debug)]
 #[command(group(ArgGroup::new("target").required(true).args(["store", "index"])))]
-#[command(group(ArgGroup::new("query").required(true).args(["id", "text", "input", "fingerprint"])))]
+#[command(group(ArgGroup::new("query").required(true).args(["id", "ids_from", "text", "input", "fingerprint"])))]
 pub struct Args {
     /// Search the local index in this directory.
     #[arg(long, value_name = "DIR", help_heading = "Local store")]
@@ -51,6 +55,16 @@ pub struct Args {
     /// Documents near this stored document (itself left out).
     #[arg(long, value_name = "ID")]
     id: Option<String>,
+    /// Documents near each stored document whose id is on a line of this file (`-` reads
+    /// standard input), over one connection: one JSON line per id, `{"id", "matches": […]}`
+    /// or `{"id", "error"}` (exit 3 when some id failed).
+    #[arg(
+        long,
+        value_name = "FILE|-",
+        requires = "index",
+        conflicts_with = "format"
+    )]
+    ids_from: Option<String>,
     /// Documents near this text (plain text or HTML).
     #[arg(long, value_name = "TEXT")]
     text: Option<String>,
@@ -58,7 +72,8 @@ pub struct Args {
     /// reads standard input); its own id is left out. A plain text goes in --text.
     #[arg(long, short, value_name = "PATH")]
     input: Option<String>,
-    /// Documents near this fingerprint (16 hex digits, as `neardup fingerprint` prints).
+    /// Documents near this SimHash fingerprint (16 hex digits, as `neardup fingerprint`
+    /// prints): on an index holding MinHash too, add --method simhash or -k.
     #[arg(long, value_name = "HEX")]
     fingerprint: Option<SimHash>,
     /// Text field of the --input article (and, on Elasticsearch, of a document without a
@@ -68,7 +83,8 @@ pub struct Args {
     /// Field holding the --input article's id.
     #[arg(long, default_value = "id", value_name = "NAME")]
     id_field: String,
-    /// A store is searched with its own method; Elasticsearch holds SimHash fingerprints.
+    /// A store is searched with its own method, Elasticsearch indices with the one they record
+    /// (MinHash where held) unless --method, -k or --threshold asks for another.
     #[command(flatten)]
     method: MethodArgs,
     /// Output: `json` (one `{"id","similarity"}` or `{"id","distance"}` line per match, with
@@ -79,9 +95,10 @@ pub struct Args {
     profile: StoreProfileArgs,
     #[command(flatten, next_help_heading = "Elasticsearch")]
     es: EsArgs,
-    /// Where the exact distance is checked: `server` (a painless script filter; only matches
-    /// cross the network; falls back to `client` when the cluster refuses scripts) or
-    /// `client` (every candidate's blocks are fetched and checked here).
+    /// Where the exact rule (distance ≤ k, or similarity ≥ threshold) is checked: `server` (a
+    /// painless script filter; only matches cross the network; falls back to `client` when
+    /// the cluster refuses scripts) or `client` (every candidate's blocks or signature are
+    /// fetched and checked here). Both give the same matches.
     #[arg(
         long,
         default_value = "server",
@@ -117,21 +134,11 @@ enum Format {
     Table,
 }
 
-/// One match, from either backend.
-#[derive(serde::Serialize)]
-struct Line<'a> {
-    id: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    index: Option<&'a str>,
-    #[serde(flatten)]
-    score: Score,
-}
-
 /// What a query found, from either backend.
 struct Found {
     /// What was searched for.
     tolerance: Tolerance,
-    matches: Vec<(String, Option<String>, Score)>,
+    matches: Vec<Match>,
     /// The query fingerprint and where it came from, when known.
     query: Option<(SimHash, &'static str)>,
     /// Candidates read (Elasticsearch).
@@ -151,6 +158,7 @@ enum Query {
 pub fn run(args: Args) -> CmdResult {
     let found = match (&args.store, &args.index) {
         (Some(dir), _) => search_store(&args, dir)?,
+        (None, Some(index)) if args.ids_from.is_some() => return search_es_ids(&args, index),
         (None, Some(index)) => search_es(&args, index)?,
         (None, None) => unreachable!("clap requires --store or --index"),
     };
@@ -178,7 +186,7 @@ fn query(args: &Args, fp: &Fingerprinter, method: Method) -> anyhow::Result<Quer
     if let Some(f) = args.fingerprint {
         if method != Method::SimHash {
             return Err(common::usage(
-                "--fingerprint takes a SimHash fingerprint, but this store holds MinHash signatures: query it with --id, --text or --input",
+                "--fingerprint takes a SimHash fingerprint, but the query's method is minhash (the store's or index's own, or asked for): query with --id, --text or --input, or pass --method simhash where SimHash is held",
             ));
         }
         return Ok(Query::Sketch(Sketch::SimHash(f), "given", None));
@@ -251,7 +259,7 @@ fn search_store(args: &Args, dir: &std::path::Path) -> anyhow::Result<Outcome> {
     };
     Ok(Ok(Found {
         tolerance,
-        matches: matches.into_iter().map(|m| (m.id, None, m.score)).collect(),
+        matches,
         query,
         transferred: None,
     }))
@@ -265,19 +273,20 @@ fn simhash_of(s: &Sketch) -> Option<SimHash> {
     }
 }
 
-fn search_es(args: &Args, index: &str) -> anyhow::Result<Outcome> {
-    if args.method.method(Some(Method::SimHash))? != Method::SimHash {
-        return Err(common::usage(
-            "Elasticsearch indices hold SimHash fingerprints (simHashA–simHashD): use --method simhash and -k there",
-        ));
-    }
-    let k = args.method.distance.resolve(Searched::Elasticsearch)?;
+/// The Elasticsearch side of a query: one runtime and connection, one [`Similar`], what the
+/// indices hold and the tolerance asked for.
+struct EsQuery {
+    runtime: tokio::runtime::Runtime,
+    similar: Similar,
+    meta: IndexMeta,
+    tolerance: Tolerance,
+}
+
+fn connect_es(args: &Args, index: &str) -> anyhow::Result<EsQuery> {
+    // Usage errors of the method flags come before the cluster is contacted.
+    args.method.distance.resolve(Searched::Elasticsearch)?;
+    args.method.for_index(Method::default())?;
     let names = args.field_names.names()?;
-    let fp = args.profile.fingerprinter(None)?;
-    let query = query(args, &fp, Method::SimHash)?;
-    if let Query::TooShort(what, why) = query {
-        return Ok(Err((what, why)));
-    }
     let (config, client) = args.es.client()?;
     let options = SimilarOptions {
         filter: args.filter,
@@ -292,20 +301,71 @@ fn search_es(args: &Args, index: &str) -> anyhow::Result<Outcome> {
         max_retries: 2,
         ..RetryPolicy::default()
     };
-    let similar = es::Similar::with_options(client, fp, options, retry);
-    let (found, own_id) = es_args::runtime()?.block_on(async {
+    // The fingerprinter comes from the indices' `_meta` (seed000 for the Java layout).
+    let similar = Similar::with_options(client, None, options, retry);
+    let runtime = es_args::runtime()?;
+    let meta = runtime.block_on(async {
         // Fails fast, in one line, when the node is down or refuses the credentials.
         es::first_contact(similar.scanner().client(), config.connect_timeout).await?;
+        similar.index_meta(index).await
+    })?;
+    check_profile(args, index, &meta)?;
+    let method = args.method.for_index(meta.default_method())?;
+    let tolerance = args.method.tolerance(method, Searched::Elasticsearch)?;
+    Ok(EsQuery {
+        runtime,
+        similar,
+        meta,
+        tolerance,
+    })
+}
+
+/// Elasticsearch indices record their SimHash profile, so `--profile` is not needed there; one
+/// that makes another SimHash version than the indices hold is a usage error.
+fn check_profile(args: &Args, index: &str, meta: &IndexMeta) -> anyhow::Result<()> {
+    let Some(profile) = args.profile.profile else {
+        return Ok(());
+    };
+    let asked = args.profile.fingerprinter(None)?;
+    let asked = asked.version_of(Method::SimHash, false);
+    match meta.version(Method::SimHash) {
+        Some(held) if held == asked => Ok(()),
+        Some(held) => Err(common::usage(format!(
+            "--profile {profile} makes SimHash version `{asked}`, but `{index}` holds `{held}`: leave --profile out (the index records its own)"
+        ))),
+        None => Err(common::usage(format!(
+            "--profile {profile} is a SimHash profile, but `{index}` holds no SimHash fingerprints ({meta}): leave --profile out"
+        ))),
+    }
+}
+
+fn search_es(args: &Args, index: &str) -> anyhow::Result<Outcome> {
+    let es = connect_es(args, index)?;
+    let method = es.tolerance.method();
+    let fp = es.meta.fingerprinter(index)?;
+    let query = query(args, &fp, method)?;
+    if let Query::TooShort(what, why) = query {
+        return Ok(Err((what, why)));
+    }
+    let (found, own_id) = es.runtime.block_on(async {
         match &query {
-            Query::Id(id) => similar.by_id(index, id, k).await.map(|f| (f, None)),
-            Query::Text(t) => similar.by_text(index, t, k).await.map(|f| (f, None)),
-            Query::Sketch(s, _, own) => similar
-                .by_fingerprint(index, simhash_of(s).expect("a SimHash query"), k)
+            Query::Id(id) => es
+                .similar
+                .by_id(index, id, es.tolerance)
+                .await
+                .map(|f| (f, None)),
+            Query::Text(t) => es
+                .similar
+                .by_text(index, t, es.tolerance)
+                .await
+                .map(|f| (f, None)),
+            Query::Sketch(s, _, own) => es
+                .similar
+                .by_fingerprint(index, s.clone(), es.tolerance)
                 .await
                 .map(|found| (found, own.clone())),
             Query::TooShort(..) => unreachable!("handled above"),
         }
-        .map_err(anyhow::Error::from)
     })?;
     let origin = match (&found.query, &query) {
         (QueryFingerprint::TooShort(why), _) => {
@@ -322,29 +382,81 @@ fn search_es(args: &Args, index: &str) -> anyhow::Result<Outcome> {
         (QueryFingerprint::Given(_), _) => "given",
     };
     Ok(Ok(Found {
-        tolerance: Tolerance::Distance(k),
+        tolerance: es.tolerance,
         query: found.query.simhash().map(|f| (f, origin)),
         transferred: Some(found.transferred),
         matches: found
             .matches
             .into_iter()
             .filter(|m| own_id.as_deref() != Some(m.id.as_str()))
-            .map(|m| (m.id, Some(m.index), Score::Distance(m.distance)))
             .collect(),
     }))
+}
+
+/// `--ids-from`: one JSON line per id, in input order, with its matches or its error. Errors
+/// of one id (not found, in several indices, unreadable, too short) are its line; others
+/// (the cluster, the index) end the command.
+fn search_es_ids(args: &Args, index: &str) -> CmdResult {
+    let path = args.ids_from.as_deref().expect("--ids-from was given");
+    let source = input::open(path)?;
+    let es = connect_es(args, index)?;
+    let mut out = common::stdout();
+    let mut failed = 0usize;
+    for line in source.reader.lines() {
+        let line = line.with_context(|| format!("reading ids from {}", source.name))?;
+        let id = line.trim();
+        if id.is_empty() {
+            continue;
+        }
+        let answer = es
+            .runtime
+            .block_on(es.similar.by_id(index, id, es.tolerance));
+        let line = match answer {
+            Ok(found) => match &found.query {
+                QueryFingerprint::TooShort(why) => {
+                    failed += 1;
+                    serde_json::json!({ "id": id, "error": format!(
+                        "document `{id}` has no stored fingerprint and its text is too short to fingerprint ({why}), so nothing can be near it"
+                    ) })
+                }
+                _ => serde_json::json!({ "id": id, "matches": found.matches }),
+            },
+            Err(e) if one_id_error(&e) => {
+                failed += 1;
+                serde_json::json!({ "id": id, "error": e.to_string() })
+            }
+            Err(e) => return Err(e.into()),
+        };
+        serde_json::to_writer(&mut out, &line).context("writing output")?;
+        out.write_all(b"\n").context("writing output")?;
+        // A caller feeding ids through a pipe reads each answer as it comes.
+        out.flush().context("writing output")?;
+    }
+    common::flush(&mut out)?;
+    Ok(if failed > 0 {
+        Status::BadInput
+    } else {
+        Status::Done
+    })
+}
+
+/// An error that concerns one looked-up id, not the cluster or the indices.
+fn one_id_error(e: &EsError) -> bool {
+    matches!(
+        e,
+        EsError::DocumentNotFound { .. }
+            | EsError::AmbiguousId { .. }
+            | EsError::BadDocument { .. }
+            | EsError::BadText(_)
+    )
 }
 
 fn print(args: &Args, found: &Found) -> CmdResult {
     let mut out = common::stdout();
     match args.format {
         Format::Json => {
-            for (id, index, score) in &found.matches {
-                let line = Line {
-                    id,
-                    index: index.as_deref(),
-                    score: *score,
-                };
-                serde_json::to_writer(&mut out, &line).context("writing output")?;
+            for m in &found.matches {
+                serde_json::to_writer(&mut out, m).context("writing output")?;
                 out.write_all(b"\n").context("writing output")?;
             }
         }
@@ -369,11 +481,11 @@ fn print(args: &Args, found: &Found) -> CmdResult {
                 let iw = found
                     .matches
                     .iter()
-                    .filter_map(|m| m.1.as_ref().map(|i| i.chars().count()))
+                    .filter_map(|m| m.index.as_ref().map(|i| i.chars().count()))
                     .chain([5])
                     .max()
                     .unwrap_or(5);
-                let has_index = found.matches.iter().any(|m| m.1.is_some());
+                let has_index = found.matches.iter().any(|m| m.index.is_some());
                 let label = match found.tolerance {
                     Tolerance::Distance(_) => "distance",
                     Tolerance::Similarity(_) => "similarity",
@@ -383,7 +495,7 @@ fn print(args: &Args, found: &Found) -> CmdResult {
                 } else {
                     writeln!(out, "{label}  id")?;
                 }
-                for (id, index, score) in &found.matches {
+                for Match { id, index, score } in &found.matches {
                     let score = match score {
                         Score::Distance(d) => format!("{d:>8}"),
                         Score::Similarity(s) => format!("{s:>10.3}"),

@@ -44,7 +44,7 @@ pub struct Args {
     /// Pause between two passes.
     #[arg(long, default_value = "10s", value_parser = parse_duration, value_name = "DURATION")]
     interval: Duration,
-    /// Documents per scroll page and bulk request.
+    /// Documents per page read (point in time or scroll) and bulk request.
     #[arg(long, default_value_t = 500, value_name = "N")]
     batch_size: usize,
     /// Do one pass and exit (exit code 1 if any document could not be written).
@@ -229,7 +229,8 @@ impl WatermarkFile {
 
 fn is_transient(e: &EsError) -> bool {
     match e {
-        EsError::Exhausted { .. } => true,
+        // A lost read: the next pass reads the stale documents again.
+        EsError::Exhausted { .. } | EsError::ContextLost { .. } => true,
         other => other.is_transient(),
     }
 }

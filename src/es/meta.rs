@@ -59,10 +59,16 @@ pub fn signature_base64(sig: &Signature) -> String {
     base64::engine::general_purpose::STANDARD.encode(sig.to_le_bytes())
 }
 
-/// Inverse of [`signature_base64`]; `None` for text that is not one.
+/// Inverse of [`signature_base64`]; `None` for text that is not one. Padding is optional:
+/// Elasticsearch returns `binary` doc values (`docvalue_fields`) without it.
 pub fn signature_from_base64(s: &str) -> Option<Signature> {
+    use base64::engine::{general_purpose, DecodePaddingMode, GeneralPurpose};
     use base64::Engine as _;
-    let bytes = base64::engine::general_purpose::STANDARD.decode(s).ok()?;
+    const LENIENT: GeneralPurpose = GeneralPurpose::new(
+        &base64::alphabet::STANDARD,
+        general_purpose::PAD.with_decode_padding_mode(DecodePaddingMode::Indifferent),
+    );
+    let bytes = LENIENT.decode(s).ok()?;
     Signature::from_le_bytes(&bytes)
 }
 
@@ -766,8 +772,10 @@ mod tests {
         let bands = m["minHashBands"].as_array().unwrap();
         assert_eq!(bands.len(), 42);
         assert_eq!(bands[0], band_term(sig.band_key(&params, 0)));
-        let back = signature_from_base64(m["minHashSignature"].as_str().unwrap()).unwrap();
-        assert_eq!(back, sig);
+        let stored = m["minHashSignature"].as_str().unwrap();
+        assert_eq!(signature_from_base64(stored).unwrap(), sig);
+        let unpadded = stored.trim_end_matches('=');
+        assert_eq!(signature_from_base64(unpadded).unwrap(), sig);
         assert_eq!(m["minHashVersion"], fp.minhash_version());
         assert!(m["minHashReason"].is_null());
         let short = fp.minhash("短");

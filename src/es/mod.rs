@@ -9,10 +9,12 @@
 //!   fields in bulk, guarded by sequence numbers so a stale fingerprint never wins.
 //! - [`worker`]: one pass of "find documents whose fingerprint is missing, outdated or older
 //!   than their text, and write a fresh one".
-//! - [`similar`]: the query path: [`Similar`] finds every document within Hamming distance k
-//!   of a document, a text or a fingerprint.
-//! - [`scan`]: paging through all hits of a query ([`Scanner`]: point in time +
-//!   `search_after`, or scroll on clusters without PIT).
+//! - [`similar`]: the query path: [`Similar`] finds every document near a document, a text
+//!   or a fingerprint, with the method the indices record in `_meta` ([`meta`]): MinHash
+//!   above a similarity, or SimHash within Hamming distance k ≤ 7.
+//! - [`scan`]: the one paging layer: every read of many hits (similar, worker, back-fill)
+//!   goes through a [`Scanner`] (point in time + `search_after`, or scroll on clusters without
+//!   PIT); a scroll page is never re-sent after a failure.
 //! - [`retry`]: the backoff policy every request goes through ([`request`]).
 //!
 //! Every request is sent with plain `application/json` (the client's default; bulk bodies as
@@ -45,9 +47,10 @@ use serde_json::Value;
 pub use mapping::{init_index, verify_index, BlockType, FieldNames, InitOutcome};
 pub use meta::{read_meta, IndexMeta, MetaSource, MinHashFieldNames, MinHashMeta, SimHashMeta};
 pub use retry::RetryPolicy;
-pub use scan::{Paging, ScanOptions, ScanStats, Scanner};
+pub use scan::{Cursor, Paging, ScanOptions, ScanStats, Scanner};
 pub use similar::{
-    FilterMode, IndexList, Match, QueryFingerprint, Similar, SimilarOptions, Similarity, MAX_K,
+    block_probes, min_agreements, FilterMode, IndexList, Match, QueryFingerprint, Similar,
+    SimilarOptions, Similarity, DEFAULT_K, MAX_K,
 };
 pub use worker::{PassReport, Watermark, Worker, WorkerConfig};
 pub use write::{
@@ -288,6 +291,12 @@ pub enum EsError {
     #[error("gave up after {attempts} attempts: {last}")]
     Exhausted { attempts: u32, last: Box<EsError> },
 
+    /// A paged read lost its place: the scroll or point in time is gone, or a scroll page was
+    /// lost in transit (never sent again: that would skip a page). Raised by [`scan::Cursor`];
+    /// what reads again from a safe point depends on the caller.
+    #[error("{what}: lost the scroll or point in time ({cause}); it expired (raise the keep-alive), its node restarted, or a scroll page was lost in transit. Start the read again")]
+    ContextLost { what: String, cause: Box<EsError> },
+
     #[error("{what}: unexpected response from Elasticsearch: {detail}")]
     BadResponse { what: String, detail: String },
 
@@ -325,7 +334,7 @@ pub enum EsError {
         hint: String,
     },
 
-    #[error("k = {k} is too large: k ≤ 3 needs the four 16-bit blocks; larger k would need a mapping with k+1 blocks, e.g. 8 blocks of 8 bits for k ≤ 7")]
+    #[error("k = {k} is too large: the four 16-bit block fields answer exactly for k ≤ 7 (a pair within 7 bits has a block within one bit); use -k 0..=7")]
     DistanceTooLarge { k: u32 },
 }
 
@@ -345,6 +354,7 @@ impl EsError {
             EsError::Status { status, .. } | EsError::Unauthorized { status, .. } => Some(*status),
             EsError::IndexNotFound { .. } => Some(404),
             EsError::Exhausted { last, .. } => last.status(),
+            EsError::ContextLost { cause, .. } => cause.status(),
             _ => None,
         }
     }

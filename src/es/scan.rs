@@ -1,19 +1,47 @@
-//! Reading every hit of a query, page by page, from one consistent view of the indices.
+//! The one paging layer: reading every hit of a query, page by page, from one consistent view
+//! of the indices. `similar`, the worker and the back-fill all read through it.
 //!
-//! Two ways to page, chosen once per [`Scanner`] and then cached:
+//! Two ways to page, chosen once per [`Scanner`] (and its clones) and then cached:
 //!
 //! - **Point in time + `search_after`**, sorted by `_shard_doc` (Elasticsearch ≥ 7.12 with
-//!   X-Pack, which every 8.x has). A PIT is cheap to open and needs no server-side cursor per
-//!   page.
-//! - **Scroll**, sorted by `_doc`, for clusters without PIT: the OSS/no-X-Pack 7.x builds (the
-//!   7.10.2 test node answers `POST /idx/_pit` with 400) and 7.10–7.11, whose PIT has no
-//!   `_shard_doc` to give `search_after` a unique, cheap sort key.
+//!   X-Pack, which every 8.x and 9.x has). A PIT is cheap to open and needs no server-side
+//!   cursor per page.
+//! - **Scroll**, sorted by `_doc`, for clusters without PIT: OpenSearch (whose PIT API is
+//!   another one), the OSS/no-X-Pack 7.x builds (the 7.10.2 test node answers
+//!   `POST /idx/_pit` with 400) and 7.10–7.11, whose PIT has no `_shard_doc` to give
+//!   `search_after` a unique, cheap sort key. A read limited to shards (`preference`) uses
+//!   scroll too: a PIT cannot be limited to a shard.
 //!
 //! Both visit documents in index order (no scoring, no sorting on article fields), the
-//! cheapest order there is. A query whose hits fit in one page can skip the paging machinery
-//! altogether ([`ScanOptions::single_request_first`]): one plain search with an exact
-//! total answers it, which saves opening and closing a PIT or scroll (two round trips).
+//! cheapest order there is.
+//!
+//! ## Pull or push
+//!
+//! [`Scanner::cursor`] gives a [`Cursor`]: [`Cursor::next_page`] until it returns an empty
+//! page, then [`Cursor::close`] (also after stopping early) to free the PIT or scroll now
+//! rather than at its keep-alive. [`Scanner::scan`] is a loop over a cursor that hands each
+//! page to a callback.
+//!
+//! ## Retries: never a scroll page twice
+//!
+//! Requests go through the [`RetryPolicy`] except one. A PIT page is idempotent (the same PIT
+//! id and `search_after` give the same page), and so are opening a PIT and the search that
+//! opens a scroll (a lost answer leaves at most an unused context that expires). A scroll
+//! continuation (`POST /_search/scroll`) is not: if its answer is lost, sending it again
+//! returns the *next* page and one page is silently skipped. So a continuation is sent once;
+//! when it fails (a connection error, 429, 5xx) the read reports [`EsError::ContextLost`], as
+//! it does when the scroll or PIT is gone (404 `search_context_missing_exception`, a node
+//! restart, an expired keep-alive, or shards answering without their context). The caller
+//! starts again from a safe point: [`Scanner::scan`] reads the whole query once more and
+//! passes on only the hits it has not passed on yet; the back-fill runs its resumable query
+//! again; the worker's next pass picks up what this one did not write.
+//!
+//! A query whose hits fit in one page can skip the paging machinery altogether
+//! ([`ScanOptions::single_request_first`]): one plain search with an exact total answers it,
+//! which saves opening and closing a PIT or scroll (two round trips).
 
+use std::collections::HashSet;
+use std::sync::Arc;
 use std::time::Duration;
 
 use elasticsearch::http::Method;
@@ -91,15 +119,15 @@ impl Default for ScanOptions {
 }
 
 /// Pages through queries on one cluster. Remembers whether the cluster supports PIT, so
-/// the detection costs requests only on the first scan. Cheap to share behind a reference.
-#[derive(Debug)]
+/// the detection costs requests only on the first read; clones share what was detected.
+#[derive(Clone, Debug)]
 pub struct Scanner {
     client: Elasticsearch,
     retry: RetryPolicy,
-    pit_supported: OnceCell<bool>,
+    pit_supported: Arc<OnceCell<bool>>,
 }
 
-/// What one scan did.
+/// What one read did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ScanStats {
     /// Hits returned to the caller.
@@ -115,7 +143,7 @@ impl Scanner {
         Scanner {
             client,
             retry,
-            pit_supported: OnceCell::new(),
+            pit_supported: Arc::new(OnceCell::new()),
         }
     }
 
@@ -132,11 +160,51 @@ impl Scanner {
         self.pit_supported.get().copied()
     }
 
+    /// The paging `paging` stands for on `indices`: [`Paging::Auto`] becomes [`Paging::Pit`] or
+    /// [`Paging::Scroll`] (detected as by the first read, then cached); the others stay.
+    pub async fn detect(&self, paging: Paging, indices: &str) -> Result<Paging, EsError> {
+        if paging != Paging::Auto {
+            return Ok(paging);
+        }
+        if let Some(&pit) = self.pit_supported.get() {
+            return Ok(if pit { Paging::Pit } else { Paging::Scroll });
+        }
+        match self.try_open_pit(indices, Duration::from_secs(60)).await? {
+            Some(id) => {
+                close_pit(&self.client, &id).await;
+                Ok(Paging::Pit)
+            }
+            None => Ok(Paging::Scroll),
+        }
+    }
+
+    /// A read of `body` run against `indices` (comma-separated names, aliases or patterns).
+    /// `body` holds the query and what to fetch (`_source`, `docvalue_fields`,
+    /// `seq_no_primary_term`, …); the cursor adds `size`, `sort` and the paging fields.
+    /// Nothing is sent before the first [`Cursor::next_page`].
+    pub fn cursor(&self, indices: &str, body: Value, options: &ScanOptions) -> Cursor {
+        Cursor {
+            scanner: self.clone(),
+            indices: indices.to_owned(),
+            body,
+            options: options.clone(),
+            preference: None,
+            state: State::Start,
+            after: None,
+            stats: ScanStats::default(),
+            total: None,
+        }
+    }
+
     /// Calls `on_page` with each page of hits (the raw `hits.hits` objects) of `body` run
-    /// against `indices` (comma-separated names, aliases or patterns), until the hits run out
-    /// or `on_page` returns `false`. `body` holds the query and what to fetch (`_source`,
-    /// `docvalue_fields`, …); the scanner adds `size`, `sort` and the paging fields. The
-    /// PIT or scroll context is closed on every way out.
+    /// against `indices`, until the hits run out or `on_page` returns `false`. The PIT or
+    /// scroll is closed on every way out.
+    ///
+    /// When the read loses its context ([`EsError::ContextLost`]) it starts once more from the
+    /// beginning on a fresh view and passes on only hits (by `_index` and `_id`) it has not
+    /// passed on before: `on_page` sees every hit at most once and, unless the second read
+    /// loses its context too (then that error is returned), every hit of the query. That
+    /// costs a set of the ids passed on, fine for the selective queries this is meant for.
     pub async fn scan<F>(
         &self,
         indices: &str,
@@ -147,81 +215,48 @@ impl Scanner {
     where
         F: FnMut(Vec<Value>) -> bool,
     {
-        let size = options.page_size.max(1);
         let mut stats = ScanStats::default();
-        let search_path = format!("/{}/_search", path_segment_keep_patterns(indices));
-        let what = format!("index `{indices}`: search");
-
-        if options.single_request_first {
-            let mut first = body.clone();
-            first["size"] = json!(size);
-            first["sort"] = json!(["_doc"]);
-            first["track_total_hits"] = json!(true);
-            let r = request(
-                &self.client,
-                &self.retry,
-                &what,
-                Method::Post,
-                &search_path,
-                &[],
-                Some(&Body::Json(first)),
-            )
-            .await?;
-            stats.requests += 1;
-            let hits = take_hits(r.clone());
-            let total = r["hits"]["total"]["value"].as_u64();
-            let exact = r["hits"]["total"]["relation"].as_str() != Some("gte");
-            if exact && total.is_some_and(|t| t <= hits.len() as u64) {
-                stats.hits = hits.len() as u64;
-                if !hits.is_empty() {
-                    on_page(hits);
+        let mut passed: HashSet<(String, String)> = HashSet::new();
+        let mut again = false;
+        loop {
+            let mut cursor = self.cursor(indices, body.clone(), options);
+            let result = loop {
+                let mut hits = match cursor.next_page().await {
+                    Ok(hits) if hits.is_empty() => break Ok(()),
+                    Ok(hits) => hits,
+                    Err(e) => break Err(e),
+                };
+                hits.retain(|h| passed.insert(hit_key(h)));
+                if hits.is_empty() {
+                    continue;
                 }
-                return Ok(stats);
+                stats.hits += hits.len() as u64;
+                if !on_page(hits) {
+                    break Ok(());
+                }
+            };
+            cursor.close().await;
+            stats.requests += cursor.stats.requests;
+            stats.paging = cursor.stats.paging;
+            match result {
+                Err(e @ EsError::ContextLost { .. }) if !again => {
+                    tracing::warn!(error = %e, "reading the query again from the start");
+                    again = true;
+                }
+                Err(e) => return Err(e),
+                Ok(()) => return Ok(stats),
             }
         }
-
-        let pit = match options.paging {
-            Paging::Auto => self.try_open_pit(indices, options.keep_alive).await?,
-            Paging::Pit => Some(self.open_pit(indices, options.keep_alive).await?),
-            Paging::Scroll => None,
-        };
-        match pit {
-            Some(pit_id) => {
-                stats.paging = Some(Paging::Pit);
-                self.scan_pit(
-                    indices,
-                    pit_id,
-                    body,
-                    size,
-                    options,
-                    &mut stats,
-                    &mut on_page,
-                )
-                .await?
-            }
-            None => {
-                stats.paging = Some(Paging::Scroll);
-                self.scan_scroll(
-                    &search_path,
-                    &what,
-                    body,
-                    size,
-                    options,
-                    &mut stats,
-                    &mut on_page,
-                )
-                .await?
-            }
-        }
-        Ok(stats)
     }
 
     /// Opens a PIT on `indices` if the cluster has one usable for paging, else `None`.
     ///
-    /// PIT needs X-Pack and, for a unique cheap sort key (`_shard_doc`), 7.12 or newer: the
-    /// version decides first. A cluster new enough that still answers the PIT endpoint with
-    /// 400/404/405 (an OSS build, another product behind the same API) pages with scroll.
-    /// The answer is remembered, so later scans go straight to the right method.
+    /// PIT needs X-Pack and, for a unique cheap sort key (`_shard_doc`), 7.12 or newer, and
+    /// not OpenSearch: the version decides first (on older nodes `POST /idx/_pit` would be
+    /// routed as "index a document of type `_pit`"). A cluster new enough that still answers
+    /// the PIT endpoint with 400/404/405 (an OSS build, another product behind the same API)
+    /// pages with scroll. The answer is remembered, so later reads go straight to the right
+    /// method.
     async fn try_open_pit(
         &self,
         indices: &str,
@@ -267,10 +302,11 @@ impl Scanner {
     }
 
     async fn open_pit(&self, indices: &str, keep_alive: Duration) -> Result<String, EsError> {
+        let what = format!("index `{indices}`: open point in time");
         let r = request(
             &self.client,
             &self.retry,
-            &format!("index `{indices}`: open point in time"),
+            &what,
             Method::Post,
             &format!("/{}/_pit", path_segment_keep_patterns(indices)),
             &[("keep_alive", &keep_alive_param(keep_alive))],
@@ -281,145 +317,311 @@ impl Scanner {
             .as_str()
             .map(str::to_owned)
             .ok_or_else(|| EsError::BadResponse {
-                what: format!("index `{indices}`: open point in time"),
+                what,
                 detail: format!("no `id` in {r}"),
             })
     }
+}
 
-    /// Frees the PIT now rather than at keep-alive; failing is harmless.
-    async fn close_pit(&self, id: &str) {
-        let _ = send(
-            &self.client,
-            Method::Delete,
-            "/_pit",
-            &[],
-            Some(&Body::Json(json!({ "id": id }))),
-        )
-        .await;
+/// Where a [`Cursor`] is.
+#[derive(Clone, Debug, PartialEq)]
+enum State {
+    /// Nothing sent yet.
+    Start,
+    /// Reading pages of a point in time (the newest id the cluster returned).
+    Pit(String),
+    /// The search that opens the scroll is next: paging did not open a PIT.
+    ScrollOpen,
+    /// Reading scroll pages (the newest scroll id).
+    Scroll(String),
+    /// The hits ran out, or a page failed; the context (if any) still needs closing.
+    Done(Option<Context>),
+}
+
+/// A PIT or scroll to close.
+#[derive(Clone, Debug, PartialEq)]
+enum Context {
+    Pit(String),
+    Scroll(String),
+}
+
+/// One search request of a read, and whether the [`RetryPolicy`] may send it again.
+#[derive(Clone, Debug)]
+struct Step {
+    what: String,
+    path: String,
+    params: Vec<(&'static str, String)>,
+    body: Value,
+    retryable: bool,
+}
+
+/// An open read of one query (see [`Scanner::cursor`]). Call [`Cursor::close`] when done,
+/// also after stopping early, to free the PIT or scroll now rather than at its keep-alive.
+#[derive(Debug)]
+pub struct Cursor {
+    scanner: Scanner,
+    indices: String,
+    body: Value,
+    options: ScanOptions,
+    preference: Option<String>,
+    state: State,
+    /// The last hit's sort values (PIT).
+    after: Option<Value>,
+    stats: ScanStats,
+    total: Option<u64>,
+}
+
+impl Cursor {
+    /// Limits the read to some shards or nodes (`preference`, e.g. `_shards:2`). With
+    /// [`Paging::Auto`] such a read uses scroll; with [`Paging::Pit`] it fails, as a PIT
+    /// cannot be limited to shards.
+    pub fn with_preference(mut self, preference: impl Into<String>) -> Cursor {
+        self.preference = Some(preference.into());
+        self
     }
 
-    #[allow(clippy::too_many_arguments)]
-    async fn scan_pit<F>(
-        &self,
-        indices: &str,
-        mut pit_id: String,
-        body: &Value,
-        size: usize,
-        options: &ScanOptions,
-        stats: &mut ScanStats,
-        on_page: &mut F,
-    ) -> Result<(), EsError>
-    where
-        F: FnMut(Vec<Value>) -> bool,
-    {
-        let keep_alive = keep_alive_param(options.keep_alive);
-        let mut after: Option<Value> = None;
-        let result = loop {
-            let page_body = pit_page_body(body, size, &pit_id, &keep_alive, after.as_ref());
-            let r = match request(
-                &self.client,
-                &self.retry,
-                &format!("index `{indices}`: search (point in time)"),
-                Method::Post,
-                "/_search",
-                &[],
-                Some(&Body::Json(page_body)),
-            )
-            .await
-            {
-                Ok(r) => r,
-                Err(e) => break Err(e),
-            };
-            stats.requests += 1;
-            // The id may change from page to page; the newest one is the one to use.
-            if let Some(id) = r["pit_id"].as_str() {
-                pit_id = id.to_owned();
-            }
-            let hits = take_hits(r);
-            let n = hits.len();
-            after = hits.last().map(|h| h["sort"].clone());
-            stats.hits += n as u64;
-            if n == 0 || !on_page(hits) || n < size {
-                break Ok(());
-            }
-        };
-        self.close_pit(&pit_id).await;
-        result
+    /// What the read did so far.
+    pub fn stats(&self) -> &ScanStats {
+        &self.stats
     }
 
-    #[allow(clippy::too_many_arguments)]
-    async fn scan_scroll<F>(
-        &self,
-        search_path: &str,
-        what: &str,
-        body: &Value,
-        size: usize,
-        options: &ScanOptions,
-        stats: &mut ScanStats,
-        on_page: &mut F,
-    ) -> Result<(), EsError>
-    where
-        F: FnMut(Vec<Value>) -> bool,
-    {
-        let keep_alive = keep_alive_param(options.keep_alive);
-        let mut first = body.clone();
-        first["size"] = json!(size);
-        first["sort"] = json!(["_doc"]);
-        let mut r = request(
-            &self.client,
-            &self.retry,
-            what,
-            Method::Post,
-            search_path,
-            &[("scroll", &keep_alive)],
-            Some(&Body::Json(first)),
-        )
-        .await?;
-        stats.requests += 1;
-        let mut scroll_id = r["_scroll_id"].as_str().map(str::to_owned);
-        let result = loop {
-            let hits = take_hits(r);
-            let n = hits.len();
-            stats.hits += n as u64;
-            if n == 0 || !on_page(hits) || n < size {
-                break Ok(());
+    /// The query's total hits as the first answer gave it, when it had one (ask for an exact
+    /// count with `"track_total_hits": true` in the body).
+    pub fn total(&self) -> Option<u64> {
+        self.total
+    }
+
+    /// The next page of hits (the raw `hits.hits` objects); an empty page at the end. A lost
+    /// context is [`EsError::ContextLost`] (see the module docs); after any error the cursor
+    /// is done and only needs closing.
+    pub async fn next_page(&mut self) -> Result<Vec<Value>, EsError> {
+        let result = self.fetch().await;
+        let hits = match result {
+            Ok(hits) => hits,
+            Err(e) => {
+                self.finish();
+                return Err(e);
             }
-            let Some(id) = &scroll_id else { break Ok(()) };
-            r = match request(
-                &self.client,
-                &self.retry,
-                &format!("{what}: next scroll page"),
-                Method::Post,
-                "/_search/scroll",
-                &[],
-                Some(&Body::Json(
-                    json!({ "scroll": keep_alive, "scroll_id": id }),
-                )),
-            )
-            .await
-            {
-                Ok(r) => r,
-                Err(e) => break Err(e),
-            };
-            stats.requests += 1;
-            scroll_id = r["_scroll_id"].as_str().map(str::to_owned).or(scroll_id);
         };
-        if let Some(id) = scroll_id {
-            let _ = send(
-                &self.client,
-                Method::Delete,
-                "/_search/scroll",
-                &[],
-                Some(&Body::Json(json!({ "scroll_id": [id] }))),
-            )
-            .await;
+        let last_page = hits.len() < self.page_size();
+        self.after = hits.last().map(|h| h["sort"].clone());
+        self.stats.hits += hits.len() as u64;
+        if last_page {
+            self.finish();
         }
-        result
+        Ok(hits)
+    }
+
+    /// Frees the PIT or scroll; failing is harmless (it expires at its keep-alive).
+    pub async fn close(&mut self) {
+        let context = match std::mem::replace(&mut self.state, State::Done(None)) {
+            State::Pit(id) | State::Done(Some(Context::Pit(id))) => Context::Pit(id),
+            State::Scroll(id) | State::Done(Some(Context::Scroll(id))) => Context::Scroll(id),
+            State::Start | State::ScrollOpen | State::Done(None) => return,
+        };
+        let client = &self.scanner.client;
+        match context {
+            Context::Pit(id) => close_pit(client, &id).await,
+            Context::Scroll(id) => {
+                let body = Body::Json(json!({ "scroll_id": [id] }));
+                let _ = send(client, Method::Delete, "/_search/scroll", &[], Some(&body)).await;
+            }
+        }
+    }
+
+    fn page_size(&self) -> usize {
+        self.options.page_size.max(1)
+    }
+
+    /// Marks the read done, keeping the context to close.
+    fn finish(&mut self) {
+        self.state = match std::mem::replace(&mut self.state, State::Done(None)) {
+            State::Pit(id) => State::Done(Some(Context::Pit(id))),
+            State::Scroll(id) => State::Done(Some(Context::Scroll(id))),
+            State::Done(c) => State::Done(c),
+            State::Start | State::ScrollOpen => State::Done(None),
+        };
+    }
+
+    /// The hits of the next page, with the state moved on.
+    async fn fetch(&mut self) -> Result<Vec<Value>, EsError> {
+        if self.state == State::Start {
+            if self.options.single_request_first {
+                if let Some(hits) = self.single_request().await? {
+                    self.state = State::Done(None);
+                    return Ok(hits);
+                }
+            }
+            self.state = self.open().await?;
+        }
+        let Some(step) = self.next_step() else {
+            return Ok(Vec::new());
+        };
+        let reply = self.send(&step).await;
+        // Every error after the context exists may mean it is gone; on a scroll page, that
+        // the page was consumed.
+        let mut r = match (&self.state, reply) {
+            (_, Ok(r)) => r,
+            (State::Scroll(_), Err(e)) if e.is_transient() || context_missing(&e) => {
+                return Err(lost(&step.what, e))
+            }
+            (State::Pit(_), Err(e)) if context_missing(&e) => return Err(lost(&step.what, e)),
+            (_, Err(e)) => return Err(e),
+        };
+        check_shards(&step.what, &r)?;
+        self.stats.requests += 1;
+        if self.total.is_none() {
+            self.total = r["hits"]["total"]["value"].as_u64();
+        }
+        // The id may change from page to page; the newest one is the one to use.
+        self.state = match std::mem::replace(&mut self.state, State::Done(None)) {
+            State::Pit(id) => State::Pit(r["pit_id"].as_str().map_or(id, str::to_owned)),
+            State::ScrollOpen => match r["_scroll_id"].as_str() {
+                Some(id) => State::Scroll(id.to_owned()),
+                None => State::Done(None),
+            },
+            State::Scroll(id) => State::Scroll(r["_scroll_id"].as_str().map_or(id, str::to_owned)),
+            other => other,
+        };
+        Ok(take_hits(&mut r))
+    }
+
+    /// One plain search with an exact total: its hits when they are all the query has.
+    async fn single_request(&mut self) -> Result<Option<Vec<Value>>, EsError> {
+        let step = self.single_step();
+        let mut r = self.send(&step).await?;
+        check_shards(&step.what, &r)?;
+        self.stats.requests += 1;
+        let hits = take_hits(&mut r);
+        let total = r["hits"]["total"]["value"].as_u64();
+        let exact = r["hits"]["total"]["relation"].as_str() != Some("gte");
+        if exact && total.is_some_and(|t| t <= hits.len() as u64) {
+            self.total = total;
+            Ok(Some(hits))
+        } else {
+            Ok(None)
+        }
+    }
+
+    /// Opens the PIT, or chooses scroll.
+    async fn open(&mut self) -> Result<State, EsError> {
+        let scanner = &self.scanner;
+        let keep_alive = self.options.keep_alive;
+        let pit = match (self.options.paging, &self.preference) {
+            (Paging::Pit, Some(_)) => {
+                return Err(EsError::Config(format!(
+                    "index `{}`: a point-in-time read cannot be limited to shards (preference); page with scroll",
+                    self.indices
+                )))
+            }
+            (Paging::Scroll, _) | (Paging::Auto, Some(_)) => None,
+            (Paging::Pit, None) => Some(scanner.open_pit(&self.indices, keep_alive).await?),
+            (Paging::Auto, None) => scanner.try_open_pit(&self.indices, keep_alive).await?,
+        };
+        Ok(match pit {
+            Some(id) => {
+                self.stats.paging = Some(Paging::Pit);
+                State::Pit(id)
+            }
+            None => {
+                self.stats.paging = Some(Paging::Scroll);
+                State::ScrollOpen
+            }
+        })
+    }
+
+    fn search_path(&self) -> String {
+        format!("/{}/_search", path_segment_keep_patterns(&self.indices))
+    }
+
+    fn preference_param(&self) -> Vec<(&'static str, String)> {
+        self.preference
+            .iter()
+            .map(|p| ("preference", p.clone()))
+            .collect()
+    }
+
+    fn single_step(&self) -> Step {
+        let mut body = self.body.clone();
+        body["size"] = json!(self.page_size());
+        body["sort"] = json!(["_doc"]);
+        body["track_total_hits"] = json!(true);
+        Step {
+            what: format!("index `{}`: search", self.indices),
+            path: self.search_path(),
+            params: self.preference_param(),
+            body,
+            retryable: true,
+        }
+    }
+
+    /// The request for the next page in the current state; `None` when there is none.
+    fn next_step(&self) -> Option<Step> {
+        let keep_alive = keep_alive_param(self.options.keep_alive);
+        match &self.state {
+            State::Pit(id) => Some(Step {
+                what: format!("index `{}`: search (point in time)", self.indices),
+                path: "/_search".into(),
+                params: Vec::new(),
+                body: pit_page_body(
+                    &self.body,
+                    self.page_size(),
+                    id,
+                    &keep_alive,
+                    self.after.as_ref(),
+                ),
+                retryable: true,
+            }),
+            State::ScrollOpen => {
+                let mut body = self.body.clone();
+                body["size"] = json!(self.page_size());
+                body["sort"] = json!(["_doc"]);
+                let mut params = vec![("scroll", keep_alive)];
+                params.extend(self.preference_param());
+                Some(Step {
+                    what: format!("index `{}`: search (open a scroll)", self.indices),
+                    path: self.search_path(),
+                    params,
+                    body,
+                    retryable: true,
+                })
+            }
+            State::Scroll(id) => Some(Step {
+                what: format!("index `{}`: next scroll page", self.indices),
+                path: "/_search/scroll".into(),
+                params: Vec::new(),
+                body: json!({ "scroll": keep_alive, "scroll_id": id }),
+                // Sent again after a lost answer, it would return the page after.
+                retryable: false,
+            }),
+            State::Start | State::Done(_) => None,
+        }
+    }
+
+    async fn send(&self, step: &Step) -> Result<Value, EsError> {
+        let once = RetryPolicy::none();
+        let retry = if step.retryable {
+            &self.scanner.retry
+        } else {
+            &once
+        };
+        let params: Vec<(&str, &str)> = step.params.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        request(
+            &self.scanner.client,
+            retry,
+            &step.what,
+            Method::Post,
+            &step.path,
+            &params,
+            Some(&Body::Json(step.body.clone())),
+        )
+        .await
     }
 }
 
 /// The body of one PIT page: the caller's query and fetch fields, plus the PIT, the sort on
-/// `_shard_doc` and, after the first page, the previous page's last sort values.
+/// `_shard_doc` and, after the first page, the previous page's last sort values. Counting is
+/// wasted work after the first page (and on it, unless the caller asked for it).
 fn pit_page_body(
     body: &Value,
     size: usize,
@@ -431,18 +633,38 @@ fn pit_page_body(
     b["size"] = json!(size);
     b["pit"] = json!({ "id": pit_id, "keep_alive": keep_alive });
     b["sort"] = json!([{ "_shard_doc": "asc" }]);
-    b["track_total_hits"] = json!(false);
+    if after.is_some() || b.get("track_total_hits").is_none() {
+        b["track_total_hits"] = json!(false);
+    }
     if let Some(a) = after {
         b["search_after"] = a.clone();
     }
     b
 }
 
-fn take_hits(mut r: Value) -> Vec<Value> {
+fn take_hits(r: &mut Value) -> Vec<Value> {
     match r["hits"]["hits"].take() {
         Value::Array(a) => a,
         _ => Vec::new(),
     }
+}
+
+/// `(_index, _id)` of a hit, to pass each on once.
+fn hit_key(h: &Value) -> (String, String) {
+    let s = |k: &str| h[k].as_str().unwrap_or_default().to_owned();
+    (s("_index"), s("_id"))
+}
+
+/// Frees a PIT now rather than at its keep-alive; failing is harmless.
+async fn close_pit(client: &Elasticsearch, id: &str) {
+    let _ = send(
+        client,
+        Method::Delete,
+        "/_pit",
+        &[],
+        Some(&Body::Json(json!({ "id": id }))),
+    )
+    .await;
 }
 
 /// A keep-alive as Elasticsearch's time unit (whole seconds, at least 1).
@@ -461,11 +683,65 @@ fn pit_unavailable(e: &EsError) -> bool {
     )
 }
 
-/// `7.12.1` ≥ (7, 12)? Unparsable versions count as old.
+/// Whether the scroll or PIT a page needs is gone: `search_context_missing_exception`
+/// (`SearchContextMissingException` in some messages), also as the root cause of a failed
+/// search; an expired or unknown PIT.
+fn context_missing(e: &EsError) -> bool {
+    match e {
+        EsError::Status {
+            status,
+            error_type,
+            reason,
+            ..
+        } => {
+            let text = format!("{error_type} {reason}");
+            text.contains("search_context_missing")
+                || text.contains("SearchContextMissingException")
+                || (*status == 404 && text.contains("point in time"))
+        }
+        _ => false,
+    }
+}
+
+fn lost(what: &str, cause: EsError) -> EsError {
+    EsError::ContextLost {
+        what: what.to_owned(),
+        cause: Box::new(cause),
+    }
+}
+
+/// A page that some shards did not answer is incomplete: an error, never a short page. Shards
+/// that lost their context make it [`EsError::ContextLost`].
+fn check_shards(what: &str, r: &Value) -> Result<(), EsError> {
+    let failed = r["_shards"]["failed"].as_u64().unwrap_or(0);
+    if failed == 0 {
+        return Ok(());
+    }
+    let first = &r["_shards"]["failures"][0];
+    let (error_type, reason) = super::error_type_reason(&json!({ "error": first["reason"] }));
+    let e = EsError::Status {
+        what: format!("{what}: {failed} shard(s) failed"),
+        status: first["status"]
+            .as_u64()
+            .and_then(|s| u16::try_from(s).ok())
+            .unwrap_or(500),
+        error_type,
+        reason,
+    };
+    Err(if context_missing(&e) {
+        lost(what, e)
+    } else {
+        e
+    })
+}
+
+/// Whether `version` (`7.12.1`, `8.0.0-SNAPSHOT`, `8.x`) is at least `major.minor`. A major
+/// above `major` is enough whatever follows; an unparsable version counts as old.
 fn version_at_least(version: &str, major: u32, minor: u32) -> bool {
     let mut parts = version.split(['.', '-']).map(|p| p.parse::<u32>().ok());
     match (parts.next().flatten(), parts.next().flatten()) {
-        (Some(ma), Some(mi)) => (ma, mi) >= (major, minor),
+        (Some(ma), _) if ma > major => true,
+        (Some(ma), Some(mi)) => ma == major && mi >= minor,
         _ => false,
     }
 }
@@ -473,14 +749,27 @@ fn version_at_least(version: &str, major: u32, minor: u32) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::es::EsConfig;
 
     #[test]
     fn versions() {
-        assert!(!version_at_least("7.10.2", 7, 12));
-        assert!(version_at_least("7.12.0", 7, 12));
-        assert!(version_at_least("8.14.1", 7, 12));
-        assert!(version_at_least("8.0.0-SNAPSHOT", 7, 12));
-        assert!(!version_at_least("x", 7, 12));
+        for (v, want) in [
+            ("7.10.2", false),
+            ("7.10.2-SNAPSHOT", false),
+            ("7.12.0", true),
+            ("7.12.1", true),
+            ("8.0.0-SNAPSHOT", true),
+            ("8.14.1", true),
+            ("8.19.21", true),
+            ("9.5.3", true),
+            ("8.x", true),
+            ("7.x", false),
+            ("6.8.23", false),
+            ("x", false),
+            ("", false),
+        ] {
+            assert_eq!(version_at_least(v, 7, 12), want, "{v}");
+        }
     }
 
     #[test]
@@ -490,12 +779,23 @@ mod tests {
         assert_eq!(b["pit"], json!({ "id": "abc", "keep_alive": "60s" }));
         assert_eq!(b["sort"], json!([{ "_shard_doc": "asc" }]));
         assert_eq!(b["size"], 50);
+        assert_eq!(b["track_total_hits"], false);
         assert!(b.get("search_after").is_none());
         assert_eq!(b["query"], body["query"]);
         let after = json!([12345]);
         let b = pit_page_body(&body, 50, "def", "60s", Some(&after));
         assert_eq!(b["search_after"], after);
         assert_eq!(b["pit"]["id"], "def");
+        // A count asked for comes with the first page only.
+        let counted = json!({ "query": { "match_all": {} }, "track_total_hits": true });
+        assert_eq!(
+            pit_page_body(&counted, 5, "a", "1s", None)["track_total_hits"],
+            true
+        );
+        assert_eq!(
+            pit_page_body(&counted, 5, "a", "1s", Some(&after))["track_total_hits"],
+            false
+        );
     }
 
     #[test]
@@ -514,5 +814,110 @@ mod tests {
             reason: "no".into()
         }));
         assert_eq!("scroll".parse::<Paging>(), Ok(Paging::Scroll));
+    }
+
+    fn cursor_at(url: &str, retry: RetryPolicy) -> Cursor {
+        let client = EsConfig::new(url).unwrap().client().unwrap();
+        Scanner::new(client, retry).cursor(
+            "news",
+            json!({ "query": { "match_all": {} } }),
+            &ScanOptions::default(),
+        )
+    }
+
+    #[test]
+    fn a_scroll_continuation_is_never_retried_everything_else_is() {
+        // Never contacted: this test looks at the requests a cursor would send.
+        let mut c = cursor_at("http://127.0.0.1:9", RetryPolicy::default());
+        assert!(c.single_step().retryable, "a plain search is idempotent");
+        c.state = State::ScrollOpen;
+        let open = c.next_step().unwrap();
+        assert!(
+            open.retryable,
+            "opening a scroll again costs an unused context"
+        );
+        assert_eq!(open.path, "/news/_search");
+        assert!(open.params.iter().any(|(k, _)| *k == "scroll"));
+        c.state = State::Scroll("s1".into());
+        let next = c.next_step().unwrap();
+        assert_eq!(next.path, "/_search/scroll");
+        assert_eq!(next.body["scroll_id"], "s1");
+        assert!(!next.retryable, "a scroll page sent twice skips a page");
+        c.state = State::Pit("p1".into());
+        c.after = Some(json!([7]));
+        let page = c.next_step().unwrap();
+        assert!(page.retryable, "same PIT and search_after, same page");
+        assert_eq!(page.body["search_after"], json!([7]));
+        c.state = State::Done(None);
+        assert!(c.next_step().is_none());
+    }
+
+    #[test]
+    fn a_failed_scroll_page_is_a_lost_context() {
+        let e = EsError::Status {
+            what: "x".into(),
+            status: 404,
+            error_type: "search_phase_execution_exception".into(),
+            reason: "all shards failed (root cause: search_context_missing_exception: No search context found for id [3])".into(),
+        };
+        assert!(context_missing(&e));
+        assert!(!context_missing(&EsError::Status {
+            what: "x".into(),
+            status: 400,
+            error_type: "parsing_exception".into(),
+            reason: "unknown query".into(),
+        }));
+        // Shards that answer without their context make the page lost, not short.
+        let partial = json!({ "_shards": { "total": 2, "failed": 1, "failures": [
+            { "shard": 0, "status": 404, "reason": {
+                "type": "search_context_missing_exception", "reason": "No search context found for id [9]" } } ] },
+            "hits": { "hits": [] } });
+        assert!(matches!(
+            check_shards("read", &partial),
+            Err(EsError::ContextLost { .. })
+        ));
+        let fine = json!({ "_shards": { "total": 2, "failed": 0 }, "hits": { "hits": [] } });
+        assert!(check_shards("read", &fine).is_ok());
+    }
+
+    /// A listener that accepts connections and closes them unanswered (an answer lost in
+    /// transit), counting them.
+    fn hang_up() -> (String, Arc<std::sync::atomic::AtomicU32>) {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let accepted = Arc::new(std::sync::atomic::AtomicU32::new(0));
+        let n = Arc::clone(&accepted);
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                n.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                drop(stream);
+            }
+        });
+        (url, accepted)
+    }
+
+    #[tokio::test]
+    async fn a_scroll_page_lost_in_transit_is_sent_once_and_reported_lost() {
+        let quick = RetryPolicy {
+            max_retries: 2,
+            initial_backoff: Duration::from_millis(1),
+            max_backoff: Duration::from_millis(2),
+        };
+        let (url, accepted) = hang_up();
+        let mut c = cursor_at(&url, quick.clone());
+        c.state = State::Scroll("s1".into());
+        let e = c.next_page().await.unwrap_err();
+        assert!(matches!(e, EsError::ContextLost { .. }), "{e}");
+        assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 1);
+        assert_eq!(c.state, State::Done(Some(Context::Scroll("s1".into()))));
+        assert!(c.next_page().await.unwrap().is_empty());
+
+        // A PIT page is idempotent: retried as the policy says, and not a lost context.
+        let (url, accepted) = hang_up();
+        let mut c = cursor_at(&url, quick);
+        c.state = State::Pit("p1".into());
+        let e = c.next_page().await.unwrap_err();
+        assert!(matches!(e, EsError::Exhausted { attempts: 3, .. }), "{e}");
+        assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 3);
     }
 }

@@ -1,43 +1,72 @@
-//! The query path: every document within Hamming distance k of an article, from the
-//! fingerprint fields stored next to the articles.
+//! The query path: every document near an article, from the fingerprint fields stored next to
+//! the articles, with the method the indices hold.
 //!
-//! Two fingerprints within distance 3 share at least one of the four 16-bit blocks
-//! (pigeonhole), so a `bool` `should` of four `term` queries on the block fields finds every
-//! candidate. The candidates are read page by page ([`Scanner`]: point in time +
-//! `search_after`, or scroll where the cluster has no PIT), fetching only the block values,
-//! never `_source` bodies, and the exact distance decides:
+//! [`Similar`] reads what the queried indices hold from their mappings' `_meta`
+//! ([`IndexMeta`], once per index list) and queries with MinHash where they hold it, unless
+//! the caller asks for SimHash (a [`Tolerance::Distance`]). Its fingerprinter makes exactly
+//! what the indices hold: built from `_meta`, or, when one is given, checked against it
+//! ([`EsError::VersionMismatch`]), so a fingerprint is never compared with stored ones of
+//! another version. Indices without `_meta` (the older Java service's) read as SimHash
+//! `seed000`.
 //!
-//! - [`FilterMode::Client`]: every candidate crosses the network; neardup keeps those within k.
-//! - [`FilterMode::Server`]: a painless script filter (`Long.bitCount(v ^ q) <= k`) drops the
-//!   false candidates inside Elasticsearch, so only true matches cross the network.
+//! - **MinHash**: a `terms` query on the band field with the query's band terms finds every
+//!   document sharing at least one band; the estimated Jaccard similarity (agreeing signature
+//!   positions / signature length) must reach the threshold, the rule the store and `dedupe`
+//!   use ([`Sketch::score`]).
+//! - **SimHash**, Hamming distance ≤ k on the four 16-bit block fields: for k ≤ 3 two
+//!   fingerprints share a whole block (pigeonhole), so a `bool` `should` of four `term`s finds
+//!   every candidate; for 4 ≤ k ≤ 7 some block is within distance 1, so each block field is
+//!   probed with 17 values (itself and its 16 one-bit flips, [`block_probes`]).
 //!
-//! Results are sorted by distance, then id, then index; the query document itself is left out.
+//! The candidates are read page by page ([`Scanner`]: point in time + `search_after`, or
+//! scroll where the cluster has no PIT), fetching only the fingerprint doc values, never
+//! `_source` bodies, and the exact rule decides:
+//!
+//! - [`FilterMode::Client`]: every candidate crosses the network; neardup keeps the matches.
+//! - [`FilterMode::Server`]: a painless script filter applies the same rule inside
+//!   Elasticsearch (Hamming distance with `Long.bitCount`; for MinHash the agreeing `u32`s of
+//!   the `binary` signature doc value counted against the smallest number of agreements that
+//!   reaches the threshold, [`min_agreements`]), so only true matches cross the network. Every
+//!   transferred candidate is checked here again, so both filters give the same answer.
+//!
+//! Results are sorted nearest first, then by id and index; the query document is left out.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use elasticsearch::http::Method;
+use elasticsearch::http::Method as HttpMethod;
 use elasticsearch::Elasticsearch;
-use serde::Serialize;
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 
 use super::mapping::path_segment_keep_patterns;
+use super::meta::{self, band_term, signature_from_base64, IndexMeta, MinHashMeta, SimHashMeta};
 use super::scan::{Paging, ScanOptions, ScanStats, Scanner};
-use super::write::fingerprint_source;
-use super::{request, Body, EsError, FieldNames, RetryPolicy};
-use crate::{Fingerprinter, SimHash, TooShort};
+use super::{request, BlockType, Body, EsError, FieldNames, RetryPolicy};
+use crate::fingerprint::Methods;
+use crate::input::field_texts;
+use crate::store::sort_matches;
+pub use crate::store::Match;
+use crate::{Fingerprinter, Method, Signature, SimHash, Sketch, Tolerance, TooShort};
 
-/// The largest k the four 16-bit blocks answer exactly.
-pub const MAX_K: u32 = 3;
+/// The largest k the four 16-bit blocks answer exactly: a pair within distance 7 has some
+/// block within distance 1.
+pub const MAX_K: u32 = 7;
 
-/// Where the exact distance is checked.
+/// The largest k a whole-block `term` answers (pigeonhole: some block is equal); above it
+/// each block is probed with its one-bit flips too.
+pub const WHOLE_BLOCK_K: u32 = 3;
+
+/// k when a SimHash query names none.
+pub const DEFAULT_K: u32 = 3;
+
+/// Where the exact rule is checked.
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub enum FilterMode {
-    /// Fetch every candidate's blocks and keep those within k here.
+    /// Fetch every candidate's fingerprint and keep the matches here.
     Client,
     /// A painless script filter keeps only true matches inside Elasticsearch. The default:
     /// measured faster (`docs/elasticsearch.md`). On a cluster that refuses inline scripts,
@@ -85,6 +114,8 @@ pub struct SimilarOptions {
     /// Text fields (dotted paths allowed) fingerprinted, in order, when the query document
     /// has no stored fingerprint.
     pub text_fields: Vec<String>,
+    /// The SimHash field names of indices without `_meta.neardup` (the older Java service's
+    /// layout); indices with `_meta` name their own fields.
     pub names: FieldNames,
 }
 
@@ -101,37 +132,36 @@ impl Default for SimilarOptions {
     }
 }
 
-/// One near duplicate.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-pub struct Match {
-    pub id: String,
-    /// The concrete index that holds it (not the alias or pattern queried).
-    pub index: String,
-    /// Hamming distance to the query fingerprint.
-    pub distance: u32,
-}
-
-/// Where the query fingerprint came from.
+/// Where the query sketch came from.
 #[derive(Clone, Debug, PartialEq)]
 pub enum QueryFingerprint {
     /// Read from the document's fingerprint fields.
-    Stored(SimHash),
+    Stored(Sketch),
     /// Computed from text: a query text, or a document without a stored fingerprint.
-    Computed(SimHash),
+    Computed(Sketch),
     /// Given by the caller.
-    Given(SimHash),
+    Given(Sketch),
     /// The text is too short to have a fingerprint: nothing can be near it, and `matches` is
     /// empty.
     TooShort(TooShort),
 }
 
 impl QueryFingerprint {
-    pub fn simhash(&self) -> Option<SimHash> {
+    /// The query sketch, unless the text was too short.
+    pub fn sketch(&self) -> Option<&Sketch> {
         match self {
             QueryFingerprint::Stored(s)
             | QueryFingerprint::Computed(s)
-            | QueryFingerprint::Given(s) => Some(*s),
+            | QueryFingerprint::Given(s) => Some(s),
             QueryFingerprint::TooShort(_) => None,
+        }
+    }
+
+    /// The query's SimHash, for SimHash queries.
+    pub fn simhash(&self) -> Option<SimHash> {
+        match self.sketch() {
+            Some(Sketch::SimHash(f)) => Some(*f),
+            _ => None,
         }
     }
 }
@@ -140,54 +170,82 @@ impl QueryFingerprint {
 #[derive(Clone, Debug)]
 pub struct Similarity {
     pub query: QueryFingerprint,
-    /// Within distance k, sorted by distance, id, index; without the query document.
+    /// What counted as near: its method is the one queried.
+    pub tolerance: Tolerance,
+    /// Within the tolerance, nearest first, then by id and index; without the query
+    /// document. Each has its `index`.
     pub matches: Vec<Match>,
-    /// Documents whose blocks crossed the network (all candidates with the client filter,
-    /// only true matches with the server filter; the query document included).
+    /// Documents whose fingerprints crossed the network (all candidates with the client
+    /// filter, only true matches with the server filter; the query document included).
     pub transferred: u64,
     pub scan: ScanStats,
 }
 
-/// What the fingerprint fields of the queried indices allow.
-#[derive(Clone, Debug, PartialEq, Eq)]
-struct FieldInfo {
+impl Similarity {
+    fn empty(query: QueryFingerprint, tolerance: Tolerance) -> Similarity {
+        Similarity {
+            query,
+            tolerance,
+            matches: Vec::new(),
+            transferred: 0,
+            scan: ScanStats::default(),
+        }
+    }
+}
+
+/// What the queried indices hold and allow, read once per index list.
+#[derive(Debug)]
+struct Described {
+    meta: IndexMeta,
+    /// Makes what the indices hold (checked against `meta`).
+    fingerprinter: Fingerprinter,
     /// Every index has doc values for the four blocks (Elasticsearch's default).
     blocks_doc_values: bool,
-    /// Every index maps the whole fingerprint as a `long` with doc values.
+    /// Every index maps the whole SimHash as a `long` with doc values.
     long_doc_values: bool,
+    /// Every index has doc values for the MinHash signature.
+    signature_doc_values: bool,
 }
 
 /// Finds near duplicates in Elasticsearch. Build one per process and share it: it remembers
-/// which indices were checked and whether the cluster has point in time.
+/// what each index list holds and whether the cluster has point in time and scripts.
 ///
 /// ```no_run
-/// use neardup::es::{EsConfig, Similar, SimilarOptions};
-/// use neardup::{Fingerprinter, Profile};
+/// use neardup::es::{EsConfig, Similar};
+/// use neardup::Tolerance;
 ///
 /// # async fn demo() -> Result<(), neardup::es::EsError> {
 /// let client = EsConfig::new("http://127.0.0.1:9200")?.client()?;
-/// let similar = Similar::new(client, Fingerprinter::for_profile(Profile::Default));
-/// let found = similar.by_id("articles-2024,articles-2025", "article-42", 3).await?;
+/// // The fingerprinter is built from what the indices record in `_meta`.
+/// let similar = Similar::new(client, None);
+/// let indices = "articles-2024,articles-2025";
+/// // MinHash at the default threshold where the indices hold it, else SimHash at k = 3.
+/// let tolerance = similar.default_tolerance(indices).await?;
+/// let found = similar.by_id(indices, "article-42", tolerance).await?;
 /// for m in &found.matches {
-///     println!("{} in {} at distance {}", m.id, m.index, m.distance);
+///     println!("{} in {:?}: {:?}", m.id, m.index, m.score);
 /// }
+/// // SimHash explicitly, up to distance 7.
+/// let found = similar.by_id(indices, "article-42", Tolerance::Distance(7)).await?;
 /// # Ok(())
 /// # }
 /// ```
 #[derive(Debug)]
 pub struct Similar {
     scanner: Scanner,
-    fingerprinter: Fingerprinter,
+    /// Given by the caller: checked against each index list's `_meta`.
+    fingerprinter: Option<Fingerprinter>,
     options: SimilarOptions,
-    checked: Mutex<HashMap<String, Arc<FieldInfo>>>,
+    described: Mutex<HashMap<String, Arc<Described>>>,
     /// The cluster refused the server-side script once: filter on the client from then on.
     scripts_refused: AtomicBool,
 }
 
 impl Similar {
-    /// A query function with the default options (client-side filter, default field names,
-    /// `title` and `content` as text fields) and the default retry policy.
-    pub fn new(client: Elasticsearch, fingerprinter: Fingerprinter) -> Similar {
+    /// A query function with the default options and retry policy. `fingerprinter`: `None`
+    /// builds one from each index list's `_meta`; a given one must make what the indices
+    /// hold.
+    pub fn new(client: Elasticsearch, fingerprinter: impl Into<Option<Fingerprinter>>) -> Similar {
         Similar::with_options(
             client,
             fingerprinter,
@@ -198,15 +256,15 @@ impl Similar {
 
     pub fn with_options(
         client: Elasticsearch,
-        fingerprinter: Fingerprinter,
+        fingerprinter: impl Into<Option<Fingerprinter>>,
         options: SimilarOptions,
         retry: RetryPolicy,
     ) -> Similar {
         Similar {
             scanner: Scanner::new(client, retry),
-            fingerprinter,
+            fingerprinter: fingerprinter.into(),
             options,
-            checked: Mutex::new(HashMap::new()),
+            described: Mutex::new(HashMap::new()),
             scripts_refused: AtomicBool::new(false),
         }
     }
@@ -219,30 +277,49 @@ impl Similar {
         &self.scanner
     }
 
+    /// What the indices behind `indices` hold in common (read once, then remembered).
+    pub async fn index_meta(&self, indices: impl Into<IndexList>) -> Result<IndexMeta, EsError> {
+        Ok(self.describe(&indices.into()).await?.meta.clone())
+    }
+
+    /// The tolerance of a query that names none: MinHash at
+    /// [`crate::minhash::DEFAULT_THRESHOLD`] where the indices hold it, else SimHash at
+    /// [`DEFAULT_K`].
+    pub async fn default_tolerance(
+        &self,
+        indices: impl Into<IndexList>,
+    ) -> Result<Tolerance, EsError> {
+        let d = self.describe(&indices.into()).await?;
+        Ok(match d.meta.default_method() {
+            Method::MinHash => Tolerance::Similarity(crate::minhash::DEFAULT_THRESHOLD),
+            Method::SimHash => Tolerance::Distance(DEFAULT_K),
+        })
+    }
+
     /// Near duplicates of the document `id`, looked up in `indices` (comma-separated names,
-    /// aliases or patterns). Its stored fingerprint is used; without one, its text fields are
-    /// fingerprinted now. Errors: [`EsError::DocumentNotFound`], [`EsError::AmbiguousId`]
-    /// (the id is in several of the indices), and those of [`Similar::by_fingerprint`].
+    /// aliases or patterns), by the method of `tolerance` (a bare `u32` is a SimHash k). Its
+    /// stored sketch is used; without one, its text fields are fingerprinted now. Errors:
+    /// [`EsError::DocumentNotFound`], [`EsError::AmbiguousId`] (the id is in several of the
+    /// indices), and those of [`Similar::by_fingerprint`].
     pub async fn by_id(
         &self,
         indices: impl Into<IndexList>,
         id: &str,
-        k: u32,
+        tolerance: impl Into<Tolerance>,
     ) -> Result<Similarity, EsError> {
         let indices = indices.into();
-        check_k(k)?;
-        let info = self.field_info(&indices).await?;
-        let (index, query) = self.query_document(&indices, id).await?;
-        match query.simhash() {
-            None => Ok(Similarity {
-                query,
-                matches: Vec::new(),
-                transferred: 0,
-                scan: ScanStats::default(),
-            }),
-            Some(fp) => {
+        let tolerance = tolerance.into();
+        check_tolerance(tolerance)?;
+        let d = self.describe(&indices).await?;
+        check_method(&indices, &d.meta, tolerance.method())?;
+        let (index, query) = self
+            .query_document(&indices, &d, id, tolerance.method())
+            .await?;
+        match query.sketch() {
+            None => Ok(Similarity::empty(query, tolerance)),
+            Some(q) => {
                 let mut s = self
-                    .search(&indices, &info, fp, k, Some((&index, id)))
+                    .search(&indices, &d, q, tolerance, Some((&index, id)))
                     .await?;
                 s.query = query;
                 Ok(s)
@@ -250,57 +327,69 @@ impl Similar {
         }
     }
 
-    /// Near duplicates of a text that need not be in the index (fingerprinted with this
-    /// query function's fingerprinter).
+    /// Near duplicates of a text that need not be in the index (plain text or HTML,
+    /// fingerprinted as the indices' documents are).
     pub async fn by_text(
         &self,
         indices: impl Into<IndexList>,
         text: &str,
-        k: u32,
+        tolerance: impl Into<Tolerance>,
     ) -> Result<Similarity, EsError> {
         let indices = indices.into();
-        check_k(k)?;
-        match self.fingerprinter.fingerprint(text) {
-            Ok(f) => {
-                let info = self.field_info(&indices).await?;
-                let mut s = self.search(&indices, &info, f.simhash, k, None).await?;
-                s.query = QueryFingerprint::Computed(f.simhash);
-                Ok(s)
+        let tolerance = tolerance.into();
+        check_tolerance(tolerance)?;
+        let d = self.describe(&indices).await?;
+        let method = tolerance.method();
+        check_method(&indices, &d.meta, method)?;
+        let query = match d
+            .fingerprinter
+            .sketch_fields(Methods::only(method), &[text])
+            .into_sketch(method)
+        {
+            Ok(q) => q,
+            Err(why) => {
+                return Ok(Similarity::empty(
+                    QueryFingerprint::TooShort(why),
+                    tolerance,
+                ))
             }
-            Err(why) => Ok(Similarity {
-                query: QueryFingerprint::TooShort(why),
-                matches: Vec::new(),
-                transferred: 0,
-                scan: ScanStats::default(),
-            }),
-        }
+        };
+        let mut s = self.search(&indices, &d, &query, tolerance, None).await?;
+        s.query = QueryFingerprint::Computed(query);
+        Ok(s)
     }
 
-    /// Every document within distance `k` of `fp`.
+    /// Every document near a given sketch: a SimHash (with a [`Tolerance::Distance`]) or a
+    /// MinHash signature of the indices' parameters (with a [`Tolerance::Similarity`]).
     pub async fn by_fingerprint(
         &self,
         indices: impl Into<IndexList>,
-        fp: SimHash,
-        k: u32,
+        query: impl Into<Sketch>,
+        tolerance: impl Into<Tolerance>,
     ) -> Result<Similarity, EsError> {
         let indices = indices.into();
-        check_k(k)?;
-        let info = self.field_info(&indices).await?;
-        self.search(&indices, &info, fp, k, None).await
-    }
-
-    /// The candidate query for `fp` (see the module docs), without paging.
-    pub fn query_body(&self, fp: SimHash, k: u32) -> Value {
-        query_body(
-            &self.options.names,
-            &FieldInfo {
-                blocks_doc_values: true,
-                long_doc_values: true,
-            },
-            self.options.filter,
-            fp,
-            k,
-        )
+        let (query, tolerance) = (query.into(), tolerance.into());
+        check_tolerance(tolerance)?;
+        if query.method() != tolerance.method() {
+            return Err(EsError::Config(format!(
+                "a {} fingerprint cannot be compared by {tolerance}: give a {} one",
+                query.method(),
+                tolerance.method()
+            )));
+        }
+        let d = self.describe(&indices).await?;
+        check_method(&indices, &d.meta, tolerance.method())?;
+        if let (Sketch::MinHash(sig), Some(m)) = (&query, &d.meta.minhash) {
+            let want = usize::from(m.params.hashes);
+            if sig.len() != want {
+                return Err(EsError::Config(format!(
+                    "the MinHash signature has {} values, but `{indices}` holds signatures of {want} ({})",
+                    sig.len(),
+                    m.params
+                )));
+            }
+        }
+        self.search(&indices, &d, &query, tolerance, None).await
     }
 
     /// The filter mode in effect: the configured one, unless the cluster refused scripts.
@@ -315,20 +404,20 @@ impl Similar {
     async fn search(
         &self,
         indices: &IndexList,
-        info: &FieldInfo,
-        fp: SimHash,
-        k: u32,
+        d: &Described,
+        query: &Sketch,
+        tolerance: Tolerance,
         exclude: Option<(&str, &str)>,
     ) -> Result<Similarity, EsError> {
         let filter = self.effective_filter();
         match self
-            .search_with(filter, indices, info, fp, k, exclude)
+            .search_with(filter, indices, d, query, tolerance, exclude)
             .await
         {
             Err(e) if filter == FilterMode::Server && script_refused(&e) => {
                 tracing::warn!(error = %e, "the cluster refused the server-side filter script; filtering on the client from now on");
                 self.scripts_refused.store(true, Ordering::Relaxed);
-                self.search_with(FilterMode::Client, indices, info, fp, k, exclude)
+                self.search_with(FilterMode::Client, indices, d, query, tolerance, exclude)
                     .await
             }
             r => r,
@@ -339,13 +428,12 @@ impl Similar {
         &self,
         filter: FilterMode,
         indices: &IndexList,
-        info: &FieldInfo,
-        fp: SimHash,
-        k: u32,
+        d: &Described,
+        query: &Sketch,
+        tolerance: Tolerance,
         exclude: Option<(&str, &str)>,
     ) -> Result<Similarity, EsError> {
-        let names = &self.options.names;
-        let body = query_body(names, info, filter, fp, k);
+        let body = query_body(d, filter, query, tolerance);
         let scan_options = ScanOptions {
             page_size: self.options.page_size,
             keep_alive: self.options.keep_alive,
@@ -366,19 +454,15 @@ impl Similar {
                     if exclude == Some((index, id)) {
                         continue;
                     }
-                    match stored_fingerprint(&h, names) {
-                        Ok(Some(v)) => {
-                            let distance = v.distance(fp);
-                            if distance <= k {
-                                matches.push(Match {
-                                    id: id.to_owned(),
-                                    index: index.to_owned(),
-                                    distance,
-                                });
+                    match hit_sketch(&h, d, query.method()) {
+                        Ok(Some(other)) => {
+                            if let Some(score) = query.score(&other, tolerance) {
+                                matches.push(Match::in_index(id, index, score));
                             }
                         }
-                        // A candidate matched a block term, so it has blocks; none here means
-                        // it changed between the match and the fetch. It is not a match now.
+                        // A candidate matched a block or band term, so it has a sketch; none
+                        // here means it changed between the match and the fetch. It is not a
+                        // match now.
                         Ok(None) => {}
                         Err(e) => {
                             bad = Some(e);
@@ -392,33 +476,45 @@ impl Similar {
         if let Some(e) = bad {
             return Err(e);
         }
-        matches.sort_by(|a, b| (a.distance, &a.id, &a.index).cmp(&(b.distance, &b.id, &b.index)));
+        sort_matches(&mut matches);
         Ok(Similarity {
-            query: QueryFingerprint::Given(fp),
+            query: QueryFingerprint::Given(query.clone()),
+            tolerance,
             matches,
             transferred,
             scan,
         })
     }
 
-    /// The index holding `id` and its fingerprint: stored, or computed from its text.
+    /// The index holding `id` and its sketch for `method`: stored, or computed from its text.
     async fn query_document(
         &self,
         indices: &IndexList,
+        d: &Described,
         id: &str,
+        method: Method,
     ) -> Result<(String, QueryFingerprint), EsError> {
-        let names = &self.options.names;
-        let mut fields: Vec<&str> = names.blocks.iter().map(String::as_str).collect();
-        fields.push(&names.simhash);
-        let hit = self.find_document(indices, id, &fields).await?;
+        let stored_fields: Vec<&str> = match method {
+            Method::SimHash => {
+                let names = &simhash_meta(&d.meta).fields;
+                let mut f: Vec<&str> = names.blocks.iter().map(String::as_str).collect();
+                f.push(&names.simhash);
+                f
+            }
+            Method::MinHash => {
+                let names = &minhash_meta(&d.meta).fields;
+                vec![names.signature.as_str(), names.version.as_str()]
+            }
+        };
+        let hit = self.find_document(indices, id, &stored_fields).await?;
         let index = hit["_index"].as_str().unwrap_or_default().to_owned();
-        if let Some(fp) =
-            source_fingerprint(&hit["_source"], names).map_err(|detail| EsError::BadDocument {
+        if let Some(s) = source_sketch(&hit["_source"], &d.meta, method).map_err(|detail| {
+            EsError::BadDocument {
                 id: id.to_owned(),
                 reason: format!("in `{index}`: {detail}"),
-            })?
-        {
-            return Ok((index, QueryFingerprint::Stored(fp)));
+            }
+        })? {
+            return Ok((index, QueryFingerprint::Stored(s)));
         }
         let fields: Vec<&str> = self
             .options
@@ -427,19 +523,20 @@ impl Similar {
             .map(String::as_str)
             .collect();
         let hit = self.find_document(indices, id, &fields).await?;
-        let outcome = fingerprint_source(
-            &self.fingerprinter,
-            &hit["_source"],
-            &self.options.text_fields,
-        )
-        .map_err(|bad| EsError::BadDocument {
-            id: id.to_owned(),
-            reason: format!("{bad}; it has no stored fingerprint to compare"),
+        let texts = field_texts(&hit["_source"], &self.options.text_fields).map_err(|bad| {
+            EsError::BadDocument {
+                id: id.to_owned(),
+                reason: format!("{bad}; it has no stored fingerprint to compare"),
+            }
         })?;
+        let outcome = d
+            .fingerprinter
+            .sketch_fields(Methods::only(method), &texts)
+            .into_sketch(method);
         Ok((
             index,
             match outcome {
-                Ok(f) => QueryFingerprint::Computed(f.simhash),
+                Ok(s) => QueryFingerprint::Computed(s),
                 Err(why) => QueryFingerprint::TooShort(why),
             },
         ))
@@ -461,7 +558,7 @@ impl Similar {
             self.scanner.client(),
             self.scanner.retry(),
             &format!("index `{indices}`: get document `{id}`"),
-            Method::Post,
+            HttpMethod::Post,
             &format!("/{}/_search", path_segment_keep_patterns(indices.as_str())),
             &[],
             Some(&Body::Json(body)),
@@ -484,43 +581,30 @@ impl Similar {
         }
     }
 
-    /// Checks once per index list that the block fields are mapped, and learns what can be
-    /// fetched from doc values.
-    async fn field_info(&self, indices: &IndexList) -> Result<Arc<FieldInfo>, EsError> {
-        if let Some(info) = self.checked.lock().expect("lock").get(indices.as_str()) {
-            return Ok(info.clone());
+    /// Reads once per index list what the indices hold (`_meta`, or the Java layout) and
+    /// which fingerprint fields have doc values, and settles the fingerprinter.
+    async fn describe(&self, indices: &IndexList) -> Result<Arc<Described>, EsError> {
+        if let Some(d) = self.described.lock().expect("lock").get(indices.as_str()) {
+            return Ok(d.clone());
         }
-        let names = &self.options.names;
-        names.validate()?;
-        let mut wanted: Vec<&str> = names.blocks.iter().map(String::as_str).collect();
-        wanted.push(&names.simhash);
-        let r = request(
+        self.options.names.validate()?;
+        let mappings = meta::mappings(
             self.scanner.client(),
             self.scanner.retry(),
-            &format!("index `{indices}`: mapping of the fingerprint fields"),
-            Method::Get,
-            &format!(
-                "/{}/_mapping/field/{}",
-                path_segment_keep_patterns(indices.as_str()),
-                wanted.join(",")
-            ),
-            &[],
-            None,
+            indices.as_str(),
         )
-        .await
-        .map_err(|e| match e {
-            // A pattern that matches no index: 404 with an empty body.
-            EsError::Status { status: 404, .. } => EsError::NoIndexMatches {
-                pattern: indices.as_str().to_owned(),
-            },
-            other => other,
-        })?;
-        let info = Arc::new(field_info_from_mapping(&r, indices.as_str(), names)?);
-        self.checked
+        .await?;
+        let d = Arc::new(describe_mappings(
+            indices.as_str(),
+            &mappings,
+            &self.options.names,
+            self.fingerprinter.as_ref(),
+        )?);
+        self.described
             .lock()
             .expect("lock")
-            .insert(indices.as_str().to_owned(), info.clone());
-        Ok(info)
+            .insert(indices.as_str().to_owned(), d.clone());
+        Ok(d)
     }
 }
 
@@ -596,16 +680,167 @@ fn script_refused(e: &EsError) -> bool {
     }
 }
 
-fn check_k(k: u32) -> Result<(), EsError> {
-    if k > MAX_K {
-        return Err(EsError::DistanceTooLarge { k });
+/// k ≤ [`MAX_K`]; a threshold above 0 and at most 1.
+fn check_tolerance(tolerance: Tolerance) -> Result<(), EsError> {
+    match tolerance {
+        Tolerance::Distance(k) if k > MAX_K => Err(EsError::DistanceTooLarge { k }),
+        Tolerance::Similarity(t) if !(t > 0.0 && t <= 1.0) => Err(EsError::Config(format!(
+            "similarity threshold {t} is out of range: give an estimated Jaccard similarity above 0 and at most 1 (e.g. 0.3)"
+        ))),
+        _ => Ok(()),
     }
-    Ok(())
 }
 
-/// The painless filter: the whole fingerprint from the `long` where a document has it, else
-/// (documents written by the older Java service, which has no `long`) from the four blocks.
-/// `short` block doc values are numbers, `keyword` ones decimal strings.
+/// An error unless the indices hold `method`.
+fn check_method(indices: &IndexList, meta: &IndexMeta, method: Method) -> Result<(), EsError> {
+    if meta.has(method) {
+        return Ok(());
+    }
+    let other = match method {
+        Method::SimHash => Method::MinHash,
+        Method::MinHash => Method::SimHash,
+    };
+    Err(EsError::MetaConflict {
+        index: indices.to_string(),
+        existing: meta.to_string(),
+        wanted: format!("a {method} query"),
+        hint: format!(
+            "query it with --method {other}, or es-init it with --methods simhash,minhash and back-fill it"
+        ),
+    })
+}
+
+/// The SimHash part of a description that holds SimHash (see [`check_method`]).
+fn simhash_meta(meta: &IndexMeta) -> &SimHashMeta {
+    meta.simhash
+        .as_ref()
+        .expect("check_method: SimHash is held")
+}
+
+/// The MinHash part of a description that holds MinHash (see [`check_method`]).
+fn minhash_meta(meta: &IndexMeta) -> &MinHashMeta {
+    meta.minhash
+        .as_ref()
+        .expect("check_method: MinHash is held")
+}
+
+/// What the indices of `GET /{indices}/_mapping` hold in common, which fingerprint fields have
+/// doc values, and the fingerprinter: `given` checked against the description, else built
+/// from it.
+fn describe_mappings(
+    indices: &str,
+    mappings: &Map<String, Value>,
+    legacy_fields: &FieldNames,
+    given: Option<&Fingerprinter>,
+) -> Result<Described, EsError> {
+    let mut per_index = BTreeMap::new();
+    let (mut blocks_dv, mut long_dv, mut signature_dv) = (true, true, true);
+    for (index, m) in mappings {
+        let m = &m["mappings"];
+        let mut meta = IndexMeta::from_mapping(index, m, legacy_fields)?;
+        let props = &m["properties"];
+        // `short` and `keyword` blocks answer the same queries (a number term matches both),
+        // so indices that differ only in block type are queried together.
+        if let Some(s) = &mut meta.simhash {
+            s.block_type = BlockType::Short;
+        }
+        let doc_values = |field: &str| props[field]["doc_values"] != Value::Bool(false);
+        if let Some(s) = &meta.simhash {
+            let names = &s.fields;
+            let missing: Vec<String> = names
+                .blocks
+                .iter()
+                .filter(|b| props[b.as_str()]["type"].as_str().is_none())
+                .cloned()
+                .collect();
+            if !missing.is_empty() {
+                return Err(EsError::NotInitialised {
+                    index: index.clone(),
+                    fields: missing,
+                });
+            }
+            for b in &names.blocks {
+                let ty = props[b.as_str()]["type"].as_str().unwrap_or("object");
+                if !matches!(ty, "short" | "keyword") {
+                    return Err(EsError::MappingConflict {
+                        index: index.clone(),
+                        field: b.clone(),
+                        existing: ty.to_owned(),
+                        wanted: "short".to_owned(),
+                        hint: "the block fields must be `short` or `keyword`: pass the right names with --block-fields, or reindex".to_owned(),
+                    });
+                }
+                blocks_dv &= doc_values(b);
+            }
+            long_dv &= props[names.simhash.as_str()]["type"].as_str() == Some("long")
+                && doc_values(&names.simhash);
+        }
+        if let Some(mh) = &meta.minhash {
+            let names = &mh.fields;
+            let missing: Vec<String> = [&names.bands, &names.signature]
+                .into_iter()
+                .filter(|f| props[f.as_str()]["type"].as_str().is_none())
+                .cloned()
+                .collect();
+            if !missing.is_empty() {
+                return Err(EsError::NotInitialised {
+                    index: index.clone(),
+                    fields: missing,
+                });
+            }
+            signature_dv &= doc_values(&names.signature);
+        }
+        per_index.insert(index.clone(), meta);
+    }
+    let meta = IndexMeta::common(&per_index)?;
+    let fingerprinter = match given {
+        Some(fp) => {
+            meta.check_fingerprinter(indices, fp)?;
+            fp.clone()
+        }
+        None => meta.fingerprinter(indices)?,
+    };
+    Ok(Described {
+        meta,
+        fingerprinter,
+        blocks_doc_values: blocks_dv,
+        long_doc_values: long_dv,
+        signature_doc_values: signature_dv,
+    })
+}
+
+/// The values probed in one 16-bit block field for a SimHash query within `k`: the block
+/// itself for k ≤ [`WHOLE_BLOCK_K`]; for larger k (up to [`MAX_K`]) also its 16 one-bit
+/// flips. Four blocks, total distance ≤ 7: some block differs in at most one bit.
+pub fn block_probes(block: i16, k: u32) -> Vec<i16> {
+    let mut out = vec![block];
+    if k > WHOLE_BLOCK_K {
+        out.extend((0..16).map(|bit| (block as u16 ^ (1u16 << bit)) as i16));
+    }
+    out
+}
+
+/// The fewest agreeing positions of two signatures of length `n` whose estimated similarity
+/// reaches `t`: the rule of [`Sketch::score`] in integers, for the server-side script.
+/// `n + 1` when no number of agreements reaches it.
+pub fn min_agreements(n: usize, t: f64) -> usize {
+    (0..=n)
+        .find(|&a| {
+            Sketch::MinHash(Signature::from_values(vec![0u32; n]))
+                .score(
+                    &Sketch::MinHash(Signature::from_values(
+                        (0..n).map(|i| u32::from(i >= a)).collect::<Vec<u32>>(),
+                    )),
+                    Tolerance::Similarity(t),
+                )
+                .is_some()
+        })
+        .unwrap_or(n + 1)
+}
+
+/// The painless SimHash filter: the whole fingerprint from the `long` where a document has
+/// it, else (documents written by the older Java service, which has no `long`) from the four
+/// blocks. `short` block doc values are numbers, `keyword` ones decimal strings.
 const SCRIPT_LONG_OR_BLOCKS: &str = "long v; \
 if (doc[params.f].size() != 0) { v = doc[params.f].value; } else { \
 v = 0L; for (String b : params.b) { if (doc[b].size() == 0) { return false; } \
@@ -613,22 +848,49 @@ def x = doc[b].value; long l = x instanceof String ? Long.parseLong((String) x) 
 v = (v << 16) | (l & 0xFFFFL); } } \
 return Long.bitCount(v ^ params.q) <= params.k;";
 
-/// The painless filter on the four blocks alone (no `long` doc values in some index).
+/// The painless SimHash filter on the four blocks alone (no `long` doc values in some index).
 const SCRIPT_BLOCKS: &str = "long v = 0L; for (String b : params.b) { \
 if (doc[b].size() == 0) { return false; } \
 def x = doc[b].value; long l = x instanceof String ? Long.parseLong((String) x) : ((Number) x).longValue(); \
 v = (v << 16) | (l & 0xFFFFL); } \
 return Long.bitCount(v ^ params.q) <= params.k;";
 
-/// The painless filter on the `long` alone (blocks without doc values). A document without
-/// the `long` passes, and the client-side check (always applied) decides on its `_source`
-/// blocks.
+/// The painless SimHash filter on the `long` alone (blocks without doc values). A document
+/// without the `long` passes, and the client-side check (always applied) decides on its
+/// `_source` blocks.
 const SCRIPT_LONG: &str =
     "doc[params.f].size() == 0 || Long.bitCount(doc[params.f].value ^ params.q) <= params.k";
 
-fn query_body(
+/// The painless MinHash filter: the `binary` signature doc value holds the signature's
+/// little-endian `u32`s; count those equal to the query's (`params.q`, as signed 32-bit
+/// integers) and keep the document when at least `params.m` agree ([`min_agreements`]).
+/// A signature of another length never matches, as in [`Signature::similarity`].
+const SCRIPT_MINHASH: &str = "if (doc[params.f].size() == 0) { return false; } \
+BytesRef r = doc[params.f].value; List q = params.q; int n = q.size(); \
+if (r.length != 4 * n) { return false; } byte[] x = r.bytes; int a = 0; \
+for (int i = 0; i < n; i++) { int j = r.offset + 4 * i; \
+int b0 = x[j]; int b1 = x[j + 1]; int b2 = x[j + 2]; int b3 = x[j + 3]; \
+int v = (b0 & 255) | ((b1 & 255) << 8) | ((b2 & 255) << 16) | (b3 << 24); \
+if (v == (int) q.get(i)) { a++; } } \
+return a >= params.m;";
+
+/// The candidate query (see the module docs), without paging. `query` and `tolerance` are of
+/// the same method, which the indices hold (checked by the callers).
+fn query_body(d: &Described, filter: FilterMode, query: &Sketch, tolerance: Tolerance) -> Value {
+    match (query, tolerance) {
+        (Sketch::SimHash(fp), Tolerance::Distance(k)) => {
+            simhash_body(&simhash_meta(&d.meta).fields, d, filter, *fp, k)
+        }
+        (Sketch::MinHash(sig), Tolerance::Similarity(t)) => {
+            minhash_body(minhash_meta(&d.meta), d, filter, sig, t)
+        }
+        _ => unreachable!("the callers check that query and tolerance are of one method"),
+    }
+}
+
+fn simhash_body(
     names: &FieldNames,
-    info: &FieldInfo,
+    d: &Described,
     filter: FilterMode,
     fp: SimHash,
     k: u32,
@@ -637,10 +899,16 @@ fn query_body(
         .blocks
         .iter()
         .zip(fp.blocks16())
-        .map(|(f, b)| json!({ "term": { f: b } }))
+        .map(|(f, b)| {
+            if k <= WHOLE_BLOCK_K {
+                json!({ "term": { f: b } })
+            } else {
+                json!({ "terms": { f: block_probes(b, k) } })
+            }
+        })
         .collect();
     let mut filters = vec![json!({ "bool": { "should": should, "minimum_should_match": 1 } })];
-    let script = match (info.long_doc_values, info.blocks_doc_values) {
+    let script = match (d.long_doc_values, d.blocks_doc_values) {
         (true, true) => Some(SCRIPT_LONG_OR_BLOCKS),
         (false, true) => Some(SCRIPT_BLOCKS),
         (true, false) => Some(SCRIPT_LONG),
@@ -655,7 +923,7 @@ fn query_body(
         } } }));
     }
     let mut body = json!({ "query": { "bool": { "filter": filters } } });
-    if info.blocks_doc_values {
+    if d.blocks_doc_values {
         body["_source"] = json!(false);
         body["docvalue_fields"] = json!(&names.blocks);
     } else {
@@ -666,22 +934,110 @@ fn query_body(
     body
 }
 
-/// A hit's fingerprint from its block doc values (or `_source` blocks).
-fn stored_fingerprint(hit: &Value, names: &FieldNames) -> Result<Option<SimHash>, EsError> {
-    let fields = &hit["fields"];
-    let from = if fields.is_object() {
-        names
-            .blocks
-            .iter()
-            .map(|b| fields[b].get(0))
-            .collect::<Vec<_>>()
+fn minhash_body(
+    m: &MinHashMeta,
+    d: &Described,
+    filter: FilterMode,
+    sig: &Signature,
+    t: f64,
+) -> Value {
+    let terms: Vec<String> = sig
+        .band_keys(&m.params)
+        .into_iter()
+        .map(band_term)
+        .collect();
+    let names = &m.fields;
+    let mut filters = vec![json!({ "terms": { &names.bands: terms } })];
+    if filter == FilterMode::Server && d.signature_doc_values {
+        let q: Vec<i32> = sig.values().iter().map(|&v| v as i32).collect();
+        filters.push(json!({ "script": { "script": {
+            "lang": "painless",
+            "source": SCRIPT_MINHASH,
+            "params": { "f": &names.signature, "q": q, "m": min_agreements(sig.len(), t) },
+        } } }));
+    }
+    let mut body = json!({ "query": { "bool": { "filter": filters } } });
+    if d.signature_doc_values {
+        body["_source"] = json!(false);
+        body["docvalue_fields"] = json!([&names.signature]);
     } else {
-        names.blocks.iter().map(|b| hit["_source"].get(b)).collect()
-    };
-    blocks_value(&from).map_err(|detail| EsError::BadDocument {
+        body["_source"] = json!([&names.signature]);
+    }
+    body
+}
+
+/// A hit's sketch of `method`, from its doc values (or `_source`).
+fn hit_sketch(hit: &Value, d: &Described, method: Method) -> Result<Option<Sketch>, EsError> {
+    let bad = |detail: String| EsError::BadDocument {
         id: hit["_id"].as_str().unwrap_or("?").to_owned(),
         reason: format!("in `{}`: {detail}", hit["_index"].as_str().unwrap_or("?")),
-    })
+    };
+    let fields = &hit["fields"];
+    match method {
+        Method::SimHash => {
+            let names = &simhash_meta(&d.meta).fields;
+            let from: Vec<Option<&Value>> = if fields.is_object() {
+                names.blocks.iter().map(|b| fields[b].get(0)).collect()
+            } else {
+                names.blocks.iter().map(|b| hit["_source"].get(b)).collect()
+            };
+            Ok(blocks_value(&from).map_err(bad)?.map(Sketch::SimHash))
+        }
+        Method::MinHash => {
+            let m = minhash_meta(&d.meta);
+            let f = &m.fields.signature;
+            let v = if fields.is_object() {
+                fields[f].get(0)
+            } else {
+                hit["_source"].get(f)
+            };
+            signature_value(v, f, m).map_err(bad)
+        }
+    }
+}
+
+/// A stored sketch of `method` in a `_source`; `None` when there is none of the indices'
+/// version (compute it from the text then).
+fn source_sketch(
+    source: &Value,
+    meta: &IndexMeta,
+    method: Method,
+) -> Result<Option<Sketch>, String> {
+    match method {
+        Method::SimHash => {
+            Ok(source_fingerprint(source, &simhash_meta(meta).fields)?.map(Sketch::SimHash))
+        }
+        Method::MinHash => {
+            let m = minhash_meta(meta);
+            if source.get(&m.fields.version).and_then(Value::as_str) != Some(m.version.as_str()) {
+                return Ok(None);
+            }
+            signature_value(source.get(&m.fields.signature), &m.fields.signature, m)
+        }
+    }
+}
+
+/// A stored signature (base64 text of its little-endian bytes) of the indices' length.
+fn signature_value(
+    v: Option<&Value>,
+    field: &str,
+    m: &MinHashMeta,
+) -> Result<Option<Sketch>, String> {
+    let s = match v {
+        None | Some(Value::Null) => return Ok(None),
+        Some(Value::String(s)) => s,
+        Some(other) => return Err(format!("`{field}` is not a base64 signature: {other}")),
+    };
+    match signature_from_base64(s) {
+        Some(sig) if sig.len() == usize::from(m.params.hashes) => Ok(Some(Sketch::MinHash(sig))),
+        Some(sig) => Err(format!(
+            "`{field}` holds {} values, but the index's signatures have {} ({})",
+            sig.len(),
+            m.params.hashes,
+            m.params
+        )),
+        None => Err(format!("`{field}` is not a base64 signature")),
+    }
 }
 
 /// A stored fingerprint in a `_source`: the `long` if present, else the four blocks.
@@ -727,64 +1083,37 @@ fn int_value(v: &Value) -> Option<i64> {
     }
 }
 
-/// Reads `GET /{indices}/_mapping/field/…`: the blocks must be mapped in every index.
-fn field_info_from_mapping(
-    r: &Value,
-    indices: &str,
-    names: &FieldNames,
-) -> Result<FieldInfo, EsError> {
-    let Some(per_index) = r.as_object().filter(|m| !m.is_empty()) else {
-        return Err(EsError::IndexNotFound {
-            index: indices.to_owned(),
-        });
-    };
-    let mut info = FieldInfo {
-        blocks_doc_values: true,
-        long_doc_values: true,
-    };
-    for (index, m) in per_index {
-        let mapping_of = |f: &str| m["mappings"][f]["mapping"][f].as_object().cloned();
-        let missing: Vec<String> = names
-            .blocks
-            .iter()
-            .filter(|b| mapping_of(b).is_none())
-            .cloned()
-            .collect();
-        if !missing.is_empty() {
-            return Err(EsError::NotInitialised {
-                index: index.clone(),
-                fields: missing,
-            });
-        }
-        for b in &names.blocks {
-            let m = mapping_of(b).expect("checked above");
-            let ty = m.get("type").and_then(Value::as_str).unwrap_or("object");
-            if !matches!(ty, "short" | "keyword") {
-                return Err(EsError::MappingConflict {
-                    index: index.clone(),
-                    field: b.clone(),
-                    existing: ty.to_owned(),
-                    wanted: "short".to_owned(),
-                    hint: "the block fields must be `short` or `keyword`: pass the right names with --block-fields, or reindex".to_owned(),
-                });
-            }
-            if m.get("doc_values") == Some(&Value::Bool(false)) {
-                info.blocks_doc_values = false;
-            }
-        }
-        match mapping_of(&names.simhash) {
-            Some(m)
-                if m.get("type").and_then(Value::as_str) == Some("long")
-                    && m.get("doc_values") != Some(&Value::Bool(false)) => {}
-            _ => info.long_doc_values = false,
-        }
-    }
-    Ok(info)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::es::MinHashFieldNames;
+    use crate::{FingerprintConfig, Profile};
+    use proptest::prelude::*;
+
+    fn both() -> IndexMeta {
+        IndexMeta::new(
+            &FingerprintConfig::default(),
+            Methods::BOTH,
+            BlockType::Short,
+            FieldNames::default(),
+            MinHashFieldNames::default(),
+        )
+    }
+
+    /// `GET _mapping`'s answer for one index holding `meta`'s fields (as es-init maps them).
+    fn mapping_of(meta: &IndexMeta, with_meta: bool) -> Map<String, Value> {
+        let mut m = meta.mapping();
+        if with_meta {
+            m["_meta"] = json!({ meta::META_KEY: meta.to_json() });
+        }
+        let mut out = Map::new();
+        out.insert("idx".into(), json!({ "mappings": m }));
+        out
+    }
+
+    fn described(meta: &IndexMeta) -> Described {
+        describe_mappings("idx", &mapping_of(meta, true), &FieldNames::default(), None).unwrap()
+    }
 
     #[test]
     fn blocks_parse_signed_unsigned_and_keyword_strings() {
@@ -821,14 +1150,32 @@ mod tests {
     }
 
     #[test]
-    fn query_shapes() {
-        let names = FieldNames::default();
+    fn a_stored_signature_counts_only_in_the_indices_version() {
+        let meta = both();
+        let m = meta.minhash.as_ref().unwrap();
+        let sig = Signature::from_values((0..128).collect::<Vec<u32>>());
+        let b64 = meta::signature_base64(&sig);
+        let src = json!({ "minHashSignature": b64, "minHashVersion": m.version });
+        assert_eq!(
+            source_sketch(&src, &meta, Method::MinHash),
+            Ok(Some(Sketch::MinHash(sig.clone())))
+        );
+        let stale = json!({ "minHashSignature": b64, "minHashVersion": "minhash-0" });
+        assert_eq!(source_sketch(&stale, &meta, Method::MinHash), Ok(None));
+        let short = Signature::from_values(vec![1u32, 2]);
+        let src = json!({ "minHashSignature": meta::signature_base64(&short), "minHashVersion": m.version });
+        let e = source_sketch(&src, &meta, Method::MinHash).unwrap_err();
+        assert!(e.contains("2 values") && e.contains("128"), "{e}");
+        let src = json!({ "minHashSignature": 7, "minHashVersion": m.version });
+        assert!(source_sketch(&src, &meta, Method::MinHash).is_err());
+    }
+
+    #[test]
+    fn simhash_query_shapes() {
+        let d = described(&both());
         let fp = SimHash(0x0001_0002_0003_0004);
-        let all = FieldInfo {
-            blocks_doc_values: true,
-            long_doc_values: true,
-        };
-        let b = query_body(&names, &all, FilterMode::Client, fp, 3);
+        let q = Sketch::SimHash(fp);
+        let b = query_body(&d, FilterMode::Client, &q, Tolerance::Distance(3));
         let filters = b["query"]["bool"]["filter"].as_array().unwrap();
         assert_eq!(filters.len(), 1);
         assert_eq!(filters[0]["bool"]["minimum_should_match"], 1);
@@ -839,26 +1186,117 @@ mod tests {
         assert_eq!(b["_source"], false);
         assert_eq!(b["docvalue_fields"][0], "simHashA");
 
-        let b = query_body(&names, &all, FilterMode::Server, fp, 2);
+        let b = query_body(&d, FilterMode::Server, &q, Tolerance::Distance(2));
         let script = &b["query"]["bool"]["filter"][1]["script"]["script"];
         assert_eq!(script["params"]["k"], 2);
         assert_eq!(script["params"]["q"], fp.as_i64());
         assert_eq!(script["source"], SCRIPT_LONG_OR_BLOCKS);
 
-        let java = FieldInfo {
-            blocks_doc_values: false,
-            long_doc_values: false,
-        };
-        let b = query_body(&names, &java, FilterMode::Client, fp, 3);
-        assert_eq!(b["_source"][0], "simHashA");
-        assert!(b.get("docvalue_fields").is_none());
+        // k ≥ 4: each block with its 16 one-bit flips.
+        let b = query_body(&d, FilterMode::Server, &q, Tolerance::Distance(7));
+        let terms = &b["query"]["bool"]["filter"][0]["bool"]["should"][3]["terms"]["simHashD"];
+        let probes: Vec<i64> = terms
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_i64().unwrap())
+            .collect();
+        assert_eq!(probes.len(), 17);
+        assert_eq!(probes[..4], [4, 5, 6, 0]);
+        assert_eq!(probes[16], i64::from(4i16 ^ i16::MIN));
+        assert_eq!(
+            b["query"]["bool"]["filter"][1]["script"]["script"]["params"]["k"],
+            7
+        );
     }
 
     #[test]
-    fn k_above_three_is_refused_with_the_mapping_that_would_allow_it() {
-        let e = check_k(4).unwrap_err().to_string();
-        assert!(e.contains("8 blocks of 8 bits"), "{e}");
-        assert!(check_k(3).is_ok());
+    fn minhash_query_shapes() {
+        let meta = both();
+        let d = described(&meta);
+        let params = meta.minhash.as_ref().unwrap().params;
+        let sig = Signature::from_values(
+            (0..128u32)
+                .map(|i| i.wrapping_mul(0x0300_0001))
+                .collect::<Vec<u32>>(),
+        );
+        let q = Sketch::MinHash(sig.clone());
+        let b = query_body(&d, FilterMode::Client, &q, Tolerance::Similarity(0.3));
+        let filters = b["query"]["bool"]["filter"].as_array().unwrap();
+        assert_eq!(filters.len(), 1);
+        let terms = filters[0]["terms"]["minHashBands"].as_array().unwrap();
+        assert_eq!(terms.len(), 42);
+        assert_eq!(terms[5], json!(band_term(sig.band_key(&params, 5))));
+        assert_eq!(b["docvalue_fields"], json!(["minHashSignature"]));
+        assert_eq!(b["_source"], false);
+
+        let b = query_body(&d, FilterMode::Server, &q, Tolerance::Similarity(0.3));
+        let script = &b["query"]["bool"]["filter"][1]["script"]["script"];
+        assert_eq!(script["source"], SCRIPT_MINHASH);
+        assert_eq!(script["params"]["m"], 39);
+        assert_eq!(
+            script["params"]["q"][127],
+            json!(127u32.wrapping_mul(0x0300_0001) as i32)
+        );
+        assert_eq!(script["params"]["f"], "minHashSignature");
+    }
+
+    #[test]
+    fn min_agreements_is_the_score_rule_in_integers() {
+        for n in [1usize, 4, 100, 128] {
+            for t in [0.01, 0.25, 0.296875, 0.3, 0.5, 0.75, 0.9, 1.0] {
+                let m = min_agreements(n, t);
+                for a in 0..=n {
+                    let s = a as f64 / n as f64;
+                    assert_eq!(
+                        a >= m,
+                        s >= t - crate::method::SIMILARITY_EPSILON,
+                        "n {n} t {t} a {a}"
+                    );
+                }
+            }
+        }
+        // 38/128 = 0.296875 reaches 0.296875 itself, never less.
+        assert_eq!(min_agreements(128, 0.296875), 38);
+        assert_eq!(min_agreements(128, 0.3), 39);
+    }
+
+    proptest! {
+        /// The probe set is complete: any two fingerprints within distance 7 have some block
+        /// pair where one block is among the other's 17 probes (and within 3, an equal block).
+        #[test]
+        fn block_probes_find_every_pair_within_seven(a in any::<u64>(), bits in proptest::collection::btree_set(0u32..64, 0..=7)) {
+            let b = bits.iter().fold(a, |v, i| v ^ (1u64 << i));
+            let (qa, qb) = (SimHash(a), SimHash(b));
+            let k = qa.distance(qb);
+            prop_assert!(k <= MAX_K);
+            let found = qa
+                .blocks16()
+                .iter()
+                .zip(qb.blocks16())
+                .any(|(&x, y)| block_probes(x, MAX_K).contains(&y));
+            prop_assert!(found);
+            if k <= WHOLE_BLOCK_K {
+                let whole = qa
+                    .blocks16()
+                    .iter()
+                    .zip(qb.blocks16())
+                    .any(|(&x, y)| block_probes(x, k) == vec![y]);
+                prop_assert!(whole);
+            }
+        }
+    }
+
+    #[test]
+    fn too_large_k_and_bad_thresholds_are_refused() {
+        let e = check_tolerance(Tolerance::Distance(8))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("k ≤ 7"), "{e}");
+        assert!(check_tolerance(Tolerance::Distance(7)).is_ok());
+        assert!(check_tolerance(Tolerance::Similarity(0.0)).is_err());
+        assert!(check_tolerance(Tolerance::Similarity(1.5)).is_err());
+        assert!(check_tolerance(Tolerance::Similarity(1.0)).is_ok());
     }
 
     #[test]
@@ -888,53 +1326,53 @@ mod tests {
     }
 
     #[test]
-    fn mapping_checks() {
-        let names = FieldNames::default();
-        let field =
-            |t: &str, dv: bool| json!({ "mapping": { "F": { "type": t, "doc_values": dv } } });
-        let mapping = |fields: &[(&str, Value)]| {
-            let mut m = serde_json::Map::new();
-            for (name, v) in fields {
-                let mut v = v.clone();
-                let inner = v["mapping"]["F"].take();
-                v["mapping"] = json!({ *name: inner });
-                m.insert(name.to_string(), v);
-            }
-            json!({ "idx": { "mappings": m } })
-        };
-        let full = mapping(&[
-            ("simHashA", field("short", true)),
-            ("simHashB", field("short", true)),
-            ("simHashC", field("short", true)),
-            ("simHashD", field("short", true)),
-            ("simHash", field("long", true)),
-        ]);
+    fn descriptions_from_mappings() {
+        let meta = both();
+        let d = described(&meta);
+        assert_eq!(d.meta, meta);
+        assert!(d.blocks_doc_values && d.long_doc_values && d.signature_doc_values);
         assert_eq!(
-            field_info_from_mapping(&full, "idx", &names).unwrap(),
-            FieldInfo {
-                blocks_doc_values: true,
-                long_doc_values: true
-            }
+            d.fingerprinter.version(),
+            meta.version(Method::SimHash).unwrap()
         );
-        let java = mapping(&[
-            ("simHashA", field("short", false)),
-            ("simHashB", field("short", true)),
-            ("simHashC", field("short", true)),
-            ("simHashD", field("short", true)),
-        ]);
+
+        // A given fingerprinter of another profile is refused, naming both versions.
+        let other = Fingerprinter::for_profile(Profile::Seed000);
+        let e = describe_mappings(
+            "idx",
+            &mapping_of(&meta, true),
+            &FieldNames::default(),
+            Some(&other),
+        )
+        .unwrap_err();
+        assert!(matches!(e, EsError::VersionMismatch { .. }), "{e}");
+
+        // The Java layout: no _meta, blocks without doc values, no long: seed000.
+        let short = json!({"type": "short", "doc_values": false});
+        let mut java = Map::new();
+        java.insert(
+            "old".into(),
+            json!({ "mappings": { "properties": {
+                "simHashA": short, "simHashB": short, "simHashC": short, "simHashD": short } } }),
+        );
+        let d = describe_mappings("old", &java, &FieldNames::default(), None).unwrap();
+        assert!(!d.blocks_doc_values && !d.long_doc_values);
+        assert_eq!(d.meta.default_method(), Method::SimHash);
         assert_eq!(
-            field_info_from_mapping(&java, "idx", &names).unwrap(),
-            FieldInfo {
-                blocks_doc_values: false,
-                long_doc_values: false
-            }
+            d.fingerprinter.version(),
+            Fingerprinter::for_profile(Profile::Seed000).version()
         );
-        let partial = mapping(&[("simHashA", field("short", true))]);
-        let e = field_info_from_mapping(&partial, "idx", &names).unwrap_err();
+        let e = check_method(&IndexList::from("old"), &d.meta, Method::MinHash).unwrap_err();
+        assert!(e.to_string().contains("--method simhash"), "{e}");
+
+        let mut bare = Map::new();
+        bare.insert("bare".into(), json!({ "mappings": { "properties": {} } }));
+        let e = describe_mappings("bare", &bare, &FieldNames::default(), None).unwrap_err();
         assert!(e.to_string().contains("es-init"), "{e}");
-        assert!(matches!(
-            field_info_from_mapping(&json!({}), "nope*", &names),
-            Err(EsError::IndexNotFound { .. })
-        ));
+
+        let mut long_blocks = java.clone();
+        long_blocks["old"]["mappings"]["properties"]["simHashA"] = json!({"type": "long"});
+        let e = describe_mappings("old", &long_blocks, &FieldNames::default(), None).unwrap_err();
+        assert!(matches!(e, EsError::MappingConflict { .. }), "{e}");
     }
 }

@@ -12,9 +12,11 @@
 //! Too-short texts are written with the current version, `simHashReason: "too_short"` and
 //! `null` blocks, so the first rule skips them until their text changes.
 //!
-//! Documents are read with a scroll (sorted by `_doc`, the cheapest order; point-in-time is
-//! x-pack and absent from the 7.10 test node), fingerprinted on all cores, and written back in
-//! bulk, each update guarded by the `_seq_no`/`_primary_term` the text was read with.
+//! Documents are read through the one paging layer ([`Scanner`]: a point in time where the
+//! cluster has one, else a scroll, in index order), fingerprinted on all cores, and written
+//! back in bulk, each update guarded by the `_seq_no`/`_primary_term` the text was read with.
+//! A pass that loses its read ([`EsError::ContextLost`]) fails; the next pass finds what it
+//! did not write, as the query is the checkpoint.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -23,6 +25,7 @@ use elasticsearch::http::Method;
 use rayon::prelude::*;
 use serde_json::{json, Value};
 
+use super::scan::{Paging, ScanOptions, Scanner};
 use super::write::{fingerprint_source, BulkReport, EsIndexer, FingerprintUpdate};
 use super::{path_segment, request, Body, EsError, FieldNames};
 
@@ -33,9 +36,9 @@ pub struct WorkerConfig {
     pub text_fields: Vec<String>,
     /// A date or number field the article service bumps on every change (e.g. `updated_at`).
     pub changed_field: Option<String>,
-    /// Documents per scroll page and bulk request.
+    /// Documents per page read and bulk request.
     pub batch_size: usize,
-    /// How long Elasticsearch keeps the scroll between two pages.
+    /// How long Elasticsearch keeps the point in time or scroll between two pages.
     pub scroll_keep_alive: Duration,
     /// For a date `changed_field`: documents changed up to this long before the watermark are
     /// looked at again (refresh delay, clock skew between writers).
@@ -83,6 +86,8 @@ pub struct PassReport {
 #[derive(Debug)]
 pub struct Worker {
     indexer: EsIndexer,
+    /// Reads the stale documents; remembers the paging detected in the first pass.
+    scanner: Scanner,
     config: WorkerConfig,
     watermark: Option<Watermark>,
     changed_is_date: Option<bool>,
@@ -93,6 +98,7 @@ impl Worker {
     /// policy). Call [`Worker::check`] before the first pass.
     pub fn new(indexer: EsIndexer, config: WorkerConfig) -> Worker {
         Worker {
+            scanner: Scanner::new(indexer.client().clone(), indexer.retry().clone()),
             indexer,
             config,
             watermark: None,
@@ -167,32 +173,26 @@ impl Worker {
             None => None,
         };
         let mut report = PassReport::default();
-        let client = self.indexer.client().clone();
-        let retry = super::RetryPolicy::default();
         let index = self.indexer.index().to_owned();
-        let keep_alive = format!("{}s", self.config.scroll_keep_alive.as_secs().max(1));
         let body = json!({
-            "size": self.config.batch_size.max(1),
             "query": self.stale_query(),
-            "sort": ["_doc"],
             "_source": self.config.text_fields,
             "seq_no_primary_term": true,
             "track_total_hits": true,
         });
-        let mut page = request(
-            &client,
-            &retry,
-            &format!("index `{index}`: search for stale fingerprints"),
-            Method::Post,
-            &format!("/{}/_search", path_segment(&index)),
-            &[("scroll", &keep_alive)],
-            Some(&Body::Json(body)),
-        )
-        .await?;
-        report.stale = page["hits"]["total"]["value"].as_u64().unwrap_or(0);
-        let mut scroll_id = page["_scroll_id"].as_str().map(str::to_owned);
+        let options = ScanOptions {
+            page_size: self.config.batch_size.max(1),
+            keep_alive: self.config.scroll_keep_alive,
+            single_request_first: false,
+            paging: Paging::Auto,
+        };
+        let mut cursor = self.scanner.cursor(&index, body, &options);
         let result = loop {
-            let hits = page["hits"]["hits"].as_array().cloned().unwrap_or_default();
+            let hits = match cursor.next_page().await {
+                Ok(hits) => hits,
+                Err(e) => break Err(e),
+            };
+            report.stale = cursor.total().unwrap_or(0);
             if hits.is_empty() {
                 break Ok(());
             }
@@ -209,36 +209,8 @@ impl Worker {
                 report.interrupted = true;
                 break Ok(());
             }
-            let Some(id) = &scroll_id else { break Ok(()) };
-            page = match request(
-                &client,
-                &retry,
-                &format!("index `{index}`: next scroll page"),
-                Method::Post,
-                "/_search/scroll",
-                &[],
-                Some(&Body::Json(
-                    json!({ "scroll": keep_alive, "scroll_id": id }),
-                )),
-            )
-            .await
-            {
-                Ok(p) => p,
-                Err(e) => break Err(e),
-            };
-            scroll_id = page["_scroll_id"].as_str().map(str::to_owned).or(scroll_id);
         };
-        if let Some(id) = scroll_id {
-            // Frees the search context now rather than at keep-alive; failure is harmless.
-            let _ = super::send(
-                &client,
-                Method::Delete,
-                "/_search/scroll",
-                &[],
-                Some(&Body::Json(json!({ "scroll_id": [id] }))),
-            )
-            .await;
-        }
+        cursor.close().await;
         result?;
         if !report.interrupted && next_watermark.is_some() {
             self.watermark = next_watermark;

@@ -123,27 +123,56 @@ pub struct OpenOptions {
     pub wait: Duration,
 }
 
-/// One result of a query: `{"id", "distance"}` or `{"id", "similarity"}`.
+/// One result of a query, from a store or from Elasticsearch: `{"id", "distance"}` or
+/// `{"id", "similarity"}`, with `"index"` (the concrete index that holds it) on Elasticsearch.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Match {
     pub id: String,
+    /// The concrete Elasticsearch index holding the document (not the alias or pattern
+    /// queried); `None` in a store.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub index: Option<String>,
     #[serde(flatten)]
     pub score: Score,
 }
 
 impl Match {
+    /// A match in a store (no index).
+    pub fn new(id: impl Into<String>, score: Score) -> Match {
+        Match {
+            id: id.into(),
+            index: None,
+            score,
+        }
+    }
+
+    /// A match in the Elasticsearch index `index`.
+    pub fn in_index(id: impl Into<String>, index: impl Into<String>, score: Score) -> Match {
+        Match {
+            id: id.into(),
+            index: Some(index.into()),
+            score,
+        }
+    }
+
     /// SimHash matches: the Hamming distance.
     pub fn distance(&self) -> Option<u32> {
         self.score.distance()
     }
+
+    /// MinHash matches: the estimated Jaccard similarity.
+    pub fn similarity(&self) -> Option<f64> {
+        self.score.similarity()
+    }
 }
 
-/// Sorts matches nearest first, ties by id.
+/// Sorts matches nearest first, ties by id, then index.
 pub fn sort_matches(m: &mut [Match]) {
     m.sort_unstable_by(|a, b| {
         a.score
             .nearest_first(&b.score)
             .then_with(|| a.id.cmp(&b.id))
+            .then_with(|| a.index.cmp(&b.index))
     });
 }
 
@@ -1140,10 +1169,7 @@ where
         }
         let other = Sketch::MinHash(decode_signature(bytes, params, id, path)?);
         if let Some(score) = query.score(&other, tolerance) {
-            out.push(Match {
-                id: id.to_owned(),
-                score,
-            });
+            out.push(Match::new(id, score));
         }
         Ok(())
     };
@@ -1249,10 +1275,7 @@ where
             let d = hamming(v.value(), fp.0);
             let id = id.value();
             if d <= k && exclude != Some(id) {
-                out.push(Match {
-                    id: id.to_owned(),
-                    score: Score::Distance(d),
-                });
+                out.push(Match::new(id, Score::Distance(d)));
             }
         }
     } else {
@@ -1270,10 +1293,7 @@ where
                     if (0..i).any(|j| hamming(layout.block(c, j), q[j]) <= r) {
                         continue;
                     }
-                    out.push(Match {
-                        id: id.to_owned(),
-                        score: Score::Distance(d),
-                    });
+                    out.push(Match::new(id, Score::Distance(d)));
                 }
                 Ok::<(), redb::StorageError>(())
             })?;

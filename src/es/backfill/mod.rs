@@ -59,7 +59,9 @@ use tokio::task::JoinSet;
 
 use self::control::{Aimd, Pace};
 use self::journal::{Entry, JobKey, Journal, Replayed, StateLock};
-pub use self::walk::{Hit, Paging, WalkError, WalkSpec, Walker};
+pub use self::walk::{Hit, WalkError, WalkSpec, Walker};
+pub use super::scan::Paging;
+use super::scan::Scanner;
 use super::write::fingerprint_source;
 use super::{
     path_segment, request, verify_index, Body, EsError, EsIndexer, FieldNames, FingerprintUpdate,
@@ -184,8 +186,8 @@ pub struct BackfillConfig {
     pub catch_up_rounds: usize,
     /// Scroll or PIT keep-alive between two pages.
     pub keep_alive: Duration,
-    /// Force a paging method instead of detecting it.
-    pub paging: Option<Paging>,
+    /// How pages are read ([`Paging::Auto`]: detected once per job).
+    pub paging: Paging,
     pub retry: RetryPolicy,
 }
 
@@ -208,7 +210,7 @@ impl BackfillConfig {
             restart: false,
             catch_up_rounds: 3,
             keep_alive: Duration::from_secs(300),
-            paging: None,
+            paging: Paging::Auto,
             // Patient enough to ride out a node restart (about four minutes).
             retry: RetryPolicy {
                 max_retries: 14,
@@ -624,10 +626,8 @@ impl Backfill {
         for index in &indices {
             verify_index(&self.client, retry, index, &cfg.names).await?;
         }
-        let paging = match cfg.paging {
-            Some(p) => p,
-            None => Paging::detect(&self.client, retry, &indices[0]).await?,
-        };
+        let scanner = Scanner::new(self.client.clone(), retry.clone());
+        let paging = scanner.detect(cfg.paging, &indices[0]).await?;
 
         let key = JobKey {
             pattern: cfg.pattern.clone(),
@@ -715,7 +715,10 @@ impl Backfill {
             let mut catch_up = 0;
             let mut lost = 0;
             loop {
-                match self.round(&run, &segments, paging, &pace, stop).await? {
+                match self
+                    .round(&run, &segments, &scanner, paging, &pace, stop)
+                    .await?
+                {
                     RoundEnd::Interrupted => {
                         interrupted = true;
                         break;
@@ -991,6 +994,7 @@ impl Backfill {
         &self,
         run: &Arc<IndexRun>,
         segments: &[(Option<String>, Value)],
+        scanner: &Scanner,
         paging: Paging,
         pace: &Arc<Pace>,
         stop: &AtomicBool,
@@ -999,8 +1003,7 @@ impl Backfill {
         let (tx, mut rx) = tokio::sync::mpsc::channel::<Result<Vec<Hit>, WalkError>>(2);
         let reader_stop = Arc::new(AtomicBool::new(false));
         let reader = {
-            let client = self.client.clone();
-            let retry = cfg.retry.clone();
+            let scanner = scanner.clone();
             let segments = segments.to_vec();
             let index = run.index.clone();
             let fields = cfg.text_fields.clone();
@@ -1022,13 +1025,7 @@ impl Backfill {
                         preference,
                         keep_alive,
                     };
-                    let mut walker = match Walker::open(&client, &retry, paging, spec).await {
-                        Ok(w) => w,
-                        Err(e) => {
-                            let _ = tx.send(Err(e)).await;
-                            return;
-                        }
-                    };
+                    let mut walker = Walker::open(&scanner, paging, spec);
                     loop {
                         if reader_stop.load(Ordering::SeqCst) {
                             walker.close().await;
@@ -1043,6 +1040,7 @@ impl Backfill {
                                 }
                             }
                             Err(e) => {
+                                walker.close().await;
                                 let _ = tx.send(Err(e)).await;
                                 return;
                             }
