@@ -1,11 +1,12 @@
 //! `neardup bench es-recall`: held-out labelled pairs through Elasticsearch.
 //!
 //! Every distinct article of a pairs file (`neardup eval --generate`) is written into a fresh
-//! index by the real writer (`EsIndexer::index_article`, as `neardup index --es` does); then
-//! `Similar::by_id` (the library call behind `neardup similar --id`) looks up each pair's
-//! first article, and the pair counts as found when its second article is among the
-//! matches. Found/not found is scored against the labels: recall, precision, and a table per
-//! pair group.
+//! index holding both methods, by the real writer (`EsIndexer::index_article`, the article
+//! with its fingerprint fields in one request); then `Similar::by_id` (the library call
+//! behind `neardup similar --id`) looks up each pair's first article with the method the
+//! index holds (MinHash; `--method simhash`/`-k` for SimHash), and the pair counts as found
+//! when its second article is among the matches. Found/not found is scored against the
+//! labels: recall, precision, and a table per pair group.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::BufReader;
@@ -15,17 +16,19 @@ use std::time::Instant;
 
 use anyhow::Context;
 use elasticsearch::http::Method as Http;
+use neardup::es::meta::minhash_fields_json;
 use neardup::es::{
     self, BlockType, EsIndexer, FieldNames, FilterMode, IndexMeta, MinHashFieldNames, RetryPolicy,
     Similar, SimilarOptions,
 };
 use neardup::eval::{read_pairs, Confusion, LabelledPair};
-use neardup::{Method, Methods};
+use neardup::input::field_texts;
+use neardup::Methods;
 use rayon::prelude::*;
 use serde_json::Value;
 use tokio::task::JoinSet;
 
-use super::common::{self, CmdResult, ProfileArgs, Status};
+use super::common::{self, CmdResult, MethodArgs, ProfileArgs, Searched, Status};
 use super::es_args::{self, EsArgs};
 
 #[derive(clap::Args, Debug)]
@@ -41,10 +44,9 @@ pub struct EsRecallBench {
     /// The index to fill: deleted first when it exists, and afterwards unless --keep.
     #[arg(long, default_value = "neardup-bench-recall")]
     index: String,
-    /// SimHash: largest distance k counted as a near duplicate.
-    #[arg(short = 'k', long = "max-distance", default_value_t = 3)]
-    k: u32,
-    /// Where the exact SimHash distance is checked (`server` or `client`).
+    #[command(flatten)]
+    method: MethodArgs,
+    /// Where the exact rule is checked (`server` or `client`).
     #[arg(long, default_value = "server")]
     filter: FilterMode,
     /// Requests in flight while writing and looking up.
@@ -103,23 +105,38 @@ pub fn run(args: EsRecallBench) -> CmdResult {
     let (docs, ids) = documents(&pairs);
     let fp = args.profile.fingerprinter();
     let text_fields = SimilarOptions::default().text_fields;
-    let outcomes = docs
+    let meta = IndexMeta::new(
+        fp.config(),
+        Methods::BOTH,
+        BlockType::Short,
+        FieldNames::default(),
+        MinHashFieldNames::default(),
+    );
+    let method = args.method.for_index(meta.default_method())?;
+    let tolerance = args.method.tolerance(method, Searched::Elasticsearch)?;
+    let minhash = meta.minhash.as_ref().expect("both methods");
+    // Each article with its MinHash fields, and its SimHash outcome for the writer, which
+    // adds the SimHash fields itself.
+    let prepared = docs
         .par_iter()
         .map(|(id, doc)| {
-            neardup::es::fingerprint_source(&fp, doc, &text_fields)
-                .with_context(|| format!("{path}: article {id}"))
+            let texts =
+                field_texts(doc, &text_fields).with_context(|| format!("{path}: article {id}"))?;
+            let sketches = fp.sketch_fields(Methods::BOTH, &texts);
+            let mut article = doc.as_object().cloned().unwrap_or_default();
+            article.extend(minhash_fields_json(
+                &minhash.fields,
+                &minhash.params,
+                sketches.minhash.as_ref().expect("asked for"),
+                fp.minhash_version(),
+            ));
+            let outcome = sketches.simhash.expect("asked for");
+            anyhow::Ok((Value::Object(article), outcome))
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
 
     let (config, client) = args.es.client()?;
     let retry = RetryPolicy::default();
-    let meta = IndexMeta::new(
-        fp.config(),
-        Methods::only(Method::SimHash),
-        BlockType::Short,
-        FieldNames::default(),
-        MinHashFieldNames::default(),
-    );
     es_args::runtime()?.block_on(async {
         let version = es::server_version(&client, &retry).await?;
         let index = &args.index;
@@ -129,7 +146,7 @@ pub fn run(args: EsRecallBench) -> CmdResult {
         let started = Instant::now();
         let indexer = Arc::new(EsIndexer::new(client.clone(), index.clone(), fp.clone()).with_retry(retry.clone()));
         let mut writes = JoinSet::new();
-        for ((id, doc), outcome) in docs.into_iter().zip(outcomes) {
+        for ((id, _), (doc, outcome)) in docs.into_iter().zip(prepared) {
             if writes.len() >= args.concurrency {
                 writes.join_next().await.expect("a write in flight")??;
             }
@@ -157,9 +174,8 @@ pub fn run(args: EsRecallBench) -> CmdResult {
             }
             let similar = similar.clone();
             let index = index.clone();
-            let k = args.k;
             lookups.spawn(async move {
-                let s = similar.by_id(index.as_str(), &a, k).await?;
+                let s = similar.by_id(index.as_str(), &a, tolerance).await?;
                 anyhow::Ok((i, s.matches.iter().any(|m| m.id == b)))
             });
         }
@@ -171,7 +187,7 @@ pub fn run(args: EsRecallBench) -> CmdResult {
 
         let all = Confusion::count(&pairs, &found, |_| true);
         println!(
-            "Elasticsearch {version} at {}; {} pairs of {path} ({} positive, {} negative); {} distinct articles written by EsIndexer::index_article in {:.1} s; {} lookups (Similar::by_id, SimHash k = {}, {} filter) in {:.1} s",
+            "Elasticsearch {version} at {}; {} pairs of {path} ({} positive, {} negative); {} distinct articles written by EsIndexer::index_article in {:.1} s; {} lookups (Similar::by_id, {method} {tolerance}, {} filter) in {:.1} s",
             config.display_urls(),
             pairs.len(),
             all.positives(),
@@ -179,7 +195,6 @@ pub fn run(args: EsRecallBench) -> CmdResult {
             distinct_ids(&ids),
             written.as_secs_f64(),
             pairs.len(),
-            args.k,
             args.filter,
             looked_up.as_secs_f64(),
         );

@@ -26,7 +26,7 @@ use neardup::es::{
 };
 use neardup::eval::generate::Article;
 use neardup::eval::synth::Synthesizer;
-use neardup::{Fingerprinter, Method, Methods};
+use neardup::{Fingerprinter, Method, Methods, Tolerance};
 use rayon::prelude::*;
 use serde_json::{json, Value};
 
@@ -53,14 +53,18 @@ pub struct EsSimilarBench {
     queries: usize,
     #[arg(long, default_value_t = 200)]
     warmup: usize,
-    /// SimHash distances k to look up with (comma-separated).
+    /// SimHash distances k to look up with (comma-separated, at most 7).
     #[arg(
         short = 'k',
         long = "max-distance",
         value_delimiter = ',',
-        default_value = "3"
+        default_value = "3,7"
     )]
     k: Vec<u32>,
+    /// MinHash: smallest estimated Jaccard similarity looked up in the index holding both
+    /// methods.
+    #[arg(long, default_value_t = neardup::minhash::DEFAULT_THRESHOLD, value_name = "T")]
+    threshold: f64,
     /// Use the indices of a previous run (`--keep`) when they hold --docs documents made by
     /// this fingerprinter, instead of loading them again.
     #[arg(long)]
@@ -181,7 +185,12 @@ pub fn run(args: EsSimilarBench) -> CmdResult {
 
         let mut configs = Vec::new();
         for t in &targets {
-            for &k in &args.k {
+            let mut tolerances: Vec<Tolerance> =
+                args.k.iter().map(|&k| Tolerance::Distance(k)).collect();
+            if t.meta.minhash.is_some() {
+                tolerances.insert(0, Tolerance::Similarity(args.threshold));
+            }
+            for &tolerance in &tolerances {
                 for filter in [FilterMode::Client, FilterMode::Server] {
                     let options = SimilarOptions {
                         filter,
@@ -195,8 +204,7 @@ pub fn run(args: EsSimilarBench) -> CmdResult {
                     );
                     configs.push(Config {
                         index: &t.index,
-                        label: format!("SimHash k = {k}"),
-                        k,
+                        tolerance,
                         filter,
                         similar,
                     });
@@ -218,7 +226,10 @@ pub fn run(args: EsSimilarBench) -> CmdResult {
                 let c = (c + n) % configs.len();
                 let config = &configs[c];
                 let t = Instant::now();
-                let found = config.similar.by_id(config.index, id, config.k).await?;
+                let found = config
+                    .similar
+                    .by_id(config.index, id, config.tolerance)
+                    .await?;
                 let elapsed = t.elapsed();
                 if n >= args.warmup {
                     results[c].push(Lookup {
@@ -236,8 +247,12 @@ pub fn run(args: EsSimilarBench) -> CmdResult {
             // Both filters see the same candidates; the client filter fetches all of them.
             let candidates_of = configs
                 .iter()
-                .position(|o| o.index == config.index && o.k == config.k && o.filter == FilterMode::Client)
-                .expect("a client-filter configuration per index and k");
+                .position(|o| {
+                    o.index == config.index
+                        && o.tolerance == config.tolerance
+                        && o.filter == FilterMode::Client
+                })
+                .expect("a client-filter configuration per index and tolerance");
             let mut candidates: Vec<u64> =
                 results[candidates_of].iter().map(|l| l.transferred).collect();
             candidates.sort_unstable();
@@ -249,7 +264,10 @@ pub fn run(args: EsSimilarBench) -> CmdResult {
             println!(
                 "| {} | {} | {} | {:.2} | {:.2} | {:.0} | {} | {} | {:.1} | {:.1} | {:.2} |",
                 config.index,
-                config.label,
+                match config.tolerance {
+                    Tolerance::Distance(k) => format!("SimHash k = {k}"),
+                    Tolerance::Similarity(t) => format!("MinHash t = {t}"),
+                },
                 config.filter,
                 percentile(&lat, 0.5).as_secs_f64() * 1e3,
                 percentile(&lat, 0.99).as_secs_f64() * 1e3,
@@ -273,8 +291,7 @@ pub fn run(args: EsSimilarBench) -> CmdResult {
 /// One way of looking up, timed against the others.
 struct Config<'a> {
     index: &'a str,
-    label: String,
-    k: u32,
+    tolerance: Tolerance,
     filter: FilterMode,
     similar: Similar,
 }
