@@ -119,18 +119,32 @@ fn es_similar_loads_corpus_then_synthetic_documents_into_both_indices() {
         bytes(&both) > bytes(&simhash),
         "MinHash fields cost space: {out}"
     );
-    for filter in ["client", "server"] {
-        let line = out
-            .lines()
-            .find(|l| l.starts_with(&format!("| SimHash k = 3 | {filter} |")))
-            .unwrap_or_else(|| panic!("no {filter} row:\n{out}"));
-        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
-        let median_candidates: u64 = cells[6].parse().unwrap();
-        assert!(
-            median_candidates >= 1,
-            "the query document is a candidate: {line}"
-        );
+    let lookups = [
+        ("both", "MinHash t = 0.3"),
+        ("both", "SimHash k = 3"),
+        ("both", "SimHash k = 7"),
+        ("simhash", "SimHash k = 3"),
+        ("simhash", "SimHash k = 7"),
+    ];
+    for (suffix, query) in lookups {
+        for filter in ["client", "server"] {
+            let start = format!("| {prefix}-{suffix} | {query} | {filter} |");
+            let line = out
+                .lines()
+                .find(|l| l.starts_with(&start))
+                .unwrap_or_else(|| panic!("no row {start}:\n{out}"));
+            let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+            let median_candidates: u64 = cells[7].parse().unwrap();
+            assert!(
+                median_candidates >= 1,
+                "the query document is a candidate: {line}"
+            );
+        }
     }
+    assert!(
+        !out.contains(&format!("| {prefix}-simhash | MinHash")),
+        "no MinHash lookup in the SimHash-only index: {out}"
+    );
     // Without --keep both indices are gone afterwards.
     tokio::runtime::Runtime::new().unwrap().block_on(async {
         let client = common::es::client().await;
