@@ -21,8 +21,13 @@ pub enum Bench {
     Allpairs(super::bench_index::AllPairsBench),
     /// Latency of `similar` queries on a store (median, p99).
     Similar(super::bench_index::SimilarBench),
-    /// `similar --id` latency on Elasticsearch: client vs server filter, `short` vs `keyword`.
+    /// `similar --id` latency (client vs server filter) and index size per document with and
+    /// without MinHash, on Elasticsearch, over the corpus plus synthetic articles made of its
+    /// sentences (1M documents by default).
     EsSimilar(super::bench_es_similar::EsSimilarBench),
+    /// Recall and precision of `similar --id` on Elasticsearch over labelled pairs
+    /// (`neardup eval --generate`) written into a fresh index by the real writer.
+    EsRecall(super::bench_es_recall::EsRecallBench),
     /// Back-fill throughput next to the raw rate of the same bulk updates (docs/s, medians).
     Backfill(super::bench_backfill::BackfillBench),
     /// Fuzz the JSON Lines reader, HTML extraction and the text pipeline for a fixed budget;
@@ -55,6 +60,7 @@ pub fn run(b: Bench) -> CmdResult {
         Bench::Allpairs(args) => super::bench_index::allpairs(args),
         Bench::Similar(args) => super::bench_index::similar(args),
         Bench::EsSimilar(args) => super::bench_es_similar::run(args),
+        Bench::EsRecall(args) => super::bench_es_recall::run(args),
         Bench::Backfill(args) => super::bench_backfill::run(args),
         Bench::Fuzz(args) => super::bench_fuzz::run(args),
     }

@@ -90,7 +90,7 @@ pub fn run(args: EsTermsBench) -> CmdResult {
         let mut indices = Vec::new();
         for bt in BlockType::ALL {
             let index = format!("neardup-bench-{bt}");
-            load(&client, &retry, &index, bt, &names, &fps, false).await?;
+            load(&client, &retry, &index, bt, &names, &fps).await?;
             indices.push((bt, index));
         }
         let shapes = ["one block term", "four-block bool should"];
@@ -136,7 +136,7 @@ pub fn run(args: EsTermsBench) -> CmdResult {
 }
 
 /// Fingerprints of up to `docs` articles of `input` (none without it).
-pub(super) fn real_fingerprints(
+fn real_fingerprints(
     input: Option<&str>,
     docs: usize,
     profile: &ProfileArgs,
@@ -166,15 +166,14 @@ pub(super) fn real_fingerprints(
 }
 
 /// Loads `fps` into a fresh `index` (1 shard, 0 replicas), refreshes and force-merges it to
-/// one segment. With `ids`, document `n` gets the id `n`; else Elasticsearch chooses.
-pub(super) async fn load(
+/// one segment.
+async fn load(
     client: &Elasticsearch,
     retry: &RetryPolicy,
     index: &str,
     bt: BlockType,
     names: &FieldNames,
     fps: &[SimHash],
-    ids: bool,
 ) -> anyhow::Result<()> {
     let _ = es::send(client, Method::Delete, &format!("/{index}"), &[], None).await?;
     let body = json!({
@@ -192,18 +191,11 @@ pub(super) async fn load(
     )
     .await?;
     let started = Instant::now();
-    for (chunk_no, chunk) in fps.chunks(5_000).enumerate() {
+    for chunk in fps.chunks(5_000) {
         let mut nd = String::with_capacity(chunk.len() * 140);
-        for (i, f) in chunk.iter().enumerate() {
+        for f in chunk {
             let [a, b, c, d] = f.blocks16();
-            if ids {
-                nd.push_str(&format!(
-                    "{{\"index\":{{\"_id\":\"{}\"}}}}\n",
-                    chunk_no * 5_000 + i
-                ));
-            } else {
-                nd.push_str("{\"index\":{}}\n");
-            }
+            nd.push_str("{\"index\":{}}\n");
             nd.push_str(
                 &json!({ &names.blocks[0]: a, &names.blocks[1]: b, &names.blocks[2]: c, &names.blocks[3]: d, &names.simhash: f.as_i64() })
                     .to_string(),

@@ -1,18 +1,36 @@
-//! `neardup bench es-similar`: `similar --id` latency on a large index, for the client- and
-//! server-side filters and `short` vs `keyword` blocks.
+//! `neardup bench es-similar`: `similar --id` on a large index of documents that look like
+//! the corpus, and what MinHash costs in index size.
 //!
-//! Loads the fingerprints (real articles' first, random ones up to `--docs`; only the
-//! fingerprint fields and an id) into one fresh index per block type, then runs the same
-//! `Similar::by_id` lookups (the library call `neardup similar --id` makes) against every
-//! configuration, interleaved so that load from the rest of the machine hits all alike.
+//! The documents are the corpus articles first (with their real reposts), then synthetic
+//! ones up to `--docs`, made by [`Synthesizer`] from the corpus's real sentences, titles and
+//! opening/closing lines (sources, editor lines, boilerplate), so that their fingerprints are
+//! as skewed as real ones. Each is fingerprinted with both methods in one pass (rayon) and
+//! written, fingerprint fields and id only, into two fresh indices made by `es::init_index`:
+//! one holding both methods and one holding SimHash only (the size per document, and what the
+//! MinHash fields cost a SimHash lookup). Both get 1 shard and 0 replicas and are force-merged to one segment.
+//!
+//! Then the same `Similar::by_id` lookups (the library call behind `neardup similar --id`)
+//! for random ids run against every configuration in turn, interleaved so that load from the
+//! rest of the machine hits all alike.
 
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use elasticsearch::http::Method;
-use neardup::es::{self, BlockType, FieldNames, FilterMode, RetryPolicy, Similar, SimilarOptions};
-use neardup::SimHash;
+use anyhow::Context;
+use elasticsearch::http::Method as Http;
+use elasticsearch::Elasticsearch;
+use neardup::es::meta::minhash_fields_json;
+use neardup::es::{
+    self, BlockType, Body, FieldNames, FilterMode, IndexMeta, MinHashFieldNames, RetryPolicy,
+    Similar, SimilarOptions,
+};
+use neardup::eval::generate::Article;
+use neardup::eval::synth::Synthesizer;
+use neardup::{Fingerprinter, Method, Methods, Tolerance};
+use rayon::prelude::*;
+use serde_json::{json, Value};
 
-use super::bench_es::{load, real_fingerprints, Rng};
+use super::bench_es::Rng;
 use super::common::{self, CmdResult, ProfileArgs, Status};
 use super::es_args::{self, EsArgs};
 
@@ -20,33 +38,76 @@ use super::es_args::{self, EsArgs};
 pub struct EsSimilarBench {
     #[command(flatten)]
     es: EsArgs,
-    /// Real articles whose fingerprints are loaded first (e.g. ../shared/data/zh_articles.jsonl.gz);
-    /// the rest of --docs are random fingerprints.
+    /// The corpus (e.g. ../shared/data/zh_articles.jsonl.gz): its articles are loaded first,
+    /// and the synthetic ones are made of its sentences.
     #[arg(long, short)]
-    input: Option<String>,
+    input: String,
     /// Documents per index.
     #[arg(long, default_value_t = 1_000_000)]
     docs: usize,
+    /// Seed of the synthetic articles: the same seed and corpus give the same documents.
+    #[arg(long, default_value_t = 20240601)]
+    seed: u64,
     /// Timed lookups per configuration (after --warmup untimed ones).
     #[arg(long, default_value_t = 2_000)]
     queries: usize,
     #[arg(long, default_value_t = 200)]
     warmup: usize,
-    /// Largest distance looked for.
-    #[arg(short = 'k', long = "max-distance", default_value_t = 3)]
-    k: u32,
-    /// Block types to compare (comma-separated).
-    #[arg(long, value_delimiter = ',', default_value = "short,keyword")]
-    block_types: Vec<BlockType>,
-    /// Use the indices of a previous run (`--keep`) when they hold --docs documents, instead
-    /// of loading them again.
+    /// SimHash distances k to look up with (comma-separated, at most 7).
+    #[arg(
+        short = 'k',
+        long = "max-distance",
+        value_delimiter = ',',
+        default_value = "3,7"
+    )]
+    k: Vec<u32>,
+    /// MinHash: smallest estimated Jaccard similarity looked up in the index holding both
+    /// methods.
+    #[arg(long, default_value_t = neardup::minhash::DEFAULT_THRESHOLD, value_name = "T")]
+    threshold: f64,
+    /// Use the indices of a previous run (`--keep`) when they hold --docs documents made by
+    /// this fingerprinter, instead of loading them again.
     #[arg(long)]
     reuse: bool,
-    /// Keep the indices afterwards (named neardup-bench-similar-{short,keyword}).
+    /// Keep the indices afterwards.
     #[arg(long)]
     keep: bool,
+    /// The two indices are named PREFIX-both and PREFIX-simhash.
+    #[arg(long, default_value = "neardup-bench-similar", value_name = "PREFIX")]
+    index_prefix: String,
     #[command(flatten)]
     profile: ProfileArgs,
+}
+
+/// Documents per bulk request.
+const CHUNK: usize = 5_000;
+
+/// Document `n` of the benchmark: the corpus articles, then synthetic ones.
+struct Documents {
+    real: Vec<Article>,
+    synth: Synthesizer,
+}
+
+impl Documents {
+    fn article(&self, n: usize) -> Article {
+        match self.real.get(n) {
+            Some(a) => a.clone(),
+            None => self.synth.article(n as u64),
+        }
+    }
+
+    fn id(&self, n: usize) -> String {
+        match self.real.get(n) {
+            Some(a) => a.id.clone(),
+            None => Synthesizer::id(n as u64),
+        }
+    }
+}
+
+/// An index to fill and what it holds.
+struct Target {
+    index: String,
+    meta: IndexMeta,
 }
 
 pub fn run(args: EsSimilarBench) -> CmdResult {
@@ -54,115 +115,473 @@ pub fn run(args: EsSimilarBench) -> CmdResult {
         args.docs > 0 && args.queries > 0,
         "--docs and --queries must be positive",
     )?;
-    let (config, client) = args.es.client()?;
-    es_args::runtime()?.block_on(async {
-        let retry = RetryPolicy::default();
-        let version = es::server_version(&client, &retry).await?;
-        let names = FieldNames::default();
-        let mut indices = Vec::new();
-        let mut real = None;
-        for bt in &args.block_types {
-            let index = format!("neardup-bench-similar-{bt}");
-            if !(args.reuse && doc_count(&client, &index).await? == Some(args.docs as u64)) {
-                let fps = fingerprints(&args, &mut real)?;
-                load(&client, &retry, &index, *bt, &names, &fps, true).await?;
-            }
-            indices.push((*bt, index));
+    let real = super::eval::read_articles(&args.input)?;
+    let synth = Synthesizer::new(&real, args.seed).with_context(|| {
+        format!(
+            "{}: no article has three sentences to build synthetic ones from",
+            args.input
+        )
+    })?;
+    let docs = Documents { real, synth };
+    let fp = args.profile.fingerprinter();
+    let config = fp.config().clone();
+    let meta = |methods| {
+        IndexMeta::new(
+            &config,
+            methods,
+            BlockType::Short,
+            FieldNames::default(),
+            MinHashFieldNames::default(),
+        )
+    };
+    let targets = [
+        Target {
+            index: format!("{}-both", args.index_prefix),
+            meta: meta(Methods::BOTH),
+        },
+        Target {
+            index: format!("{}-simhash", args.index_prefix),
+            meta: meta(Methods::only(Method::SimHash)),
+        },
+    ];
+
+    let (es_config, client) = args.es.client()?;
+    let rt = es_args::runtime()?;
+    let retry = RetryPolicy::default();
+    let version = rt.block_on(es::server_version(&client, &retry))?;
+    let mut reused = args.reuse;
+    for t in &targets {
+        reused &= rt.block_on(holds(&client, &retry, t, &fp, args.docs))?;
+    }
+    if !reused {
+        load(&rt, &client, &retry, &targets, &docs, &fp, args.docs)?;
+    }
+    rt.block_on(merge_to_one_segment(&client, &retry, &targets))?;
+    let real_docs = docs.real.len().min(args.docs);
+    println!(
+        "Elasticsearch {version} at {}; {} documents per index ({real_docs} corpus articles, {} synthetic, seed {}); 1 shard, 0 replicas, force-merged to 1 segment",
+        es_config.display_urls(),
+        args.docs,
+        args.docs - real_docs,
+        args.seed,
+    );
+
+    rt.block_on(async {
+        println!();
+        println!("| index | methods | documents | segments | store bytes | bytes per document |");
+        println!("|---|---|---|---|---|---|");
+        for t in &targets {
+            let s = stats(&client, &t.index).await?;
+            println!(
+                "| {} | {} | {} | {} | {} | {:.1} |",
+                t.index,
+                methods_name(&t.meta),
+                s.docs,
+                s.segments,
+                s.bytes,
+                s.bytes as f64 / s.docs.max(1) as f64
+            );
         }
-        println!(
-            "Elasticsearch {version} at {}; {} documents per index{}; {} timed lookups per configuration after {} warm-up; k = {}; 1 shard, 0 replicas, 1 segment",
-            config.display_urls(),
-            args.docs,
-            real.map(|r| format!(" ({r} real fingerprints, the rest random)")).unwrap_or_default(),
-            args.queries,
-            args.warmup,
-            args.k
-        );
 
         let mut configs = Vec::new();
-        for (bt, index) in &indices {
-            for filter in [FilterMode::Client, FilterMode::Server] {
-                let options = SimilarOptions {
-                    filter,
-                    ..SimilarOptions::default()
-                };
-                let similar = Similar::with_options(
-                    client.clone(),
-                    args.profile.fingerprinter(),
-                    options,
-                    RetryPolicy::none(),
-                );
-                configs.push((*bt, filter, index.clone(), similar));
+        for t in &targets {
+            let mut tolerances: Vec<Tolerance> =
+                args.k.iter().map(|&k| Tolerance::Distance(k)).collect();
+            if t.meta.minhash.is_some() {
+                tolerances.insert(0, Tolerance::Similarity(args.threshold));
             }
-        }
-        let mut rng = Rng(7);
-        let ids: Vec<String> = (0..args.warmup + args.queries)
-            .map(|_| (rng.next() % args.docs as u64).to_string())
-            .collect();
-        let mut lat: Vec<Vec<Duration>> = vec![Vec::new(); configs.len()];
-        let mut transferred = vec![0u64; configs.len()];
-        let mut matches = vec![0u64; configs.len()];
-        for (n, id) in ids.iter().enumerate() {
-            for c in 0..configs.len() {
-                let c = (c + n) % configs.len();
-                let (_, _, index, similar) = &configs[c];
-                let t = Instant::now();
-                let found = similar.by_id(index.as_str(), id, args.k).await?;
-                let elapsed = t.elapsed();
-                if n >= args.warmup {
-                    lat[c].push(elapsed);
-                    transferred[c] += found.transferred;
-                    matches[c] += found.matches.len() as u64;
+            for &tolerance in &tolerances {
+                for filter in [FilterMode::Client, FilterMode::Server] {
+                    let options = SimilarOptions {
+                        filter,
+                        ..SimilarOptions::default()
+                    };
+                    let similar = Similar::with_options(
+                        client.clone(),
+                        fp.clone(),
+                        options,
+                        RetryPolicy::none(),
+                    );
+                    configs.push(Config {
+                        index: &t.index,
+                        tolerance,
+                        filter,
+                        similar,
+                    });
                 }
             }
         }
         println!();
-        println!("| blocks | filter | median ms | p99 ms | queries/s | candidates transferred per query | matches per query |");
-        println!("|---|---|---|---|---|---|---|");
-        for (c, (bt, filter, _, _)) in configs.iter().enumerate() {
-            let l = &mut lat[c];
-            l.sort();
-            let pct = |p: f64| l[((l.len() - 1) as f64 * p).round() as usize].as_secs_f64() * 1e3;
-            let total: Duration = l.iter().sum();
+        println!(
+            "{} timed lookups per configuration after {} warm-up, the same random ids in every index:",
+            args.queries, args.warmup
+        );
+        let mut rng = Rng(7);
+        let ids: Vec<String> = (0..args.warmup + args.queries)
+            .map(|_| docs.id((rng.next() % args.docs as u64) as usize))
+            .collect();
+        let mut results: Vec<Vec<Lookup>> = (0..configs.len()).map(|_| Vec::new()).collect();
+        for (n, id) in ids.iter().enumerate() {
+            for c in 0..configs.len() {
+                let c = (c + n) % configs.len();
+                let config = &configs[c];
+                let t = Instant::now();
+                let found = config
+                    .similar
+                    .by_id(config.index, id, config.tolerance)
+                    .await?;
+                let elapsed = t.elapsed();
+                if n >= args.warmup {
+                    results[c].push(Lookup {
+                        elapsed,
+                        transferred: found.transferred,
+                        matches: found.matches.len() as u64,
+                    });
+                }
+            }
+        }
+        println!();
+        println!("| index | query | filter | median ms | p99 ms | queries/s | candidates per query: median | p99 | mean | transferred per query | matches per query |");
+        println!("|---|---|---|---|---|---|---|---|---|---|---|");
+        for (c, config) in configs.iter().enumerate() {
+            // Both filters see the same candidates; the client filter fetches all of them.
+            let candidates_of = configs
+                .iter()
+                .position(|o| {
+                    o.index == config.index
+                        && o.tolerance == config.tolerance
+                        && o.filter == FilterMode::Client
+                })
+                .expect("a client-filter configuration per index and tolerance");
+            let mut candidates: Vec<u64> =
+                results[candidates_of].iter().map(|l| l.transferred).collect();
+            candidates.sort_unstable();
+            let r = &results[c];
+            let mut lat: Vec<Duration> = r.iter().map(|l| l.elapsed).collect();
+            lat.sort_unstable();
+            let total: Duration = lat.iter().sum();
+            let per_query = |sum: u64| sum as f64 / r.len() as f64;
             println!(
-                "| {bt} | {filter} | {:.2} | {:.2} | {:.0} | {:.1} | {:.2} |",
-                pct(0.5),
-                pct(0.99),
-                l.len() as f64 / total.as_secs_f64(),
-                transferred[c] as f64 / l.len() as f64,
-                matches[c] as f64 / l.len() as f64,
+                "| {} | {} | {} | {:.2} | {:.2} | {:.0} | {} | {} | {:.1} | {:.1} | {:.2} |",
+                config.index,
+                match config.tolerance {
+                    Tolerance::Distance(k) => format!("SimHash k = {k}"),
+                    Tolerance::Similarity(t) => format!("MinHash t = {t}"),
+                },
+                config.filter,
+                percentile(&lat, 0.5).as_secs_f64() * 1e3,
+                percentile(&lat, 0.99).as_secs_f64() * 1e3,
+                lat.len() as f64 / total.as_secs_f64(),
+                percentile(&candidates, 0.5),
+                percentile(&candidates, 0.99),
+                per_query(candidates.iter().sum()),
+                per_query(r.iter().map(|l| l.transferred).sum()),
+                per_query(r.iter().map(|l| l.matches).sum()),
             );
         }
         if !args.keep {
-            for (_, index) in &indices {
-                es::request(&client, &retry, "delete bench index", Method::Delete, &format!("/{index}"), &[], None).await?;
+            for t in &targets {
+                es::request(&client, &retry, "delete bench index", Http::Delete, &format!("/{}", t.index), &[], None).await?;
             }
         }
         Ok(Status::Done)
     })
 }
 
-/// The fingerprints to load: the real ones first, then random ones up to `--docs`.
-/// `real` receives how many are real.
-fn fingerprints(args: &EsSimilarBench, real: &mut Option<usize>) -> anyhow::Result<Vec<SimHash>> {
-    let mut fps = real_fingerprints(args.input.as_deref(), args.docs, &args.profile)?;
-    fps.truncate(args.docs);
-    *real = Some(fps.len());
-    let mut rng = Rng(42);
-    while fps.len() < args.docs {
-        fps.push(SimHash(rng.next()));
-    }
-    Ok(fps)
+/// One way of looking up, timed against the others.
+struct Config<'a> {
+    index: &'a str,
+    tolerance: Tolerance,
+    filter: FilterMode,
+    similar: Similar,
 }
 
-/// Documents in `index`, or `None` when it does not exist.
-async fn doc_count(
-    client: &elasticsearch::Elasticsearch,
-    index: &str,
-) -> anyhow::Result<Option<u64>> {
-    let r = es::send(client, Method::Get, &format!("/{index}/_count"), &[], None).await?;
-    if r.status.as_u16() == 404 {
-        return Ok(None);
+/// One timed lookup.
+struct Lookup {
+    elapsed: Duration,
+    /// Documents whose fingerprint crossed the network (the query document included).
+    transferred: u64,
+    matches: u64,
+}
+
+/// The value at quantile `q` of sorted `v` (nearest rank).
+fn percentile<T: Copy>(v: &[T], q: f64) -> T {
+    v[((v.len() - 1) as f64 * q).round() as usize]
+}
+
+fn methods_name(meta: &IndexMeta) -> &'static str {
+    match (meta.simhash.is_some(), meta.minhash.is_some()) {
+        (true, true) => "SimHash + MinHash",
+        (true, false) => "SimHash",
+        (false, true) => "MinHash",
+        (false, false) => "none",
     }
-    Ok(r.body["count"].as_u64())
+}
+
+/// Whether `t.index` exists with `docs` documents and the methods and versions of `t.meta`.
+async fn holds(
+    client: &Elasticsearch,
+    retry: &RetryPolicy,
+    t: &Target,
+    fp: &Fingerprinter,
+    docs: usize,
+) -> anyhow::Result<bool> {
+    let r = es::send(
+        client,
+        Http::Get,
+        &format!("/{}/_count", t.index),
+        &[],
+        None,
+    )
+    .await?;
+    if r.status.as_u16() == 404 || r.body["count"].as_u64() != Some(docs as u64) {
+        return Ok(false);
+    }
+    let meta = es::read_meta(client, retry, &t.index, &FieldNames::default()).await?;
+    meta.check_fingerprinter(&t.index, fp)?;
+    Ok(meta.methods() == t.meta.methods())
+}
+
+/// Fills fresh `targets` with documents `0..n`: fingerprinting (both methods, one pass, on
+/// rayon's threads) runs ahead of the bulk requests on another thread.
+fn load(
+    rt: &tokio::runtime::Runtime,
+    client: &Elasticsearch,
+    retry: &RetryPolicy,
+    targets: &[Target],
+    docs: &Documents,
+    fp: &Fingerprinter,
+    n: usize,
+) -> anyhow::Result<()> {
+    rt.block_on(async {
+        for t in targets {
+            let _ = es::send(client, Http::Delete, &format!("/{}", t.index), &[], None).await?;
+            es::init_index(client, retry, &t.index, &t.meta).await?;
+            let settings =
+                json!({ "index": { "number_of_replicas": 0, "refresh_interval": "-1" } });
+            es::request(
+                client,
+                retry,
+                "bench index settings",
+                Http::Put,
+                &format!("/{}/_settings", t.index),
+                &[],
+                Some(&Body::Json(settings)),
+            )
+            .await?;
+        }
+        anyhow::Ok(())
+    })?;
+    let started = Instant::now();
+    let (tx, rx) = mpsc::sync_channel::<Vec<String>>(2);
+    std::thread::scope(|scope| {
+        scope.spawn(move || {
+            for start in (0..n).step_by(CHUNK) {
+                let bodies = bulk_bodies(targets, docs, fp, start..(start + CHUNK).min(n));
+                if tx.send(bodies).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut written = 0;
+        for bodies in rx {
+            for (t, nd) in targets.iter().zip(bodies) {
+                let r = rt.block_on(es::request(
+                    client,
+                    retry,
+                    "bench bulk load",
+                    Http::Post,
+                    &format!("/{}/_bulk", t.index),
+                    &[],
+                    Some(&Body::NdJson(nd)),
+                ))?;
+                if r["errors"] != false {
+                    let failed = r["items"]
+                        .as_array()
+                        .and_then(|items| items.iter().find(|i| i["index"]["error"].is_object()));
+                    anyhow::bail!(
+                        "bulk load into {} failed: {}",
+                        t.index,
+                        failed.unwrap_or(&Value::Null)
+                    );
+                }
+            }
+            written += CHUNK.min(n - written);
+            if written % 100_000 < CHUNK {
+                eprintln!(
+                    "{written} documents written in {:.0} s",
+                    started.elapsed().as_secs_f64()
+                );
+            }
+        }
+        anyhow::Ok(())
+    })?;
+    let loaded = started.elapsed();
+    rt.block_on(async {
+        for t in targets {
+            let settings = json!({ "index": { "refresh_interval": null } });
+            es::request(
+                client,
+                retry,
+                "bench index settings",
+                Http::Put,
+                &format!("/{}/_settings", t.index),
+                &[],
+                Some(&Body::Json(settings)),
+            )
+            .await?;
+        }
+        anyhow::Ok(())
+    })?;
+    eprintln!(
+        "fingerprinted and wrote {n} documents into {} indices in {:.0} s ({:.0} documents/s)",
+        targets.len(),
+        loaded.as_secs_f64(),
+        n as f64 / loaded.as_secs_f64(),
+    );
+    Ok(())
+}
+
+/// Force-merges every target to one segment and waits until the merge is done and visible.
+/// A merge of a million documents outlasts the HTTP timeout (Elasticsearch 7.10 has no
+/// `wait_for_completion=false` for it), so the request runs on its own and the segment count
+/// is polled; a request that timed out while nothing merges is sent again.
+async fn merge_to_one_segment(
+    client: &Elasticsearch,
+    retry: &RetryPolicy,
+    targets: &[Target],
+) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let force_merge = |index: &str| {
+        let (client, path) = (client.clone(), format!("/{index}/_forcemerge"));
+        tokio::spawn(async move {
+            es::request(
+                &client,
+                &RetryPolicy::none(),
+                "force merge",
+                Http::Post,
+                &path,
+                &[("max_num_segments", "1")],
+                None,
+            )
+            .await
+        })
+    };
+    for t in targets {
+        let mut merge = force_merge(&t.index);
+        let mut answered = false;
+        loop {
+            es::request(
+                client,
+                retry,
+                "refresh",
+                Http::Post,
+                &format!("/{}/_refresh", t.index),
+                &[],
+                None,
+            )
+            .await?;
+            let s = stats(client, &t.index).await?;
+            if s.segments <= 1 && s.merging == 0 {
+                break;
+            }
+            if merge.is_finished() && s.merging == 0 {
+                match (&mut merge).await? {
+                    Err(e) if e.is_transient() => merge = force_merge(&t.index),
+                    Err(e) => return Err(e.into()),
+                    // Answered: the next refresh shows the merged segment, or it did not merge.
+                    Ok(_) if answered => {
+                        anyhow::bail!("force merge of {} left {} segments", t.index, s.segments)
+                    }
+                    Ok(_) => {
+                        answered = true;
+                        merge = tokio::spawn(async { Ok(Value::Null) });
+                    }
+                }
+            }
+            tokio::time::sleep(Duration::from_secs(5)).await;
+        }
+    }
+    eprintln!(
+        "force-merged to one segment in {:.0} s",
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+/// One `_bulk` body per target for documents `range`: their ids and the fingerprint fields
+/// of the methods each target holds.
+fn bulk_bodies(
+    targets: &[Target],
+    docs: &Documents,
+    fp: &Fingerprinter,
+    range: std::ops::Range<usize>,
+) -> Vec<String> {
+    let sketched: Vec<(String, neardup::Sketches)> = range
+        .into_par_iter()
+        .map(|n| {
+            let a = docs.article(n);
+            let sketches = fp.sketch_fields(Methods::BOTH, &[&a.title, &a.content]);
+            (a.id, sketches)
+        })
+        .collect();
+    targets
+        .iter()
+        .map(|t| {
+            let mut nd = String::with_capacity(sketched.len() * 1_200);
+            for (id, sketches) in &sketched {
+                let mut doc = serde_json::Map::new();
+                if let (Some(m), Some(outcome)) = (&t.meta.simhash, &sketches.simhash) {
+                    doc.extend(es::fingerprint_fields_json(
+                        &m.fields,
+                        outcome,
+                        fp.version(),
+                    ));
+                }
+                if let (Some(m), Some(outcome)) = (&t.meta.minhash, &sketches.minhash) {
+                    doc.extend(minhash_fields_json(
+                        &m.fields,
+                        &m.params,
+                        outcome,
+                        fp.minhash_version(),
+                    ));
+                }
+                nd.push_str(&json!({ "index": { "_id": id } }).to_string());
+                nd.push('\n');
+                nd.push_str(&Value::Object(doc).to_string());
+                nd.push('\n');
+            }
+            nd
+        })
+        .collect()
+}
+
+/// `_stats` of an index's primaries.
+struct Stats {
+    docs: u64,
+    segments: u64,
+    bytes: u64,
+    /// Merges running now.
+    merging: u64,
+}
+
+async fn stats(client: &Elasticsearch, index: &str) -> anyhow::Result<Stats> {
+    let r = es::request(
+        client,
+        &RetryPolicy::none(),
+        "index stats",
+        Http::Get,
+        &format!("/{index}/_stats/docs,store,segments,merge"),
+        &[],
+        None,
+    )
+    .await?;
+    let p = &r["_all"]["primaries"];
+    let get = |v: &Value| v.as_u64().unwrap_or(0);
+    Ok(Stats {
+        docs: get(&p["docs"]["count"]),
+        segments: get(&p["segments"]["count"]),
+        bytes: get(&p["store"]["size_in_bytes"]),
+        merging: get(&p["merges"]["current"]),
+    })
 }

@@ -216,7 +216,8 @@ fn read_objects(
     Ok(out)
 }
 
-fn read_articles(path: &str) -> anyhow::Result<Vec<Article>> {
+/// The articles of a JSON Lines file (`id`, `title`, `content`; `.gz` is fine).
+pub(super) fn read_articles(path: &str) -> anyhow::Result<Vec<Article>> {
     Ok(read_objects(path, &["content".to_owned()])?
         .into_iter()
         .map(|(id, v)| {

@@ -5,6 +5,7 @@ mod backfill;
 mod bench;
 mod bench_backfill;
 mod bench_es;
+mod bench_es_recall;
 mod bench_es_similar;
 mod bench_fuzz;
 mod bench_index;

@@ -10,6 +10,9 @@
 //!
 //! On a whole corpus, [`corpus`] checks every pair a detector reports against the
 //! text-overlap [`oracle`], which also lists the near-duplicates that must be found.
+//!
+//! [`synth`] makes corpus-like articles (real frames and sentences) for benchmarks larger than
+//! the corpus.
 
 pub mod corpus;
 pub mod detector;
@@ -17,6 +20,7 @@ pub mod generate;
 pub mod minhash;
 pub mod oracle;
 pub mod real;
+pub mod synth;
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
