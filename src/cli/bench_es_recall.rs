@@ -16,7 +16,6 @@ use std::time::Instant;
 
 use anyhow::Context;
 use elasticsearch::http::Method as Http;
-use neardup::es::meta::minhash_fields_json;
 use neardup::es::{
     self, BlockType, EsIndexer, FieldNames, FilterMode, IndexMeta, MinHashFieldNames, RetryPolicy,
     Similar, SimilarOptions,
@@ -114,24 +113,13 @@ pub fn run(args: EsRecallBench) -> CmdResult {
     );
     let method = args.method.for_index(meta.default_method())?;
     let tolerance = args.method.tolerance(method, Searched::Elasticsearch)?;
-    let minhash = meta.minhash.as_ref().expect("both methods");
-    // Each article with its MinHash fields, and its SimHash outcome for the writer, which
-    // adds the SimHash fields itself.
+    // Both methods' sketches of each article, in one pass; the writer adds the fields.
     let prepared = docs
         .par_iter()
         .map(|(id, doc)| {
             let texts =
                 field_texts(doc, &text_fields).with_context(|| format!("{path}: article {id}"))?;
-            let sketches = fp.sketch_fields(Methods::BOTH, &texts);
-            let mut article = doc.as_object().cloned().unwrap_or_default();
-            article.extend(minhash_fields_json(
-                &minhash.fields,
-                &minhash.params,
-                sketches.minhash.as_ref().expect("asked for"),
-                fp.minhash_version(),
-            ));
-            let outcome = sketches.simhash.expect("asked for");
-            anyhow::Ok((Value::Object(article), outcome))
+            anyhow::Ok((doc.clone(), fp.sketch_fields(Methods::BOTH, &texts)))
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
 
@@ -144,14 +132,17 @@ pub fn run(args: EsRecallBench) -> CmdResult {
         es::init_index(&client, &retry, index, &meta).await?;
 
         let started = Instant::now();
-        let indexer = Arc::new(EsIndexer::new(client.clone(), index.clone(), fp.clone()).with_retry(retry.clone()));
+        let indexer = Arc::new(
+            EsIndexer::new(client.clone(), index.clone(), meta.clone(), fp.clone())?
+                .with_retry(retry.clone()),
+        );
         let mut writes = JoinSet::new();
-        for ((id, _), (doc, outcome)) in docs.into_iter().zip(prepared) {
+        for ((id, _), (doc, sketches)) in docs.into_iter().zip(prepared) {
             if writes.len() >= args.concurrency {
                 writes.join_next().await.expect("a write in flight")??;
             }
             let indexer = indexer.clone();
-            writes.spawn(async move { indexer.index_article(Some(&id), &doc, &outcome).await });
+            writes.spawn(async move { indexer.index_article(Some(&id), &doc, &sketches).await });
         }
         while let Some(r) = writes.join_next().await {
             r??;

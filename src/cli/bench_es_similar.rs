@@ -19,7 +19,6 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use elasticsearch::http::Method as Http;
 use elasticsearch::Elasticsearch;
-use neardup::es::meta::minhash_fields_json;
 use neardup::es::{
     self, BlockType, Body, FieldNames, FilterMode, IndexMeta, MinHashFieldNames, RetryPolicy,
     Similar, SimilarOptions,
@@ -530,22 +529,8 @@ fn bulk_bodies(
         .map(|t| {
             let mut nd = String::with_capacity(sketched.len() * 1_200);
             for (id, sketches) in &sketched {
-                let mut doc = serde_json::Map::new();
-                if let (Some(m), Some(outcome)) = (&t.meta.simhash, &sketches.simhash) {
-                    doc.extend(es::fingerprint_fields_json(
-                        &m.fields,
-                        outcome,
-                        fp.version(),
-                    ));
-                }
-                if let (Some(m), Some(outcome)) = (&t.meta.minhash, &sketches.minhash) {
-                    doc.extend(minhash_fields_json(
-                        &m.fields,
-                        &m.params,
-                        outcome,
-                        fp.minhash_version(),
-                    ));
-                }
+                // The fields of every method the target index holds, as the writers make them.
+                let doc = es::fingerprint_fields_json(&t.meta, sketches);
                 nd.push_str(&json!({ "index": { "_id": id } }).to_string());
                 nd.push('\n');
                 nd.push_str(&Value::Object(doc).to_string());
