@@ -71,20 +71,7 @@ impl FieldNames {
     /// Checks that the names are usable: non-empty, distinct, top-level (no dots), and not
     /// Elasticsearch metadata (`_…`).
     pub fn validate(&self) -> Result<(), EsError> {
-        let all = self.all();
-        for (i, n) in all.iter().enumerate() {
-            if n.is_empty() || n.starts_with('_') || n.contains('.') {
-                return Err(EsError::Config(format!(
-                    "fingerprint field name `{n}` is not allowed: use a non-empty top-level name without dots that does not start with `_`"
-                )));
-            }
-            if all[..i].contains(n) {
-                return Err(EsError::Config(format!(
-                    "fingerprint field name `{n}` is used twice: each of the seven SimHash fields needs its own name"
-                )));
-            }
-        }
-        Ok(())
+        validate_names(&self.all())
     }
 
     /// The `{"properties": …}` mapping of the fields, from the shipped JSON file, renamed to
@@ -100,6 +87,24 @@ impl FieldNames {
         }
         json!({ "properties": out })
     }
+}
+
+/// Checks fingerprint field names: non-empty, top-level (no dots), not Elasticsearch metadata
+/// (`_…`), and each used once.
+pub(crate) fn validate_names(all: &[&str]) -> Result<(), EsError> {
+    for (i, n) in all.iter().enumerate() {
+        if n.is_empty() || n.starts_with('_') || n.contains('.') {
+            return Err(EsError::Config(format!(
+                "fingerprint field name `{n}` is not allowed: use a non-empty top-level name without dots that does not start with `_`"
+            )));
+        }
+        if all[..i].contains(n) {
+            return Err(EsError::Config(format!(
+                "fingerprint field name `{n}` is used twice: each fingerprint field needs its own name"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// How the four blocks are mapped.

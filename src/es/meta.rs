@@ -33,7 +33,7 @@ use elasticsearch::Elasticsearch;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{json, Map, Value};
 
-use super::mapping::{path_segment_keep_patterns, BlockType, FieldNames};
+use super::mapping::{path_segment_keep_patterns, validate_names, BlockType, FieldNames};
 use super::{request, EsError, RetryPolicy};
 use crate::fingerprint::{Methods, MinHashOutcome};
 use crate::{FingerprintConfig, Fingerprinter, Method, MinHashParams, Profile, Signature};
@@ -302,38 +302,32 @@ impl IndexMeta {
     /// neardup computes another version for one of its methods.
     pub fn fingerprinter(&self, index: &str) -> Result<Fingerprinter, EsError> {
         let config = self.fingerprint_config();
-        let versions = Fingerprinter::versions(&config);
-        for (method, computed) in [
-            (Method::SimHash, &versions.simhash),
-            (Method::MinHash, &versions.minhash),
-        ] {
-            if let Some(stored) = self.version(method) {
-                if stored != computed {
-                    return Err(EsError::VersionMismatch {
-                        index: index.to_owned(),
-                        method,
-                        stored: stored.to_owned(),
-                        computed: computed.clone(),
-                    });
-                }
-            }
-        }
+        let v = Fingerprinter::versions(&config);
+        self.check_versions(index, &v.simhash, &v.minhash)?;
         Ok(Fingerprinter::new(config))
     }
 
     /// Errors unless `fp` makes what the index holds, for every method it holds.
     pub fn check_fingerprinter(&self, index: &str, fp: &Fingerprinter) -> Result<(), EsError> {
-        for method in [Method::SimHash, Method::MinHash] {
-            if let Some(stored) = self.version(method) {
-                let computed = fp.version_of(method, false);
-                if stored != computed {
+        self.check_versions(
+            index,
+            fp.version_of(Method::SimHash, false),
+            fp.version_of(Method::MinHash, false),
+        )
+    }
+
+    fn check_versions(&self, index: &str, simhash: &str, minhash: &str) -> Result<(), EsError> {
+        for (method, computed) in [(Method::SimHash, simhash), (Method::MinHash, minhash)] {
+            match self.version(method) {
+                Some(stored) if stored != computed => {
                     return Err(EsError::VersionMismatch {
                         index: index.to_owned(),
                         method,
                         stored: stored.to_owned(),
                         computed: computed.to_owned(),
-                    });
+                    })
                 }
+                _ => {}
             }
         }
         Ok(())
@@ -344,25 +338,12 @@ impl IndexMeta {
     pub fn validate(&self) -> Result<(), EsError> {
         let mut all: Vec<&str> = Vec::new();
         if let Some(s) = &self.simhash {
-            s.fields.validate()?;
             all.extend(s.fields.all());
         }
         if let Some(m) = &self.minhash {
             all.extend(m.fields.all());
         }
-        for (i, n) in all.iter().enumerate() {
-            if n.is_empty() || n.starts_with('_') || n.contains('.') {
-                return Err(EsError::Config(format!(
-                    "fingerprint field name `{n}` is not allowed: use a non-empty top-level name without dots that does not start with `_`"
-                )));
-            }
-            if all[..i].contains(n) {
-                return Err(EsError::Config(format!(
-                    "fingerprint field name `{n}` is used twice: each fingerprint field needs its own name"
-                )));
-            }
-        }
-        Ok(())
+        validate_names(&all)
     }
 
     /// The `{"properties": …}` mapping of every field of every method held.
