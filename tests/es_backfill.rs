@@ -16,8 +16,8 @@ use common::es::{self as t, TestIndex};
 use elasticsearch::http::Method;
 use elasticsearch::Elasticsearch;
 use neardup::es::backfill::{Backfill, BackfillConfig, BackfillReport, Counts, Mode, Paging};
-use neardup::es::{init_index, BlockType, FieldNames, IndexMeta, MinHashFieldNames, RetryPolicy};
-use neardup::{FingerprintConfig, Fingerprinter, Methods, Profile, SimHash};
+use neardup::es::{init_index, BlockType, FieldNames, IndexMeta, RetryPolicy};
+use neardup::{FingerprintConfig, Fingerprinter, Profile, SimHash};
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
@@ -27,13 +27,7 @@ fn fp() -> Fingerprinter {
 
 /// Both methods, default settings and field names (what `neardup es-init` makes).
 fn both() -> IndexMeta {
-    IndexMeta::new(
-        &FingerprintConfig::default(),
-        Methods::BOTH,
-        BlockType::Short,
-        FieldNames::default(),
-        MinHashFieldNames::default(),
-    )
+    IndexMeta::default()
 }
 
 /// A 3-shard index with the fingerprint fields of both methods and `docs` loaded.

@@ -475,13 +475,7 @@ fn put_json(path: &str, body: &Value) -> Request<Body> {
 /// A fresh index holding both methods (what `es-init` makes by default).
 async fn both_methods_index(prefix: &str) -> t::TestIndex {
     let idx = t::TestIndex::new(prefix);
-    let meta = neardup::es::IndexMeta::new(
-        &neardup::FingerprintConfig::default(),
-        neardup::Methods::BOTH,
-        neardup::es::BlockType::Short,
-        neardup::es::FieldNames::default(),
-        neardup::es::MinHashFieldNames::default(),
-    );
+    let meta = neardup::es::IndexMeta::default();
     neardup::es::init_index(&t::client().await, &RetryPolicy::none(), &idx.name, &meta)
         .await
         .unwrap();

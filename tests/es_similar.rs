@@ -15,11 +15,9 @@ use neardup::es::{
     init_index, simhash_fields_json, BlockType, EsError, FieldNames, FilterMode, IndexMeta, Match,
     Paging, QueryFingerprint, RetryPolicy, Similar, SimilarOptions,
 };
-use neardup::fingerprint::Methods;
 use neardup::store::sort_matches;
 use neardup::{
-    FingerprintConfig, Fingerprinter, MinHashParams, Profile, Score, Signature, SimHash, Sketch,
-    Tolerance,
+    Fingerprinter, MinHashParams, Profile, Score, Signature, SimHash, Sketch, Tolerance,
 };
 use serde_json::{json, Value};
 
@@ -599,13 +597,7 @@ async fn new_both_index(client: &elasticsearch::Elasticsearch, prefix: &str) -> 
 }
 
 fn both_meta() -> IndexMeta {
-    IndexMeta::new(
-        &FingerprintConfig::default(),
-        Methods::BOTH,
-        BlockType::Short,
-        FieldNames::default(),
-        MinHashFieldNames::default(),
-    )
+    IndexMeta::default()
 }
 
 fn texts(src: &Value) -> [&str; 2] {

@@ -11,10 +11,10 @@ use std::time::Duration;
 use common::es::{self as t, TestIndex};
 use elasticsearch::http::Method;
 use neardup::es::{
-    init_index, BlockType, EsIndexer, FieldNames, IndexMeta, MinHashFieldNames, Refresh,
-    RetryPolicy, Worker, WorkerConfig,
+    init_index, BlockType, EsIndexer, FieldNames, IndexMeta, Refresh, RetryPolicy, Worker,
+    WorkerConfig,
 };
-use neardup::{FingerprintConfig, Fingerprinter, Methods, Profile, SimHash};
+use neardup::{Fingerprinter, Profile, SimHash};
 use serde_json::{json, Value};
 
 fn stored(src: &Value) -> Option<SimHash> {
@@ -299,13 +299,7 @@ async fn minhash_added_by_es_init_is_filled_in() {
     assert_eq!(worker.pass(&stop).await.unwrap().stale, 0, "all current");
 
     // es-init adds MinHash (what `neardup es-init` does by default).
-    let both = IndexMeta::new(
-        &FingerprintConfig::default(),
-        Methods::BOTH,
-        BlockType::Short,
-        FieldNames::default(),
-        MinHashFieldNames::default(),
-    );
+    let both = IndexMeta::default();
     init_index(&client, &RetryPolicy::none(), &idx.name, &both)
         .await
         .unwrap();

@@ -14,19 +14,13 @@ use neardup::es::{
     init_index, BlockType, EsError, EsIndexer, FieldNames, FingerprintUpdate, IndexMeta,
     MinHashFieldNames, Refresh, RetryPolicy,
 };
-use neardup::{FingerprintConfig, Fingerprinter, Methods, Profile, SimHash};
+use neardup::{FingerprintConfig, Fingerprinter, Profile, SimHash};
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
 /// Both methods, default settings and field names (what `neardup es-init` makes).
 fn both() -> IndexMeta {
-    IndexMeta::new(
-        &FingerprintConfig::default(),
-        Methods::BOTH,
-        BlockType::Short,
-        FieldNames::default(),
-        MinHashFieldNames::default(),
-    )
+    IndexMeta::default()
 }
 
 async fn initialised(client: &Elasticsearch, prefix: &str) -> TestIndex {

@@ -471,6 +471,20 @@ impl IndexMeta {
     }
 }
 
+/// What `es-init` records by default: both methods, the default SimHash profile and MinHash
+/// parameters, `short` blocks, the default field names.
+impl Default for IndexMeta {
+    fn default() -> Self {
+        IndexMeta::new(
+            &FingerprintConfig::default(),
+            Methods::BOTH,
+            BlockType::Short,
+            FieldNames::default(),
+            MinHashFieldNames::default(),
+        )
+    }
+}
+
 /// One line per method, for messages: `simhash default-3;… (short blocks), minhash minhash-1;…`.
 impl fmt::Display for IndexMeta {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -661,13 +675,7 @@ mod tests {
     use super::*;
 
     fn both() -> IndexMeta {
-        IndexMeta::new(
-            &FingerprintConfig::default(),
-            Methods::BOTH,
-            BlockType::Short,
-            FieldNames::default(),
-            MinHashFieldNames::default(),
-        )
+        IndexMeta::default()
     }
 
     #[test]

@@ -1110,18 +1110,11 @@ fn int_value(v: &Value) -> Option<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::es::MinHashFieldNames;
-    use crate::{FingerprintConfig, Profile};
+    use crate::Profile;
     use proptest::prelude::*;
 
     fn both() -> IndexMeta {
-        IndexMeta::new(
-            &FingerprintConfig::default(),
-            Methods::BOTH,
-            BlockType::Short,
-            FieldNames::default(),
-            MinHashFieldNames::default(),
-        )
+        IndexMeta::default()
     }
 
     /// `GET _mapping`'s answer for one index holding `meta`'s fields (as es-init maps them).

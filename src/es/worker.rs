@@ -361,18 +361,12 @@ async fn field_is_date(indexer: &EsIndexer, field: &str) -> Result<bool, EsError
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::es::{BlockType, FieldNames, MinHashFieldNames};
-    use crate::{FingerprintConfig, Fingerprinter, Methods, Profile};
+    use crate::es::{BlockType, FieldNames};
+    use crate::{FingerprintConfig, Fingerprinter, Profile};
 
     #[test]
     fn stale_means_any_held_method_missing_or_of_another_version() {
-        let both = IndexMeta::new(
-            &FingerprintConfig::default(),
-            Methods::BOTH,
-            BlockType::Short,
-            FieldNames::default(),
-            MinHashFieldNames::default(),
-        );
+        let both = IndexMeta::default();
         let v = Fingerprinter::versions(&FingerprintConfig::default());
         let q = stale_query(&both);
         assert_eq!(q["bool"]["minimum_should_match"], 1);

@@ -511,8 +511,7 @@ impl EsIndexer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::es::{BlockType, MinHashFieldNames};
-    use crate::{Fingerprint, FingerprintConfig, SimHash, TooShort};
+    use crate::{Fingerprint, SimHash, TooShort};
     use std::sync::Arc;
 
     /// Fingerprints live in indices for years: the fields written for one fixed article must
@@ -520,13 +519,7 @@ mod tests {
     /// (xxh3-64 of the JSON text), a few values in the clear.
     #[test]
     fn golden_fields_of_a_fixed_article() {
-        let meta = IndexMeta::new(
-            &FingerprintConfig::default(),
-            Methods::BOTH,
-            BlockType::Short,
-            FieldNames::default(),
-            MinHashFieldNames::default(),
-        );
+        let meta = IndexMeta::default();
         let fp = meta.fingerprinter("golden").unwrap();
         let article = serde_json::json!({
             "title": "国家统计局发布十月经济数据",
