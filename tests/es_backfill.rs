@@ -670,11 +670,7 @@ async fn restart_of_the_elasticsearch_node_mid_run() {
         &client,
         &RetryPolicy::none(),
         &name,
-        &IndexMeta::simhash(
-            Profile::Default,
-            BlockType::Short,
-            FieldNames::clone(&FieldNames::default()),
-        ),
+        &IndexMeta::simhash(Profile::Default, BlockType::Short, FieldNames::default()),
     )
     .await
     .unwrap();

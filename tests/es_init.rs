@@ -28,11 +28,7 @@ async fn creates_a_new_index_with_the_fields_and_is_idempotent() {
         &client,
         &retry,
         &idx.name,
-        &IndexMeta::simhash(
-            Profile::Default,
-            BlockType::Short,
-            FieldNames::clone(&names),
-        ),
+        &IndexMeta::simhash(Profile::Default, BlockType::Short, names.clone()),
     )
     .await
     .unwrap();
@@ -49,11 +45,7 @@ async fn creates_a_new_index_with_the_fields_and_is_idempotent() {
         &client,
         &retry,
         &idx.name,
-        &IndexMeta::simhash(
-            Profile::Default,
-            BlockType::Short,
-            FieldNames::clone(&names),
-        ),
+        &IndexMeta::simhash(Profile::Default, BlockType::Short, names.clone()),
     )
     .await
     .unwrap();
@@ -69,11 +61,7 @@ async fn creates_a_new_index_with_the_fields_and_is_idempotent() {
         &client,
         &retry,
         &idx.name,
-        &IndexMeta::simhash(
-            Profile::Default,
-            BlockType::Keyword,
-            FieldNames::clone(&names),
-        ),
+        &IndexMeta::simhash(Profile::Default, BlockType::Keyword, names.clone()),
     )
     .await
     .unwrap_err();
@@ -126,11 +114,7 @@ async fn adds_the_fields_to_an_existing_index_with_articles() {
         &client,
         &retry,
         &idx.name,
-        &IndexMeta::simhash(
-            Profile::Default,
-            BlockType::Short,
-            FieldNames::clone(&names),
-        ),
+        &IndexMeta::simhash(Profile::Default, BlockType::Short, names.clone()),
     )
     .await
     .unwrap();
@@ -164,11 +148,7 @@ async fn adds_the_fields_to_an_existing_index_with_articles() {
         &client,
         &retry,
         &idx.name,
-        &IndexMeta::simhash(
-            Profile::Default,
-            BlockType::Short,
-            FieldNames::clone(&names),
-        ),
+        &IndexMeta::simhash(Profile::Default, BlockType::Short, names.clone()),
     )
     .await
     .unwrap();
@@ -193,11 +173,7 @@ async fn a_conflicting_mapping_is_a_clear_error_and_changes_nothing() {
         &client,
         &RetryPolicy::none(),
         &idx.name,
-        &IndexMeta::simhash(
-            Profile::Default,
-            BlockType::Short,
-            FieldNames::clone(&FieldNames::default()),
-        ),
+        &IndexMeta::simhash(Profile::Default, BlockType::Short, FieldNames::default()),
     )
     .await
     .unwrap_err();
@@ -233,11 +209,7 @@ async fn a_conflicting_mapping_is_a_clear_error_and_changes_nothing() {
         &client,
         &RetryPolicy::none(),
         &idx.name,
-        &IndexMeta::simhash(
-            Profile::Default,
-            BlockType::Keyword,
-            FieldNames::clone(&names),
-        ),
+        &IndexMeta::simhash(Profile::Default, BlockType::Keyword, names.clone()),
     )
     .await
     .unwrap();

@@ -82,11 +82,7 @@ async fn new_index(
         client,
         &RetryPolicy::none(),
         &idx.name,
-        &IndexMeta::simhash(
-            Profile::Default,
-            bt,
-            FieldNames::clone(&FieldNames::default()),
-        ),
+        &IndexMeta::simhash(Profile::Default, bt, FieldNames::default()),
     )
     .await
     .unwrap();

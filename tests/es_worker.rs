@@ -35,29 +35,31 @@ fn stamp(i: usize) -> String {
     format!("2024-03-01T{:02}:{:02}:00Z", 8 + i / 60, i % 60)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_worker_fills_refreshes_and_skips_too_short_documents() {
-    let client = t::client().await;
-    let idx = TestIndex::new("worker");
+/// A new index with a `date` field `updated_at` and the SimHash fields (`default` profile).
+async fn dated_simhash_index(client: &elasticsearch::Elasticsearch, prefix: &str) -> TestIndex {
+    let idx = TestIndex::new(prefix);
     t::call(
-        &client,
+        client,
         Method::Put,
         &format!("/{}", idx.name),
         Some(json!({"mappings": {"properties": {"updated_at": {"type": "date"}}}})),
     )
     .await;
     init_index(
-        &client,
+        client,
         &RetryPolicy::none(),
         &idx.name,
-        &IndexMeta::simhash(
-            Profile::Default,
-            BlockType::Short,
-            FieldNames::clone(&FieldNames::default()),
-        ),
+        &IndexMeta::simhash(Profile::Default, BlockType::Short, FieldNames::default()),
     )
     .await
     .unwrap();
+    idx
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_worker_fills_refreshes_and_skips_too_short_documents() {
+    let client = t::client().await;
+    let idx = dated_simhash_index(&client, "worker").await;
 
     let mut docs = t::shared_articles(300);
     docs.extend(t::example_articles());
@@ -347,11 +349,7 @@ async fn sigterm_stops_a_running_worker_cleanly() {
         &client,
         &RetryPolicy::none(),
         &idx.name,
-        &IndexMeta::simhash(
-            Profile::Default,
-            BlockType::Short,
-            FieldNames::clone(&FieldNames::default()),
-        ),
+        &IndexMeta::simhash(Profile::Default, BlockType::Short, FieldNames::default()),
     )
     .await
     .unwrap();
@@ -399,26 +397,7 @@ async fn sigterm_stops_a_running_worker_cleanly() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_watermark_survives_a_restart() {
     let client = t::client().await;
-    let idx = TestIndex::new("worker-watermark");
-    t::call(
-        &client,
-        Method::Put,
-        &format!("/{}", idx.name),
-        Some(json!({"mappings": {"properties": {"updated_at": {"type": "date"}}}})),
-    )
-    .await;
-    init_index(
-        &client,
-        &RetryPolicy::none(),
-        &idx.name,
-        &IndexMeta::simhash(
-            Profile::Default,
-            BlockType::Short,
-            FieldNames::clone(&FieldNames::default()),
-        ),
-    )
-    .await
-    .unwrap();
+    let idx = dated_simhash_index(&client, "worker-watermark").await;
     let mut docs = t::shared_articles(20);
     for (i, (_, d)) in docs.iter_mut().enumerate() {
         d["updated_at"] = json!(stamp(i));
