@@ -356,18 +356,8 @@ fn load(
         for t in targets {
             let _ = es::send(client, Http::Delete, &format!("/{}", t.index), &[], None).await?;
             es::init_index(client, retry, &t.index, &t.meta).await?;
-            let settings =
-                json!({ "index": { "number_of_replicas": 0, "refresh_interval": "-1" } });
-            es::request(
-                client,
-                retry,
-                "bench index settings",
-                Http::Put,
-                &format!("/{}/_settings", t.index),
-                &[],
-                Some(&Body::Json(settings)),
-            )
-            .await?;
+            let settings = json!({ "number_of_replicas": 0, "refresh_interval": "-1" });
+            put_settings(client, retry, &t.index, settings).await?;
         }
         anyhow::Ok(())
     })?;
@@ -418,17 +408,7 @@ fn load(
     let loaded = started.elapsed();
     rt.block_on(async {
         for t in targets {
-            let settings = json!({ "index": { "refresh_interval": null } });
-            es::request(
-                client,
-                retry,
-                "bench index settings",
-                Http::Put,
-                &format!("/{}/_settings", t.index),
-                &[],
-                Some(&Body::Json(settings)),
-            )
-            .await?;
+            put_settings(client, retry, &t.index, json!({ "refresh_interval": null })).await?;
         }
         anyhow::Ok(())
     })?;
@@ -539,6 +519,26 @@ fn bulk_bodies(
             nd
         })
         .collect()
+}
+
+/// `PUT /{index}/_settings` with `{"index": settings}`.
+async fn put_settings(
+    client: &elasticsearch::Elasticsearch,
+    retry: &RetryPolicy,
+    index: &str,
+    settings: Value,
+) -> anyhow::Result<()> {
+    es::request(
+        client,
+        retry,
+        "bench index settings",
+        Http::Put,
+        &format!("/{index}/_settings"),
+        &[],
+        Some(&Body::Json(json!({ "index": settings }))),
+    )
+    .await?;
+    Ok(())
 }
 
 /// `_stats` of an index's primaries.

@@ -201,19 +201,19 @@ impl Service {
         Ok(w)
     }
 
-    /// Stores `article` as `id` unless something near `sketch` is stored: claims the keys a
+    /// Stores `article` as `id` with `w` unless something near `sketch` is stored: claims the keys a
     /// near-duplicate must share with it, searches, writes (visible before it returns), then
     /// releases the claims. See [`crate::es::claims`] for why this is race-free.
     async fn insert_unless_near(
         &self,
-        index: &str,
+        w: &Writer,
         id: &str,
         article: &Value,
         sketches: &crate::Sketches,
         sketch: Sketch,
         tolerance: Tolerance,
     ) -> Result<Response, ApiError> {
-        let w = self.writer(index).await?;
+        let index = w.indexer.index();
         let keys = claim_keys(&sketch, w.indexer.meta())?;
         let holder = format!("{id} (pid {})", std::process::id());
         let deadline = Instant::now() + self.config.timeout;
@@ -673,7 +673,7 @@ async fn put_article(
     let task = {
         let svc = svc.clone();
         tokio::spawn(async move {
-            svc.insert_unless_near(&index, &id, &article, &sketches, sketch, tolerance)
+            svc.insert_unless_near(&w, &id, &article, &sketches, sketch, tolerance)
                 .await
         })
     };
