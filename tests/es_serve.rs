@@ -11,6 +11,7 @@ use axum::body::{to_bytes, Body};
 use axum::http::{header, Request, StatusCode};
 use axum::Router;
 use common::es as t;
+use common::serve::{call, post_json, put_json, variants};
 use neardup::es::{EsConfig, RetryPolicy, Secret};
 use neardup::serve::{self, EsBackend, ServeConfig, Service};
 use neardup::{Fingerprinter, Profile};
@@ -29,23 +30,6 @@ async fn service(config: ServeConfig) -> Router {
         Fingerprinter::for_profile(Profile::Default),
     ))
     .router()
-}
-
-async fn call(app: &Router, req: Request<Body>) -> (StatusCode, Value, axum::http::HeaderMap) {
-    let r = app.clone().oneshot(req).await.unwrap();
-    let status = r.status();
-    let headers = r.headers().clone();
-    let bytes = to_bytes(r.into_body(), usize::MAX).await.unwrap();
-    let body = serde_json::from_slice(&bytes)
-        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
-    (status, body, headers)
-}
-
-fn post_json(path: &str, body: &Value) -> Request<Body> {
-    Request::post(path)
-        .header(header::CONTENT_TYPE, "application/json")
-        .body(Body::from(body.to_string()))
-        .unwrap()
 }
 
 fn article() -> Value {
@@ -465,13 +449,6 @@ async fn the_binary_serves_logs_json_without_the_token_and_stops_on_sigterm() {
     assert_eq!(statuses, ["401", "200"], "{rest:?}");
 }
 
-fn put_json(path: &str, body: &Value) -> Request<Body> {
-    Request::put(path)
-        .header(header::CONTENT_TYPE, "application/json")
-        .body(Body::from(body.to_string()))
-        .unwrap()
-}
-
 /// A fresh index holding both methods (what `es-init` makes by default).
 async fn both_methods_index(prefix: &str) -> t::TestIndex {
     let idx = t::TestIndex::new(prefix);
@@ -614,31 +591,6 @@ async fn similar_endpoints_answer_what_the_cli_finds() {
     .await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
     drop_claims(&idx.name).await;
-}
-
-/// `n` variants of one long real article: each drops a different few sentences, so every
-/// two are near-duplicates but no two are equal.
-fn variants(n: usize) -> Vec<Value> {
-    let (_, a) = t::shared_articles(200)
-        .into_iter()
-        .max_by_key(|(_, a)| a["content"].as_str().map_or(0, str::len))
-        .unwrap();
-    let content = a["content"].as_str().unwrap();
-    let sentences: Vec<&str> = content.split_inclusive('。').collect();
-    assert!(sentences.len() > 12, "a long article");
-    (0..n)
-        .map(|i| {
-            let body: String = sentences
-                .iter()
-                .enumerate()
-                .filter(|(j, _)| {
-                    j % sentences.len() != i % sentences.len() && (j + 3 * i) % 17 != 0
-                })
-                .map(|(_, s)| *s)
-                .collect();
-            json!({ "title": a["title"], "content": body })
-        })
-        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -55,3 +55,4 @@ pub fn json_lines(s: &str) -> Vec<serde_json::Value> {
 }
 
 pub mod es;
+pub mod serve;

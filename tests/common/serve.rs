@@ -1,0 +1,58 @@
+//! HTTP helpers for the tests of `neardup serve`: requests to a router in process, and the
+//! near-duplicate variants the dedupe tests insert.
+
+use axum::body::{to_bytes, Body};
+use axum::http::{header, Request, StatusCode};
+use axum::Router;
+use serde_json::{json, Value};
+use tower::ServiceExt;
+
+/// Sends `req` to `app`: status, body (JSON, or the text as a JSON string) and headers.
+pub async fn call(app: &Router, req: Request<Body>) -> (StatusCode, Value, axum::http::HeaderMap) {
+    let r = app.clone().oneshot(req).await.unwrap();
+    let status = r.status();
+    let headers = r.headers().clone();
+    let bytes = to_bytes(r.into_body(), usize::MAX).await.unwrap();
+    let body = serde_json::from_slice(&bytes)
+        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
+    (status, body, headers)
+}
+
+pub fn post_json(path: &str, body: &Value) -> Request<Body> {
+    Request::post(path)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(body.to_string()))
+        .unwrap()
+}
+
+pub fn put_json(path: &str, body: &Value) -> Request<Body> {
+    Request::put(path)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(body.to_string()))
+        .unwrap()
+}
+
+/// `n` variants of one long real article: each drops a different few sentences, so every
+/// two are near-duplicates but no two are equal.
+pub fn variants(n: usize) -> Vec<Value> {
+    let (_, a) = super::es::shared_articles(200)
+        .into_iter()
+        .max_by_key(|(_, a)| a["content"].as_str().map_or(0, str::len))
+        .unwrap();
+    let content = a["content"].as_str().unwrap();
+    let sentences: Vec<&str> = content.split_inclusive('。').collect();
+    assert!(sentences.len() > 12, "a long article");
+    (0..n)
+        .map(|i| {
+            let body: String = sentences
+                .iter()
+                .enumerate()
+                .filter(|(j, _)| {
+                    j % sentences.len() != i % sentences.len() && (j + 3 * i) % 17 != 0
+                })
+                .map(|(_, s)| *s)
+                .collect();
+            json!({ "title": a["title"], "content": body })
+        })
+        .collect()
+}
