@@ -7,6 +7,7 @@ mod bench_backfill;
 mod bench_es;
 mod bench_es_recall;
 mod bench_es_similar;
+mod bench_es_throughput;
 mod bench_fuzz;
 mod bench_index;
 mod check;
@@ -74,7 +75,7 @@ enum Command {
     Eval(eval::Args),
     /// Fingerprint the existing documents of Elasticsearch indices: resumable, throttled, guarded.
     Backfill(backfill::Args),
-    /// Serve near-duplicate lookups over HTTP (JSON API, metrics, health) from Elasticsearch.
+    /// Serve near-duplicate lookups over HTTP (JSON API, metrics, health) from Elasticsearch or a local store.
     #[cfg(feature = "serve")]
     Serve(serve::Args),
     /// Measure throughput on a corpus (medians of several runs).

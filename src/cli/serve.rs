@@ -6,14 +6,31 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
+use clap::ArgGroup;
 use neardup::es::{self, RetryPolicy, Secret};
-use neardup::serve::{self, EsBackend, ServeConfig, Service};
+use neardup::serve::{self, Backend, EsBackend, ServeConfig, Service, StoreBackend};
+use neardup::store::{Store, StoreError};
 
-use super::common::{self, CmdResult, ProfileArgs, Status};
+use super::common::{self, CmdResult, Status};
 use super::es_args::{self, parse_duration, EsArgs};
+use super::store_args::{self, StoreProfileArgs};
 
 #[derive(clap::Args, Debug)]
+#[command(group(ArgGroup::new("backend").required(true).multiple(true).args(["store", "url"])))]
 pub struct Args {
+    /// Answer from the local store in this directory instead of Elasticsearch, as one index
+    /// named after the directory (`/v1/{that name}/…`).
+    #[arg(long, value_name = "DIR", help_heading = "Local store")]
+    store: Option<PathBuf>,
+    /// If another process has the store open, wait up to this many seconds for it.
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        default_value_t = 0.0,
+        requires = "store",
+        help_heading = "Local store"
+    )]
+    wait: f64,
     #[command(flatten)]
     es: EsArgs,
     /// Address and port to listen on.
@@ -41,7 +58,7 @@ pub struct Args {
     )]
     text_fields: Vec<String>,
     #[command(flatten)]
-    profile: ProfileArgs,
+    profile: StoreProfileArgs,
 }
 
 pub fn run(args: Args) -> CmdResult {
@@ -54,37 +71,88 @@ pub fn run(args: Args) -> CmdResult {
         None => None,
         Some(path) => Some(read_token(path)?),
     };
+    let config = ServeConfig {
+        body_limit: args.max_body,
+        timeout: args.request_timeout,
+        concurrency: args.max_concurrency,
+        token,
+        text_fields: args.text_fields.clone(),
+    };
+    match &args.store {
+        Some(dir) => {
+            // NEARDUP_ES_URL in the environment does not stand in the way of --store; a
+            // cluster given on the command line does.
+            let from_env = std::env::var("NEARDUP_ES_URL").ok();
+            common::ensure_usage(
+                args.es.url.is_none() || args.es.url == from_env,
+                "--store and --es: serve from one of them (a service answers from one backend)",
+            )?;
+            serve_store(&args, dir, config)
+        }
+        None => serve_es(&args, config),
+    }
+}
+
+fn serve_es(args: &Args, serve_config: ServeConfig) -> CmdResult {
     let (config, client) = args.es.client()?;
-    let fingerprinter = args.profile.fingerprinter();
+    let fingerprinter = args.profile.fingerprinter(None)?;
     es_args::runtime()?.block_on(async {
         let version = es::first_contact(&client, config.connect_timeout).await?;
-        let service = Arc::new(Service::new(
-            ServeConfig {
-                body_limit: args.max_body,
-                timeout: args.request_timeout,
-                concurrency: args.max_concurrency,
-                token,
-                text_fields: args.text_fields.clone(),
-            },
-            EsBackend {
-                client,
-                retry: RetryPolicy::default(),
-            },
-            fingerprinter,
-        ));
-        let listener = tokio::net::TcpListener::bind(args.listen)
-            .await
-            .with_context(|| format!("cannot listen on {} (--listen)", args.listen))?;
-        let local = listener.local_addr()?;
-        tracing::info!(
-            listen = %local,
-            elasticsearch = %config.display_urls(),
-            es_version = %version,
-            "serving"
-        );
-        serve::run(listener, service.router(), serve::shutdown_signal()).await?;
-        Ok(Status::Done)
+        let backend = EsBackend {
+            client,
+            retry: RetryPolicy::default(),
+        };
+        let about = format!("Elasticsearch {version} at {}", config.display_urls());
+        listen(
+            args,
+            Service::new(serve_config, backend, fingerprinter),
+            &about,
+        )
+        .await
     })
+}
+
+fn serve_store(args: &Args, dir: &std::path::Path, serve_config: ServeConfig) -> CmdResult {
+    let store = Store::open(dir, &store_args::open_options(args.wait)?).map_err(|e| match e {
+        StoreError::NotFound { .. } => anyhow::anyhow!(
+            "{e} (an empty store: `neardup index --store {} --input /dev/null`, with \
+             `--method simhash` for SimHash)",
+            dir.display()
+        ),
+        e => e.into(),
+    })?;
+    let fingerprinter = args.profile.fingerprinter(Some(store.config()))?;
+    let name = StoreBackend::name_of(dir);
+    let about = format!(
+        "the local store {} as index `{name}` ({})",
+        dir.display(),
+        store_args::describe(store.config())
+    );
+    let backend = Backend::Store(StoreBackend::new(store, name, fingerprinter.clone())?);
+    es_args::runtime()?.block_on(async {
+        listen(
+            args,
+            Service::new(serve_config, backend, fingerprinter),
+            &about,
+        )
+        .await
+    })
+}
+
+/// Binds `--listen` and serves until SIGTERM or Ctrl-C.
+async fn listen(args: &Args, service: Service, about: &str) -> CmdResult {
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("cannot listen on {} (--listen)", args.listen))?;
+    let local = listener.local_addr()?;
+    tracing::info!(listen = %local, backend = %about, "serving");
+    serve::run(
+        listener,
+        Arc::new(service).router(),
+        serve::shutdown_signal(),
+    )
+    .await?;
+    Ok(Status::Done)
 }
 
 /// The token in `path`, registered so no log line can show it.

@@ -7,6 +7,7 @@ use axum::Json;
 use serde_json::{json, Value};
 
 use crate::es::EsError;
+use crate::store::{Match, StoreError};
 
 /// An error answer: `{"error": {"code", "message"}}` with the status.
 #[derive(Debug)]
@@ -40,6 +41,20 @@ impl ApiError {
 
     pub fn internal(message: impl Into<String>) -> ApiError {
         ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)
+    }
+
+    /// 409: a dedupe insert refused, with the near-duplicates that are stored.
+    pub fn duplicate(matches: Vec<Match>) -> ApiError {
+        let mut e = ApiError::new(
+            StatusCode::CONFLICT,
+            "duplicate",
+            format!(
+                "not stored: {} near-duplicate(s) of this article are stored already",
+                matches.len()
+            ),
+        );
+        e.extra = Some(json!({ "matches": matches }));
+        e
     }
 }
 
@@ -97,6 +112,19 @@ impl From<EsError> for ApiError {
                 (StatusCode::BAD_GATEWAY, "es_error")
             }
             EsError::DistanceTooLarge { .. } => (StatusCode::BAD_REQUEST, "bad_request"),
+            _ => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
+        };
+        ApiError::new(status, code, e.to_string())
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> ApiError {
+        let (status, code) = match &e {
+            StoreError::Mismatch { .. } => (StatusCode::CONFLICT, "index_not_usable"),
+            StoreError::Core(crate::Error::UnsupportedDistance { .. }) => {
+                (StatusCode::BAD_REQUEST, "bad_request")
+            }
             _ => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
         };
         ApiError::new(status, code, e.to_string())

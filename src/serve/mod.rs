@@ -20,10 +20,11 @@
 
 mod error;
 mod metrics;
+mod on_es;
+mod on_store;
 
-use std::collections::HashMap;
 use std::future::Future;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::error_handling::HandleErrorLayer;
@@ -34,7 +35,6 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use elasticsearch::Elasticsearch;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use tower::limit::GlobalConcurrencyLimitLayer;
@@ -42,15 +42,14 @@ use tower::ServiceBuilder;
 
 pub use self::error::ApiError;
 pub use self::metrics::Metrics;
-use crate::es::claims::{ClaimError, Claims};
-use crate::es::meta::band_term;
-use crate::es::{
-    self, EsError, EsIndexer, FieldNames, IndexMeta, QueryFingerprint, Refresh, RetryPolicy,
-    Secret, Similar, SimilarOptions, Similarity,
-};
+pub use self::on_es::EsBackend;
+use self::on_es::EsSide;
+pub use self::on_store::StoreBackend;
+use crate::es::{QueryFingerprint, Secret, Similarity};
 use crate::fingerprint::{FingerprintRecord, Methods};
 use crate::input::field_texts;
-use crate::{Fingerprinter, Sketch, Tolerance};
+use crate::store::Match;
+use crate::{Fingerprinter, Tolerance};
 
 /// The review page served at `/`.
 pub const PAGE: &str = include_str!("page.html");
@@ -85,50 +84,62 @@ impl Default for ServeConfig {
     }
 }
 
-/// The Elasticsearch cluster the service answers from.
+/// Where the service answers from.
 #[derive(Clone, Debug)]
-pub struct EsBackend {
-    pub client: Elasticsearch,
-    pub retry: RetryPolicy,
+pub enum Backend {
+    /// An Elasticsearch cluster: any index on it, by name.
+    Es(EsBackend),
+    /// A local store, as one index.
+    Store(StoreBackend),
+}
+
+impl From<EsBackend> for Backend {
+    fn from(b: EsBackend) -> Backend {
+        Backend::Es(b)
+    }
+}
+
+impl From<StoreBackend> for Backend {
+    fn from(b: StoreBackend) -> Backend {
+        Backend::Store(b)
+    }
 }
 
 /// The service: its settings, backend and metrics. Build one, then [`Service::router`].
 pub struct Service {
     config: ServeConfig,
-    es: EsBackend,
+    side: Side,
     fingerprinter: Fingerprinter,
-    /// The one query function: it remembers what each index holds.
-    similar: Similar,
-    /// Writers (read `_meta` once per index) and claims, per index written to.
-    writers: Mutex<HashMap<String, Arc<Writer>>>,
-    metrics: Metrics,
+    metrics: Arc<Metrics>,
 }
 
-/// What `PUT /v1/{index}/articles/{id}` writes with.
-struct Writer {
-    indexer: EsIndexer,
-    claims: Claims,
+/// The backend with what the service keeps for it.
+enum Side {
+    Es(Arc<EsSide>),
+    Store(StoreBackend),
 }
 
 impl Service {
-    /// A service answering from `es`; `fingerprinter` serves `POST /v1/fingerprint`.
-    pub fn new(config: ServeConfig, es: EsBackend, fingerprinter: Fingerprinter) -> Service {
-        let similar = Similar::with_options(
-            es.client.clone(),
-            None,
-            SimilarOptions {
-                text_fields: config.text_fields.clone(),
-                ..SimilarOptions::default()
-            },
-            es.retry.clone(),
-        );
+    /// A service answering from `backend`; `fingerprinter` serves `POST /v1/fingerprint`
+    /// (and, with a store, makes the store's sketches).
+    pub fn new(
+        config: ServeConfig,
+        backend: impl Into<Backend>,
+        fingerprinter: Fingerprinter,
+    ) -> Service {
+        let side = match backend.into() {
+            Backend::Es(es) => Side::Es(Arc::new(EsSide::new(
+                es,
+                config.text_fields.clone(),
+                config.timeout,
+            ))),
+            Backend::Store(store) => Side::Store(store),
+        };
         Service {
             config,
-            es,
+            side,
             fingerprinter,
-            similar,
-            writers: Mutex::new(HashMap::new()),
-            metrics: Metrics::new(),
+            metrics: Arc::new(Metrics::new()),
         }
     }
 
@@ -165,101 +176,6 @@ impl Service {
             .with_state(self)
     }
 
-    /// An Elasticsearch error as an answer; failures of the cluster itself are counted.
-    fn es_failed(&self, e: EsError) -> ApiError {
-        if e.is_transient() || matches!(e.status(), Some(s) if s >= 500) {
-            self.metrics.es_error(&e);
-        }
-        ApiError::from(e)
-    }
-
-    /// The writer of `index`: its `EsIndexer` (what `_meta` says it holds, writes visible
-    /// before they return) and its claims (index created on first use).
-    async fn writer(&self, index: &str) -> Result<Arc<Writer>, ApiError> {
-        if let Some(w) = self.writers.lock().expect("lock").get(index) {
-            return Ok(w.clone());
-        }
-        let indexer = EsIndexer::open(
-            self.es.client.clone(),
-            index,
-            self.es.retry.clone(),
-            &FieldNames::default(),
-        )
-        .await
-        .map_err(|e| self.es_failed(e))?
-        .with_refresh(Refresh::WaitFor);
-        let mut claims = Claims::new(self.es.client.clone(), self.es.retry.clone(), index);
-        // A holder finishes within its request's time (the claims' own deadline) plus its
-        // writes; the lease is well beyond that.
-        claims.lease = (self.config.timeout * 3).max(Duration::from_secs(30));
-        claims.ensure_index().await.map_err(|e| self.es_failed(e))?;
-        let w = Arc::new(Writer { indexer, claims });
-        self.writers
-            .lock()
-            .expect("lock")
-            .insert(index.to_owned(), w.clone());
-        Ok(w)
-    }
-
-    /// Stores `article` as `id` with `w` unless something near `sketch` is stored: claims the keys a
-    /// near-duplicate must share with it, searches, writes (visible before it returns), then
-    /// releases the claims. See [`crate::es::claims`] for why this is race-free.
-    async fn insert_unless_near(
-        &self,
-        w: &Writer,
-        id: &str,
-        article: &Value,
-        sketches: &crate::Sketches,
-        sketch: Sketch,
-        tolerance: Tolerance,
-    ) -> Result<Response, ApiError> {
-        let index = w.indexer.index();
-        let keys = claim_keys(&sketch, w.indexer.meta())?;
-        let holder = format!("{id} (pid {})", std::process::id());
-        let deadline = Instant::now() + self.config.timeout;
-        let held = w
-            .claims
-            .acquire(&keys, &holder, deadline)
-            .await
-            .map_err(|e| match e {
-                ClaimError::Timeout { .. } => ApiError::new(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "busy",
-                    format!("{e}: another insert of a near-duplicate is in progress"),
-                ),
-                ClaimError::Es(e) => self.es_failed(e),
-            })?;
-        let outcome = async {
-            let found = self
-                .similar
-                .by_fingerprint(index, sketch, tolerance)
-                .await
-                .map_err(|e| self.es_failed(e))?;
-            let matches: Vec<_> = found.matches.into_iter().filter(|m| m.id != id).collect();
-            if !matches.is_empty() {
-                let mut e = ApiError::new(
-                    StatusCode::CONFLICT,
-                    "duplicate",
-                    format!(
-                        "not stored: {} near-duplicate(s) of this article are stored already",
-                        matches.len()
-                    ),
-                );
-                e.extra = Some(json!({ "matches": matches }));
-                return Err(e);
-            }
-            let r = w
-                .indexer
-                .index_article(Some(id), article, sketches)
-                .await
-                .map_err(|e| self.es_failed(e))?;
-            Ok(stored(index, &r))
-        }
-        .await;
-        w.claims.release(held).await;
-        outcome
-    }
-
     /// The texts of an article posted to the service, by the one document-to-text rule.
     fn article_texts<'a>(&self, article: &'a Value) -> Result<Vec<&'a str>, ApiError> {
         if !article.is_object() {
@@ -269,6 +185,15 @@ impl Service {
         }
         field_texts(article, &self.config.text_fields)
             .map_err(|e| ApiError::unprocessable(e.to_string()))
+    }
+
+    /// [`Service::article_texts`], owned (for work on another thread).
+    fn owned_texts(&self, article: &Value) -> Result<Vec<String>, ApiError> {
+        Ok(self
+            .article_texts(article)?
+            .into_iter()
+            .map(str::to_owned)
+            .collect())
     }
 }
 
@@ -408,28 +333,11 @@ async fn metrics_text(State(svc): State<Arc<Service>>) -> impl IntoResponse {
     ([(header::CONTENT_TYPE, content_type)], body)
 }
 
-/// 200 with the cluster's version when Elasticsearch answers, else 503.
+/// 200 when the backend answers (Elasticsearch's version, or the store's size), else 503.
 async fn healthz(State(svc): State<Arc<Service>>) -> Response {
-    let probe = tokio::time::timeout(
-        Duration::from_secs(2),
-        es::server_version(&svc.es.client, &RetryPolicy::none()),
-    )
-    .await;
-    match probe {
-        Ok(Ok(version)) => Json(json!({ "status": "ok", "elasticsearch": version })).into_response(),
-        Ok(Err(e)) => {
-            svc.metrics.es_error(&e);
-            (
-                StatusCode::SERVICE_UNAVAILABLE,
-                Json(json!({ "status": "unavailable", "error": e.to_string() })),
-            )
-                .into_response()
-        }
-        Err(_) => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            Json(json!({ "status": "unavailable", "error": "Elasticsearch did not answer within 2 s" })),
-        )
-            .into_response(),
+    match &svc.side {
+        Side::Es(es) => es.health(&svc.metrics).await,
+        Side::Store(st) => st.health().await,
     }
 }
 
@@ -439,11 +347,7 @@ async fn fingerprint(
     body: Result<Json<Value>, JsonRejection>,
 ) -> Result<Json<FingerprintRecord>, ApiError> {
     let Json(article) = body.map_err(ApiError::from)?;
-    let texts: Vec<String> = svc
-        .article_texts(&article)?
-        .into_iter()
-        .map(str::to_owned)
-        .collect();
+    let texts = svc.owned_texts(&article)?;
     let id = article.get("id").cloned().unwrap_or(Value::Null);
     let svc2 = svc.clone();
     let sketches = tokio::task::spawn_blocking(move || {
@@ -467,7 +371,8 @@ struct Near {
 }
 
 impl Near {
-    async fn tolerance(&self, svc: &Service, index: &str) -> Result<Tolerance, ApiError> {
+    /// The tolerance asked for, if any.
+    fn given(&self) -> Result<Option<Tolerance>, ApiError> {
         match (self.threshold, self.k) {
             (Some(_), Some(_)) => Err(ApiError::bad_request(
                 "give `threshold` (MinHash) or `k` (SimHash), not both",
@@ -475,20 +380,36 @@ impl Near {
             (Some(t), None) if !(t > 0.0 && t <= 1.0) => Err(ApiError::bad_request(format!(
                 "threshold {t} is out of range: use 0 < threshold ≤ 1"
             ))),
-            (Some(t), None) => Ok(Tolerance::Similarity(t)),
-            (None, Some(k)) => Ok(Tolerance::Distance(k)),
-            (None, None) => svc
-                .similar
-                .default_tolerance(index)
-                .await
-                .map_err(|e| svc.es_failed(e)),
+            (Some(t), None) => Ok(Some(Tolerance::Similarity(t))),
+            (None, Some(k)) => Ok(Some(Tolerance::Distance(k))),
+            (None, None) => Ok(None),
+        }
+    }
+}
+
+/// What a lookup found, on either backend.
+struct Found {
+    matches: Vec<Match>,
+    tolerance: Tolerance,
+    query: QueryFingerprint,
+    /// Documents whose fingerprints crossed the network (Elasticsearch only).
+    candidates: Option<u64>,
+}
+
+impl From<Similarity> for Found {
+    fn from(s: Similarity) -> Found {
+        Found {
+            matches: s.matches,
+            tolerance: s.tolerance,
+            query: s.query,
+            candidates: Some(s.transferred),
         }
     }
 }
 
 /// The answer of both similar endpoints: the matches (`{"id", "index", "similarity"}` or
 /// `{"id", "index", "distance"}`), what counted as near, and where the query came from.
-fn answer(found: &Similarity) -> Value {
+fn answer(found: &Found) -> Value {
     let (query, reason) = match &found.query {
         QueryFingerprint::Stored(_) => ("stored", None),
         QueryFingerprint::Computed(_) | QueryFingerprint::Given(_) => ("computed", None),
@@ -498,8 +419,10 @@ fn answer(found: &Similarity) -> Value {
         "matches": found.matches,
         "method": found.tolerance.method(),
         "query": query,
-        "candidates": found.transferred,
     });
+    if let Some(c) = found.candidates {
+        v["candidates"] = json!(c);
+    }
     match found.tolerance {
         Tolerance::Similarity(t) => v["threshold"] = json!(t),
         Tolerance::Distance(k) => v["max_distance"] = json!(k),
@@ -510,19 +433,24 @@ fn answer(found: &Similarity) -> Value {
     v
 }
 
-/// `GET /v1/{index}/similar/{id}`: what `neardup similar --es … --index {index} --id {id}`
-/// finds.
+/// `GET /v1/{index}/similar/{id}`: what `neardup similar … --id {id}` finds.
 async fn similar_by_id(
     State(svc): State<Arc<Service>>,
     Path((index, id)): Path<(String, String)>,
     Query(near): Query<Near>,
 ) -> Result<Json<Value>, ApiError> {
-    let tolerance = near.tolerance(&svc, &index).await?;
-    let found = svc
-        .similar
-        .by_id(index.as_str(), &id, tolerance)
-        .await
-        .map_err(|e| svc.es_failed(e))?;
+    let given = near.given()?;
+    let found = match &svc.side {
+        Side::Es(es) => {
+            let tolerance = match given {
+                Some(t) => t,
+                None => es.default_tolerance(&svc.metrics, &index).await?,
+            };
+            es.similar_by_id(&svc.metrics, &index, &id, tolerance)
+                .await?
+        }
+        Side::Store(st) => st.similar_by_id(&index, id, given).await?,
+    };
     Ok(Json(answer(&found)))
 }
 
@@ -534,13 +462,19 @@ async fn similar_by_article(
     body: Result<Json<Value>, JsonRejection>,
 ) -> Result<Json<Value>, ApiError> {
     let Json(article) = body.map_err(ApiError::from)?;
-    svc.article_texts(&article)?;
-    let tolerance = near.tolerance(&svc, &index).await?;
-    let found = svc
-        .similar
-        .by_article(index.as_str(), &article, tolerance)
-        .await
-        .map_err(|e| svc.es_failed(e))?;
+    let texts = svc.owned_texts(&article)?;
+    let given = near.given()?;
+    let found = match &svc.side {
+        Side::Es(es) => {
+            let tolerance = match given {
+                Some(t) => t,
+                None => es.default_tolerance(&svc.metrics, &index).await?,
+            };
+            es.similar_by_article(&svc.metrics, &index, &article, tolerance)
+                .await?
+        }
+        Side::Store(st) => st.similar_by_text(&index, texts, given).await?,
+    };
     Ok(Json(answer(&found)))
 }
 
@@ -549,52 +483,26 @@ async fn article(
     State(svc): State<Arc<Service>>,
     Path((index, id)): Path<(String, String)>,
 ) -> Result<Json<Value>, ApiError> {
-    let fields: Vec<&str> = svc.config.text_fields.iter().map(String::as_str).collect();
-    let hit = svc
-        .similar
-        .find_document(&index.as_str().into(), &id, &fields)
-        .await
-        .map_err(|e| svc.es_failed(e))?;
-    Ok(Json(json!({
-        "id": hit["_id"],
-        "index": hit["_index"],
-        "article": hit["_source"],
-    })))
-}
-
-/// The keys two near-duplicates must share, to claim before a dedupe insert: the LSH band
-/// terms of a MinHash signature; the four block values of a SimHash (k ≤ 3: two fingerprints
-/// within distance 3 have an equal block).
-fn claim_keys(sketch: &Sketch, meta: &IndexMeta) -> Result<Vec<String>, ApiError> {
-    Ok(match sketch {
-        Sketch::MinHash(sig) => {
-            let params =
-                meta.minhash.as_ref().map(|m| m.params).ok_or_else(|| {
-                    ApiError::bad_request("the index holds no MinHash fingerprints")
-                })?;
-            sig.band_keys(&params)
-                .into_iter()
-                .map(|k| format!("m{}", band_term(k)))
-                .collect()
+    let found = match &svc.side {
+        Side::Es(es) => {
+            es.article(&svc.metrics, &index, &id, &svc.config.text_fields)
+                .await?
         }
-        Sketch::SimHash(f) => f
-            .blocks16()
-            .iter()
-            .enumerate()
-            .map(|(i, b)| format!("s{i}:{b}"))
-            .collect(),
-    })
+        Side::Store(st) => st.article(&index, id).await?,
+    };
+    Ok(Json(found))
 }
 
-fn stored(index: &str, r: &es::IndexedArticle) -> Response {
-    let status = if r.result == "created" {
-        StatusCode::CREATED
+/// The answer of a stored article: 201 created, 200 replaced.
+fn stored(index: &str, id: &str, created: bool) -> Response {
+    let (status, result) = if created {
+        (StatusCode::CREATED, "created")
     } else {
-        StatusCode::OK
+        (StatusCode::OK, "updated")
     };
     (
         status,
-        Json(json!({ "id": r.id, "index": index, "result": r.result })),
+        Json(json!({ "id": id, "index": index, "result": result })),
     )
         .into_response()
 }
@@ -608,9 +516,18 @@ struct PutParams {
     k: Option<u32>,
 }
 
-/// `PUT /v1/{index}/articles/{id}`: stores the article with its fingerprint fields (201
-/// created, 200 replaced), visible to search when the answer comes. With `?dedupe=true`,
-/// only unless a near-duplicate is stored: 409 with the matches.
+impl PutParams {
+    fn near(&self) -> Near {
+        Near {
+            threshold: self.threshold,
+            k: self.k,
+        }
+    }
+}
+
+/// `PUT /v1/{index}/articles/{id}`: stores the article with its fingerprint (201 created,
+/// 200 replaced), visible to search when the answer comes. With `?dedupe=true`, only unless
+/// a near-duplicate is stored: 409 with the matches.
 async fn put_article(
     State(svc): State<Arc<Service>>,
     Path((index, id)): Path<(String, String)>,
@@ -618,64 +535,20 @@ async fn put_article(
     body: Result<Json<Value>, JsonRejection>,
 ) -> Result<Response, ApiError> {
     let Json(article) = body.map_err(ApiError::from)?;
-    svc.article_texts(&article)?;
-    let w = svc.writer(&index).await?;
-    let article = Arc::new(article);
-    let sketches = {
-        let (w, article, fields) = (w.clone(), article.clone(), svc.config.text_fields.clone());
-        tokio::task::spawn_blocking(move || w.indexer.sketch(&article, &fields))
-            .await
-            .map_err(|e| ApiError::internal(e.to_string()))?
-            .map_err(|e| ApiError::unprocessable(e.to_string()))?
-    };
-    if !p.dedupe {
-        let r = w
-            .indexer
-            .index_article(Some(&id), &article, &sketches)
-            .await
-            .map_err(|e| svc.es_failed(e))?;
-        return Ok(stored(&index, &r));
-    }
-    let near = Near {
-        threshold: p.threshold,
-        k: p.k,
-    };
-    let tolerance = near.tolerance(&svc, &index).await?;
-    if let Tolerance::Distance(k) = tolerance {
-        if k > 3 {
-            return Err(ApiError::bad_request(format!(
-                "dedupe with SimHash needs k ≤ 3 (an equal block to claim); got k = {k}"
-            )));
-        }
-    }
-    let method = tolerance.method();
-    if !w.indexer.meta().has(method) {
-        return Err(ApiError::new(
-            StatusCode::CONFLICT,
-            "index_not_usable",
-            format!(
-                "index `{index}` holds no {method} fingerprints ({})",
-                w.indexer.meta()
-            ),
-        ));
-    }
-    let Ok(sketch) = sketches.clone().into_sketch(method) else {
-        // Too short to fingerprint: nothing can be near it.
-        let r = w
-            .indexer
-            .index_article(Some(&id), &article, &sketches)
-            .await
-            .map_err(|e| svc.es_failed(e))?;
-        return Ok(stored(&index, &r));
-    };
-    // In a task of its own: a request that times out must not leave its claims behind
-    // mid-way, so the insert runs to its end (and releases) whatever happens to the answer.
-    let task = {
-        let svc = svc.clone();
-        tokio::spawn(async move {
-            svc.insert_unless_near(&w, &id, &article, &sketches, sketch, tolerance)
+    let texts = svc.owned_texts(&article)?;
+    match &svc.side {
+        Side::Es(es) => {
+            es.clone()
+                .put(
+                    svc.metrics.clone(),
+                    index,
+                    id,
+                    article,
+                    svc.config.text_fields.clone(),
+                    p,
+                )
                 .await
-        })
-    };
-    task.await.map_err(|e| ApiError::internal(e.to_string()))?
+        }
+        Side::Store(st) => st.put(&index, id, texts, p).await,
+    }
 }

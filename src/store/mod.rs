@@ -217,6 +217,8 @@ pub struct CheckResult {
     pub matches: Vec<Match>,
     /// The document was added (only with `insert`, and only when `matches` is empty).
     pub inserted: bool,
+    /// Its id was stored already, and its sketch was replaced (only when `inserted`).
+    pub replaced: bool,
 }
 
 /// How a query finds candidates. Results never depend on it; only speed does.
@@ -565,6 +567,7 @@ impl Store {
                     Ok(CheckResult {
                         matches: snap.similar(&s.clone().into(), tolerance, Some(id))?,
                         inserted: false,
+                        replaced: false,
                     })
                 })
                 .collect();
@@ -577,10 +580,12 @@ impl Store {
                 let sketch: Sketch = s.clone().into();
                 let matches = w.probe(&sketch, tolerance, Some(id), Plan::Auto)?;
                 let inserted = matches.is_empty();
-                if inserted {
-                    w.upsert(id, &sketch)?;
-                }
-                out.push(CheckResult { matches, inserted });
+                let replaced = inserted && w.upsert(id, &sketch)?.inserted == 0;
+                out.push(CheckResult {
+                    matches,
+                    inserted,
+                    replaced,
+                });
             }
         }
         txn.commit().at(&self.path)?;

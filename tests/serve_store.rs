@@ -1,0 +1,332 @@
+//! `neardup serve --store DIR`: the service answering from a local store, in process (the
+//! router, as the binary runs it) and as the binary. No Elasticsearch involved.
+
+mod common;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use axum::Router;
+use common::serve::{call, post_json, put_json, variants};
+use neardup::serve::{ServeConfig, Service, StoreBackend};
+use neardup::store::{OpenOptions, Store};
+use neardup::{Fingerprinter, Profile};
+use serde_json::{json, Value};
+
+/// A store made by `neardup index` (`method`) from the first 300 corpus articles and three
+/// variants of one long article (`v0`–`v2`), in `dir`.
+fn indexed_store(dir: &Path, method: &str) {
+    let mut lines = String::new();
+    for (id, mut a) in common::es::shared_articles(300) {
+        a["id"] = json!(id);
+        lines.push_str(&format!("{a}\n"));
+    }
+    for (i, mut a) in variants(3).into_iter().enumerate() {
+        a["id"] = json!(format!("v{i}"));
+        lines.push_str(&format!("{a}\n"));
+    }
+    let store = dir.to_str().unwrap();
+    let (code, _, err) = common::neardup(
+        &[
+            "index", "--store", store, "--method", method, "--input", "-", "-q",
+        ],
+        lines.as_bytes(),
+    );
+    assert_eq!(code, 0, "{err}");
+}
+
+/// The service over the store in `dir`, named after the directory.
+fn service(dir: &Path) -> (Router, StoreBackend) {
+    let store = Store::open(dir, &OpenOptions::default()).unwrap();
+    let fp = Fingerprinter::for_profile(Profile::Default);
+    let backend = StoreBackend::new(store, StoreBackend::name_of(dir), fp.clone()).unwrap();
+    let app = Arc::new(Service::new(ServeConfig::default(), backend.clone(), fp)).router();
+    (app, backend)
+}
+
+fn get(path: &str) -> Request<Body> {
+    Request::get(path).body(Body::empty()).unwrap()
+}
+
+/// `neardup similar --store` output lines, with the index the service adds.
+fn cli_matches(args: &[&str], stdin: &str, name: &str) -> Vec<Value> {
+    let (code, out, err) = common::neardup(args, stdin.as_bytes());
+    assert_eq!(code, 0, "{err}");
+    common::json_lines(&out)
+        .into_iter()
+        .map(|mut m| {
+            m["index"] = json!(name);
+            m
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn similar_endpoints_answer_what_the_cli_finds_on_a_store() {
+    for (method, near, flag) in [
+        ("minhash", "threshold=0.3", ["--threshold", "0.3"]),
+        ("simhash", "k=3", ["-k", "3"]),
+    ] {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join(format!("news-{method}"));
+        indexed_store(&dir, method);
+        let store = dir.to_str().unwrap();
+        let name = format!("news-{method}");
+        let mut queries = vec!["v0".to_owned(), "v2".to_owned()];
+        queries.extend(
+            common::es::shared_articles(40)
+                .into_iter()
+                .step_by(8)
+                .map(|(id, _)| id),
+        );
+        let by_id: Vec<Vec<Value>> = queries
+            .iter()
+            .map(|id| {
+                cli_matches(
+                    &["similar", "--store", store, "--id", id, flag[0], flag[1]],
+                    "",
+                    &name,
+                )
+            })
+            .collect();
+        let article = variants(3).remove(1);
+        let mut line = article.clone();
+        line["id"] = json!("not-stored");
+        let by_text = cli_matches(
+            &[
+                "similar", "--store", store, "--input", "-", flag[0], flag[1],
+            ],
+            &format!("{line}\n"),
+            &name,
+        );
+        assert!(
+            by_id[0].iter().any(|m| m["id"] == "v1"),
+            "{method}: the planted variant is found: {:?}",
+            by_id[0]
+        );
+
+        let (app, _) = service(&dir);
+        for (id, want) in queries.iter().zip(&by_id) {
+            let (status, body, _) =
+                call(&app, get(&format!("/v1/{name}/similar/{id}?{near}"))).await;
+            assert_eq!(status, StatusCode::OK, "{body}");
+            assert_eq!(body["matches"].as_array().unwrap(), want, "{method} {id}");
+            assert_eq!(body["method"], method);
+            assert_eq!(body["query"], "stored");
+        }
+        let (status, body, _) = call(
+            &app,
+            post_json(&format!("/v1/{name}/similar?{near}"), &article),
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        assert_eq!(body["matches"].as_array().unwrap(), &by_text, "{method}");
+        assert_eq!(body["query"], "computed");
+
+        // The store's own method at its default when nothing is asked.
+        let (status, body, _) = call(&app, get(&format!("/v1/{name}/similar/v0"))).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        assert_eq!(body["method"], method);
+        let (status, body, _) = call(
+            &app,
+            post_json(&format!("/v1/{name}/similar"), &json!({"title": "短"})),
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        assert_eq!(body["query"], "too_short");
+        assert_eq!(body["matches"], json!([]));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_refuses_near_duplicates_says_what_it_lacks_and_keeps_no_text() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("desk");
+    indexed_store(&dir, "minhash");
+    let (app, backend) = service(&dir);
+    let before = backend.store().len().unwrap();
+    let fresh = variants(6).split_off(4);
+    let path = |id: &str| format!("/v1/desk/articles/{id}?dedupe=true");
+
+    // Near the planted v0–v2: refused, with them as matches.
+    let (status, body, _) = call(&app, put_json(&path("late-copy"), &fresh[0])).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert_eq!(body["error"]["code"], "duplicate");
+    let ids: Vec<&str> = body["matches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].as_str().unwrap())
+        .collect();
+    assert!(ids.contains(&"v0") && ids.contains(&"v1"), "{body}");
+    assert!(body["matches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|m| m["index"] == "desk"));
+    // Its own id is not its own duplicate: replaced.
+    let (status, body, _) = call(&app, put_json(&path("v0"), &fresh[1])).await;
+    assert_eq!(status, StatusCode::CONFLICT, "v0 is still near v1: {body}");
+    let (_, other) = common::es::example_articles().into_iter().next().unwrap();
+    let (status, body, _) = call(&app, put_json(&path("new-1"), &other)).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    assert_eq!(body["result"], "created");
+    let (status, body, _) = call(&app, put_json(&path("new-1"), &other)).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["result"], "updated");
+    // Without dedupe it just stores.
+    let (status, body, _) = call(&app, put_json("/v1/desk/articles/late-copy", &fresh[0])).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    assert_eq!(backend.store().len().unwrap(), before + 2);
+    let (status, body, _) = call(&app, get("/v1/desk/similar/late-copy")).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert!(!body["matches"].as_array().unwrap().is_empty());
+
+    // Too short to fingerprint: nothing to keep.
+    let (status, body, _) = call(&app, put_json(&path("short"), &json!({"title": "短"}))).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    assert_eq!(body["error"]["code"], "too_short");
+    // No texts in a store; unknown ids, indices and methods.
+    let (status, body, _) = call(&app, get("/v1/desk/articles/v1")).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+    assert_eq!(body["error"]["code"], "text_not_kept");
+    let (status, body, _) = call(&app, get("/v1/desk/articles/nope")).await;
+    assert_eq!(
+        (status, body["error"]["code"].clone()),
+        (StatusCode::NOT_FOUND, json!("not_found"))
+    );
+    let (status, body, _) = call(&app, get("/v1/desk/similar/nope")).await;
+    assert_eq!(
+        (status, body["error"]["code"].clone()),
+        (StatusCode::NOT_FOUND, json!("not_found"))
+    );
+    let (status, body, _) = call(&app, get("/v1/elsewhere/similar/v1")).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+    assert!(body["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("`desk`"));
+    let (status, body, _) = call(&app, get("/v1/desk/similar/v1?k=3")).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert_eq!(body["error"]["code"], "index_not_usable");
+    let (status, body, _) = call(&app, get("/healthz")).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["documents"], before + 2);
+    assert_eq!(body["store"], "desk");
+}
+
+/// 50 concurrent dedupe inserts of variants of one article, 3 rounds: exactly one is
+/// created each time (the check and the write are one redb write transaction).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_near_duplicates_on_a_store_create_exactly_one() {
+    let v = variants(50);
+    for round in 0..3 {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("race");
+        let (code, _, err) = common::neardup(
+            &[
+                "index",
+                "--store",
+                dir.to_str().unwrap(),
+                "--input",
+                "/dev/null",
+                "-q",
+            ],
+            b"",
+        );
+        assert_eq!(code, 0, "{err}");
+        let (app, backend) = service(&dir);
+        let mut tasks = Vec::new();
+        for (i, a) in v.iter().enumerate() {
+            let app = app.clone();
+            let req = put_json(&format!("/v1/race/articles/v{i}?dedupe=true"), a);
+            tasks.push(tokio::spawn(async move { call(&app, req).await }));
+        }
+        let mut created = 0;
+        for task in tasks {
+            let (status, body, _) = task.await.unwrap();
+            match status {
+                StatusCode::CREATED => created += 1,
+                StatusCode::CONFLICT => assert_eq!(body["error"]["code"], "duplicate"),
+                other => panic!("round {round}: {other} {body}"),
+            }
+        }
+        assert_eq!(created, 1, "round {round}");
+        assert_eq!(backend.store().len().unwrap(), 1, "round {round}");
+    }
+}
+
+#[test]
+fn the_binary_serves_a_store_and_says_how_to_make_one() {
+    use std::io::{BufRead, BufReader, Read, Write};
+    use std::process::{Command, Stdio};
+
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("articles");
+    let store = dir.to_str().unwrap().to_owned();
+    let serve = |extra: &[&str]| {
+        let (code, _, err) = common::neardup(
+            &[
+                &["serve", "--store", &store, "--listen", "127.0.0.1:0"],
+                extra,
+            ]
+            .concat(),
+            b"",
+        );
+        (code, err)
+    };
+    let (code, err) = serve(&[]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("--input /dev/null"), "{err}");
+    indexed_store(&dir, "simhash");
+    let (code, err) = serve(&["--es", "http://127.0.0.1:9"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--store and --es"), "{err}");
+
+    // NEARDUP_ES_URL in the environment (as in a container) does not stand in its way.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_neardup"))
+        .args([
+            "--log-format",
+            "json",
+            "serve",
+            "--store",
+            &store,
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .env("NEARDUP_ES_URL", "http://127.0.0.1:9")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let first: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+    assert_eq!(first["fields"]["message"], "serving", "{first}");
+    let addr = first["fields"]["listen"].as_str().unwrap().to_owned();
+    let mut conn = std::net::TcpStream::connect(&addr).unwrap();
+    conn.write_all(
+        b"GET /v1/articles/similar/v0?k=3 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    )
+    .unwrap();
+    let mut answer = String::new();
+    conn.read_to_string(&mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    let body: Value = serde_json::from_str(answer.split("\r\n\r\n").nth(1).unwrap()).unwrap();
+    assert_eq!(body["method"], "simhash");
+    assert!(
+        body["matches"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["id"] == "v1"),
+        "{body}"
+    );
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    assert_eq!(child.wait().unwrap().code(), Some(0));
+}
