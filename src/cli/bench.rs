@@ -28,6 +28,10 @@ pub enum Bench {
     /// Recall and precision of `similar --id` on Elasticsearch over labelled pairs
     /// (`neardup eval --generate`) written into a fresh index by the real writer.
     EsRecall(super::bench_es_recall::EsRecallBench),
+    /// `similar --id` lookups per second and p50/p90/p99 at a fixed concurrency through the
+    /// library, on an existing index; writes the sampled ids for `scripts/bench-serve`,
+    /// which replays them through `neardup serve` with wrk.
+    EsThroughput(super::bench_es_throughput::EsThroughputBench),
     /// Back-fill throughput next to the raw rate of the same bulk updates (docs/s, medians).
     Backfill(super::bench_backfill::BackfillBench),
     /// Fuzz the JSON Lines reader, HTML extraction and the text pipeline for a fixed budget;
@@ -61,6 +65,7 @@ pub fn run(b: Bench) -> CmdResult {
         Bench::Similar(args) => super::bench_index::similar(args),
         Bench::EsSimilar(args) => super::bench_es_similar::run(args),
         Bench::EsRecall(args) => super::bench_es_recall::run(args),
+        Bench::EsThroughput(args) => super::bench_es_throughput::run(args),
         Bench::Backfill(args) => super::bench_backfill::run(args),
         Bench::Fuzz(args) => super::bench_fuzz::run(args),
     }

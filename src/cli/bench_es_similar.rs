@@ -304,7 +304,7 @@ struct Lookup {
 }
 
 /// The value at quantile `q` of sorted `v` (nearest rank).
-fn percentile<T: Copy>(v: &[T], q: f64) -> T {
+pub(super) fn percentile<T: Copy>(v: &[T], q: f64) -> T {
     v[((v.len() - 1) as f64 * q).round() as usize]
 }
 
