@@ -735,3 +735,84 @@ async fn the_review_page_shows_the_planted_duplicates_in_a_browser() {
     server.await.unwrap().unwrap();
     drop_claims(&idx.name).await;
 }
+
+/// An index that gains MinHash (`es-init`) while services run: one that re-reads `_meta`
+/// (`meta_ttl` 0) writes and answers with MinHash at once, with no restart; one that remembers
+/// it for an hour keeps writing what it read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_method_es_init_adds_is_used_without_a_restart() {
+    use neardup::es::{BlockType, FieldNames, IndexMeta, MinHashFieldNames};
+    use neardup::{Method, Methods};
+
+    let idx = t::TestIndex::new("serve-meta");
+    let client = t::client().await;
+    let config = Fingerprinter::for_profile(Profile::Default)
+        .config()
+        .clone();
+    let simhash_only = IndexMeta::new(
+        &config,
+        Methods::only(Method::SimHash),
+        BlockType::Short,
+        FieldNames::default(),
+        MinHashFieldNames::default(),
+    );
+    neardup::es::init_index(&client, &RetryPolicy::none(), &idx.name, &simhash_only)
+        .await
+        .unwrap();
+    let fresh = service(ServeConfig {
+        meta_ttl: Duration::ZERO,
+        ..ServeConfig::default()
+    })
+    .await;
+    let stale = service(ServeConfig {
+        meta_ttl: Duration::from_secs(3600),
+        ..ServeConfig::default()
+    })
+    .await;
+    let v = variants(4);
+    let put = |app: &Router, id: &str, a: &Value| {
+        let (app, req) = (
+            app.clone(),
+            put_json(&format!("/v1/{}/articles/{id}", idx.name), a),
+        );
+        async move { call(&app, req).await }
+    };
+    let similar_method = |app: &Router, id: &str| {
+        let (app, req) = (
+            app.clone(),
+            Request::get(format!("/v1/{}/similar/{id}", idx.name))
+                .body(Body::empty())
+                .unwrap(),
+        );
+        async move {
+            let (status, body, _) = call(&app, req).await;
+            assert_eq!(status, StatusCode::OK, "{body}");
+            body["method"].clone()
+        }
+    };
+    for (app, id, a) in [(&fresh, "a", &v[0]), (&stale, "b", &v[1])] {
+        let (status, body, _) = put(app, id, a).await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+        assert_eq!(similar_method(app, id).await, "simhash");
+    }
+
+    neardup::es::init_index(
+        &client,
+        &RetryPolicy::none(),
+        &idx.name,
+        &IndexMeta::default(),
+    )
+    .await
+    .unwrap();
+    let (status, body, _) = put(&fresh, "c", &v[2]).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let (source, _) = t::get(&client, &idx.name, "c").await;
+    assert!(source["minHashSignature"].is_string(), "{source}");
+    assert_eq!(similar_method(&fresh, "c").await, "minhash");
+
+    let (status, body, _) = put(&stale, "d", &v[3]).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let (source, _) = t::get(&client, &idx.name, "d").await;
+    assert!(source.get("minHashSignature").is_none(), "{source}");
+    assert_eq!(similar_method(&stale, "d").await, "simhash");
+}

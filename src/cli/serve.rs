@@ -57,6 +57,10 @@ pub struct Args {
         value_name = "F,F"
     )]
     text_fields: Vec<String>,
+    /// How long what an Elasticsearch index holds (`_meta`, mapping) is remembered before it
+    /// is read again: a method `es-init` adds is used within this time, with no restart.
+    #[arg(long, default_value = "60s", value_parser = parse_duration, value_name = "DURATION")]
+    meta_ttl: Duration,
     #[command(flatten)]
     profile: StoreProfileArgs,
 }
@@ -77,6 +81,7 @@ pub fn run(args: Args) -> CmdResult {
         concurrency: args.max_concurrency,
         token,
         text_fields: args.text_fields.clone(),
+        meta_ttl: args.meta_ttl,
     };
     match &args.store {
         Some(dir) => {

@@ -36,7 +36,7 @@ use std::fmt;
 use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use elasticsearch::http::Method as HttpMethod;
 use elasticsearch::Elasticsearch;
@@ -117,6 +117,10 @@ pub struct SimilarOptions {
     /// The SimHash field names of indices without `_meta.neardup` (the older Java service's
     /// layout); indices with `_meta` name their own fields.
     pub names: FieldNames,
+    /// How long what an index list holds (its `_meta` and mapping) is remembered before it is
+    /// read again: a long-lived `Similar` (a service) sees a method `es-init` adds, or an
+    /// alias moved to another index, within this time.
+    pub describe_ttl: Duration,
 }
 
 impl Default for SimilarOptions {
@@ -128,6 +132,7 @@ impl Default for SimilarOptions {
             keep_alive: Duration::from_secs(60),
             text_fields: vec!["title".into(), "content".into()],
             names: FieldNames::default(),
+            describe_ttl: Duration::from_secs(60),
         }
     }
 }
@@ -236,7 +241,8 @@ pub struct Similar {
     /// Given by the caller: checked against each index list's `_meta`.
     fingerprinter: Option<Fingerprinter>,
     options: SimilarOptions,
-    described: Mutex<HashMap<String, Arc<Described>>>,
+    /// What each index list holds, and when it was read.
+    described: Mutex<HashMap<String, (Instant, Arc<Described>)>>,
     /// The cluster refused the server-side script once: filter on the client from then on.
     scripts_refused: AtomicBool,
 }
@@ -605,11 +611,14 @@ impl Similar {
         }
     }
 
-    /// Reads once per index list what the indices hold (`_meta`, or the Java layout) and
-    /// which fingerprint fields have doc values, and settles the fingerprinter.
+    /// Reads what the indices hold (`_meta`, or the Java layout) and which fingerprint fields
+    /// have doc values, and settles the fingerprinter; remembered for
+    /// [`SimilarOptions::describe_ttl`].
     async fn describe(&self, indices: &IndexList) -> Result<Arc<Described>, EsError> {
-        if let Some(d) = self.described.lock().expect("lock").get(indices.as_str()) {
-            return Ok(d.clone());
+        if let Some((at, d)) = self.described.lock().expect("lock").get(indices.as_str()) {
+            if at.elapsed() < self.options.describe_ttl {
+                return Ok(d.clone());
+            }
         }
         self.options.names.validate()?;
         let mappings = meta::mappings(
@@ -627,7 +636,7 @@ impl Similar {
         self.described
             .lock()
             .expect("lock")
-            .insert(indices.as_str().to_owned(), d.clone());
+            .insert(indices.as_str().to_owned(), (Instant::now(), d.clone()));
         Ok(d)
     }
 }

@@ -70,6 +70,9 @@ pub struct ServeConfig {
     pub token: Option<Secret>,
     /// Article fields fingerprinted, in order (dotted paths allowed).
     pub text_fields: Vec<String>,
+    /// How long what an Elasticsearch index holds (its `_meta` and mapping) is remembered
+    /// before it is read again: a method `es-init` adds is used within this time.
+    pub meta_ttl: Duration,
 }
 
 impl Default for ServeConfig {
@@ -80,6 +83,7 @@ impl Default for ServeConfig {
             concurrency: 64,
             token: None,
             text_fields: vec!["title".into(), "content".into()],
+            meta_ttl: crate::es::SimilarOptions::default().describe_ttl,
         }
     }
 }
@@ -128,11 +132,7 @@ impl Service {
         fingerprinter: Fingerprinter,
     ) -> Service {
         let side = match backend.into() {
-            Backend::Es(es) => Side::Es(Arc::new(EsSide::new(
-                es,
-                config.text_fields.clone(),
-                config.timeout,
-            ))),
+            Backend::Es(es) => Side::Es(Arc::new(EsSide::new(es, &config))),
             Backend::Store(store) => Side::Store(store),
         };
         Service {

@@ -10,7 +10,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::{json, Value};
 
-use super::{ApiError, Found, Metrics, PutParams};
+use super::{ApiError, Found, Metrics, PutParams, ServeConfig};
 use crate::es::claims::{ClaimError, Claims};
 use crate::es::meta::band_term;
 use crate::es::{
@@ -30,8 +30,10 @@ pub(super) struct EsSide {
     es: EsBackend,
     /// The one query function: it remembers what each index holds.
     similar: Similar,
-    /// Writers (read `_meta` once per index) and claims, per index written to.
-    writers: Mutex<HashMap<String, Arc<Writer>>>,
+    /// Writers (what `_meta` said when they were opened) and claims, per index written to,
+    /// with when they were opened: reopened after `describe_ttl`, as `similar` re-reads.
+    writers: Mutex<HashMap<String, (Instant, Arc<Writer>)>>,
+    describe_ttl: Duration,
     /// A claim's lease is derived from it.
     timeout: Duration,
 }
@@ -51,21 +53,19 @@ fn failed(metrics: &Metrics, e: EsError) -> ApiError {
 }
 
 impl EsSide {
-    pub(super) fn new(es: EsBackend, text_fields: Vec<String>, timeout: Duration) -> EsSide {
-        let similar = Similar::with_options(
-            es.client.clone(),
-            None,
-            SimilarOptions {
-                text_fields,
-                ..SimilarOptions::default()
-            },
-            es.retry.clone(),
-        );
+    pub(super) fn new(es: EsBackend, config: &ServeConfig) -> EsSide {
+        let options = SimilarOptions {
+            text_fields: config.text_fields.clone(),
+            describe_ttl: config.meta_ttl,
+            ..SimilarOptions::default()
+        };
+        let similar = Similar::with_options(es.client.clone(), None, options, es.retry.clone());
         EsSide {
             es,
             similar,
             writers: Mutex::new(HashMap::new()),
-            timeout,
+            describe_ttl: config.meta_ttl,
+            timeout: config.timeout,
         }
     }
 
@@ -218,8 +218,10 @@ impl EsSide {
     /// The writer of `index`: its `EsIndexer` (what `_meta` says it holds, writes visible
     /// before they return) and its claims (index created on first use).
     async fn writer(&self, m: &Metrics, index: &str) -> Result<Arc<Writer>, ApiError> {
-        if let Some(w) = self.writers.lock().expect("lock").get(index) {
-            return Ok(w.clone());
+        if let Some((at, w)) = self.writers.lock().expect("lock").get(index) {
+            if at.elapsed() < self.describe_ttl {
+                return Ok(w.clone());
+            }
         }
         let indexer = EsIndexer::open(
             self.es.client.clone(),
@@ -239,7 +241,7 @@ impl EsSide {
         self.writers
             .lock()
             .expect("lock")
-            .insert(index.to_owned(), w.clone());
+            .insert(index.to_owned(), (Instant::now(), w.clone()));
         Ok(w)
     }
 
