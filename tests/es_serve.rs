@@ -11,7 +11,7 @@ use axum::body::{to_bytes, Body};
 use axum::http::{header, Request, StatusCode};
 use axum::Router;
 use common::es as t;
-use common::serve::{call, post_json, put_json, variants};
+use common::serve::{call, created_among, post_json, put_json, variants};
 use neardup::es::{EsConfig, RetryPolicy, Secret};
 use neardup::serve::{self, EsBackend, ServeConfig, Service};
 use neardup::{Fingerprinter, Profile};
@@ -635,21 +635,10 @@ async fn concurrent_near_duplicates_through_two_services_create_exactly_one() {
             service(ServeConfig::default()).await,
             service(ServeConfig::default()).await,
         ];
-        let mut tasks = Vec::new();
-        for (i, a) in v.iter().enumerate() {
-            let app = apps[i % 2].clone();
-            let req = put_json(&format!("/v1/{}/articles/v{i}?dedupe=true", idx.name), a);
-            tasks.push(tokio::spawn(async move { call(&app, req).await }));
-        }
-        let mut created = 0;
-        for task in tasks {
-            let (status, body, _) = task.await.unwrap();
-            match status {
-                StatusCode::CREATED => created += 1,
-                StatusCode::CONFLICT => assert_eq!(body["error"]["code"], "duplicate"),
-                other => panic!("round {round}: {other} {body}"),
-            }
-        }
+        let created = created_among(&apps, &v, |i| {
+            format!("/v1/{}/articles/v{i}?dedupe=true", idx.name)
+        })
+        .await;
         assert_eq!(created, 1, "round {round}");
         t::refresh(&t::client().await, &idx.name).await;
         assert_eq!(t::count(&t::client().await, &idx.name).await, 1);

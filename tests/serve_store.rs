@@ -9,7 +9,7 @@ use std::sync::Arc;
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use axum::Router;
-use common::serve::{call, post_json, put_json, variants};
+use common::serve::{call, created_among, post_json, put_json, variants};
 use neardup::serve::{ServeConfig, Service, StoreBackend};
 use neardup::store::{OpenOptions, Store};
 use neardup::{Fingerprinter, Profile};
@@ -238,21 +238,10 @@ async fn concurrent_near_duplicates_on_a_store_create_exactly_one() {
         );
         assert_eq!(code, 0, "{err}");
         let (app, backend) = service(&dir);
-        let mut tasks = Vec::new();
-        for (i, a) in v.iter().enumerate() {
-            let app = app.clone();
-            let req = put_json(&format!("/v1/race/articles/v{i}?dedupe=true"), a);
-            tasks.push(tokio::spawn(async move { call(&app, req).await }));
-        }
-        let mut created = 0;
-        for task in tasks {
-            let (status, body, _) = task.await.unwrap();
-            match status {
-                StatusCode::CREATED => created += 1,
-                StatusCode::CONFLICT => assert_eq!(body["error"]["code"], "duplicate"),
-                other => panic!("round {round}: {other} {body}"),
-            }
-        }
+        let created = created_among(&[app], &v, |i| {
+            format!("/v1/race/articles/v{i}?dedupe=true")
+        })
+        .await;
         assert_eq!(created, 1, "round {round}");
         assert_eq!(backend.store().len().unwrap(), 1, "round {round}");
     }

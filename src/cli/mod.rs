@@ -76,6 +76,9 @@ enum Command {
     /// Fingerprint the existing documents of Elasticsearch indices: resumable, throttled, guarded.
     Backfill(backfill::Args),
     /// Serve near-duplicate lookups over HTTP (JSON API, metrics, health) from Elasticsearch or a local store.
+    ///
+    /// A local store (`--store DIR`) is served as one index named after its directory:
+    /// `--store /srv/news` answers `/v1/news/…`. See docs/service.md.
     #[cfg(feature = "serve")]
     Serve(serve::Args),
     /// Measure throughput on a corpus (medians of several runs).

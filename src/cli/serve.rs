@@ -9,28 +9,17 @@ use anyhow::Context;
 use clap::ArgGroup;
 use neardup::es::{self, RetryPolicy, Secret};
 use neardup::serve::{self, Backend, EsBackend, ServeConfig, Service, StoreBackend};
-use neardup::store::{Store, StoreError};
+use neardup::store::StoreError;
 
 use super::common::{self, CmdResult, Status};
 use super::es_args::{self, parse_duration, EsArgs};
-use super::store_args::{self, StoreProfileArgs};
+use super::store_args::{self, StoreChoice, StoreProfileArgs};
 
 #[derive(clap::Args, Debug)]
 #[command(group(ArgGroup::new("backend").required(true).multiple(true).args(["store", "url"])))]
 pub struct Args {
-    /// Answer from the local store in this directory instead of Elasticsearch, as one index
-    /// named after the directory (`/v1/{that name}/…`).
-    #[arg(long, value_name = "DIR", help_heading = "Local store")]
-    store: Option<PathBuf>,
-    /// If another process has the store open, wait up to this many seconds for it.
-    #[arg(
-        long,
-        value_name = "SECONDS",
-        default_value_t = 0.0,
-        requires = "store",
-        help_heading = "Local store"
-    )]
-    wait: f64,
+    #[command(flatten)]
+    local: StoreChoice,
     #[command(flatten)]
     es: EsArgs,
     /// Address and port to listen on.
@@ -83,7 +72,7 @@ pub fn run(args: Args) -> CmdResult {
         text_fields: args.text_fields.clone(),
         meta_ttl: args.meta_ttl,
     };
-    match &args.store {
+    match &args.local.store {
         Some(dir) => {
             // NEARDUP_ES_URL in the environment does not stand in the way of --store; a
             // cluster given on the command line does.
@@ -118,13 +107,16 @@ fn serve_es(args: &Args, serve_config: ServeConfig) -> CmdResult {
 }
 
 fn serve_store(args: &Args, dir: &std::path::Path, serve_config: ServeConfig) -> CmdResult {
-    let store = Store::open(dir, &store_args::open_options(args.wait)?).map_err(|e| match e {
-        StoreError::NotFound { .. } => anyhow::anyhow!(
-            "{e} (an empty store: `neardup index --store {} --input /dev/null`, with \
-             `--method simhash` for SimHash)",
-            dir.display()
-        ),
-        e => e.into(),
+    let store = args.local.open(dir).map_err(|e| {
+        if matches!(e.downcast_ref(), Some(StoreError::NotFound { .. })) {
+            anyhow::anyhow!(
+                "{e} (an empty store: `neardup index --store {} --input /dev/null`, with \
+                 `--method simhash` for SimHash)",
+                dir.display()
+            )
+        } else {
+            e
+        }
     })?;
     let fingerprinter = args.profile.fingerprinter(Some(store.config()))?;
     let name = StoreBackend::name_of(dir);

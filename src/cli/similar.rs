@@ -10,7 +10,6 @@
 //! ones `distance`. On Elasticsearch, `--ids-from` looks up many ids over one connection.
 
 use std::io::{BufRead, Write};
-use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::ArgGroup;
@@ -20,29 +19,19 @@ use neardup::es::{
 };
 use neardup::input::{self, InputSpec};
 use neardup::pipeline::sketch_body;
-use neardup::store::{Match, Store};
+use neardup::store::Match;
 use neardup::{Fingerprinter, Method, Methods, Score, SimHash, Sketch, Tolerance};
 
 use super::common::{self, CmdResult, MethodArgs, Searched, Status};
 use super::es_args::{self, EsArgs, FieldArgs};
-use super::store_args::{self, StoreProfileArgs};
+use super::store_args::{self, StoreChoice, StoreProfileArgs};
 
 #[derive(clap::Args, Debug)]
 #[command(group(ArgGroup::new("target").required(true).args(["store", "index"])))]
 #[command(group(ArgGroup::new("query").required(true).args(["id", "ids_from", "text", "input", "fingerprint"])))]
 pub struct Args {
-    /// Search the local index in this directory.
-    #[arg(long, value_name = "DIR", help_heading = "Local store")]
-    store: Option<PathBuf>,
-    /// If another process has the store open, wait up to this many seconds for it.
-    #[arg(
-        long,
-        value_name = "SECONDS",
-        default_value_t = 0.0,
-        requires = "store",
-        help_heading = "Local store"
-    )]
-    wait: f64,
+    #[command(flatten)]
+    local: StoreChoice,
     /// Search these Elasticsearch indices: a name, alias or pattern; several comma-separated
     /// (`articles-2024,articles-2025`). The cluster is --es (or NEARDUP_ES_URL).
     #[arg(
@@ -156,7 +145,7 @@ enum Query {
 }
 
 pub fn run(args: Args) -> CmdResult {
-    let found = match (&args.store, &args.index) {
+    let found = match (&args.local.store, &args.index) {
         (Some(dir), _) => search_store(&args, dir)?,
         (None, Some(index)) if args.ids_from.is_some() => return search_es_ids(&args, index),
         (None, Some(index)) => search_es(&args, index)?,
@@ -220,7 +209,7 @@ fn query(args: &Args, fp: &Fingerprinter, method: Method) -> anyhow::Result<Quer
 }
 
 fn search_store(args: &Args, dir: &std::path::Path) -> anyhow::Result<Outcome> {
-    let store = Store::open(dir, &store_args::open_options(args.wait)?)?;
+    let store = args.local.open(dir)?;
     let tolerance = args.method.for_store(&store)?;
     let method = store.method();
     let fp = args.profile.fingerprinter(Some(store.config()))?;

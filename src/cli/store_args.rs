@@ -39,6 +39,30 @@ impl StoreArgs {
     }
 }
 
+/// `--store DIR` for a command that uses a local store or Elasticsearch (`similar`, `serve`).
+#[derive(Args, Debug, Clone)]
+pub struct StoreChoice {
+    /// Use the local store in this directory (instead of Elasticsearch).
+    #[arg(long, value_name = "DIR", help_heading = "Local store")]
+    pub store: Option<PathBuf>,
+    /// If another process has the store open, wait up to this many seconds for it.
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        default_value_t = 0.0,
+        requires = "store",
+        help_heading = "Local store"
+    )]
+    pub wait: f64,
+}
+
+impl StoreChoice {
+    /// Opens the existing store in `dir` (the `--store` given), honouring `--wait`.
+    pub fn open(&self, dir: &Path) -> anyhow::Result<Store> {
+        Ok(Store::open(dir, &open_options(self.wait)?)?)
+    }
+}
+
 pub fn open_options(wait: f64) -> anyhow::Result<OpenOptions> {
     super::common::ensure_usage(
         wait.is_finite() && wait >= 0.0,

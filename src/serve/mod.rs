@@ -441,14 +441,7 @@ async fn similar_by_id(
 ) -> Result<Json<Value>, ApiError> {
     let given = near.given()?;
     let found = match &svc.side {
-        Side::Es(es) => {
-            let tolerance = match given {
-                Some(t) => t,
-                None => es.default_tolerance(&svc.metrics, &index).await?,
-            };
-            es.similar_by_id(&svc.metrics, &index, &id, tolerance)
-                .await?
-        }
+        Side::Es(es) => es.similar_by_id(&svc.metrics, &index, &id, given).await?,
         Side::Store(st) => st.similar_by_id(&index, id, given).await?,
     };
     Ok(Json(answer(&found)))
@@ -466,11 +459,7 @@ async fn similar_by_article(
     let given = near.given()?;
     let found = match &svc.side {
         Side::Es(es) => {
-            let tolerance = match given {
-                Some(t) => t,
-                None => es.default_tolerance(&svc.metrics, &index).await?,
-            };
-            es.similar_by_article(&svc.metrics, &index, &article, tolerance)
+            es.similar_by_article(&svc.metrics, &index, &article, given)
                 .await?
         }
         Side::Store(st) => st.similar_by_text(&index, texts, given).await?,

@@ -69,15 +69,21 @@ impl EsSide {
         }
     }
 
-    pub(super) async fn default_tolerance(
+    /// `given`, or what the index holds at its default.
+    async fn tolerance(
         &self,
         m: &Metrics,
         index: &str,
+        given: Option<Tolerance>,
     ) -> Result<Tolerance, ApiError> {
-        self.similar
-            .default_tolerance(index)
-            .await
-            .map_err(|e| failed(m, e))
+        match given {
+            Some(t) => Ok(t),
+            None => self
+                .similar
+                .default_tolerance(index)
+                .await
+                .map_err(|e| failed(m, e)),
+        }
     }
 
     pub(super) async fn similar_by_id(
@@ -85,8 +91,9 @@ impl EsSide {
         m: &Metrics,
         index: &str,
         id: &str,
-        tolerance: Tolerance,
+        given: Option<Tolerance>,
     ) -> Result<Found, ApiError> {
+        let tolerance = self.tolerance(m, index, given).await?;
         let found = self
             .similar
             .by_id(index, id, tolerance)
@@ -100,8 +107,9 @@ impl EsSide {
         m: &Metrics,
         index: &str,
         article: &Value,
-        tolerance: Tolerance,
+        given: Option<Tolerance>,
     ) -> Result<Found, ApiError> {
+        let tolerance = self.tolerance(m, index, given).await?;
         let found = self
             .similar
             .by_article(index, article, tolerance)
@@ -180,10 +188,7 @@ impl EsSide {
         if !p.dedupe {
             return w.store(&m, &id, &article, &sketches).await;
         }
-        let tolerance = match p.near().given()? {
-            Some(t) => t,
-            None => self.default_tolerance(&m, &index).await?,
-        };
+        let tolerance = self.tolerance(&m, &index, p.near().given()?).await?;
         if let Tolerance::Distance(k) = tolerance {
             if k > 3 {
                 return Err(ApiError::bad_request(format!(

@@ -56,3 +56,28 @@ pub fn variants(n: usize) -> Vec<Value> {
         })
         .collect()
 }
+
+/// PUTs every variant at once (`path(i)` for the i-th), through `apps` in turn, and counts
+/// the `201`s; every other answer must be a `409 duplicate`.
+pub async fn created_among(
+    apps: &[Router],
+    variants: &[Value],
+    path: impl Fn(usize) -> String,
+) -> usize {
+    let mut tasks = Vec::new();
+    for (i, a) in variants.iter().enumerate() {
+        let app = apps[i % apps.len()].clone();
+        let req = put_json(&path(i), a);
+        tasks.push(tokio::spawn(async move { call(&app, req).await }));
+    }
+    let mut created = 0;
+    for task in tasks {
+        let (status, body, _) = task.await.unwrap();
+        match status {
+            StatusCode::CREATED => created += 1,
+            StatusCode::CONFLICT => assert_eq!(body["error"]["code"], "duplicate"),
+            other => panic!("{other} {body}"),
+        }
+    }
+    created
+}
