@@ -173,8 +173,57 @@ fn flag_value<'a>(args: &'a [String], flag: &str) -> &'a str {
 }
 
 fn replace_flag_value(args: &mut [String], flag: &str, value: &str) {
+    flag_value(args, flag);
     let at = args.iter().position(|a| a == flag).unwrap() + 1;
     args[at] = value.to_owned();
+}
+
+/// Fails with `common::es`'s message (how to start a node) when no node answers.
+fn require_node() {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(t::client());
+}
+
+/// The top-level entries of the repository that the build compiles in: the manifest, the
+/// lock file, `src/`, and wherever an `include_str!` / `include_bytes!` under `src/` points.
+fn compiled_in() -> Vec<String> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .canonicalize()
+        .unwrap();
+    let mut found: Vec<String> = ["Cargo.toml", "Cargo.lock", "src"]
+        .map(String::from)
+        .to_vec();
+    let mut dirs = vec![root.join("src")];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+                continue;
+            }
+            let Ok(text) = std::fs::read_to_string(&path) else {
+                continue;
+            };
+            for call in ["include_str!(\"", "include_bytes!(\""] {
+                for (at, _) in text.match_indices(call) {
+                    let rest = &text[at + call.len()..];
+                    let target = dir.join(&rest[..rest.find('"').unwrap()]);
+                    let target = target
+                        .canonicalize()
+                        .unwrap_or_else(|e| panic!("{}: {e}", target.display()));
+                    let top = target.strip_prefix(&root).unwrap().components().next();
+                    let top = top.unwrap().as_os_str().to_str().unwrap().to_owned();
+                    if !found.contains(&top) {
+                        found.push(top);
+                    }
+                }
+            }
+        }
+    }
+    found
 }
 
 /// `ENTRYPOINT` as run here: the image's binary is the one cargo built.
@@ -348,6 +397,7 @@ fn listen_port(args: &[String]) -> u16 {
 /// with the node's version, logs are JSON, and SIGTERM ends it with exit code 0.
 #[test]
 fn the_compose_service_serves_as_the_image_would_and_stops_on_sigterm() {
+    require_node();
     let image = dockerfile();
     let compose = yaml("docker-compose.yml");
     let service = &compose["services"]["neardup"];
@@ -391,6 +441,7 @@ fn the_compose_service_serves_as_the_image_would_and_stops_on_sigterm() {
 /// file), `/v1` needs the token and the HEALTHCHECK still passes without it.
 #[test]
 fn the_token_override_guards_v1_and_keeps_the_healthcheck_open() {
+    require_node();
     let image = dockerfile();
     let compose = yaml("docker-compose.yml");
     let token = yaml("docker-compose.token.yml");
@@ -448,6 +499,7 @@ fn the_token_override_guards_v1_and_keeps_the_healthcheck_open() {
 /// (ENTRYPOINT, the service's environment) it creates the index with its `_meta`.
 #[test]
 fn the_documented_es_init_creates_the_index() {
+    require_node();
     const RUN: &str = "docker compose run --rm neardup ";
     let mut lines = Vec::new();
     for file in ["docker-compose.yml", "README.md", "docs/service.md"] {
@@ -506,15 +558,19 @@ fn the_documented_es_init_creates_the_index() {
     );
 }
 
-/// The image's version of `VERSION` in `image` (`name:VERSION[-suffix]`).
+/// The tag of an image reference (`name:TAG`).
 fn tag(image: &str) -> &str {
     image.rsplit_once(':').map(|(_, t)| t).unwrap_or("latest")
 }
 
+/// `1.89` as `[1, 89, 0]`, comparable with `1.89.0`.
 fn version(v: &str) -> Vec<u64> {
-    v.split('.')
+    let mut parts: Vec<u64> = v
+        .split('.')
         .map(|p| p.parse().unwrap_or_else(|_| panic!("version {v}")))
-        .collect()
+        .collect();
+    parts.resize(3, 0);
+    parts
 }
 
 /// The default version `scripts/es-up` starts for `engine` (`es8)` / `es9)` lines).
@@ -607,8 +663,12 @@ fn the_files_name_the_versions_and_ports_that_are_tested() {
             );
         }
     }
-    assert_ne!(image.user, "root");
-    assert!(!image.user.starts_with("0"), "USER {}", image.user);
+    let user = image.user.split(':').next().unwrap();
+    assert!(
+        user != "root" && user != "0",
+        "USER {}: run as non-root",
+        image.user
+    );
 
     // TLS trusts the roots compiled in (webpki-roots), so the image needs no ca-certificates
     let lock = repo_file("Cargo.lock");
@@ -667,14 +727,9 @@ fn the_files_name_the_versions_and_ports_that_are_tested() {
             ".dockerignore lacks {big}"
         );
     }
-    for needed in [
-        "Cargo.toml",
-        "Cargo.lock",
-        "src",
-        "data",
-        "mappings",
-        "docs",
-    ] {
+    let needed = compiled_in();
+    assert!(needed.len() > 3, "{needed:?}");
+    for needed in &needed {
         assert!(
             !ignored.iter().any(|l| l == needed || l == "*" || l == "**"),
             ".dockerignore leaves out {needed}, which the build needs"
