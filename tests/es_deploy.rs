@@ -12,13 +12,14 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::io::{BufRead, BufReader};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::es as t;
+use common::serve::{http, sigterm};
 use elasticsearch::http::Method;
 use parse_dockerfile::{Command as DockerCommand, HealthcheckArguments, Instruction};
 use serde_json::Value;
@@ -278,20 +279,6 @@ fn free_port() -> u16 {
         .port()
 }
 
-/// One plain HTTP/1.1 request; the status code and body.
-fn http(port: u16, request: &str) -> (u16, String) {
-    let mut conn = TcpStream::connect((Ipv4Addr::LOCALHOST, port)).unwrap();
-    conn.write_all(request.as_bytes()).unwrap();
-    let mut answer = String::new();
-    conn.read_to_string(&mut answer).unwrap();
-    let status = answer[9..12].parse().unwrap();
-    let body = answer
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_owned())
-        .unwrap_or_default();
-    (status, body)
-}
-
 /// A `neardup` process started as the container would start it.
 struct Service {
     child: Child,
@@ -377,12 +364,7 @@ impl Service {
 
     /// SIGTERM (what `docker stop` sends): the exit code and every line logged.
     fn stop(mut self) -> (Option<i32>, Vec<String>) {
-        let status = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(status.success());
-        let code = self.child.wait().unwrap().code();
+        let code = sigterm(&mut self.child);
         (code, self.stderr.iter().collect())
     }
 }
@@ -414,7 +396,7 @@ fn the_compose_service_serves_as_the_image_would_and_stops_on_sigterm() {
     let running = Service::start(&image, args, &env);
 
     let (status, body) = http(
-        running.port,
+        (Ipv4Addr::LOCALHOST, running.port),
         "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
     );
     assert_eq!(status, 200, "{body}");
@@ -480,9 +462,12 @@ fn the_token_override_guards_v1_and_keeps_the_healthcheck_open() {
             body.len()
         )
     };
-    assert_eq!(http(running.port, &request("")).0, 401);
+    assert_eq!(
+        http((Ipv4Addr::LOCALHOST, running.port), &request("")).0,
+        401
+    );
     let (status, answer) = http(
-        running.port,
+        (Ipv4Addr::LOCALHOST, running.port),
         &request("Authorization: Bearer deploy-tok-5e1f\r\n"),
     );
     assert_eq!(status, 200, "{answer}");

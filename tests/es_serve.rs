@@ -11,7 +11,9 @@ use axum::body::{to_bytes, Body};
 use axum::http::{header, Request, StatusCode};
 use axum::Router;
 use common::es as t;
-use common::serve::{call, created_among, post_json, put_json, variants};
+use common::serve::{
+    call, created_among, http, post_json, put_json, sigterm, start_serving, variants,
+};
 use neardup::es::{EsConfig, RetryPolicy, Secret};
 use neardup::serve::{self, EsBackend, ServeConfig, Service};
 use neardup::{Fingerprinter, Profile};
@@ -382,32 +384,25 @@ async fn every_path_in_the_openapi_description_is_served() {
 #[cfg(unix)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_binary_serves_logs_json_without_the_token_and_stops_on_sigterm() {
-    use std::io::{BufRead, BufReader};
-    use std::process::{Command, Stdio};
+    use std::process::Command;
 
     let dir = tempfile::tempdir().unwrap();
     let token_file = dir.path().join("token");
     std::fs::write(&token_file, "tok-9f8e7d6c\n").unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_neardup"))
-        .args([
-            "--log-format",
-            "json",
-            "serve",
-            "--es",
-            &t::url(),
-            "--listen",
-            "127.0.0.1:0",
-        ])
-        .arg("--token-file")
-        .arg(&token_file)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let first: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
-    assert_eq!(first["fields"]["message"], "serving", "{first}");
-    let addr = first["fields"]["listen"].as_str().unwrap().to_owned();
+    let (mut child, lines, addr) = start_serving(
+        Command::new(env!("CARGO_BIN_EXE_neardup"))
+            .args([
+                "--log-format",
+                "json",
+                "serve",
+                "--es",
+                &t::url(),
+                "--listen",
+                "127.0.0.1:0",
+            ])
+            .arg("--token-file")
+            .arg(&token_file),
+    );
 
     let request = |auth: &str| {
         let body = article().to_string();
@@ -416,23 +411,11 @@ async fn the_binary_serves_logs_json_without_the_token_and_stops_on_sigterm() {
             body.len()
         )
     };
-    for (auth, want) in [
-        ("", "HTTP/1.1 401"),
-        ("Authorization: Bearer tok-9f8e7d6c\r\n", "HTTP/1.1 200"),
-    ] {
-        let mut conn = tokio::net::TcpStream::connect(&addr).await.unwrap();
-        conn.write_all(request(auth).as_bytes()).await.unwrap();
-        let mut answer = String::new();
-        conn.read_to_string(&mut answer).await.unwrap();
-        assert!(answer.starts_with(want), "{answer}");
+    for (auth, want) in [("", 401), ("Authorization: Bearer tok-9f8e7d6c\r\n", 200)] {
+        let (status, body) = http(addr.as_str(), &request(auth));
+        assert_eq!(status, want, "{body}");
     }
-    let status = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let exit = child.wait().unwrap();
-    assert_eq!(exit.code(), Some(0));
+    assert_eq!(sigterm(&mut child), Some(0));
     let rest: Vec<String> = lines.map(|l| l.unwrap()).collect();
     let mut statuses = Vec::new();
     for line in &rest {

@@ -9,7 +9,9 @@ use std::sync::Arc;
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use axum::Router;
-use common::serve::{call, created_among, post_json, put_json, variants};
+use common::serve::{
+    call, created_among, http, post_json, put_json, sigterm, start_serving, variants,
+};
 use neardup::serve::{ServeConfig, Service, StoreBackend};
 use neardup::store::{OpenOptions, Store};
 use neardup::{Fingerprinter, Profile};
@@ -249,8 +251,7 @@ async fn concurrent_near_duplicates_on_a_store_create_exactly_one() {
 
 #[test]
 fn the_binary_serves_a_store_and_says_how_to_make_one() {
-    use std::io::{BufRead, BufReader, Read, Write};
-    use std::process::{Command, Stdio};
+    use std::process::Command;
 
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("articles");
@@ -275,34 +276,25 @@ fn the_binary_serves_a_store_and_says_how_to_make_one() {
     assert!(err.contains("--store and --es"), "{err}");
 
     // NEARDUP_ES_URL in the environment (as in a container) does not stand in its way.
-    let mut child = Command::new(env!("CARGO_BIN_EXE_neardup"))
-        .args([
-            "--log-format",
-            "json",
-            "serve",
-            "--store",
-            &store,
-            "--listen",
-            "127.0.0.1:0",
-        ])
-        .env("NEARDUP_ES_URL", "http://127.0.0.1:9")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let first: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
-    assert_eq!(first["fields"]["message"], "serving", "{first}");
-    let addr = first["fields"]["listen"].as_str().unwrap().to_owned();
-    let mut conn = std::net::TcpStream::connect(&addr).unwrap();
-    conn.write_all(
-        b"GET /v1/articles/similar/v0?k=3 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
-    )
-    .unwrap();
-    let mut answer = String::new();
-    conn.read_to_string(&mut answer).unwrap();
-    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
-    let body: Value = serde_json::from_str(answer.split("\r\n\r\n").nth(1).unwrap()).unwrap();
+    let (mut child, _, addr) = start_serving(
+        Command::new(env!("CARGO_BIN_EXE_neardup"))
+            .args([
+                "--log-format",
+                "json",
+                "serve",
+                "--store",
+                &store,
+                "--listen",
+                "127.0.0.1:0",
+            ])
+            .env("NEARDUP_ES_URL", "http://127.0.0.1:9"),
+    );
+    let (status, body) = http(
+        addr.as_str(),
+        "GET /v1/articles/similar/v0?k=3 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    );
+    assert_eq!(status, 200, "{body}");
+    let body: Value = serde_json::from_str(&body).unwrap();
     assert_eq!(body["method"], "simhash");
     assert!(
         body["matches"]
@@ -312,10 +304,5 @@ fn the_binary_serves_a_store_and_says_how_to_make_one() {
             .any(|m| m["id"] == "v1"),
         "{body}"
     );
-    let status = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
-    assert_eq!(child.wait().unwrap().code(), Some(0));
+    assert_eq!(sigterm(&mut child), Some(0));
 }

@@ -81,3 +81,51 @@ pub async fn created_among(
     }
     created
 }
+
+/// One plain HTTP/1.1 request (written out, `Connection: close`) to a service over a real
+/// socket: the status code and the body.
+pub fn http(addr: impl std::net::ToSocketAddrs, request: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut conn = std::net::TcpStream::connect(addr).unwrap();
+    conn.write_all(request.as_bytes()).unwrap();
+    let mut answer = String::new();
+    conn.read_to_string(&mut answer).unwrap();
+    let status = answer[9..12]
+        .parse()
+        .unwrap_or_else(|_| panic!("not HTTP: {answer}"));
+    let body = answer
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default();
+    (status, body)
+}
+
+/// SIGTERM (what `docker stop` and service managers send), then the exit code.
+pub fn sigterm(child: &mut std::process::Child) -> Option<i32> {
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    child.wait().unwrap().code()
+}
+
+/// The log lines of a child process's stderr.
+pub type LogLines = std::io::Lines<std::io::BufReader<std::process::ChildStderr>>;
+
+/// Spawns `cmd` (`neardup --log-format json serve …`) with stderr piped and reads its first
+/// line, which must be "serving": the child, its further log lines, and where it listens.
+pub fn start_serving(cmd: &mut std::process::Command) -> (std::process::Child, LogLines, String) {
+    use std::io::BufRead;
+    use std::process::Stdio;
+    let mut child = cmd
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let first: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+    assert_eq!(first["fields"]["message"], "serving", "{first}");
+    let addr = first["fields"]["listen"].as_str().unwrap().to_owned();
+    (child, lines, addr)
+}
