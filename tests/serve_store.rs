@@ -217,6 +217,53 @@ async fn a_store_refuses_near_duplicates_says_what_it_lacks_and_keeps_no_text() 
     assert_eq!(body["store"], "desk");
 }
 
+/// Query strings and paths the handlers cannot read are answered 400 with a JSON error that
+/// says what is expected, never with axum's plain-text rejection (found by schemathesis).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unreadable_query_strings_and_paths_get_a_json_400() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("desk");
+    let (code, _, err) = common::neardup(
+        &[
+            "index",
+            "--store",
+            dir.to_str().unwrap(),
+            "--input",
+            "examples/articles.jsonl",
+            "-q",
+        ],
+        b"",
+    );
+    assert_eq!(code, 0, "{err}");
+    let (app, _) = service(&dir);
+    let article = json!({"title": "标题", "content": "内容"});
+    let requests = [
+        get("/v1/desk/similar/ex-001?threshold=null"),
+        get("/v1/desk/similar/ex-001?k=-1"),
+        get("/v1/desk/similar/ex-001?k=2&k=2"),
+        get("/v1/%FF/similar/ex-001"),
+        get("/v1/desk/articles/%FF"),
+        post_json("/v1/desk/similar?threshold=x", &article),
+        post_json("/v1/%FF/similar", &article),
+        put_json("/v1/desk/articles/a?dedupe=yes", &article),
+        put_json("/v1/desk/articles/%FF", &article),
+    ];
+    for req in requests {
+        let uri = req.uri().clone();
+        let (status, body, headers) = call(&app, req).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{uri}: {body}");
+        assert_eq!(headers["content-type"], "application/json", "{uri}");
+        assert_eq!(body["error"]["code"], "bad_request", "{uri}: {body}");
+        let message = body["error"]["message"].as_str().unwrap();
+        let says_what_to_do = if uri.query().is_some() {
+            message.contains("`threshold` is a number")
+        } else {
+            message.contains("percent-encoded UTF-8")
+        };
+        assert!(says_what_to_do, "{uri}: {message}");
+    }
+}
+
 /// 50 concurrent dedupe inserts of variants of one article, 3 rounds: exactly one is
 /// created each time (the check and the write are one redb write transaction).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -1,6 +1,6 @@
 //! The service's errors: a status, a stable code and a message that says what to do, as JSON.
 
-use axum::extract::rejection::JsonRejection;
+use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -86,6 +86,24 @@ impl From<JsonRejection> for ApiError {
             _ => format!("the body is not a usable JSON article: {}", r.body_text()),
         };
         ApiError::new(status, code, message)
+    }
+}
+
+impl From<QueryRejection> for ApiError {
+    fn from(r: QueryRejection) -> ApiError {
+        ApiError::bad_request(format!(
+            "the query string is not usable ({}): `threshold` is a number with 0 < threshold ≤ 1, `k` a whole number 0–7, `dedupe` true or false, each given once",
+            r.body_text()
+        ))
+    }
+}
+
+impl From<PathRejection> for ApiError {
+    fn from(r: PathRejection) -> ApiError {
+        ApiError::bad_request(format!(
+            "the path is not usable ({}): the index and the id are percent-encoded UTF-8",
+            r.body_text()
+        ))
     }
 }
 

@@ -28,7 +28,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::error_handling::HandleErrorLayer;
-use axum::extract::rejection::JsonRejection;
+use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
 use axum::extract::{DefaultBodyLimit, MatchedPath, Path, Query, Request, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::middleware::{self, Next};
@@ -346,7 +346,7 @@ async fn fingerprint(
     State(svc): State<Arc<Service>>,
     body: Result<Json<Value>, JsonRejection>,
 ) -> Result<Json<FingerprintRecord>, ApiError> {
-    let Json(article) = body.map_err(ApiError::from)?;
+    let Json(article) = body?;
     let texts = svc.owned_texts(&article)?;
     let id = article.get("id").cloned().unwrap_or(Value::Null);
     let svc2 = svc.clone();
@@ -436,10 +436,11 @@ fn answer(found: &Found) -> Value {
 /// `GET /v1/{index}/similar/{id}`: what `neardup similar … --id {id}` finds.
 async fn similar_by_id(
     State(svc): State<Arc<Service>>,
-    Path((index, id)): Path<(String, String)>,
-    Query(near): Query<Near>,
+    path: Result<Path<(String, String)>, PathRejection>,
+    near: Result<Query<Near>, QueryRejection>,
 ) -> Result<Json<Value>, ApiError> {
-    let given = near.given()?;
+    let Path((index, id)) = path?;
+    let given = near?.given()?;
     let found = match &svc.side {
         Side::Es(es) => {
             let tolerance = match given {
@@ -457,13 +458,14 @@ async fn similar_by_id(
 /// `POST /v1/{index}/similar` with an article: its near-duplicates in the index.
 async fn similar_by_article(
     State(svc): State<Arc<Service>>,
-    Path(index): Path<String>,
-    Query(near): Query<Near>,
+    path: Result<Path<String>, PathRejection>,
+    near: Result<Query<Near>, QueryRejection>,
     body: Result<Json<Value>, JsonRejection>,
 ) -> Result<Json<Value>, ApiError> {
-    let Json(article) = body.map_err(ApiError::from)?;
+    let Path(index) = path?;
+    let given = near?.given()?;
+    let Json(article) = body?;
     let texts = svc.owned_texts(&article)?;
-    let given = near.given()?;
     let found = match &svc.side {
         Side::Es(es) => {
             let tolerance = match given {
@@ -481,8 +483,9 @@ async fn similar_by_article(
 /// `GET /v1/{index}/articles/{id}`: the article's text fields (for the review page).
 async fn article(
     State(svc): State<Arc<Service>>,
-    Path((index, id)): Path<(String, String)>,
+    path: Result<Path<(String, String)>, PathRejection>,
 ) -> Result<Json<Value>, ApiError> {
+    let Path((index, id)) = path?;
     let found = match &svc.side {
         Side::Es(es) => {
             es.article(&svc.metrics, &index, &id, &svc.config.text_fields)
@@ -530,11 +533,13 @@ impl PutParams {
 /// a near-duplicate is stored: 409 with the matches.
 async fn put_article(
     State(svc): State<Arc<Service>>,
-    Path((index, id)): Path<(String, String)>,
-    Query(p): Query<PutParams>,
+    path: Result<Path<(String, String)>, PathRejection>,
+    params: Result<Query<PutParams>, QueryRejection>,
     body: Result<Json<Value>, JsonRejection>,
 ) -> Result<Response, ApiError> {
-    let Json(article) = body.map_err(ApiError::from)?;
+    let Path((index, id)) = path?;
+    let Query(p) = params?;
+    let Json(article) = body?;
     let texts = svc.owned_texts(&article)?;
     match &svc.side {
         Side::Es(es) => {
