@@ -211,6 +211,10 @@ async fn a_store_refuses_near_duplicates_says_what_it_lacks_and_keeps_no_text() 
     let (status, body, _) = call(&app, get("/v1/desk/similar/v1?k=3")).await;
     assert_eq!(status, StatusCode::CONFLICT, "{body}");
     assert_eq!(body["error"]["code"], "index_not_usable");
+    assert!(body["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("`?threshold=T`"));
     let (status, body, _) = call(&app, get("/healthz")).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["documents"], before + 2);
