@@ -539,6 +539,8 @@ async fn put_article(
 ) -> Result<Response, ApiError> {
     let Path((index, id)) = path?;
     let Query(p) = params?;
+    // Checked with or without dedupe: a bad `threshold` or `k` is never silently ignored.
+    p.near().given()?;
     let Json(article) = body?;
     let texts = svc.owned_texts(&article)?;
     match &svc.side {
