@@ -621,6 +621,19 @@ async fn dedupe_insert_stores_the_first_and_refuses_its_near_duplicates() {
     .await;
     assert_eq!(status, StatusCode::CREATED);
     assert_eq!(t::count(&t::client().await, &idx.name).await, 3);
+    // A field Elasticsearch refuses (an empty name): 422 naming it, not 500 (schemathesis).
+    let mut odd = other.clone();
+    odd[""] = json!({"x": "y"});
+    let (status, body, _) = call(
+        &app,
+        put_json(&format!("/v1/{}/articles/odd", idx.name), &odd),
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    assert!(body["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("field name cannot be an empty string"));
     drop_claims(&idx.name).await;
 }
 
