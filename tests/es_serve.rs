@@ -102,6 +102,19 @@ async fn bad_requests_get_json_errors_that_say_what_to_do() {
     let (status, body, _) = call(&app, post_json("/v1/fingerprint", &json!(["a"]))).await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
 
+    // An index name Elasticsearch refuses: no index has it, 404 quoting the rule, not 500
+    // (schemathesis).
+    let (status, body, _) = call(
+        &app,
+        post_json("/v1/_bad/similar", &json!({"title": "标题"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+    assert!(body["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("must not start with '_'"));
+
     let (status, body, _) = call(&app, Request::get("/nope").body(Body::empty()).unwrap()).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
     assert_eq!(body["error"]["code"], "not_found");

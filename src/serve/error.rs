@@ -130,6 +130,15 @@ impl From<EsError> for ApiError {
                 (StatusCode::BAD_GATEWAY, "es_error")
             }
             EsError::DistanceTooLarge { .. } => (StatusCode::BAD_REQUEST, "bad_request"),
+            // The path's index name breaks Elasticsearch's rules (a leading `_`, `-` or `+`,
+            // `#`, `:`, …): no index has it, as on a store; the message quotes the rule.
+            EsError::Status {
+                status: 400,
+                error_type,
+                ..
+            } if error_type == "invalid_index_name_exception" => {
+                (StatusCode::NOT_FOUND, "not_found")
+            }
             _ => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
         };
         ApiError::new(status, code, e.to_string())
