@@ -223,9 +223,10 @@ async fn a_store_refuses_near_duplicates_says_what_it_lacks_and_keeps_no_text() 
 
 /// Query strings and paths the handlers cannot read, and a `threshold` or `k` out of range
 /// (with or without dedupe), are answered 400 with a JSON error that says what is expected,
-/// never with axum's plain-text rejection nor ignored (both found by schemathesis).
+/// never with axum's plain-text rejection nor ignored (both found by schemathesis); a method
+/// an endpoint does not take is a JSON 405.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn unreadable_query_strings_and_paths_get_a_json_400() {
+async fn odd_requests_get_json_errors_that_say_what_is_expected() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("desk");
     let (code, _, err) = common::neardup(
@@ -259,6 +260,17 @@ async fn unreadable_query_strings_and_paths_get_a_json_400() {
             &article,
         ),
     ];
+    // A method the endpoint does not take: 405 with its Allow header, and a JSON error too.
+    let (status, body, headers) = call(
+        &app,
+        Request::delete("/v1/desk/similar/ex-001")
+            .body(Body::empty())
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED, "{body}");
+    assert_eq!(headers["allow"], "GET,HEAD");
+    assert_eq!(body["error"]["code"], "method_not_allowed", "{body}");
     for req in requests {
         let uri = req.uri().clone();
         let (status, body, headers) = call(&app, req).await;

@@ -171,6 +171,7 @@ impl Service {
             .route("/healthz", get(healthz))
             .route("/metrics", get(metrics_text))
             .fallback(not_found)
+            .method_not_allowed_fallback(method_not_allowed)
             .layer(DefaultBodyLimit::max(self.config.body_limit))
             .layer(middleware::from_fn_with_state(self.clone(), track))
             .with_state(self)
@@ -321,6 +322,15 @@ async fn not_found() -> ApiError {
         StatusCode::NOT_FOUND,
         "not_found",
         "no such endpoint; GET /v1/openapi.json lists them",
+    )
+}
+
+/// 405 as JSON, like every other error (axum adds the `Allow` header).
+async fn method_not_allowed() -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        "this endpoint does not take that method: the Allow header lists those it takes, GET /v1/openapi.json describes them",
     )
 }
 
