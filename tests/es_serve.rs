@@ -104,6 +104,19 @@ async fn bad_requests_get_json_errors_that_say_what_to_do() {
     let (status, body, _) = call(&app, post_json("/v1/fingerprint", &json!(["a"]))).await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
 
+    // An index name Elasticsearch refuses: no index has it, 404 quoting the rule, not 500
+    // (schemathesis).
+    let (status, body, _) = call(
+        &app,
+        post_json("/v1/_bad/similar", &json!({"title": "标题"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+    assert!(body["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("must not start with '_'"));
+
     let (status, body, _) = call(&app, Request::get("/nope").body(Body::empty()).unwrap()).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
     assert_eq!(body["error"]["code"], "not_found");
@@ -604,6 +617,19 @@ async fn dedupe_insert_stores_the_first_and_refuses_its_near_duplicates() {
     .await;
     assert_eq!(status, StatusCode::CREATED);
     assert_eq!(t::count(&t::client().await, &idx.name).await, 3);
+    // A field Elasticsearch refuses (an empty name): 422 naming it, not 500 (schemathesis).
+    let mut odd = other.clone();
+    odd[""] = json!({"x": "y"});
+    let (status, body, _) = call(
+        &app,
+        put_json(&format!("/v1/{}/articles/odd", idx.name), &odd),
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    assert!(body["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("field name cannot be an empty string"));
     drop_claims(&idx.name).await;
 }
 

@@ -213,10 +213,80 @@ async fn a_store_refuses_near_duplicates_says_what_it_lacks_and_keeps_no_text() 
     let (status, body, _) = call(&app, get("/v1/desk/similar/v1?k=3")).await;
     assert_eq!(status, StatusCode::CONFLICT, "{body}");
     assert_eq!(body["error"]["code"], "index_not_usable");
+    assert!(body["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("`?threshold=T`"));
     let (status, body, _) = call(&app, get("/healthz")).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["documents"], before + 2);
     assert_eq!(body["store"], "desk");
+}
+
+/// Query strings and paths the handlers cannot read, and a `threshold` or `k` out of range
+/// (with or without dedupe), are answered 400 with a JSON error that says what is expected,
+/// never with axum's plain-text rejection nor ignored (both found by schemathesis); a method
+/// an endpoint does not take is a JSON 405.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn odd_requests_get_json_errors_that_say_what_is_expected() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("desk");
+    let (code, _, err) = common::neardup(
+        &[
+            "index",
+            "--store",
+            dir.to_str().unwrap(),
+            "--input",
+            "examples/articles.jsonl",
+            "-q",
+        ],
+        b"",
+    );
+    assert_eq!(code, 0, "{err}");
+    let (app, _) = service(&dir);
+    let article = json!({"title": "标题", "content": "内容"});
+    let requests = [
+        get("/v1/desk/similar/ex-001?threshold=null"),
+        get("/v1/desk/similar/ex-001?k=-1"),
+        get("/v1/desk/similar/ex-001?k=2&k=2"),
+        get("/v1/%FF/similar/ex-001"),
+        get("/v1/desk/articles/%FF"),
+        post_json("/v1/desk/similar?threshold=x", &article),
+        post_json("/v1/%FF/similar", &article),
+        put_json("/v1/desk/articles/a?dedupe=yes", &article),
+        put_json("/v1/desk/articles/%FF", &article),
+        // Out of range or both given: 400 with or without dedupe.
+        put_json("/v1/desk/articles/a?threshold=-0.5", &article),
+        put_json(
+            "/v1/desk/articles/a?dedupe=false&threshold=0.5&k=3",
+            &article,
+        ),
+    ];
+    // A method the endpoint does not take: 405 with its Allow header, and a JSON error too.
+    let (status, body, headers) = call(
+        &app,
+        Request::delete("/v1/desk/similar/ex-001")
+            .body(Body::empty())
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED, "{body}");
+    assert_eq!(headers["allow"], "GET,HEAD");
+    assert_eq!(body["error"]["code"], "method_not_allowed", "{body}");
+    for req in requests {
+        let uri = req.uri().clone();
+        let (status, body, headers) = call(&app, req).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{uri}: {body}");
+        assert_eq!(headers["content-type"], "application/json", "{uri}");
+        assert_eq!(body["error"]["code"], "bad_request", "{uri}: {body}");
+        let message = body["error"]["message"].as_str().unwrap();
+        let says_what_to_do = if uri.query().is_some() {
+            message.contains("threshold")
+        } else {
+            message.contains("percent-encoded UTF-8")
+        };
+        assert!(says_what_to_do, "{uri}: {message}");
+    }
 }
 
 /// 50 concurrent dedupe inserts of variants of one article, 3 rounds: exactly one is

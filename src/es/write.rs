@@ -378,7 +378,23 @@ impl EsIndexer {
                 let r = send(&self.client, method, &path, &query, Some(&body)).await?;
                 check(&what, r)
             })
-            .await?;
+            .await
+            .map_err(|e| match e {
+                // The path and query are ours: a 400 is about the article's own fields (an
+                // empty field name, a value its mapping cannot take, …).
+                EsError::Status {
+                    status: 400,
+                    error_type,
+                    reason,
+                    ..
+                } => EsError::BadDocument {
+                    id: id.unwrap_or("(new)").to_owned(),
+                    reason: format!(
+                        "Elasticsearch refused it ({error_type}: {reason}); fix or leave out the field it names"
+                    ),
+                },
+                e => e,
+            })?;
         let bad = |detail: &str| EsError::BadResponse {
             what: what.clone(),
             detail: detail.into(),

@@ -1,6 +1,6 @@
 //! The service's errors: a status, a stable code and a message that says what to do, as JSON.
 
-use axum::extract::rejection::JsonRejection;
+use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -89,6 +89,24 @@ impl From<JsonRejection> for ApiError {
     }
 }
 
+impl From<QueryRejection> for ApiError {
+    fn from(r: QueryRejection) -> ApiError {
+        ApiError::bad_request(format!(
+            "the query string is not usable ({}): `threshold` is a number with 0 < threshold ≤ 1, `k` a whole number 0–7, `dedupe` true or false, each given once",
+            r.body_text()
+        ))
+    }
+}
+
+impl From<PathRejection> for ApiError {
+    fn from(r: PathRejection) -> ApiError {
+        ApiError::bad_request(format!(
+            "the path is not usable ({}): the index and the id are percent-encoded UTF-8",
+            r.body_text()
+        ))
+    }
+}
+
 impl From<EsError> for ApiError {
     fn from(e: EsError) -> ApiError {
         let (status, code) = match &e {
@@ -112,6 +130,15 @@ impl From<EsError> for ApiError {
                 (StatusCode::BAD_GATEWAY, "es_error")
             }
             EsError::DistanceTooLarge { .. } => (StatusCode::BAD_REQUEST, "bad_request"),
+            // The path's index name breaks Elasticsearch's rules (a leading `_`, `-` or `+`,
+            // `#`, `:`, …): no index has it, as on a store; the message quotes the rule.
+            EsError::Status {
+                status: 400,
+                error_type,
+                ..
+            } if error_type == "invalid_index_name_exception" => {
+                (StatusCode::NOT_FOUND, "not_found")
+            }
             _ => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
         };
         ApiError::new(status, code, e.to_string())

@@ -28,7 +28,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::error_handling::HandleErrorLayer;
-use axum::extract::rejection::JsonRejection;
+use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
 use axum::extract::{DefaultBodyLimit, MatchedPath, Path, Query, Request, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::middleware::{self, Next};
@@ -171,6 +171,7 @@ impl Service {
             .route("/healthz", get(healthz))
             .route("/metrics", get(metrics_text))
             .fallback(not_found)
+            .method_not_allowed_fallback(method_not_allowed)
             .layer(DefaultBodyLimit::max(self.config.body_limit))
             .layer(middleware::from_fn_with_state(self.clone(), track))
             .with_state(self)
@@ -324,6 +325,15 @@ async fn not_found() -> ApiError {
     )
 }
 
+/// 405 as JSON, like every other error (axum adds the `Allow` header).
+async fn method_not_allowed() -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        "this endpoint does not take that method: the Allow header lists those it takes, GET /v1/openapi.json describes them",
+    )
+}
+
 async fn openapi() -> impl IntoResponse {
     ([(header::CONTENT_TYPE, "application/json")], OPENAPI)
 }
@@ -346,7 +356,7 @@ async fn fingerprint(
     State(svc): State<Arc<Service>>,
     body: Result<Json<Value>, JsonRejection>,
 ) -> Result<Json<FingerprintRecord>, ApiError> {
-    let Json(article) = body.map_err(ApiError::from)?;
+    let Json(article) = body?;
     let texts = svc.owned_texts(&article)?;
     let id = article.get("id").cloned().unwrap_or(Value::Null);
     let svc2 = svc.clone();
@@ -436,10 +446,11 @@ fn answer(found: &Found) -> Value {
 /// `GET /v1/{index}/similar/{id}`: what `neardup similar … --id {id}` finds.
 async fn similar_by_id(
     State(svc): State<Arc<Service>>,
-    Path((index, id)): Path<(String, String)>,
-    Query(near): Query<Near>,
+    path: Result<Path<(String, String)>, PathRejection>,
+    near: Result<Query<Near>, QueryRejection>,
 ) -> Result<Json<Value>, ApiError> {
-    let given = near.given()?;
+    let Path((index, id)) = path?;
+    let given = near?.given()?;
     let found = match &svc.side {
         Side::Es(es) => es.similar_by_id(&svc.metrics, &index, &id, given).await?,
         Side::Store(st) => st.similar_by_id(&index, id, given).await?,
@@ -450,13 +461,14 @@ async fn similar_by_id(
 /// `POST /v1/{index}/similar` with an article: its near-duplicates in the index.
 async fn similar_by_article(
     State(svc): State<Arc<Service>>,
-    Path(index): Path<String>,
-    Query(near): Query<Near>,
+    path: Result<Path<String>, PathRejection>,
+    near: Result<Query<Near>, QueryRejection>,
     body: Result<Json<Value>, JsonRejection>,
 ) -> Result<Json<Value>, ApiError> {
-    let Json(article) = body.map_err(ApiError::from)?;
+    let Path(index) = path?;
+    let given = near?.given()?;
+    let Json(article) = body?;
     let texts = svc.owned_texts(&article)?;
-    let given = near.given()?;
     let found = match &svc.side {
         Side::Es(es) => {
             es.similar_by_article(&svc.metrics, &index, &article, given)
@@ -470,8 +482,9 @@ async fn similar_by_article(
 /// `GET /v1/{index}/articles/{id}`: the article's text fields (for the review page).
 async fn article(
     State(svc): State<Arc<Service>>,
-    Path((index, id)): Path<(String, String)>,
+    path: Result<Path<(String, String)>, PathRejection>,
 ) -> Result<Json<Value>, ApiError> {
+    let Path((index, id)) = path?;
     let found = match &svc.side {
         Side::Es(es) => {
             es.article(&svc.metrics, &index, &id, &svc.config.text_fields)
@@ -519,11 +532,15 @@ impl PutParams {
 /// a near-duplicate is stored: 409 with the matches.
 async fn put_article(
     State(svc): State<Arc<Service>>,
-    Path((index, id)): Path<(String, String)>,
-    Query(p): Query<PutParams>,
+    path: Result<Path<(String, String)>, PathRejection>,
+    params: Result<Query<PutParams>, QueryRejection>,
     body: Result<Json<Value>, JsonRejection>,
 ) -> Result<Response, ApiError> {
-    let Json(article) = body.map_err(ApiError::from)?;
+    let Path((index, id)) = path?;
+    let Query(p) = params?;
+    // Checked with or without dedupe: a bad `threshold` or `k` is never silently ignored.
+    p.near().given()?;
+    let Json(article) = body?;
     let texts = svc.owned_texts(&article)?;
     match &svc.side {
         Side::Es(es) => {

@@ -98,10 +98,25 @@ impl StoreBackend {
         }
     }
 
-    /// `given`, or the default; errors unless the store holds its method.
+    /// `given`, or the default; 409 unless the store holds its method (saying which query
+    /// parameter fits, not the CLI's flags).
     fn tolerance(&self, given: Option<Tolerance>) -> Result<Tolerance, ApiError> {
         let tolerance = given.unwrap_or_else(|| self.default_tolerance());
-        self.store.ensure_method(tolerance.method())?;
+        let (held, asked) = (self.store.method(), tolerance.method());
+        if held != asked {
+            let fits = match held {
+                Method::MinHash => "`?threshold=T` (0 < T ≤ 1)",
+                Method::SimHash => "`?k=N` (0–7)",
+            };
+            return Err(ApiError::new(
+                StatusCode::CONFLICT,
+                "index_not_usable",
+                format!(
+                    "the local store `{}` holds {held} sketches, not {asked}: ask with {fits}, or with neither for its default",
+                    self.name
+                ),
+            ));
+        }
         Ok(tolerance)
     }
 
