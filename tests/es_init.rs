@@ -86,16 +86,15 @@ async fn creates_a_new_index_with_the_fields_and_is_idempotent() {
 async fn adds_the_fields_to_an_existing_index_with_articles() {
     let client = t::client().await;
     let idx = TestIndex::new("init-existing");
-    t::call(
+    t::create_index(
         &client,
-        Method::Put,
-        &format!("/{}", idx.name),
-        Some(json!({"mappings": {"properties": {
+        &idx.name,
+        json!({
             "title": {"type": "text"},
             "content": {"type": "text"},
             // already there, as the older Java service left it: kept as it is
             "simHashA": {"type": "short", "doc_values": false}
-        }}})),
+        }),
     )
     .await;
     let articles = t::example_articles();
@@ -159,14 +158,13 @@ async fn adds_the_fields_to_an_existing_index_with_articles() {
 async fn a_conflicting_mapping_is_a_clear_error_and_changes_nothing() {
     let client = t::client().await;
     let idx = TestIndex::new("init-conflict");
-    t::call(
+    t::create_index(
         &client,
-        Method::Put,
-        &format!("/{}", idx.name),
-        Some(json!({"mappings": {"properties": {
+        &idx.name,
+        json!({
             "content": {"type": "text"},
             "simHashVersion": {"type": "text"}
-        }}})),
+        }),
     )
     .await;
     let e = init_index(
@@ -377,15 +375,14 @@ async fn an_index_of_the_java_service_reads_as_seed000_and_es_init_keeps_it_so()
     let client = t::client().await;
     let retry = RetryPolicy::none();
     let idx = TestIndex::new("init-java");
-    t::call(
+    t::create_index(
         &client,
-        Method::Put,
-        &format!("/{}", idx.name),
-        Some(json!({"mappings": {"properties": {
+        &idx.name,
+        json!({
             "title": {"type": "text"},
             "simHashA": {"type": "short"}, "simHashB": {"type": "short"},
             "simHashC": {"type": "short"}, "simHashD": {"type": "short"}
-        }}})),
+        }),
     )
     .await;
     let read = read_meta(&client, &retry, &idx.name, &FieldNames::default())

@@ -486,16 +486,7 @@ async fn indices_of_the_older_java_service_work_with_both_filters() {
     // them. Candidates are read from `_source` (the four fields only).
     let client = t::client().await;
     let idx = TestIndex::new("similar-java");
-    let short = json!({"type": "short", "doc_values": false});
-    t::call(
-        &client,
-        Method::Put,
-        &format!("/{}", idx.name),
-        Some(json!({"mappings": {"properties": {
-            "simHashA": short, "simHashB": short, "simHashC": short, "simHashD": short
-        }}})),
-    )
-    .await;
+    t::create_index(&client, &idx.name, t::java_blocks()).await;
     let q = SimHash(0xA5A5_0F0F_1234_8001);
     let blocks = |f: SimHash| {
         let [a, b, c, d] = f.blocks16();
@@ -857,16 +848,7 @@ async fn java_indices_without_meta_are_seed000() {
     // The older Java service's layout: four `short` blocks, no `_meta`, seed000 fingerprints.
     let client = t::client().await;
     let idx = TestIndex::new("similar-legacy");
-    let short = json!({"type": "short", "doc_values": false});
-    t::call(
-        &client,
-        Method::Put,
-        &format!("/{}", idx.name),
-        Some(json!({"mappings": {"properties": {
-            "simHashA": short, "simHashB": short, "simHashC": short, "simHashD": short
-        }}})),
-    )
-    .await;
+    t::create_index(&client, &idx.name, t::java_blocks()).await;
     let seed = Fingerprinter::for_profile(Profile::Seed000);
     let mut docs = Vec::new();
     let mut fps = Vec::new();

@@ -38,13 +38,7 @@ fn stamp(i: usize) -> String {
 /// A new index with a `date` field `updated_at` and the SimHash fields (`default` profile).
 async fn dated_simhash_index(client: &elasticsearch::Elasticsearch, prefix: &str) -> TestIndex {
     let idx = TestIndex::new(prefix);
-    t::call(
-        client,
-        Method::Put,
-        &format!("/{}", idx.name),
-        Some(json!({"mappings": {"properties": {"updated_at": {"type": "date"}}}})),
-    )
-    .await;
+    t::create_index(client, &idx.name, json!({"updated_at": {"type": "date"}})).await;
     init_index(
         client,
         &RetryPolicy::none(),

@@ -433,14 +433,13 @@ async fn the_index_meta_decides_what_is_written_and_other_versions_are_refused()
     // of ours) is not initialised; with the other SimHash fields mapped (no _meta still) it
     // is SimHash seed000, and gets SimHash only.
     let legacy = TestIndex::new("write-legacy");
-    t::call(
+    t::create_index(
         &client,
-        Method::Put,
-        &format!("/{}", legacy.name),
-        Some(json!({"mappings": {"properties": {
+        &legacy.name,
+        json!({
             "simHashA": {"type": "short"}, "simHashB": {"type": "short"},
             "simHashC": {"type": "short"}, "simHashD": {"type": "short"}
-        }}})),
+        }),
     )
     .await;
     let e = EsIndexer::open(
@@ -482,11 +481,10 @@ async fn the_index_meta_decides_what_is_written_and_other_versions_are_refused()
 
     // A MinHash field mapped with another type than `_meta` needs is a conflict.
     let bad = TestIndex::new("write-bad-minhash");
-    t::call(
+    t::create_index(
         &client,
-        Method::Put,
-        &format!("/{}", bad.name),
-        Some(json!({"mappings": {"properties": {"minHashSignature": {"type": "keyword"}}}})),
+        &bad.name,
+        json!({"minHashSignature": {"type": "keyword"}}),
     )
     .await;
     let mut mapping = both().mapping();

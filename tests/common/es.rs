@@ -121,6 +121,25 @@ pub async fn load(client: &Elasticsearch, index: &str, docs: &[(String, Value)])
     assert_eq!(r["errors"], false, "bulk load failed: {r}");
 }
 
+/// Creates `index` with these mapping properties, as an application does before `es-init`.
+pub async fn create_index(client: &Elasticsearch, index: &str, properties: Value) {
+    call(
+        client,
+        Method::Put,
+        &format!("/{index}"),
+        Some(serde_json::json!({ "mappings": { "properties": properties } })),
+    )
+    .await;
+}
+
+/// The four block fields as the older Java service mapped them: `short`, no doc values.
+pub fn java_blocks() -> Value {
+    let short = serde_json::json!({"type": "short", "doc_values": false});
+    serde_json::json!({
+        "simHashA": short, "simHashB": short, "simHashC": short, "simHashD": short
+    })
+}
+
 /// `_source` and `(_seq_no, _primary_term)` of a document.
 pub async fn get(client: &Elasticsearch, index: &str, id: &str) -> (Value, (u64, u64)) {
     let r = call(
