@@ -468,13 +468,16 @@ async fn similar_by_article(
     let Path(index) = path?;
     let given = near?.given()?;
     let Json(article) = body?;
-    let texts = svc.owned_texts(&article)?;
     let found = match &svc.side {
         Side::Es(es) => {
+            svc.article_texts(&article)?;
             es.similar_by_article(&svc.metrics, &index, &article, given)
                 .await?
         }
-        Side::Store(st) => st.similar_by_text(&index, texts, given).await?,
+        Side::Store(st) => {
+            let texts = svc.owned_texts(&article)?;
+            st.similar_by_text(&index, texts, given).await?
+        }
     };
     Ok(Json(answer(&found)))
 }
@@ -539,22 +542,18 @@ async fn put_article(
     let Path((index, id)) = path?;
     let Query(p) = params?;
     // Checked with or without dedupe: a bad `threshold` or `k` is never silently ignored.
-    p.near().given()?;
+    let given = p.near().given()?;
     let Json(article) = body?;
-    let texts = svc.owned_texts(&article)?;
     match &svc.side {
         Side::Es(es) => {
+            svc.article_texts(&article)?;
             es.clone()
-                .put(
-                    svc.metrics.clone(),
-                    index,
-                    id,
-                    article,
-                    svc.config.text_fields.clone(),
-                    p,
-                )
+                .put(svc.metrics.clone(), index, id, article, p.dedupe, given)
                 .await
         }
-        Side::Store(st) => st.put(&index, id, texts, p).await,
+        Side::Store(st) => {
+            let texts = svc.owned_texts(&article)?;
+            st.put(&index, id, texts, p.dedupe, given).await
+        }
     }
 }

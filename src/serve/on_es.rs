@@ -10,7 +10,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::{json, Value};
 
-use super::{ApiError, Found, Metrics, PutParams, ServeConfig};
+use super::{ApiError, Found, Metrics, ServeConfig};
 use crate::es::claims::{ClaimError, Claims};
 use crate::es::meta::band_term;
 use crate::es::{
@@ -31,9 +31,8 @@ pub(super) struct EsSide {
     /// The one query function: it remembers what each index holds.
     similar: Similar,
     /// Writers (what `_meta` said when they were opened) and claims, per index written to,
-    /// with when they were opened: reopened after `describe_ttl`, as `similar` re-reads.
+    /// with when they were opened: reopened after `similar`'s `describe_ttl`, as it re-reads.
     writers: Mutex<HashMap<String, (Instant, Arc<Writer>)>>,
-    describe_ttl: Duration,
     /// A claim's lease is derived from it.
     timeout: Duration,
 }
@@ -64,7 +63,6 @@ impl EsSide {
             es,
             similar,
             writers: Mutex::new(HashMap::new()),
-            describe_ttl: config.meta_ttl,
             timeout: config.timeout,
         }
     }
@@ -173,22 +171,23 @@ impl EsSide {
         index: String,
         id: String,
         article: Value,
-        fields: Vec<String>,
-        p: PutParams,
+        dedupe: bool,
+        given: Option<Tolerance>,
     ) -> Result<Response, ApiError> {
         let w = self.writer(&m, &index).await?;
         let article = Arc::new(article);
         let sketches = {
             let (w, article) = (w.clone(), article.clone());
+            let fields = self.similar.options().text_fields.clone();
             tokio::task::spawn_blocking(move || w.indexer.sketch(&article, &fields))
                 .await
                 .map_err(|e| ApiError::internal(e.to_string()))?
                 .map_err(|e| ApiError::unprocessable(e.to_string()))?
         };
-        if !p.dedupe {
+        if !dedupe {
             return w.store(&m, &id, &article, &sketches).await;
         }
-        let tolerance = self.tolerance(&m, &index, p.near().given()?).await?;
+        let tolerance = self.tolerance(&m, &index, given).await?;
         if let Tolerance::Distance(k) = tolerance {
             if k > 3 {
                 return Err(ApiError::bad_request(format!(
@@ -224,7 +223,7 @@ impl EsSide {
     /// before they return) and its claims (index created on first use).
     async fn writer(&self, m: &Metrics, index: &str) -> Result<Arc<Writer>, ApiError> {
         if let Some((at, w)) = self.writers.lock().expect("lock").get(index) {
-            if at.elapsed() < self.describe_ttl {
+            if at.elapsed() < self.similar.options().describe_ttl {
                 return Ok(w.clone());
             }
         }

@@ -18,7 +18,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::{json, Value};
 
-use super::{ApiError, Found, PutParams};
+use super::{ApiError, Found};
 use crate::es::QueryFingerprint;
 use crate::fingerprint::Methods;
 use crate::store::{Match, Store, StoreError};
@@ -259,11 +259,12 @@ impl StoreBackend {
         index: &str,
         id: String,
         texts: Vec<String>,
-        p: PutParams,
+        dedupe: bool,
+        given: Option<Tolerance>,
     ) -> Result<Response, ApiError> {
         self.check_index(index)?;
-        let tolerance = if p.dedupe {
-            Some(self.tolerance(p.near().given()?)?)
+        let tolerance = if dedupe {
+            Some(self.tolerance(given)?)
         } else {
             None
         };
