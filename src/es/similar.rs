@@ -757,6 +757,26 @@ fn minhash_meta(meta: &IndexMeta) -> &MinHashMeta {
         .expect("check_method: MinHash is held")
 }
 
+/// `NotInitialised`, naming them, unless every one of `fields` is mapped in `props`.
+fn require_mapped<'a>(
+    index: &str,
+    props: &Value,
+    fields: impl IntoIterator<Item = &'a String>,
+) -> Result<(), EsError> {
+    let missing: Vec<String> = fields
+        .into_iter()
+        .filter(|f| props[f.as_str()]["type"].as_str().is_none())
+        .cloned()
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    Err(EsError::NotInitialised {
+        index: index.to_owned(),
+        fields: missing,
+    })
+}
+
 /// What the indices of `GET /{indices}/_mapping` hold in common, which fingerprint fields have
 /// doc values, and the fingerprinter: `given` checked against the description, else built
 /// from it.
@@ -780,18 +800,7 @@ fn describe_mappings(
         let doc_values = |field: &str| props[field]["doc_values"] != Value::Bool(false);
         if let Some(s) = &meta.simhash {
             let names = &s.fields;
-            let missing: Vec<String> = names
-                .blocks
-                .iter()
-                .filter(|b| props[b.as_str()]["type"].as_str().is_none())
-                .cloned()
-                .collect();
-            if !missing.is_empty() {
-                return Err(EsError::NotInitialised {
-                    index: index.clone(),
-                    fields: missing,
-                });
-            }
+            require_mapped(index, props, &names.blocks)?;
             for b in &names.blocks {
                 let ty = props[b.as_str()]["type"].as_str().unwrap_or("object");
                 if !matches!(ty, "short" | "keyword") {
@@ -810,17 +819,7 @@ fn describe_mappings(
         }
         if let Some(mh) = &meta.minhash {
             let names = &mh.fields;
-            let missing: Vec<String> = [&names.bands, &names.signature]
-                .into_iter()
-                .filter(|f| props[f.as_str()]["type"].as_str().is_none())
-                .cloned()
-                .collect();
-            if !missing.is_empty() {
-                return Err(EsError::NotInitialised {
-                    index: index.clone(),
-                    fields: missing,
-                });
-            }
+            require_mapped(index, props, [&names.bands, &names.signature])?;
             signature_dv &= doc_values(&names.signature);
         }
         per_index.insert(index.clone(), meta);
