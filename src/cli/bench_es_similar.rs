@@ -263,10 +263,7 @@ pub fn run(args: EsSimilarBench) -> CmdResult {
             println!(
                 "| {} | {} | {} | {:.2} | {:.2} | {:.0} | {} | {} | {:.1} | {:.1} | {:.2} |",
                 config.index,
-                match config.tolerance {
-                    Tolerance::Distance(k) => format!("SimHash k = {k}"),
-                    Tolerance::Similarity(t) => format!("MinHash t = {t}"),
-                },
+                describe(config.tolerance),
                 config.filter,
                 percentile(&lat, 0.5).as_secs_f64() * 1e3,
                 percentile(&lat, 0.99).as_secs_f64() * 1e3,
@@ -301,6 +298,14 @@ struct Lookup {
     /// Documents whose fingerprint crossed the network (the query document included).
     transferred: u64,
     matches: u64,
+}
+
+/// `SimHash k = 3` or `MinHash t = 0.3`, for the benchmark tables.
+pub(super) fn describe(t: Tolerance) -> String {
+    match t {
+        Tolerance::Distance(k) => format!("SimHash k = {k}"),
+        Tolerance::Similarity(t) => format!("MinHash t = {t}"),
+    }
 }
 
 /// The value at quantile `q` of sorted `v` (nearest rank).

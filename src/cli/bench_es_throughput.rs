@@ -17,7 +17,7 @@ use neardup::es::{self, Body, RetryPolicy, Similar};
 use neardup::Tolerance;
 use serde_json::json;
 
-use super::bench_es_similar::percentile;
+use super::bench_es_similar::{describe, percentile};
 use super::common::{self, CmdResult, Status};
 use super::es_args::{self, parse_duration, EsArgs};
 
@@ -163,13 +163,6 @@ fn process_cpu() -> Option<Duration> {
     let fields: Vec<&str> = rest.split(' ').collect();
     let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
     Some(Duration::from_millis(ticks * 10))
-}
-
-fn describe(t: Tolerance) -> String {
-    match t {
-        Tolerance::Similarity(t) => format!("MinHash t = {t}"),
-        Tolerance::Distance(k) => format!("SimHash k = {k}"),
-    }
 }
 
 /// `n` ids of `index`, picked by a seeded `random_score` (the same seed, the same ids).

@@ -68,7 +68,7 @@ pub struct Args {
     real: usize,
 
     /// Profile to measure; repeat to compare several (default: `default`).
-    #[arg(long = "profile", value_name = "NAME", value_parser = parse_profile)]
+    #[arg(long = "profile", value_name = "NAME", value_parser = common::parse_profile)]
     profiles: Vec<Profile>,
     /// Measure every profile.
     #[arg(long)]
@@ -107,10 +107,6 @@ pub struct Args {
     font: Option<PathBuf>,
     #[command(flatten)]
     run: RunArgs,
-}
-
-fn parse_profile(s: &str) -> Result<Profile, String> {
-    s.parse().map_err(|e: neardup::Error| e.to_string())
 }
 
 /// `word,tfidf[,topN][,nonum]`; see `--scheme`.

@@ -78,7 +78,7 @@ pub fn open_options(wait: f64) -> anyhow::Result<OpenOptions> {
 pub struct StoreProfileArgs {
     /// Fingerprint profile, `default` or `seed000` (default: the store's; `default` for a new
     /// store).
-    #[arg(long, value_parser = parse_profile)]
+    #[arg(long, value_parser = super::common::parse_profile)]
     pub profile: Option<Profile>,
     /// `default` profile: texts with fewer distinct words get no fingerprint.
     #[arg(long, default_value_t = Thresholds::default().min_words, value_name = "N")]
@@ -91,10 +91,6 @@ pub struct StoreProfileArgs {
     /// existing store keeps its own.
     #[arg(long, value_name = "SPEC", value_parser = super::common::parse_minhash_params)]
     pub minhash_params: Option<MinHashParams>,
-}
-
-fn parse_profile(s: &str) -> Result<Profile, String> {
-    s.parse().map_err(|e: neardup::Error| e.to_string())
 }
 
 impl StoreProfileArgs {
