@@ -756,15 +756,12 @@ async fn a_foreign_or_locked_state_file_is_refused() {
 async fn minhash_added_by_es_init_is_back_filled() {
     let client = t::client().await;
     let docs = articles(300);
-    let idx = TestIndex::new("bf-add-minhash");
-    init_index(
+    let idx = t::initialised(
         &client,
-        &RetryPolicy::none(),
-        &idx.name,
+        "bf-add-minhash",
         &IndexMeta::simhash(Profile::Default, BlockType::Short, FieldNames::default()),
     )
-    .await
-    .unwrap();
+    .await;
     t::load(&client, &idx.name, &docs).await;
     let dir = tempfile::tempdir().unwrap();
     let r = run(&client, config(&idx.name, dir.path())).await;

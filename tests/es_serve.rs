@@ -447,12 +447,12 @@ async fn the_binary_serves_logs_json_without_the_token_and_stops_on_sigterm() {
 
 /// A fresh index holding both methods (what `es-init` makes by default).
 async fn both_methods_index(prefix: &str) -> t::TestIndex {
-    let idx = t::TestIndex::new(prefix);
-    let meta = neardup::es::IndexMeta::default();
-    neardup::es::init_index(&t::client().await, &RetryPolicy::none(), &idx.name, &meta)
-        .await
-        .unwrap();
-    idx
+    t::initialised(
+        &t::client().await,
+        prefix,
+        &neardup::es::IndexMeta::default(),
+    )
+    .await
 }
 
 /// Drops the claims index the service made for `index`.
@@ -742,7 +742,6 @@ async fn a_method_es_init_adds_is_used_without_a_restart() {
     use neardup::es::{BlockType, FieldNames, IndexMeta, MinHashFieldNames};
     use neardup::{Method, Methods};
 
-    let idx = t::TestIndex::new("serve-meta");
     let client = t::client().await;
     let config = Fingerprinter::for_profile(Profile::Default)
         .config()
@@ -754,9 +753,7 @@ async fn a_method_es_init_adds_is_used_without_a_restart() {
         FieldNames::default(),
         MinHashFieldNames::default(),
     );
-    neardup::es::init_index(&client, &RetryPolicy::none(), &idx.name, &simhash_only)
-        .await
-        .unwrap();
+    let idx = t::initialised(&client, "serve-meta", &simhash_only).await;
     let fresh = service(ServeConfig {
         meta_ttl: Duration::ZERO,
         ..ServeConfig::default()

@@ -12,8 +12,8 @@ use elasticsearch::http::Method;
 use neardup::es::meta::minhash_fields_json;
 use neardup::es::MinHashFieldNames;
 use neardup::es::{
-    init_index, simhash_fields_json, BlockType, EsError, FieldNames, FilterMode, IndexMeta, Match,
-    Paging, QueryFingerprint, RetryPolicy, Similar, SimilarOptions,
+    simhash_fields_json, BlockType, EsError, FieldNames, FilterMode, IndexMeta, Match, Paging,
+    QueryFingerprint, RetryPolicy, Similar, SimilarOptions,
 };
 use neardup::store::sort_matches;
 use neardup::{
@@ -77,16 +77,12 @@ async fn new_index(
     prefix: &str,
     bt: BlockType,
 ) -> TestIndex {
-    let idx = TestIndex::new(prefix);
-    init_index(
+    t::initialised(
         client,
-        &RetryPolicy::none(),
-        &idx.name,
+        prefix,
         &IndexMeta::simhash(Profile::Default, bt, FieldNames::default()),
     )
     .await
-    .unwrap();
-    idx
 }
 
 /// `(id, _source)` pairs to load.
@@ -576,11 +572,7 @@ async fn errors_say_what_to_do() {
 
 /// An index holding both methods, as `es-init` makes it by default.
 async fn new_both_index(client: &elasticsearch::Elasticsearch, prefix: &str) -> TestIndex {
-    let idx = TestIndex::new(prefix);
-    init_index(client, &RetryPolicy::none(), &idx.name, &both_meta())
-        .await
-        .unwrap();
-    idx
+    t::initialised(client, prefix, &both_meta()).await
 }
 
 fn both_meta() -> IndexMeta {
@@ -820,12 +812,9 @@ async fn fingerprints_of_another_version_are_never_compared() {
     );
 
     // An index recording a version this neardup does not compute.
-    let odd = TestIndex::new("similar-odd-version");
     let mut meta = both_meta();
     meta.minhash.as_mut().unwrap().version = "minhash-0;from-the-future".into();
-    init_index(&client, &RetryPolicy::none(), &odd.name, &meta)
-        .await
-        .unwrap();
+    let odd = t::initialised(&client, "similar-odd-version", &meta).await;
     t::load(&client, &odd.name, &docs).await;
     let e = similar(&client, FilterMode::Client, 1000)
         .by_id(odd.name.as_str(), &bases[0], Tolerance::Similarity(0.3))

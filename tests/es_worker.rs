@@ -257,15 +257,12 @@ fn texts(src: &Value) -> [&str; 2] {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn minhash_added_by_es_init_is_filled_in() {
     let client = t::client().await;
-    let idx = TestIndex::new("worker-add-minhash");
-    init_index(
+    let idx = t::initialised(
         &client,
-        &RetryPolicy::none(),
-        &idx.name,
+        "worker-add-minhash",
         &IndexMeta::simhash(Profile::Default, BlockType::Short, FieldNames::default()),
     )
-    .await
-    .unwrap();
+    .await;
     let mut docs = t::shared_articles(40);
     docs.extend(t::example_articles());
     t::load(&client, &idx.name, &docs).await;
@@ -338,15 +335,12 @@ async fn sigterm_stops_a_running_worker_cleanly() {
     use std::process::Stdio;
 
     let client = t::client().await;
-    let idx = TestIndex::new("worker-signal");
-    init_index(
+    let idx = t::initialised(
         &client,
-        &RetryPolicy::none(),
-        &idx.name,
+        "worker-signal",
         &IndexMeta::simhash(Profile::Default, BlockType::Short, FieldNames::default()),
     )
-    .await
-    .unwrap();
+    .await;
     t::load(&client, &idx.name, &t::example_articles()).await;
     let mut child = Command::new(env!("CARGO_BIN_EXE_neardup"))
         .args([

@@ -24,11 +24,7 @@ fn both() -> IndexMeta {
 }
 
 async fn initialised(client: &Elasticsearch, prefix: &str) -> TestIndex {
-    let idx = TestIndex::new(prefix);
-    init_index(client, &RetryPolicy::none(), &idx.name, &both())
-        .await
-        .unwrap();
-    idx
+    t::initialised(client, prefix, &both()).await
 }
 
 async fn open(client: &Elasticsearch, index: &str) -> EsIndexer {
@@ -383,12 +379,9 @@ async fn the_index_meta_decides_what_is_written_and_other_versions_are_refused()
     let client = t::client().await;
 
     // SimHash only: no MinHash field is written.
-    let idx = TestIndex::new("write-simhash-only");
     let simhash_only =
         IndexMeta::simhash(Profile::Default, BlockType::Short, FieldNames::default());
-    init_index(&client, &RetryPolicy::none(), &idx.name, &simhash_only)
-        .await
-        .unwrap();
+    let idx = t::initialised(&client, "write-simhash-only", &simhash_only).await;
     let indexer = open(&client, &idx.name).await;
     assert_eq!(indexer.meta(), &simhash_only);
     let (id, article) = t::shared_articles(1).remove(0);

@@ -121,6 +121,19 @@ pub async fn load(client: &Elasticsearch, index: &str, docs: &[(String, Value)])
     assert_eq!(r["errors"], false, "bulk load failed: {r}");
 }
 
+/// A fresh index that `es-init` made for `meta` (dropped with the `TestIndex`).
+pub async fn initialised(
+    client: &Elasticsearch,
+    prefix: &str,
+    meta: &neardup::es::IndexMeta,
+) -> TestIndex {
+    let idx = TestIndex::new(prefix);
+    neardup::es::init_index(client, &neardup::es::RetryPolicy::none(), &idx.name, meta)
+        .await
+        .unwrap();
+    idx
+}
+
 /// Creates `index` with these mapping properties, as an application does before `es-init`.
 pub async fn create_index(client: &Elasticsearch, index: &str, properties: Value) {
     call(
