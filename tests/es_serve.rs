@@ -12,7 +12,8 @@ use axum::http::{header, Request, StatusCode};
 use axum::Router;
 use common::es as t;
 use common::serve::{
-    call, created_among, http, post_json, put_json, sigterm, start_serving, variants,
+    assert_other_method_is_409, call, created_among, http, post_json, put_json, sigterm,
+    start_serving, variants,
 };
 use neardup::es::{EsConfig, RetryPolicy, Secret};
 use neardup::serve::{self, EsBackend, ServeConfig, Service};
@@ -810,4 +811,35 @@ async fn a_method_es_init_adds_is_used_without_a_restart() {
     let (source, _) = t::get(&client, &idx.name, "d").await;
     assert!(source.get("minHashSignature").is_none(), "{source}");
     assert_eq!(similar_method(&stale, "d").await, "simhash");
+}
+
+/// A tolerance of the method an index lacks is 409 on every endpoint, worded with the query
+/// parameter that fits (it was 500 with a CLI flag in the message), as on a store
+/// (tests/serve_store.rs).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_method_an_index_lacks_is_409_on_every_endpoint() {
+    use neardup::es::{BlockType, FieldNames, IndexMeta, MinHashFieldNames};
+    use neardup::{Method, Methods};
+
+    let client = t::client().await;
+    let config = Fingerprinter::for_profile(Profile::Default)
+        .config()
+        .clone();
+    let app = service(ServeConfig::default()).await;
+    let a = variants(1).remove(0);
+    for (held, method) in [("simhash", Method::SimHash), ("minhash", Method::MinHash)] {
+        let meta = IndexMeta::new(
+            &config,
+            Methods::only(method),
+            BlockType::Short,
+            FieldNames::default(),
+            MinHashFieldNames::default(),
+        );
+        let idx = t::initialised(&client, &format!("serve-only-{held}"), &meta).await;
+        let (status, body, _) =
+            call(&app, put_json(&format!("/v1/{}/articles/a", idx.name), &a)).await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+        assert_other_method_is_409(&app, &idx.name, held, "a", &a).await;
+        drop_claims(&idx.name).await;
+    }
 }

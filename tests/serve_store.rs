@@ -376,3 +376,17 @@ fn the_binary_serves_a_store_and_says_how_to_make_one() {
     );
     assert_eq!(sigterm(&mut child), Some(0));
 }
+
+/// A tolerance of the method a store lacks is 409 on every endpoint, worded with the query
+/// parameter that fits, as `serve --es` answers it (tests/es_serve.rs).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_method_a_store_lacks_is_409_on_every_endpoint() {
+    for held in ["simhash", "minhash"] {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("desk");
+        indexed_store(&dir, held);
+        let (app, _) = service(&dir);
+        let a = variants(1).remove(0);
+        common::serve::assert_other_method_is_409(&app, "desk", held, "v0", &a).await;
+    }
+}

@@ -49,10 +49,23 @@ pub fn finish(result: CmdResult) -> i32 {
             ExitCode::Usage as i32
         }
         Err(e) => {
-            eprintln!("error: {}", scrub(&format!("{e:#}")));
+            eprintln!("error: {}{}", scrub(&format!("{e:#}")), flag_hint(&e));
             ExitCode::Error as i32
         }
     }
+}
+
+/// The flags that fit a library error worded without them (the service words it with its
+/// query parameters instead).
+fn flag_hint(e: &anyhow::Error) -> String {
+    e.chain()
+        .find_map(|c| match c.downcast_ref::<neardup::es::EsError>() {
+            Some(neardup::es::EsError::MethodNotHeld { held, .. }) => Some(format!(
+                " (on the command line: --method {held}, or leave --method, -k and --threshold out)"
+            )),
+            _ => None,
+        })
+        .unwrap_or_default()
 }
 
 /// A flag value that parses but cannot be used: exit code 2, like clap's own usage errors.

@@ -335,6 +335,15 @@ pub enum EsError {
         hint: String,
     },
 
+    /// The indices hold no fingerprints of the asked method; `held` is the one they hold.
+    /// Worded without command-line flags: the CLI and the service each say how to ask.
+    #[error("`{index}` holds {held} fingerprints only, not {asked}: ask by {held} (the index's default), or es-init it with both methods and back-fill it")]
+    MethodNotHeld {
+        index: String,
+        held: crate::Method,
+        asked: crate::Method,
+    },
+
     #[error("k = {k} is too large: the four 16-bit block fields answer exactly for k ≤ 7 (a pair within 7 bits has a block within one bit); use -k 0..=7")]
     DistanceTooLarge { k: u32 },
 }

@@ -724,22 +724,15 @@ fn check_tolerance(tolerance: Tolerance) -> Result<(), EsError> {
     }
 }
 
-/// An error unless the indices hold `method`.
+/// [`EsError::MethodNotHeld`] unless the indices hold `method`.
 fn check_method(indices: &IndexList, meta: &IndexMeta, method: Method) -> Result<(), EsError> {
     if meta.has(method) {
         return Ok(());
     }
-    let other = match method {
-        Method::SimHash => Method::MinHash,
-        Method::MinHash => Method::SimHash,
-    };
-    Err(EsError::MetaConflict {
+    Err(EsError::MethodNotHeld {
         index: indices.to_string(),
-        existing: meta.to_string(),
-        wanted: format!("a {method} query"),
-        hint: format!(
-            "query it with --method {other}, or es-init it with --methods simhash,minhash and back-fill it"
-        ),
+        held: meta.default_method(),
+        asked: method,
     })
 }
 
@@ -1388,7 +1381,17 @@ mod tests {
             Fingerprinter::for_profile(Profile::Seed000).version()
         );
         let e = check_method(&IndexList::from("old"), &d.meta, Method::MinHash).unwrap_err();
-        assert!(e.to_string().contains("--method simhash"), "{e}");
+        assert!(
+            matches!(
+                e,
+                EsError::MethodNotHeld {
+                    held: Method::SimHash,
+                    asked: Method::MinHash,
+                    ..
+                }
+            ),
+            "{e}"
+        );
 
         let mut bare = Map::new();
         bare.insert("bare".into(), json!({ "mappings": { "properties": {} } }));

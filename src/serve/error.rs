@@ -8,6 +8,7 @@ use serde_json::{json, Value};
 
 use crate::es::EsError;
 use crate::store::{Match, StoreError};
+use crate::Method;
 
 /// An error answer: `{"error": {"code", "message"}}` with the status.
 #[derive(Debug)]
@@ -41,6 +42,22 @@ impl ApiError {
 
     pub fn internal(message: impl Into<String>) -> ApiError {
         ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)
+    }
+
+    /// 409: `what` (an index, a store) holds sketches of `held` only, not of the `asked`
+    /// method; says which query parameter fits. The one wording for both backends.
+    pub fn method_not_held(what: &str, held: Method, asked: Method) -> ApiError {
+        let fits = match held {
+            Method::MinHash => "`?threshold=T` (0 < T ≤ 1)",
+            Method::SimHash => "`?k=N` (0–7)",
+        };
+        ApiError::new(
+            StatusCode::CONFLICT,
+            "index_not_usable",
+            format!(
+                "{what} holds {held} fingerprints only, not {asked}: ask with {fits}, or with neither for its default"
+            ),
+        )
     }
 
     /// 409: a dedupe insert refused, with the near-duplicates that are stored.
@@ -109,6 +126,9 @@ impl From<PathRejection> for ApiError {
 
 impl From<EsError> for ApiError {
     fn from(e: EsError) -> ApiError {
+        if let EsError::MethodNotHeld { index, held, asked } = &e {
+            return ApiError::method_not_held(&format!("index `{index}`"), *held, *asked);
+        }
         let (status, code) = match &e {
             EsError::IndexNotFound { .. }
             | EsError::NoIndexMatches { .. }

@@ -197,13 +197,10 @@ impl EsSide {
         }
         let method = tolerance.method();
         if !w.indexer.meta().has(method) {
-            return Err(ApiError::new(
-                StatusCode::CONFLICT,
-                "index_not_usable",
-                format!(
-                    "index `{index}` holds no {method} fingerprints ({})",
-                    w.indexer.meta()
-                ),
+            return Err(ApiError::method_not_held(
+                &format!("index `{index}`"),
+                w.indexer.meta().default_method(),
+                method,
             ));
         }
         let Ok(sketch) = sketches.clone().into_sketch(method) else {

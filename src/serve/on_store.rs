@@ -104,17 +104,10 @@ impl StoreBackend {
         let tolerance = given.unwrap_or_else(|| self.default_tolerance());
         let (held, asked) = (self.store.method(), tolerance.method());
         if held != asked {
-            let fits = match held {
-                Method::MinHash => "`?threshold=T` (0 < T ≤ 1)",
-                Method::SimHash => "`?k=N` (0–7)",
-            };
-            return Err(ApiError::new(
-                StatusCode::CONFLICT,
-                "index_not_usable",
-                format!(
-                    "the local store `{}` holds {held} sketches, not {asked}: ask with {fits}, or with neither for its default",
-                    self.name
-                ),
+            return Err(ApiError::method_not_held(
+                &format!("the local store `{}`", self.name),
+                held,
+                asked,
             ));
         }
         Ok(tolerance)

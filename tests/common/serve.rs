@@ -129,3 +129,47 @@ pub fn start_serving(cmd: &mut std::process::Command) -> (std::process::Child, L
     let addr = first["fields"]["listen"].as_str().unwrap().to_owned();
     (child, lines, addr)
 }
+
+/// Asks `index` (holding `held` only: "simhash" or "minhash") by the other method on each
+/// endpoint that takes a tolerance, for the document `id` and the article `a`: every answer is
+/// 409 `index_not_usable` naming the query parameter that fits, never a CLI flag. The same
+/// checks run on both backends, so the same mistake gets the same status from each.
+pub async fn assert_other_method_is_409(
+    app: &Router,
+    index: &str,
+    held: &str,
+    id: &str,
+    a: &Value,
+) {
+    let (other, fits) = match held {
+        "simhash" => ("threshold=0.3", "`?k=N`"),
+        "minhash" => ("k=3", "`?threshold=T`"),
+        _ => panic!("a method: simhash or minhash, not {held}"),
+    };
+    let requests = [
+        Request::get(format!("/v1/{index}/similar/{id}?{other}"))
+            .body(Body::empty())
+            .unwrap(),
+        post_json(&format!("/v1/{index}/similar?{other}"), a),
+        put_json(
+            &format!("/v1/{index}/articles/{id}-again?dedupe=true&{other}"),
+            a,
+        ),
+    ];
+    for req in requests {
+        let what = format!("{} {}", req.method(), req.uri());
+        let (status, body, _) = call(app, req).await;
+        assert_eq!(status, StatusCode::CONFLICT, "{what}: {body}");
+        assert_eq!(body["error"]["code"], "index_not_usable", "{what}: {body}");
+        let message = body["error"]["message"].as_str().unwrap();
+        assert!(message.contains(fits), "{what}: {message}");
+        assert!(
+            message.contains(&format!("holds {held}")),
+            "{what}: {message}"
+        );
+        assert!(
+            !message.contains("--"),
+            "{what} names a CLI flag: {message}"
+        );
+    }
+}
