@@ -30,6 +30,11 @@
 //! assert!(fp.fingerprint("快讯").is_err()); // too short: no fingerprint, and a reason
 //! ```
 
+// The command line's modules name the library `neardup::…`, as any user of it does.
+extern crate self as neardup;
+
+#[cfg(feature = "cli")]
+pub mod cli;
 pub mod error;
 pub mod es;
 pub mod eval;

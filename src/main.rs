@@ -1,7 +1,5 @@
-//! The `neardup` command line: a thin layer over the library.
-
-mod cli;
+//! The `neardup` command line: a thin layer over the library (its `cli` module).
 
 fn main() {
-    std::process::exit(cli::main());
+    std::process::exit(neardup::cli::main());
 }

@@ -213,7 +213,7 @@ fn read_objects(
 }
 
 /// The articles of a JSON Lines file (`id`, `title`, `content`; `.gz` is fine).
-pub(super) fn read_articles(path: &str) -> anyhow::Result<Vec<Article>> {
+pub fn read_articles(path: &str) -> anyhow::Result<Vec<Article>> {
     Ok(read_objects(path, &["content".to_owned()])?
         .into_iter()
         .map(|(id, v)| {

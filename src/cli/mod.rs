@@ -1,22 +1,18 @@
-//! Command-line parsing and dispatch. Each subcommand lives in its own module and only
-//! translates flags into library calls and results into output.
+//! The `neardup` command line (feature `cli`): parsing and dispatch. Each subcommand lives in
+//! its own module and only translates flags into library calls and results into output.
+//!
+//! It sits in the library so that the development tools of the workspace (`neardup-bench`,
+//! `neardup-fuzz`) parse the same argument groups ([`common`], [`es_args`], [`store_args`])
+//! and end the same way ([`common::finish`]) without a copy; `src/main.rs` only calls [`main`].
 
 mod backfill;
-mod bench;
-mod bench_backfill;
-mod bench_es;
-mod bench_es_recall;
-mod bench_es_similar;
-mod bench_es_throughput;
-mod bench_fuzz;
-mod bench_index;
 mod check;
-mod common;
+pub mod common;
 mod dedupe;
 mod delete;
-mod es_args;
+pub mod es_args;
 mod es_init;
-mod eval;
+pub mod eval;
 #[cfg(feature = "eval-plot")]
 mod eval_plot;
 mod fingerprint;
@@ -25,7 +21,7 @@ mod index;
 mod serve;
 mod similar;
 mod stats;
-mod store_args;
+pub mod store_args;
 mod worker;
 
 use clap::{Parser, Subcommand};
@@ -43,7 +39,8 @@ struct Cli {
         global = true,
         value_enum,
         default_value = "text",
-        env = "NEARDUP_LOG_FORMAT"
+        env = "NEARDUP_LOG_FORMAT",
+        display_order = 1000
     )]
     log_format: common::LogFormat,
     #[command(subcommand)]
@@ -81,9 +78,6 @@ enum Command {
     /// `--store /srv/news` answers `/v1/news/…`. See docs/service.md.
     #[cfg(feature = "serve")]
     Serve(serve::Args),
-    /// Measure throughput on a corpus (medians of several runs).
-    #[command(subcommand)]
-    Bench(bench::Bench),
 }
 
 /// Runs the command line and returns the process exit code.
@@ -104,7 +98,6 @@ pub fn main() -> i32 {
         Command::Backfill(args) => backfill::run(args),
         #[cfg(feature = "serve")]
         Command::Serve(args) => serve::run(args),
-        Command::Bench(b) => bench::run(b),
     };
     common::finish(result)
 }

@@ -13,13 +13,18 @@
 //!
 //! [`synth`] makes corpus-like articles (real frames and sentences) for benchmarks larger than
 //! the corpus.
+//!
+//! `generate` and `synth` draw seeded random edits and are behind the feature `generate` (on
+//! with `cli`): an article service that embeds the library does not compile them.
 
 pub mod corpus;
 pub mod detector;
+#[cfg(feature = "generate")]
 pub mod generate;
 pub mod minhash;
 pub mod oracle;
 pub mod real;
+#[cfg(feature = "generate")]
 pub mod synth;
 
 use std::collections::{BTreeMap, HashMap};

@@ -1,18 +1,16 @@
-//! The fuzzer (`neardup bench fuzz`) replays the regression corpus in `fuzz/corpus/` and a
+//! The fuzzer (`neardup-fuzz`) replays the regression corpus in `fuzz/corpus/` and a
 //! fixed number of generated inputs: no panic in the JSON Lines reader, HTML extraction or
 //! the text pipeline.
 
-mod common;
+use std::process::Command;
 
 #[test]
 fn the_corpus_and_a_fixed_budget_of_generated_inputs_run_without_panics() {
     let dir = tempfile::tempdir().unwrap();
-    let corpus = format!("{}/fuzz/corpus", env!("CARGO_MANIFEST_DIR"));
+    let corpus = format!("{}/corpus", env!("CARGO_MANIFEST_DIR"));
     let crashes = dir.path().join("crashes");
-    let (code, out, err) = common::neardup(
-        &[
-            "bench",
-            "fuzz",
+    let run = Command::new(env!("CARGO_BIN_EXE_neardup-fuzz"))
+        .args([
             "--execs",
             "1500",
             "--time",
@@ -23,10 +21,14 @@ fn the_corpus_and_a_fixed_budget_of_generated_inputs_run_without_panics() {
             &corpus,
             "--crashes",
             crashes.to_str().unwrap(),
-        ],
-        b"",
+        ])
+        .output()
+        .expect("the neardup-fuzz binary runs");
+    let (out, err) = (
+        String::from_utf8_lossy(&run.stdout),
+        String::from_utf8_lossy(&run.stderr),
     );
-    assert_eq!(code, 0, "{out}{err}");
+    assert!(run.status.success(), "{out}{err}");
     assert!(
         out.contains("1500 generated") && out.contains("0 panics"),
         "{out}"

@@ -1,4 +1,4 @@
-//! `neardup bench es-recall`: held-out labelled pairs through Elasticsearch.
+//! `neardup-bench es-recall`: held-out labelled pairs through Elasticsearch.
 //!
 //! Every distinct article of a pairs file (`neardup eval --generate`) is written into a fresh
 //! index holding both methods, by the real writer (`EsIndexer::index_article`, the article
@@ -27,13 +27,13 @@ use rayon::prelude::*;
 use serde_json::Value;
 use tokio::task::JoinSet;
 
-use super::common::{self, CmdResult, MethodArgs, ProfileArgs, Searched, Status};
-use super::es_args::{self, EsArgs};
+use neardup::cli::common::{self, CmdResult, MethodArgs, ProfileArgs, Searched, Status};
+use neardup::cli::es_args::{self, EsArgs};
 
 #[derive(clap::Args, Debug)]
 #[command(after_help = "Example:
   neardup eval --generate -i ../shared/data/zh_articles.jsonl.gz -o pairs.jsonl
-  neardup bench es-recall --es http://127.0.0.1:9200 --pairs pairs.jsonl")]
+  neardup-bench es-recall --es http://127.0.0.1:9200 --pairs pairs.jsonl")]
 pub struct EsRecallBench {
     #[command(flatten)]
     es: EsArgs,

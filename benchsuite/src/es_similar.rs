@@ -1,4 +1,4 @@
-//! `neardup bench es-similar`: `similar --id` on a large index of documents that look like
+//! `neardup-bench es-similar`: `similar --id` on a large index of documents that look like
 //! the corpus, and what MinHash costs in index size.
 //!
 //! The documents are the corpus articles first (with their real reposts), then synthetic
@@ -29,9 +29,9 @@ use neardup::{Fingerprinter, Method, Methods, Tolerance};
 use rayon::prelude::*;
 use serde_json::{json, Value};
 
-use super::bench_es::Rng;
-use super::common::{self, CmdResult, ProfileArgs, Status};
-use super::es_args::{self, EsArgs};
+use crate::es::Rng;
+use neardup::cli::common::{self, CmdResult, ProfileArgs, Status};
+use neardup::cli::es_args::{self, EsArgs};
 
 #[derive(clap::Args, Debug)]
 pub struct EsSimilarBench {
@@ -114,7 +114,7 @@ pub fn run(args: EsSimilarBench) -> CmdResult {
         args.docs > 0 && args.queries > 0,
         "--docs and --queries must be positive",
     )?;
-    let real = super::eval::read_articles(&args.input)?;
+    let real = neardup::cli::eval::read_articles(&args.input)?;
     let synth = Synthesizer::new(&real, args.seed).with_context(|| {
         format!(
             "{}: no article has three sentences to build synthetic ones from",

@@ -1,4 +1,4 @@
-//! `neardup bench es-terms`: are `keyword` blocks faster than `short` ones for the block
+//! `neardup-bench es-terms`: are `keyword` blocks faster than `short` ones for the block
 //! `term` queries? Loads the same fingerprints into two fresh indices that differ only in the
 //! block type, then times the same queries against both, interleaved.
 
@@ -14,8 +14,8 @@ use neardup::SimHash;
 use rayon::prelude::*;
 use serde_json::{json, Value};
 
-use super::common::{self, CmdResult, ProfileArgs, Status};
-use super::es_args::{self, EsArgs};
+use neardup::cli::common::{self, CmdResult, ProfileArgs, Status};
+use neardup::cli::es_args::{self, EsArgs};
 
 #[derive(clap::Args, Debug)]
 pub struct EsTermsBench {

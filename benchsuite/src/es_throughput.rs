@@ -1,4 +1,4 @@
-//! `neardup bench es-throughput`: `similar --id` from many callers at once, through the
+//! `neardup-bench es-throughput`: `similar --id` from many callers at once, through the
 //! library (`Similar::by_id`, what an embedding Rust service calls), on an index that exists
 //! (e.g. the one `bench es-similar --keep` leaves).
 //!
@@ -17,9 +17,9 @@ use neardup::es::{self, Body, RetryPolicy, Similar};
 use neardup::Tolerance;
 use serde_json::json;
 
-use super::bench_es_similar::{describe, percentile};
-use super::common::{self, CmdResult, Status};
-use super::es_args::{self, parse_duration, EsArgs};
+use crate::es_similar::{describe, percentile};
+use neardup::cli::common::{self, CmdResult, Status};
+use neardup::cli::es_args::{self, parse_duration, EsArgs};
 
 #[derive(clap::Args, Debug)]
 pub struct EsThroughputBench {

@@ -1,7 +1,11 @@
-//! `neardup bench fuzz`: a seeded, budgeted fuzzer for the JSON Lines reader, HTML
+//! `neardup-fuzz`: a seeded, budgeted fuzzer for the JSON Lines reader, HTML
 //! extraction and the text pipeline, on stable Rust. Each input goes through the readers a
 //! user's data goes through; a panic is caught, counted and its input saved. The regression
 //! corpus (`fuzz/corpus/`: inputs that once broke something, and seeds) is replayed first.
+//!
+//! A `publish = false` workspace member: the workshop, not the product. Run it with
+//! `cargo run -p neardup-fuzz --release -- --time 10m`; `fuzz/tests/corpus.rs` replays the
+//! corpus and a fixed budget in `cargo test`.
 
 use std::io::Write;
 use std::panic::{self, AssertUnwindSafe};
@@ -16,11 +20,14 @@ use neardup::{Fingerprinter, Profile};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use super::common::{self, CmdResult, Status};
-use super::es_args::parse_duration;
+use neardup::cli::common::{self, CmdResult, Status};
+use neardup::cli::es_args::parse_duration;
 
-#[derive(clap::Args, Debug)]
-pub struct FuzzBench {
+/// Fuzz the JSON Lines reader, HTML extraction and the text pipeline for a fixed budget;
+/// reports inputs run, panics (exit 1 if any) and peak memory.
+#[derive(clap::Parser, Debug)]
+#[command(name = "neardup-fuzz", version, about, long_about = None)]
+struct FuzzBench {
     /// Stop after this long.
     #[arg(long, default_value = "60s", value_parser = parse_duration, value_name = "DURATION")]
     time: Duration,
@@ -208,7 +215,12 @@ fn peak_rss_mb() -> Option<f64> {
     Some(kb / 1024.0)
 }
 
-pub fn run(args: FuzzBench) -> CmdResult {
+fn main() {
+    let args = <FuzzBench as clap::Parser>::parse();
+    std::process::exit(common::finish(run(args)));
+}
+
+fn run(args: FuzzBench) -> CmdResult {
     let fp = Fingerprinter::for_profile(Profile::Default);
     let spec = InputSpec {
         text_fields: vec!["title".into(), "content".into(), "body.text".into()],
@@ -295,5 +307,14 @@ pub fn run(args: FuzzBench) -> CmdResult {
             args.crashes.display(),
             args.corpus.display()
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// clap checks argument names only when a command is parsed: every subcommand here.
+    #[test]
+    fn the_parser_is_consistent() {
+        <super::FuzzBench as clap::CommandFactory>::command().debug_assert();
     }
 }

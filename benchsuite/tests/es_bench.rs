@@ -1,12 +1,13 @@
-//! The Elasticsearch bench commands against a live node (`NEARDUP_TEST_ES`): `bench
+//! The Elasticsearch benchmarks against a live node (`NEARDUP_TEST_ES`): `neardup-bench
 //! es-recall` scores what `similar --id` finds against the labels, and `bench es-similar`
 //! loads corpus and synthetic documents into the two indices it measures. Nothing here is
 //! timed; the figures the commands print are not checked, only what they count.
 
 mod common;
 
+use std::process::Command;
+
 use common::es::{shared_articles, unique_name, url};
-use common::neardup;
 use elasticsearch::http::Method;
 use neardup::es;
 use serde_json::{json, Value};
@@ -20,6 +21,20 @@ fn with_id(n: usize) -> Vec<Value> {
             v
         })
         .collect()
+}
+
+/// Runs `neardup-bench` with `args`: (exit code, stdout, stderr).
+fn bench(args: &[&str], stdin: &[u8]) -> (i32, String, String) {
+    assert!(stdin.is_empty(), "the bench commands read no stdin");
+    let out = Command::new(env!("CARGO_BIN_EXE_neardup-bench"))
+        .args(args)
+        .output()
+        .expect("the neardup-bench binary runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 fn pair(a: &Value, b: &Value, duplicate: bool) -> String {
@@ -44,9 +59,8 @@ fn es_recall_counts_found_and_missed_pairs_against_the_labels() {
     std::fs::write(&pairs, lines.join("\n") + "\n").unwrap();
     let index = unique_name("bench-recall");
     let es = url();
-    let (code, out, err) = neardup(
+    let (code, out, err) = bench(
         &[
-            "bench",
             "es-recall",
             "--es",
             &es,
@@ -75,9 +89,8 @@ fn es_similar_loads_corpus_then_synthetic_documents_into_both_indices() {
     std::fs::write(&corpus, lines.join("\n") + "\n").unwrap();
     let prefix = unique_name("bench-similar");
     let es = url();
-    let (code, out, err) = neardup(
+    let (code, out, err) = bench(
         &[
-            "bench",
             "es-similar",
             "--es",
             &es,

@@ -1,4 +1,4 @@
-//! `neardup bench allpairs` and `neardup bench similar`: speed and memory of the local index.
+//! `neardup-bench allpairs` and `neardup-bench similar`: speed and memory of the local index.
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -11,7 +11,7 @@ use neardup::store::{OpenOptions, Store, StoreConfig};
 use neardup::{Method, SimHash, Sketch, Tolerance};
 use rayon::prelude::*;
 
-use super::common::{self, CmdResult, ProfileArgs, Status};
+use neardup::cli::common::{self, CmdResult, ProfileArgs, Status};
 
 #[derive(clap::Args, Debug)]
 pub struct AllPairsBench {

@@ -1,4 +1,17 @@
-//! `neardup bench`: throughput measurements on a real corpus, reported as medians.
+//! `neardup-bench`: the project's measurements, kept out of what users install (a
+//! `publish = false` workspace member, like ripgrep's benchsuite): throughput on a real
+//! corpus, reported as medians, and the Elasticsearch and service benchmarks that need a live
+//! node. CPU micro-benchmarks are criterion benches (`cargo bench`, `benches/`); the fuzzer is
+//! `fuzz/`.
+//!
+//! Run it with `cargo run -p neardup-bench --release -- <command> …` (see BENCHMARKS.md).
+
+mod backfill;
+mod es;
+mod es_recall;
+mod es_similar;
+mod es_throughput;
+mod index;
 
 use std::time::Instant;
 
@@ -8,35 +21,57 @@ use neardup::pipeline::sketch_body;
 use neardup::{Method, Methods};
 use rayon::prelude::*;
 
-use super::common::{self, CmdResult, ProfileArgs, Status};
+use clap::Parser;
+use neardup::cli::common::{self, CmdResult, LogFormat, ProfileArgs, Status};
+
+/// Measurements of neardup: throughput, latency, recall and sizes (development only).
+#[derive(Parser, Debug)]
+#[command(name = "neardup-bench", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    bench: Bench,
+    /// Log lines on stderr as `text` or as `json`.
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        default_value = "text",
+        env = "NEARDUP_LOG_FORMAT",
+        display_order = 1000
+    )]
+    log_format: LogFormat,
+}
+
+fn main() {
+    let cli = Cli::parse();
+    common::init_logging(cli.log_format);
+    std::process::exit(common::finish(run(cli.bench)));
+}
 
 #[derive(clap::Subcommand, Debug)]
-pub enum Bench {
+enum Bench {
     /// Fingerprint throughput (MB/s of UTF-8 text, documents/s) of SimHash, MinHash and both,
     /// beside bare jieba-rs segmentation of the same text; one thread and all threads.
     Fingerprint(FingerprintBench),
     /// Block term-query latency on Elasticsearch: `short` vs `keyword` blocks (medians, p99).
-    EsTerms(super::bench_es::EsTermsBench),
+    EsTerms(es::EsTermsBench),
     /// All pairs within k among random fingerprints and/or a corpus's, one thread and all.
-    Allpairs(super::bench_index::AllPairsBench),
+    Allpairs(index::AllPairsBench),
     /// Latency of `similar` queries on a store (median, p99).
-    Similar(super::bench_index::SimilarBench),
+    Similar(index::SimilarBench),
     /// `similar --id` latency (client vs server filter) and index size per document with and
     /// without MinHash, on Elasticsearch, over the corpus plus synthetic articles made of its
     /// sentences (1M documents by default).
-    EsSimilar(super::bench_es_similar::EsSimilarBench),
+    EsSimilar(es_similar::EsSimilarBench),
     /// Recall and precision of `similar --id` on Elasticsearch over labelled pairs
     /// (`neardup eval --generate`) written into a fresh index by the real writer.
-    EsRecall(super::bench_es_recall::EsRecallBench),
+    EsRecall(es_recall::EsRecallBench),
     /// `similar --id` lookups per second and p50/p90/p99 at a fixed concurrency through the
     /// library, on an existing index; writes the sampled ids for `scripts/bench-serve`,
     /// which replays them through `neardup serve` with wrk.
-    EsThroughput(super::bench_es_throughput::EsThroughputBench),
+    EsThroughput(es_throughput::EsThroughputBench),
     /// Back-fill throughput next to the raw rate of the same bulk updates (docs/s, medians).
-    Backfill(super::bench_backfill::BackfillBench),
-    /// Fuzz the JSON Lines reader, HTML extraction and the text pipeline for a fixed budget;
-    /// reports inputs run, panics (exit 1 if any) and peak memory.
-    Fuzz(super::bench_fuzz::FuzzBench),
+    Backfill(backfill::BackfillBench),
 }
 
 #[derive(clap::Args, Debug)]
@@ -57,17 +92,16 @@ pub struct FingerprintBench {
     profile: ProfileArgs,
 }
 
-pub fn run(b: Bench) -> CmdResult {
+fn run(b: Bench) -> CmdResult {
     match b {
         Bench::Fingerprint(args) => fingerprint(args),
-        Bench::EsTerms(args) => super::bench_es::run(args),
-        Bench::Allpairs(args) => super::bench_index::allpairs(args),
-        Bench::Similar(args) => super::bench_index::similar(args),
-        Bench::EsSimilar(args) => super::bench_es_similar::run(args),
-        Bench::EsRecall(args) => super::bench_es_recall::run(args),
-        Bench::EsThroughput(args) => super::bench_es_throughput::run(args),
-        Bench::Backfill(args) => super::bench_backfill::run(args),
-        Bench::Fuzz(args) => super::bench_fuzz::run(args),
+        Bench::EsTerms(args) => es::run(args),
+        Bench::Allpairs(args) => index::allpairs(args),
+        Bench::Similar(args) => index::similar(args),
+        Bench::EsSimilar(args) => es_similar::run(args),
+        Bench::EsRecall(args) => es_recall::run(args),
+        Bench::EsThroughput(args) => es_throughput::run(args),
+        Bench::Backfill(args) => backfill::run(args),
     }
 }
 
@@ -163,4 +197,13 @@ fn fingerprint(args: FingerprintBench) -> CmdResult {
         }
     }
     Ok(Status::Done)
+}
+
+#[cfg(test)]
+mod tests {
+    /// clap checks argument names only when a command is parsed: every subcommand here.
+    #[test]
+    fn the_parser_is_consistent() {
+        <super::Cli as clap::CommandFactory>::command().debug_assert();
+    }
 }

@@ -1,4 +1,4 @@
-//! `neardup bench backfill`: is neardup the bottleneck of a back-fill? Times the back-fill of
+//! `neardup-bench backfill`: is neardup the bottleneck of a back-fill? Times the back-fill of
 //! real articles next to the raw rate of the same guarded bulk partial updates with values
 //! computed beforehand (what Elasticsearch itself takes on this machine), alternating the two.
 //!
@@ -27,8 +27,8 @@ use rayon::prelude::*;
 use serde_json::{json, Value};
 use tokio::task::JoinSet;
 
-use super::common::{self, CmdResult, ProfileArgs, Status};
-use super::es_args::{self, EsArgs};
+use neardup::cli::common::{self, CmdResult, ProfileArgs, Status};
+use neardup::cli::es_args::{self, EsArgs};
 
 #[derive(clap::Args, Debug)]
 pub struct BackfillBench {
