@@ -6,8 +6,8 @@ mod common;
 use common::es::{self as t, TestIndex};
 use elasticsearch::http::Method;
 use neardup::es::{
-    init_index, meta, read_meta, verify_index, BlockType, EsError, FieldNames, IndexMeta,
-    InitOutcome, MetaSource, MinHashFieldNames, RetryPolicy,
+    existing_profile, init_index, read_meta, verify_index, BlockType, EsError, FieldNames,
+    IndexMeta, InitOutcome, MetaSource, MinHashFieldNames, RetryPolicy,
 };
 use neardup::{FingerprintConfig, Methods, Profile};
 use serde_json::json;
@@ -391,7 +391,7 @@ async fn an_index_of_the_java_service_reads_as_seed000_and_es_init_keeps_it_so()
     assert_eq!(read.source, MetaSource::Legacy);
     assert_eq!(read.simhash.as_ref().unwrap().profile, Profile::Seed000);
     assert!(read.minhash.is_none());
-    let kept = meta::existing_profile(&client, &retry, &idx.name, &FieldNames::default(), true)
+    let kept = existing_profile(&client, &retry, &idx.name, &FieldNames::default(), true)
         .await
         .unwrap();
     assert_eq!(kept, Some(Profile::Seed000));
@@ -423,7 +423,7 @@ async fn an_index_of_the_java_service_reads_as_seed000_and_es_init_keeps_it_so()
         &[("a".to_owned(), json!({"simHashVersion": fp.version()}))],
     )
     .await;
-    let kept = meta::existing_profile(&client, &retry, &old.name, &FieldNames::default(), true)
+    let kept = existing_profile(&client, &retry, &old.name, &FieldNames::default(), true)
         .await
         .unwrap();
     assert_eq!(kept, Some(Profile::Keywords));

@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 
 use common::es::{self as t, TestIndex};
 use elasticsearch::http::Method;
-use neardup::es::meta::minhash_fields_json;
+use neardup::es::schema::minhash_fields_json;
 use neardup::es::MinHashFieldNames;
 use neardup::es::{
     simhash_fields_json, BlockType, EsError, FieldNames, FilterMode, IndexMeta, Match, Paging,

@@ -10,7 +10,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use neardup::es::backfill::{
     default_state_path, Backfill, BackfillConfig, BackfillReport, Mode, Paging, Progress,
 };
-use neardup::es::{self, meta, RetryPolicy};
+use neardup::es::{self, RetryPolicy};
 
 use super::common::{self, CmdResult, Status};
 use super::es_args::{self, parse_duration, EsArgs, FieldArgs, IndexProfileArgs};
@@ -137,8 +137,8 @@ pub fn run(args: Args) -> CmdResult {
     let runtime = es_args::runtime()?;
     let fp = runtime.block_on(async {
         es::first_contact(&client, es_config.connect_timeout).await?;
-        let each = meta::read_each(&client, &config.retry, &args.index, &config.names).await?;
-        let held = meta::IndexMeta::union(&each)
+        let each = es::read_each(&client, &config.retry, &args.index, &config.names).await?;
+        let held = es::IndexMeta::union(&each)
             .ok_or_else(|| anyhow::anyhow!("no index matches `{}`", args.index))?;
         args.profile.fingerprinter(&args.index, &held)
     })?;

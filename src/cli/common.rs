@@ -144,7 +144,7 @@ impl DistanceArg {
                  7 bits has a block within one bit)",
             ),
             Searched::NewBlocks => (
-                super::store_args::DEFAULT_K,
+                neardup::simhash::DEFAULT_K,
                 neardup::simhash::MAX_K,
                 "the index splits the 64 bits into k + 1 blocks of at least 8 bits",
             ),

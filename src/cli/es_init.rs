@@ -1,7 +1,7 @@
 //! `neardup es-init`: give an index the fingerprint fields of its methods (or create it with
 //! them) and record what it holds in the mapping's `_meta`.
 
-use neardup::es::{self, meta, BlockType, IndexMeta, InitOutcome, MinHashFieldNames, RetryPolicy};
+use neardup::es::{self, BlockType, IndexMeta, InitOutcome, MinHashFieldNames, RetryPolicy};
 use neardup::{FingerprintConfig, Method, Methods, MinHashParams, Profile};
 
 use super::common::{self, CmdResult, Status};
@@ -59,7 +59,7 @@ pub fn run(args: Args) -> CmdResult {
         let profile = match args.profile {
             Some(p) => p,
             None if methods.simhash => {
-                meta::existing_profile(&client, &retry, &args.index, &names, hmm)
+                es::existing_profile(&client, &retry, &args.index, &names, hmm)
                     .await?
                     .unwrap_or_default()
             }
@@ -119,7 +119,7 @@ async fn recorded_params(
     names: &neardup::es::FieldNames,
     minhash_names: &MinHashFieldNames,
 ) -> anyhow::Result<Option<MinHashParams>> {
-    let each = match meta::read_each(client, retry, index, names).await {
+    let each = match es::read_each(client, retry, index, names).await {
         Ok(each) => each,
         Err(es::EsError::IndexNotFound { .. } | es::EsError::NotInitialised { .. }) => {
             return Ok(None)

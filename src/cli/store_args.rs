@@ -13,9 +13,6 @@ use neardup::{
 
 use super::common::MethodArgs;
 
-/// Default `k` of a new store: four blocks of 16 bits, the `simHashA`–`simHashD` layout.
-pub const DEFAULT_K: u32 = 3;
-
 /// Where the store is and how to open it.
 #[derive(Args, Debug, Clone)]
 pub struct StoreArgs {

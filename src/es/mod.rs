@@ -3,14 +3,17 @@
 //!
 //! - [`EsConfig`] says where the cluster is and how to log in; [`EsConfig::client`] builds the
 //!   official [`Elasticsearch`] client from it.
-//! - [`mapping`]: field names ([`FieldNames`]), block type ([`BlockType`]), the JSON mapping
-//!   shipped in `mappings/` and [`init_index`] (`neardup es-init`).
+//! - [`schema`]: the fields as data: names ([`FieldNames`], [`MinHashFieldNames`]), block type
+//!   ([`BlockType`]), what `_meta` records ([`IndexMeta`]), the JSON mappings shipped in
+//!   `mappings/`, and how values are encoded and decoded. No cluster calls.
+//! - `init`: what talks to the cluster about the schema: [`init_index`] (`neardup es-init`),
+//!   [`verify_index`], [`read_meta`], [`existing_profile`].
 //! - [`write`]: [`EsIndexer`] indexes articles with their fingerprint and updates fingerprint
 //!   fields in bulk, guarded by sequence numbers so a stale fingerprint never wins.
 //! - [`worker`]: one pass of "find documents whose fingerprint is missing, outdated or older
 //!   than their text, and write a fresh one".
 //! - [`similar`]: the query path: [`Similar`] finds every document near a document, a text
-//!   or a fingerprint, with the method the indices record in `_meta` ([`meta`]): MinHash
+//!   or a fingerprint, with the method the indices record in `_meta` ([`IndexMeta`]): MinHash
 //!   above a similarity, or SimHash within Hamming distance k ≤ 7.
 //! - [`scan`]: the one paging layer: every read of many hits (similar, worker, back-fill)
 //!   goes through a [`Scanner`] (point in time + `search_after`, or scroll on clusters without
@@ -23,10 +26,10 @@
 
 pub mod backfill;
 pub mod claims;
-pub mod mapping;
-pub mod meta;
+mod init;
 pub mod retry;
 pub mod scan;
+pub mod schema;
 pub mod similar;
 pub mod worker;
 pub mod write;
@@ -45,10 +48,12 @@ use elasticsearch::http::{Method, StatusCode, Url};
 use elasticsearch::Elasticsearch;
 use serde_json::Value;
 
-pub use mapping::{init_index, verify_index, BlockType, FieldNames, InitOutcome};
-pub use meta::{read_meta, IndexMeta, MetaSource, MinHashFieldNames, MinHashMeta, SimHashMeta};
+pub use init::{existing_profile, init_index, read_each, read_meta, verify_index, InitOutcome};
 pub use retry::RetryPolicy;
 pub use scan::{Cursor, Paging, ScanOptions, ScanStats, Scanner};
+pub use schema::{
+    BlockType, FieldNames, IndexMeta, MetaSource, MinHashFieldNames, MinHashMeta, SimHashMeta,
+};
 pub use similar::{
     block_probes, min_agreements, FilterMode, IndexList, Match, QueryFingerprint, Similar,
     SimilarOptions, Similarity, DEFAULT_K, MAX_K,
@@ -560,6 +565,20 @@ pub fn path_segment(s: &str) -> String {
     out
 }
 
+/// Like [`path_segment`], but keeps `*` and `,` so patterns and lists reach Elasticsearch.
+pub(crate) fn path_segment_keep_patterns(index: &str) -> String {
+    index
+        .split(',')
+        .map(|part| {
+            part.split('*')
+                .map(path_segment)
+                .collect::<Vec<_>>()
+                .join("*")
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 /// A URL with its user and password removed, for messages.
 pub fn redact_url(url: &Url) -> String {
     let mut u = url.clone();
@@ -663,6 +682,12 @@ mod tests {
             }
         }
         assert!(EsConfig::new(" ").is_err());
+    }
+
+    #[test]
+    fn patterns_survive_encoding() {
+        assert_eq!(path_segment_keep_patterns("news-*,old"), "news-*,old");
+        assert_eq!(path_segment_keep_patterns("a b"), "a%20b");
     }
 
     #[test]

@@ -49,7 +49,7 @@ use elasticsearch::Elasticsearch;
 use serde_json::{json, Value};
 use tokio::sync::OnceCell;
 
-use super::mapping::path_segment_keep_patterns;
+use super::path_segment_keep_patterns;
 use super::{request, send, Body, EsError, RetryPolicy};
 
 /// How to page through a query's hits.

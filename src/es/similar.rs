@@ -42,9 +42,10 @@ use elasticsearch::http::Method as HttpMethod;
 use elasticsearch::Elasticsearch;
 use serde_json::{json, Map, Value};
 
-use super::mapping::path_segment_keep_patterns;
-use super::meta::{self, band_term, signature_from_base64, IndexMeta, MinHashMeta, SimHashMeta};
+use super::init::mappings;
+use super::path_segment_keep_patterns;
 use super::scan::{Paging, ScanOptions, ScanStats, Scanner};
+use super::schema::{band_term, signature_from_base64, IndexMeta, MinHashMeta, SimHashMeta};
 use super::{request, BlockType, Body, EsError, FieldNames, RetryPolicy};
 use crate::fingerprint::Methods;
 use crate::input::field_texts;
@@ -60,8 +61,7 @@ pub const MAX_K: u32 = 7;
 /// each block is probed with its one-bit flips too.
 pub const WHOLE_BLOCK_K: u32 = 3;
 
-/// k when a SimHash query names none.
-pub const DEFAULT_K: u32 = 3;
+pub use crate::simhash::DEFAULT_K;
 
 /// Where the exact rule is checked.
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
@@ -621,7 +621,7 @@ impl Similar {
             }
         }
         self.options.names.validate()?;
-        let mappings = meta::mappings(
+        let mappings = mappings(
             self.scanner.client(),
             self.scanner.retry(),
             indices.as_str(),
@@ -1122,7 +1122,7 @@ mod tests {
     fn mapping_of(meta: &IndexMeta, with_meta: bool) -> Map<String, Value> {
         let mut m = meta.mapping();
         if with_meta {
-            m["_meta"] = json!({ meta::META_KEY: meta.to_json() });
+            m["_meta"] = json!({ crate::es::schema::META_KEY: meta.to_json() });
         }
         let mut out = Map::new();
         out.insert("idx".into(), json!({ "mappings": m }));
@@ -1172,7 +1172,7 @@ mod tests {
         let meta = both();
         let m = meta.minhash.as_ref().unwrap();
         let sig = Signature::from_values((0..128).collect::<Vec<u32>>());
-        let b64 = meta::signature_base64(&sig);
+        let b64 = crate::es::schema::signature_base64(&sig);
         let src = json!({ "minHashSignature": b64, "minHashVersion": m.version });
         assert_eq!(
             source_sketch(&src, &meta, Method::MinHash),
@@ -1181,7 +1181,7 @@ mod tests {
         let stale = json!({ "minHashSignature": b64, "minHashVersion": "minhash-0" });
         assert_eq!(source_sketch(&stale, &meta, Method::MinHash), Ok(None));
         let short = Signature::from_values(vec![1u32, 2]);
-        let src = json!({ "minHashSignature": meta::signature_base64(&short), "minHashVersion": m.version });
+        let src = json!({ "minHashSignature": crate::es::schema::signature_base64(&short), "minHashVersion": m.version });
         let e = source_sketch(&src, &meta, Method::MinHash).unwrap_err();
         assert!(e.contains("2 values") && e.contains("128"), "{e}");
         let src = json!({ "minHashSignature": 7, "minHashVersion": m.version });

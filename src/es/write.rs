@@ -18,7 +18,7 @@ use elasticsearch::http::Method;
 use elasticsearch::Elasticsearch;
 use serde_json::{json, Map, Value};
 
-use super::meta::minhash_fields_json;
+use super::schema::minhash_fields_json;
 use super::{
     check, path_segment, send, verify_index, Body, EsError, FieldNames, IndexMeta, RetryPolicy,
 };

@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 
 use super::{ApiError, Found, Metrics, ServeConfig};
 use crate::es::claims::{ClaimError, Claims};
-use crate::es::meta::band_term;
+use crate::es::schema::band_term;
 use crate::es::{
     self, EsError, EsIndexer, FieldNames, IndexMeta, Refresh, RetryPolicy, Similar, SimilarOptions,
 };

@@ -5,6 +5,11 @@ use super::SimHash;
 /// The largest supported distance: 8 blocks of 8 bits.
 pub const MAX_K: u32 = 7;
 
+/// The SimHash tolerance when none is given, on every backend: k = 3, four blocks of 16 bits,
+/// the `simHashA`–`simHashD` layout of the design card and the Java service (the default `k`
+/// of a new store, and of a SimHash query on Elasticsearch).
+pub const DEFAULT_K: u32 = 3;
+
 /// How 64 bits are cut into `k + 1` contiguous blocks, highest bits first.
 ///
 /// Blocks are as equal as possible: with 64 = q·(k+1) + r, the first `r` blocks get `q + 1`

@@ -10,7 +10,7 @@ pub mod allpairs;
 mod blocks;
 mod fold;
 
-pub use blocks::{BlockLayout, MAX_K};
+pub use blocks::{BlockLayout, DEFAULT_K, MAX_K};
 pub use fold::Folder;
 
 use std::fmt;

@@ -262,7 +262,7 @@ pub async fn capabilities(client: &Elasticsearch, index: &str) -> Capabilities {
 /// (`band_term(band_keys)`), the signature's bytes back from base64, the version, the reason;
 /// or, for a too-short text, the version, `too_short` and null values.
 pub fn assert_minhash_fields(src: &Value, fp: &neardup::Fingerprinter, texts: &[&str], id: &str) {
-    use neardup::es::meta::{band_term, signature_from_base64};
+    use neardup::es::schema::{band_term, signature_from_base64};
     let sketches = fp.sketch_fields(neardup::Methods::BOTH, texts);
     assert_eq!(src["minHashVersion"], fp.minhash_version(), "{id}: {src}");
     match sketches.minhash.unwrap() {

@@ -1,162 +1,17 @@
-//! The fingerprint fields of an index: their names, their mapping, and `es-init`.
-//!
-//! A SimHash fingerprint is stored as seven fields next to the article (default names; the
-//! MinHash fields and `_meta` are in [`super::meta`]):
-//!
-//! | field | type | holds |
-//! |---|---|---|
-//! | `simHashA`…`simHashD` | `short` (or `keyword`) | the four 16-bit blocks, A = highest bits, as signed `i16` |
-//! | `simHash` | `long` | the whole 64 bits as a signed `i64` (same bits, two's complement) |
-//! | `simHashVersion` | `keyword` | [`Fingerprinter::version`](crate::Fingerprinter::version) |
-//! | `simHashReason` | `keyword` | why there is no fingerprint (`too_short`), else absent/null |
-//!
-//! `short` keeps indices written by the older Java service working. Block values are written
-//! as JSON numbers either way: a `keyword` field indexes the number's decimal text, and a
-//! `term` query with a number matches it, so writers and queries need not know the block
-//! type. The mappings come from `mappings/*.json` (compiled in), so docs and code agree.
-
-use std::fmt;
-use std::str::FromStr;
+//! Creating, checking and reading the neardup fields of an index on a cluster, from the schema
+//! ([`super::schema`]): `es-init` ([`init_index`]), what every command checks before it writes
+//! or queries ([`verify_index`], [`read_meta`]), and the profile of documents already stored
+//! ([`existing_profile`]).
 
 use elasticsearch::http::Method;
 use elasticsearch::Elasticsearch;
 use serde_json::{json, Map, Value};
 
-use super::meta::{self, IndexMeta, META_KEY};
-use super::{path_segment, request, send, Body, EsError, RetryPolicy};
+use std::collections::BTreeMap;
 
-/// `mappings/neardup-fields.json`: blocks as `short` (the default).
-pub const MAPPING_SHORT: &str = include_str!("../../mappings/neardup-fields.json");
-/// `mappings/neardup-fields-keyword.json`: blocks as `keyword`.
-pub const MAPPING_KEYWORD: &str = include_str!("../../mappings/neardup-fields-keyword.json");
-
-/// Names of the fingerprint fields. The defaults are those of the older Java service.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct FieldNames {
-    /// The four 16-bit blocks, highest bits first.
-    pub blocks: [String; 4],
-    /// The whole fingerprint as a signed 64-bit integer.
-    pub simhash: String,
-    /// The fingerprint version.
-    pub version: String,
-    /// Why a document has no fingerprint (e.g. `too_short`).
-    pub reason: String,
-}
-
-impl Default for FieldNames {
-    fn default() -> Self {
-        FieldNames {
-            blocks: ["simHashA", "simHashB", "simHashC", "simHashD"].map(String::from),
-            simhash: "simHash".into(),
-            version: "simHashVersion".into(),
-            reason: "simHashReason".into(),
-        }
-    }
-}
-
-impl FieldNames {
-    /// All seven names: blocks, whole value, version, reason.
-    pub fn all(&self) -> [&str; 7] {
-        [
-            &self.blocks[0],
-            &self.blocks[1],
-            &self.blocks[2],
-            &self.blocks[3],
-            &self.simhash,
-            &self.version,
-            &self.reason,
-        ]
-    }
-
-    /// Checks that the names are usable: non-empty, distinct, top-level (no dots), and not
-    /// Elasticsearch metadata (`_…`).
-    pub fn validate(&self) -> Result<(), EsError> {
-        validate_names(&self.all())
-    }
-
-    /// The `{"properties": …}` mapping of the fields, from the shipped JSON file, renamed to
-    /// these names.
-    pub fn mapping(&self, block_type: BlockType) -> Value {
-        let shipped: Value =
-            serde_json::from_str(block_type.shipped_mapping()).expect("shipped mapping is JSON");
-        let defaults = FieldNames::default();
-        let props = &shipped["properties"];
-        let mut out = Map::new();
-        for (default, name) in defaults.all().iter().zip(self.all()) {
-            out.insert(name.to_owned(), props[*default].clone());
-        }
-        json!({ "properties": out })
-    }
-}
-
-/// Checks fingerprint field names: non-empty, top-level (no dots), not Elasticsearch metadata
-/// (`_…`), and each used once.
-pub(crate) fn validate_names(all: &[&str]) -> Result<(), EsError> {
-    for (i, n) in all.iter().enumerate() {
-        if n.is_empty() || n.starts_with('_') || n.contains('.') {
-            return Err(EsError::Config(format!(
-                "fingerprint field name `{n}` is not allowed: use a non-empty top-level name without dots that does not start with `_`"
-            )));
-        }
-        if all[..i].contains(n) {
-            return Err(EsError::Config(format!(
-                "fingerprint field name `{n}` is used twice: each fingerprint field needs its own name"
-            )));
-        }
-    }
-    Ok(())
-}
-
-/// How the four blocks are mapped.
-#[derive(
-    Copy, Clone, Debug, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum BlockType {
-    /// `short`: compatible with the older Java service; see `docs/elasticsearch.md` for the
-    /// measured difference to `keyword`.
-    #[default]
-    Short,
-    /// `keyword`: what Elasticsearch's tuning guide suggests for identifiers only used in
-    /// `term` queries.
-    Keyword,
-}
-
-impl BlockType {
-    pub const ALL: [BlockType; 2] = [BlockType::Short, BlockType::Keyword];
-
-    /// The Elasticsearch field type.
-    pub fn name(self) -> &'static str {
-        match self {
-            BlockType::Short => "short",
-            BlockType::Keyword => "keyword",
-        }
-    }
-
-    /// The mapping file shipped in `mappings/` for this block type.
-    pub fn shipped_mapping(self) -> &'static str {
-        match self {
-            BlockType::Short => MAPPING_SHORT,
-            BlockType::Keyword => MAPPING_KEYWORD,
-        }
-    }
-}
-
-impl fmt::Display for BlockType {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for BlockType {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        BlockType::ALL
-            .into_iter()
-            .find(|t| t.name() == s)
-            .ok_or_else(|| format!("unknown block type `{s}`: use `short` or `keyword`"))
-    }
-}
+use super::schema::{FieldNames, IndexMeta, META_KEY};
+use super::{path_segment, path_segment_keep_patterns, request, send, Body, EsError, RetryPolicy};
+use crate::{FingerprintConfig, Fingerprinter, Profile};
 
 /// What [`init_index`] did.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -187,7 +42,7 @@ pub async fn init_index(
 ) -> Result<InitOutcome, EsError> {
     wanted.validate()?;
     let mapping = wanted.mapping();
-    let existing = match meta::mappings(client, retry, index).await {
+    let existing = match mappings(client, retry, index).await {
         Ok(m) => m,
         Err(EsError::IndexNotFound { .. }) if !index.contains(['*', ',']) => {
             let mut body = mapping.clone();
@@ -352,7 +207,7 @@ fn merge_meta(
     Ok(out)
 }
 
-/// What the indices behind `index` hold ([`meta::read_meta`]), checked, without changing
+/// What the indices behind `index` hold ([`read_meta`]), checked, without changing
 /// anything, against their mappings: every field of every method each index holds is mapped
 /// with the type neardup writes (blocks `short` or `keyword`, as recorded). Writers call this
 /// first: an unmapped field would get a dynamic mapping (`long` blocks, `text` version or band
@@ -367,7 +222,7 @@ pub async fn verify_index(
     legacy_fields.validate()?;
     let mut per_index = std::collections::BTreeMap::new();
     let mut missing = Vec::new();
-    for (concrete, m) in meta::mappings(client, retry, index).await? {
+    for (concrete, m) in mappings(client, retry, index).await? {
         let held = match IndexMeta::from_mapping(&concrete, &m["mappings"], legacy_fields) {
             Ok(held) => held,
             Err(EsError::NotInitialised { fields, .. }) => {
@@ -447,82 +302,170 @@ async fn create_index(
     Ok(reply.is_some())
 }
 
-/// Like [`path_segment`], but keeps `*` and `,` so patterns and lists reach Elasticsearch.
-pub(crate) fn path_segment_keep_patterns(index: &str) -> String {
-    index
-        .split(',')
-        .map(|part| {
-            part.split('*')
-                .map(path_segment)
-                .collect::<Vec<_>>()
-                .join("*")
-        })
-        .collect::<Vec<_>>()
-        .join(",")
+/// The mapping of every concrete index behind `index` (a name, alias, pattern or list).
+pub(crate) async fn mappings(
+    client: &Elasticsearch,
+    retry: &RetryPolicy,
+    index: &str,
+) -> Result<Map<String, Value>, EsError> {
+    let r = request(
+        client,
+        retry,
+        &format!("index `{index}`: get mapping"),
+        Method::Get,
+        &format!("/{}/_mapping", path_segment_keep_patterns(index)),
+        &[],
+        None,
+    )
+    .await
+    .map_err(|e| match e {
+        EsError::Status { status: 404, .. } if index.contains(['*', ',']) => {
+            EsError::NoIndexMatches {
+                pattern: index.to_owned(),
+            }
+        }
+        other => other,
+    })?;
+    match r {
+        Value::Object(m) if !m.is_empty() => Ok(m),
+        _ if index.contains(['*', ',']) => Err(EsError::NoIndexMatches {
+            pattern: index.to_owned(),
+        }),
+        _ => Err(EsError::IndexNotFound {
+            index: index.to_owned(),
+        }),
+    }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+/// What the indices behind `index` hold, in common (see [`IndexMeta::common`]).
+/// `legacy_fields` names the SimHash fields of indices without `_meta.neardup`.
+pub async fn read_meta(
+    client: &Elasticsearch,
+    retry: &RetryPolicy,
+    index: &str,
+    legacy_fields: &FieldNames,
+) -> Result<IndexMeta, EsError> {
+    let per_index = read_each(client, retry, index, legacy_fields).await?;
+    IndexMeta::common(&per_index)
+}
 
-    #[test]
-    fn shipped_mappings_have_every_default_field() {
-        for t in BlockType::ALL {
-            let m = FieldNames::default().mapping(t);
-            let props = m["properties"].as_object().unwrap();
-            assert_eq!(props.len(), 7);
-            assert_eq!(props["simHashA"]["type"], t.name());
-            assert_eq!(props["simHashD"]["type"], t.name());
-            assert_eq!(props["simHash"]["type"], "long");
-            assert_eq!(props["simHashVersion"]["type"], "keyword");
-            assert_eq!(props["simHashReason"]["type"], "keyword");
+/// What each concrete index behind `index` holds.
+pub async fn read_each(
+    client: &Elasticsearch,
+    retry: &RetryPolicy,
+    index: &str,
+    legacy_fields: &FieldNames,
+) -> Result<BTreeMap<String, IndexMeta>, EsError> {
+    let mut out = BTreeMap::new();
+    for (concrete, m) in mappings(client, retry, index).await? {
+        let meta = IndexMeta::from_mapping(&concrete, &m["mappings"], legacy_fields)?;
+        out.insert(concrete, meta);
+    }
+    Ok(out)
+}
+
+/// The SimHash profile the indices behind `index` already hold, for `es-init` to keep when no
+/// profile is asked for: the one `_meta` records; `seed000` for an index without `_meta`
+/// whose blocks are mapped but not the version field (the older Java service wrote no
+/// version); for an index a neardup wrote before it recorded `_meta`, the profile whose
+/// version its documents carry. `None` when the index does not exist or holds no SimHash
+/// fingerprints yet.
+pub async fn existing_profile(
+    client: &Elasticsearch,
+    retry: &RetryPolicy,
+    index: &str,
+    fields: &FieldNames,
+    hmm: bool,
+) -> Result<Option<Profile>, EsError> {
+    let all = match mappings(client, retry, index).await {
+        Ok(m) => m,
+        Err(EsError::IndexNotFound { .. }) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let mut found: Option<(String, Profile)> = None;
+    for (concrete, m) in &all {
+        let m = &m["mappings"];
+        let profile = if m["_meta"].get(META_KEY).is_some() {
+            IndexMeta::from_mapping(concrete, m, fields)?
+                .simhash
+                .map(|s| s.profile)
+        } else if fields
+            .blocks
+            .iter()
+            .all(|b| m["properties"].get(b).is_some())
+        {
+            if m["properties"].get(&fields.version).is_none() {
+                Some(Profile::Seed000)
+            } else {
+                stored_profile(client, retry, concrete, fields, hmm).await?
+            }
+        } else {
+            None
+        };
+        match (&found, profile) {
+            (Some((other, p)), Some(q)) if *p != q => {
+                return Err(EsError::Config(format!(
+                    "indices `{other}` and `{concrete}` hold SimHash fingerprints of profiles `{p}` and `{q}`; es-init them one at a time, with --profile"
+                )))
+            }
+            (None, Some(q)) => found = Some((concrete.clone(), q)),
+            _ => {}
         }
     }
+    Ok(found.map(|(_, p)| p))
+}
 
-    #[test]
-    fn renamed_fields_keep_their_types() {
-        let names = FieldNames {
-            blocks: ["a", "b", "c", "d"].map(String::from),
-            simhash: "fp".into(),
-            version: "fpv".into(),
-            reason: "why".into(),
-        };
-        names.validate().unwrap();
-        let m = names.mapping(BlockType::Keyword);
-        assert_eq!(m["properties"]["c"]["type"], "keyword");
-        assert_eq!(m["properties"]["fp"]["type"], "long");
-        assert_eq!(m["properties"]["why"]["type"], "keyword");
-        assert!(m["properties"].get("simHashA").is_none());
+/// The profile whose version the documents of `index` carry (a terms aggregation over the
+/// version field); `None` when no document has one.
+async fn stored_profile(
+    client: &Elasticsearch,
+    retry: &RetryPolicy,
+    index: &str,
+    fields: &FieldNames,
+    hmm: bool,
+) -> Result<Option<Profile>, EsError> {
+    let r = request(
+        client,
+        retry,
+        &format!("index `{index}`: versions of the stored fingerprints"),
+        Method::Post,
+        &format!("/{}/_search", super::path_segment(index)),
+        &[],
+        Some(&super::Body::Json(json!({
+            "size": 0,
+            "aggs": { "v": { "terms": { "field": &fields.version, "size": 10 } } }
+        }))),
+    )
+    .await?;
+    let versions: Vec<&str> = r["aggregations"]["v"]["buckets"]
+        .as_array()
+        .map(|b| b.iter().filter_map(|b| b["key"].as_str()).collect())
+        .unwrap_or_default();
+    let mut profiles = Vec::new();
+    for v in &versions {
+        let p = Profile::ALL.into_iter().find(|p| {
+            let config = FingerprintConfig {
+                hmm,
+                ..FingerprintConfig::for_profile(*p)
+            };
+            Fingerprinter::versions(&config).simhash == *v
+        });
+        match p {
+            Some(p) if !profiles.contains(&p) => profiles.push(p),
+            Some(_) => {}
+            None => {
+                return Err(EsError::Config(format!(
+                    "index `{index}` holds fingerprints of version `{v}`, which this neardup does not make; es-init a new index and back-fill it"
+                )))
+            }
+        }
     }
-
-    #[test]
-    fn bad_names_are_rejected() {
-        let n = FieldNames {
-            simhash: "simHashA".into(),
-            ..FieldNames::default()
-        };
-        assert!(n.validate().unwrap_err().to_string().contains("twice"));
-        let n = FieldNames {
-            version: "fp.version".into(),
-            ..FieldNames::default()
-        };
-        assert!(n.validate().is_err());
-        let n = FieldNames {
-            reason: "_id".into(),
-            ..FieldNames::default()
-        };
-        assert!(n.validate().is_err());
-    }
-
-    #[test]
-    fn block_type_parses() {
-        assert_eq!("keyword".parse::<BlockType>().unwrap(), BlockType::Keyword);
-        assert!("long".parse::<BlockType>().is_err());
-    }
-
-    #[test]
-    fn patterns_survive_encoding() {
-        assert_eq!(path_segment_keep_patterns("news-*,old"), "news-*,old");
-        assert_eq!(path_segment_keep_patterns("a b"), "a%20b");
+    match profiles.as_slice() {
+        [] => Ok(None),
+        [p] => Ok(Some(*p)),
+        many => Err(EsError::Config(format!(
+            "index `{index}` holds fingerprints of several profiles ({}); pass --profile, then back-fill the others",
+            many.iter().map(|p| p.name()).collect::<Vec<_>>().join(", ")
+        ))),
     }
 }
