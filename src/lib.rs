@@ -56,7 +56,7 @@ pub use fingerprint::{
     MinHashFingerprint, MinHashOutcome, Outcome, Profile, Scheme, Sketches, Thresholds, TooShort,
     Versions, Weight,
 };
-pub use method::{Method, Score, Sketch, Tolerance};
+pub use method::{Match, Method, Score, Sketch, Tolerance};
 pub use minhash::{MinHashParams, MinHasher, Signature};
 pub use simhash::allpairs::AllPairs;
 pub use simhash::{hamming, BlockLayout, SimHash};

@@ -176,6 +176,61 @@ impl Score {
     }
 }
 
+/// One result of a query, from a store or from Elasticsearch: `{"id", "distance"}` or
+/// `{"id", "similarity"}`, with `"index"` where it was found when there is more than one place
+/// to look (the concrete Elasticsearch index; the service names a store's index too). Both
+/// backends answer with it, so neither imports the other.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Match {
+    pub id: String,
+    /// The concrete Elasticsearch index holding the document (not the alias or pattern
+    /// queried), or the index name a service gives a store; `None` from a store itself.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub index: Option<String>,
+    #[serde(flatten)]
+    pub score: Score,
+}
+
+impl Match {
+    /// A match in a store (no index).
+    pub fn new(id: impl Into<String>, score: Score) -> Match {
+        Match {
+            id: id.into(),
+            index: None,
+            score,
+        }
+    }
+
+    /// A match in the index `index`.
+    pub fn in_index(id: impl Into<String>, index: impl Into<String>, score: Score) -> Match {
+        Match {
+            id: id.into(),
+            index: Some(index.into()),
+            score,
+        }
+    }
+
+    /// SimHash matches: the Hamming distance.
+    pub fn distance(&self) -> Option<u32> {
+        self.score.distance()
+    }
+
+    /// MinHash matches: the estimated Jaccard similarity.
+    pub fn similarity(&self) -> Option<f64> {
+        self.score.similarity()
+    }
+}
+
+/// Sorts matches nearest first, ties by id, then index.
+pub fn sort_matches(m: &mut [Match]) {
+    m.sort_unstable_by(|a, b| {
+        a.score
+            .nearest_first(&b.score)
+            .then_with(|| a.id.cmp(&b.id))
+            .then_with(|| a.index.cmp(&b.index))
+    });
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -49,8 +49,8 @@ use super::schema::{band_term, signature_from_base64, IndexMeta, MinHashMeta, Si
 use super::{request, BlockType, Body, EsError, FieldNames, RetryPolicy};
 use crate::fingerprint::Methods;
 use crate::input::field_texts;
-use crate::store::sort_matches;
-pub use crate::store::Match;
+use crate::method::sort_matches;
+pub use crate::method::Match;
 use crate::{Fingerprinter, Method, Signature, SimHash, Sketch, Tolerance, TooShort};
 
 /// The largest k the four 16-bit blocks answer exactly: a pair within distance 7 has some

@@ -40,6 +40,8 @@ use redb::{
 };
 use serde::Serialize;
 
+/// The one match type of both backends, kept here under its old path too.
+pub use crate::method::{sort_matches, Match};
 pub use error::{StoreError, StoreResult};
 
 use crate::method::{Method, Score, Sketch, Tolerance};
@@ -121,59 +123,6 @@ pub struct OpenOptions {
     /// When another process has the store open, retry for this long before failing with
     /// [`StoreError::InUse`]. Zero (the default) fails at once.
     pub wait: Duration,
-}
-
-/// One result of a query, from a store or from Elasticsearch: `{"id", "distance"}` or
-/// `{"id", "similarity"}`, with `"index"` (the concrete index that holds it) on Elasticsearch.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Match {
-    pub id: String,
-    /// The concrete Elasticsearch index holding the document (not the alias or pattern
-    /// queried); `None` in a store.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub index: Option<String>,
-    #[serde(flatten)]
-    pub score: Score,
-}
-
-impl Match {
-    /// A match in a store (no index).
-    pub fn new(id: impl Into<String>, score: Score) -> Match {
-        Match {
-            id: id.into(),
-            index: None,
-            score,
-        }
-    }
-
-    /// A match in the Elasticsearch index `index`.
-    pub fn in_index(id: impl Into<String>, index: impl Into<String>, score: Score) -> Match {
-        Match {
-            id: id.into(),
-            index: Some(index.into()),
-            score,
-        }
-    }
-
-    /// SimHash matches: the Hamming distance.
-    pub fn distance(&self) -> Option<u32> {
-        self.score.distance()
-    }
-
-    /// MinHash matches: the estimated Jaccard similarity.
-    pub fn similarity(&self) -> Option<f64> {
-        self.score.similarity()
-    }
-}
-
-/// Sorts matches nearest first, ties by id, then index.
-pub fn sort_matches(m: &mut [Match]) {
-    m.sort_unstable_by(|a, b| {
-        a.score
-            .nearest_first(&b.score)
-            .then_with(|| a.id.cmp(&b.id))
-            .then_with(|| a.index.cmp(&b.index))
-    });
 }
 
 /// A change to apply with [`Store::write`].
