@@ -12,6 +12,21 @@ pub enum Error {
     #[error("unknown method `{0}`: use minhash or simhash")]
     UnknownMethod(String),
 
+    #[error("threshold {0} is out of range: give an estimated Jaccard similarity above 0 and at most 1 (e.g. 0.3)")]
+    ThresholdOutOfRange(f64),
+
+    #[error("threshold `{0}` is not a number: give an estimated Jaccard similarity above 0 and at most 1 (e.g. 0.3)")]
+    ThresholdNotANumber(String),
+
+    #[error("give a distance k (SimHash) or a threshold (MinHash), not both")]
+    ToleranceConflict,
+
+    #[error("a {sketch} sketch cannot be queried with {tolerance}: give the tolerance of its method (SimHash: a distance k; MinHash: a threshold)")]
+    QueryMismatch {
+        sketch: crate::Method,
+        tolerance: crate::Tolerance,
+    },
+
     #[error("distance k = {k} is not supported: at most {max} (k + 1 blocks of at least 8 bits)")]
     UnsupportedDistance { k: u32, max: u32 },
 

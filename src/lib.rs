@@ -56,8 +56,8 @@ pub use fingerprint::{
     MinHashFingerprint, MinHashOutcome, Outcome, Profile, Scheme, Sketches, Thresholds, TooShort,
     Versions, Weight,
 };
-pub use method::{Match, Method, Score, Sketch, Tolerance};
-pub use minhash::{MinHashParams, MinHasher, Signature};
+pub use method::{Match, Method, Query, Score, Sketch, Tolerance};
+pub use minhash::{MinHashParams, MinHasher, Signature, Threshold};
 pub use simhash::allpairs::AllPairs;
 pub use simhash::{hamming, BlockLayout, SimHash};
 pub use store::Store;

@@ -18,7 +18,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use crate::minhash::Signature;
+use crate::minhash::{Signature, Threshold};
 use crate::simhash::SimHash;
 
 /// The detection methods.
@@ -77,14 +77,83 @@ impl Sketch {
     /// How close `other` is, if within `tolerance`; `None` when it is not, or when the two
     /// sketches or the tolerance belong to different methods.
     pub fn score(&self, other: &Sketch, tolerance: Tolerance) -> Option<Score> {
-        match (self, other, tolerance) {
-            (Sketch::SimHash(a), Sketch::SimHash(b), Tolerance::Distance(k)) => {
-                let d = a.distance(*b);
-                (d <= k).then_some(Score::Distance(d))
+        Query::new(self.clone(), tolerance).ok()?.score(other)
+    }
+}
+
+/// A query: a sketch and how close counts, of one method. A sketch of one method with the
+/// tolerance of the other cannot be built, so a backend that takes a `Query` never meets
+/// the mismatch; [`Query::new`] is where it is refused.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Query {
+    /// Fingerprints within Hamming distance `k`.
+    SimHash { fingerprint: SimHash, k: u32 },
+    /// Signatures whose estimated Jaccard similarity reaches `threshold`.
+    MinHash {
+        signature: Signature,
+        threshold: Threshold,
+    },
+}
+
+impl Query {
+    /// The query of `sketch` at `tolerance` (a bare `u32` is a SimHash `k`), or
+    /// [`crate::Error::QueryMismatch`] when they belong to different methods.
+    pub fn new(sketch: impl Into<Sketch>, tolerance: impl Into<Tolerance>) -> crate::Result<Query> {
+        match (sketch.into(), tolerance.into()) {
+            (Sketch::SimHash(fingerprint), Tolerance::Distance(k)) => {
+                Ok(Query::SimHash { fingerprint, k })
             }
-            (Sketch::MinHash(a), Sketch::MinHash(b), Tolerance::Similarity(t)) => {
-                let s = a.similarity(b);
-                (s >= t - SIMILARITY_EPSILON).then_some(Score::Similarity(s))
+            (Sketch::MinHash(signature), Tolerance::Similarity(threshold)) => Ok(Query::MinHash {
+                signature,
+                threshold,
+            }),
+            (s, tolerance) => Err(crate::Error::QueryMismatch {
+                sketch: s.method(),
+                tolerance,
+            }),
+        }
+    }
+
+    pub fn method(&self) -> Method {
+        match self {
+            Query::SimHash { .. } => Method::SimHash,
+            Query::MinHash { .. } => Method::MinHash,
+        }
+    }
+
+    /// The sketch looked for.
+    pub fn sketch(&self) -> Sketch {
+        match self {
+            Query::SimHash { fingerprint, .. } => Sketch::SimHash(*fingerprint),
+            Query::MinHash { signature, .. } => Sketch::MinHash(signature.clone()),
+        }
+    }
+
+    /// How close counts.
+    pub fn tolerance(&self) -> Tolerance {
+        match self {
+            Query::SimHash { k, .. } => Tolerance::Distance(*k),
+            Query::MinHash { threshold, .. } => Tolerance::Similarity(*threshold),
+        }
+    }
+
+    /// How close `other` is, if within the tolerance; `None` when it is not, or when it is
+    /// a sketch of the other method.
+    pub fn score(&self, other: &Sketch) -> Option<Score> {
+        match (self, other) {
+            (Query::SimHash { fingerprint, k }, Sketch::SimHash(b)) => {
+                let d = fingerprint.distance(*b);
+                (d <= *k).then_some(Score::Distance(d))
+            }
+            (
+                Query::MinHash {
+                    signature,
+                    threshold,
+                },
+                Sketch::MinHash(b),
+            ) => {
+                let s = signature.similarity(b);
+                threshold.admits(s).then_some(Score::Similarity(s))
             }
             _ => None,
         }
@@ -103,17 +172,13 @@ impl From<Signature> for Sketch {
     }
 }
 
-/// Estimated similarities are multiples of 1 / hashes; a threshold such as 0.3 is compared
-/// with this slack so that 38/128 vs 0.296875… rounding never decides.
-pub const SIMILARITY_EPSILON: f64 = 1e-9;
-
 /// How close is close enough.
 #[derive(Copy, Clone, Debug, PartialEq)]
 pub enum Tolerance {
     /// SimHash: at most this Hamming distance.
     Distance(u32),
-    /// MinHash: at least this estimated Jaccard similarity (0..=1).
-    Similarity(f64),
+    /// MinHash: at least this estimated Jaccard similarity.
+    Similarity(Threshold),
 }
 
 impl Tolerance {
@@ -122,6 +187,41 @@ impl Tolerance {
             Tolerance::Distance(_) => Method::SimHash,
             Tolerance::Similarity(_) => Method::MinHash,
         }
+    }
+
+    /// The one default-tolerance rule: what a query that names no tolerance uses on an index
+    /// of `method` built for distance `k` (a store's own `k`; [`crate::simhash::DEFAULT_K`]
+    /// on Elasticsearch): MinHash at [`crate::minhash::DEFAULT_THRESHOLD`], SimHash at `k`.
+    pub fn default_for(method: Method, k: u32) -> Tolerance {
+        match method {
+            Method::SimHash => Tolerance::Distance(k),
+            Method::MinHash => Tolerance::Similarity(crate::minhash::DEFAULT_THRESHOLD),
+        }
+    }
+
+    /// The tolerance a caller asked for: a distance `k` (SimHash), a threshold (MinHash), or
+    /// neither (`None`: the index's default). Both at once is
+    /// [`crate::Error::ToleranceConflict`].
+    pub fn asked(k: Option<u32>, threshold: Option<Threshold>) -> crate::Result<Option<Tolerance>> {
+        match (k, threshold) {
+            (Some(_), Some(_)) => Err(crate::Error::ToleranceConflict),
+            (Some(k), None) => Ok(Some(Tolerance::Distance(k))),
+            (None, Some(t)) => Ok(Some(Tolerance::Similarity(t))),
+            (None, None) => Ok(None),
+        }
+    }
+}
+
+impl Tolerance {
+    /// MinHash at threshold `t`, or [`crate::Error::ThresholdOutOfRange`].
+    pub fn similarity(t: f64) -> crate::Result<Tolerance> {
+        Threshold::new(t).map(Tolerance::Similarity)
+    }
+}
+
+impl From<Threshold> for Tolerance {
+    fn from(t: Threshold) -> Tolerance {
+        Tolerance::Similarity(t)
     }
 }
 
@@ -257,14 +357,17 @@ mod tests {
             Some(Score::Distance(3))
         );
         assert_eq!(a.score(&b, Tolerance::Distance(2)), None);
-        assert_eq!(a.score(&b, Tolerance::Similarity(0.1)), None);
+        assert_eq!(a.score(&b, Tolerance::similarity(0.1).unwrap()), None);
         let m = Sketch::MinHash(Signature::from_values(vec![1, 2, 3, 4]));
         let n = Sketch::MinHash(Signature::from_values(vec![1, 2, 3, 5]));
         assert_eq!(
-            m.score(&n, Tolerance::Similarity(0.75)),
+            m.score(&n, Tolerance::similarity(0.75).unwrap()),
             Some(Score::Similarity(0.75))
         );
-        assert_eq!(m.score(&n, Tolerance::Similarity(0.8)), None);
-        assert_eq!(m.score(&a, Tolerance::Similarity(0.0)), None);
+        assert_eq!(m.score(&n, Tolerance::similarity(0.8).unwrap()), None);
+        assert_eq!(m.score(&a, Tolerance::similarity(0.1).unwrap()), None);
+        assert!(Tolerance::similarity(0.0).is_err());
+        assert!(Query::new(m.clone(), 3).is_err());
+        assert!(Query::new(a.clone(), 3).is_ok());
     }
 }

@@ -672,7 +672,10 @@ fn expected_minhash(
         .filter(|(_, s)| s.band_keys(&params).iter().zip(&bands).any(|(a, b)| a == b))
         .filter_map(|(id, s)| {
             query
-                .score(&Sketch::MinHash(s.clone()), Tolerance::Similarity(t))
+                .score(
+                    &Sketch::MinHash(s.clone()),
+                    Tolerance::similarity(t).unwrap(),
+                )
                 .map(|score| Match::in_index(id, index, score))
         })
         .collect();
@@ -707,7 +710,7 @@ async fn minhash_finds_exactly_the_brute_force_answer_with_both_filters() {
         for t in [0.3, 0.5, 0.8] {
             for base in &bases {
                 let found = s
-                    .by_id(idx.name.as_str(), base, Tolerance::Similarity(t))
+                    .by_id(idx.name.as_str(), base, Tolerance::similarity(t).unwrap())
                     .await
                     .unwrap();
                 assert_eq!(
@@ -723,7 +726,11 @@ async fn minhash_finds_exactly_the_brute_force_answer_with_both_filters() {
         }
         // The edited copies are near their base at 0.3.
         let found = s
-            .by_id(idx.name.as_str(), &bases[0], Tolerance::Similarity(0.3))
+            .by_id(
+                idx.name.as_str(),
+                &bases[0],
+                Tolerance::similarity(0.3).unwrap(),
+            )
             .await
             .unwrap();
         let ids: BTreeSet<&str> = found.matches.iter().map(|m| m.id.as_str()).collect();
@@ -732,7 +739,11 @@ async fn minhash_finds_exactly_the_brute_force_answer_with_both_filters() {
 
         // The text-only document: computed now, with the indices' fingerprinter.
         let found = s
-            .by_id(idx.name.as_str(), "text-only", Tolerance::Similarity(0.3))
+            .by_id(
+                idx.name.as_str(),
+                "text-only",
+                Tolerance::similarity(0.3).unwrap(),
+            )
             .await
             .unwrap();
         assert_eq!(
@@ -752,12 +763,20 @@ async fn minhash_finds_exactly_the_brute_force_answer_with_both_filters() {
         let text = format!("{}\n{}", texts(first_src)[0], texts(first_src)[1]);
         let want = expected_minhash(&sigs, &idx.name, &sig_of(first), 0.3, None);
         let by_text = s
-            .by_text(idx.name.as_str(), &text, Tolerance::Similarity(0.3))
+            .by_text(
+                idx.name.as_str(),
+                &text,
+                Tolerance::similarity(0.3).unwrap(),
+            )
             .await
             .unwrap();
         assert_eq!(by_text.matches, want);
         let by_sig = s
-            .by_fingerprint(idx.name.as_str(), sig_of(first), Tolerance::Similarity(0.3))
+            .by_fingerprint(
+                idx.name.as_str(),
+                sig_of(first),
+                Tolerance::similarity(0.3).unwrap(),
+            )
             .await
             .unwrap();
         assert_eq!(by_sig.matches, want);
@@ -817,7 +836,11 @@ async fn fingerprints_of_another_version_are_never_compared() {
     let odd = t::initialised(&client, "similar-odd-version", &meta).await;
     t::load(&client, &odd.name, &docs).await;
     let e = similar(&client, FilterMode::Client, 1000)
-        .by_id(odd.name.as_str(), &bases[0], Tolerance::Similarity(0.3))
+        .by_id(
+            odd.name.as_str(),
+            &bases[0],
+            Tolerance::similarity(0.3).unwrap(),
+        )
         .await
         .unwrap_err();
     assert!(matches!(e, EsError::VersionMismatch { .. }), "{e}");
@@ -826,7 +849,7 @@ async fn fingerprints_of_another_version_are_never_compared() {
     // A SimHash-only index has no MinHash to query.
     let sim = new_index(&client, "similar-simhash-only", BlockType::Short).await;
     let e = similar(&client, FilterMode::Client, 1000)
-        .by_id(sim.name.as_str(), "x", Tolerance::Similarity(0.3))
+        .by_id(sim.name.as_str(), "x", Tolerance::similarity(0.3).unwrap())
         .await
         .unwrap_err();
     assert!(
@@ -1197,7 +1220,7 @@ fn the_cli_uses_the_indices_method_and_looks_up_many_ids() {
     assert!(!lines.is_empty() && lines.iter().all(|l| l["similarity"].is_number()));
     assert_eq!(
         Value::Array(lines),
-        answer(&bases[0], Tolerance::Similarity(0.3))
+        answer(&bases[0], Tolerance::similarity(0.3).unwrap())
     );
     // -k asks for SimHash on the same index, --threshold for another threshold.
     let (code, out, _) = run(&["--id", &bases[0], "-k", "7"], b"");
@@ -1221,7 +1244,7 @@ fn the_cli_uses_the_indices_method_and_looks_up_many_ids() {
     assert_eq!(lines[0]["id"], bases[0].as_str());
     assert_eq!(
         lines[0]["matches"],
-        answer(&bases[0], Tolerance::Similarity(0.3))
+        answer(&bases[0], Tolerance::similarity(0.3).unwrap())
     );
     assert_eq!(lines[1]["id"], "nope");
     assert!(
@@ -1233,7 +1256,7 @@ fn the_cli_uses_the_indices_method_and_looks_up_many_ids() {
     );
     assert_eq!(
         lines[2]["matches"],
-        answer(&bases[1], Tolerance::Similarity(0.3))
+        answer(&bases[1], Tolerance::similarity(0.3).unwrap())
     );
     let ids = std::env::temp_dir().join(format!("neardup-ids-{}", std::process::id()));
     std::fs::write(&ids, format!("{}\n{}\n", bases[1], bases[2])).unwrap();

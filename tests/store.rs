@@ -678,7 +678,7 @@ proptest! {
         for (id, sig) in &docs {
             let q = Sketch::from(sig.clone());
             for t in THRESHOLDS {
-                let tol = Tolerance::Similarity(t);
+                let tol = Tolerance::similarity(t).unwrap();
                 let auto = snap.similar_with(&q, tol, Some(id), Plan::Auto).unwrap();
                 prop_assert_eq!(&auto, &brute_minhash(&docs, sig, t, Some(&params), Some(id)), "{} t={}", id, t);
                 prop_assert_eq!(&snap.similar(&q, tol, Some(id)).unwrap(), &auto);
@@ -688,7 +688,7 @@ proptest! {
                 prop_assert!(auto.iter().all(|m| m.score.similarity().unwrap() >= t - 1e-9));
             }
             // Without `exclude` a document finds itself, at similarity 1.
-            let own = snap.similar(&q, Tolerance::Similarity(1.0), None).unwrap();
+            let own = snap.similar(&q, Tolerance::similarity(1.0).unwrap(), None).unwrap();
             prop_assert!(own.iter().any(|m| &m.id == id && m.score == Score::Similarity(1.0)));
         }
     }
@@ -738,10 +738,10 @@ proptest! {
             prop_assert_eq!(snap.get(&id).unwrap(), model.get(&id).map(|s| Sketch::from(s.clone())));
             match model.get(&id) {
                 Some(sig) => prop_assert_eq!(
-                    snap.similar_to_id(&id, Tolerance::Similarity(0.3)).unwrap().unwrap(),
+                    snap.similar_to_id(&id, Tolerance::similarity(0.3).unwrap()).unwrap().unwrap(),
                     brute_minhash(&docs, sig, 0.3, Some(&params), Some(&id))
                 ),
-                None => prop_assert!(snap.similar_to_id(&id, Tolerance::Similarity(0.3)).unwrap().is_none()),
+                None => prop_assert!(snap.similar_to_id(&id, Tolerance::similarity(0.3).unwrap()).unwrap().is_none()),
             }
         }
     }
@@ -822,7 +822,7 @@ fn the_wrong_sketch_or_tolerance_kind_is_an_error() {
     mh.upsert("x", sig.clone()).unwrap();
     is_method_mismatch(mh.similar(sig.clone(), 3u32, None).unwrap_err());
     is_method_mismatch(
-        mh.similar(SimHash(1), Tolerance::Similarity(0.5), None)
+        mh.similar(SimHash(1), Tolerance::similarity(0.5).unwrap(), None)
             .unwrap_err(),
     );
     is_method_mismatch(mh.similar_to_id("x", 3u32).unwrap_err());
@@ -836,13 +836,17 @@ fn the_wrong_sketch_or_tolerance_kind_is_an_error() {
     let sh = Store::in_memory(&config(3)).unwrap();
     sh.upsert("a", SimHash(5)).unwrap();
     is_method_mismatch(
-        sh.similar(SimHash(5), Tolerance::Similarity(0.5), None)
+        sh.similar(SimHash(5), Tolerance::similarity(0.5).unwrap(), None)
             .unwrap_err(),
     );
     is_method_mismatch(sh.similar(sig.clone(), 3u32, None).unwrap_err());
     is_method_mismatch(
-        sh.check(&[("b", SimHash(5))], Tolerance::Similarity(0.5), true)
-            .unwrap_err(),
+        sh.check(
+            &[("b", SimHash(5))],
+            Tolerance::similarity(0.5).unwrap(),
+            true,
+        )
+        .unwrap_err(),
     );
     assert!(matches!(
         sh.upsert("b", sig).unwrap_err(),

@@ -25,6 +25,7 @@ use neardup::es::{
 };
 use neardup::eval::generate::Article;
 use neardup::eval::synth::Synthesizer;
+use neardup::minhash::Threshold;
 use neardup::{Fingerprinter, Method, Methods, Tolerance};
 use rayon::prelude::*;
 use serde_json::{json, Value};
@@ -62,8 +63,8 @@ pub struct EsSimilarBench {
     k: Vec<u32>,
     /// MinHash: smallest estimated Jaccard similarity looked up in the index holding both
     /// methods.
-    #[arg(long, default_value_t = neardup::minhash::DEFAULT_THRESHOLD, value_name = "T")]
-    threshold: f64,
+    #[arg(long, default_value_t = neardup::minhash::DEFAULT_THRESHOLD, value_name = "T", value_parser = common::parse_threshold)]
+    threshold: Threshold,
     /// Use the indices of a previous run (`--keep`) when they hold --docs documents made by
     /// this fingerprinter, instead of loading them again.
     #[arg(long)]

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use elasticsearch::http::Method as Http;
 use neardup::es::{self, Body, RetryPolicy, Similar};
+use neardup::minhash::Threshold;
 use neardup::Tolerance;
 use serde_json::json;
 
@@ -51,8 +52,8 @@ pub struct EsThroughputBench {
     #[arg(long, value_name = "FILE")]
     write_ids: Option<std::path::PathBuf>,
     /// MinHash threshold (default: the index's own method at its default).
-    #[arg(long, conflicts_with = "k")]
-    threshold: Option<f64>,
+    #[arg(long, conflicts_with = "k", value_parser = common::parse_threshold)]
+    threshold: Option<Threshold>,
     /// SimHash distance (default: the index's own method at its default).
     #[arg(short = 'k', long = "max-distance")]
     k: Option<u32>,
@@ -77,10 +78,9 @@ pub fn run(args: EsThroughputBench) -> CmdResult {
             Default::default(),
             RetryPolicy::none(),
         ));
-        let tolerance = match (args.threshold, args.k) {
-            (Some(t), _) => Tolerance::Similarity(t),
-            (None, Some(k)) => Tolerance::Distance(k),
-            (None, None) => similar.default_tolerance(args.index.as_str()).await?,
+        let tolerance = match Tolerance::asked(args.k, args.threshold)? {
+            Some(t) => t,
+            None => similar.default_tolerance(args.index.as_str()).await?,
         };
         let ids = Arc::new(ids);
         let next = Arc::new(AtomicUsize::new(0));

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use neardup::input::{InputSpec, Source};
+use neardup::minhash::Threshold;
 use neardup::pipeline::Counts;
 use neardup::{
     FingerprintConfig, Fingerprinter, Method, MinHashParams, Profile, Thresholds, Tolerance,
@@ -253,18 +254,13 @@ pub struct MethodArgs {
     /// MinHash: smallest estimated Jaccard similarity of word shingles that counts as a
     /// near-duplicate, 0 < T ≤ 1 (default 0.3; implies --method minhash).
     #[arg(long, value_name = "T", conflicts_with = "k", value_parser = parse_threshold)]
-    pub threshold: Option<f64>,
+    pub threshold: Option<Threshold>,
 }
 
 /// A MinHash threshold: checked when the flags are read, so every command refuses a bad
 /// one, including those that only record it.
-fn parse_threshold(s: &str) -> Result<f64, String> {
-    const RANGE: &str = "give an estimated Jaccard similarity above 0 and at most 1 (e.g. 0.3)";
-    match s.parse::<f64>() {
-        Ok(t) if t > 0.0 && t <= 1.0 => Ok(t),
-        Ok(_) => Err(format!("out of range: {RANGE}")),
-        Err(_) => Err(format!("not a number: {RANGE}")),
-    }
+pub fn parse_threshold(s: &str) -> Result<Threshold, String> {
+    s.parse().map_err(|e: neardup::Error| e.to_string())
 }
 
 pub fn parse_method(s: &str) -> Result<Method, String> {
@@ -326,12 +322,9 @@ impl MethodArgs {
 
     /// How close counts, for `method`; for SimHash, -k resolved against what is searched.
     pub fn tolerance(&self, method: Method, searched: Searched) -> anyhow::Result<Tolerance> {
-        Ok(match method {
-            Method::SimHash => Tolerance::Distance(self.distance.resolve(searched)?),
-            Method::MinHash => Tolerance::Similarity(
-                self.threshold
-                    .unwrap_or(neardup::minhash::DEFAULT_THRESHOLD),
-            ),
+        Ok(match (method, self.threshold) {
+            (Method::MinHash, Some(t)) => Tolerance::Similarity(t),
+            _ => Tolerance::default_for(method, self.distance.resolve(searched)?),
         })
     }
 }

@@ -6,9 +6,10 @@ use std::time::Instant;
 
 use anyhow::Context;
 use neardup::minhash::allpairs::{all_pairs, MinHashMatches};
+use neardup::minhash::Threshold;
 use neardup::pipeline::{self, Item, PipelineOptions};
 use neardup::simhash::allpairs::{AllPairs, Matches};
-use neardup::{Methods, Score, Signature, SimHash, Sketch, Tolerance};
+use neardup::{Methods, MinHashParams, Score, Signature, SimHash, Sketches, Tolerance};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -47,6 +48,44 @@ struct PairLine<'a> {
     b: &'a Value,
     #[serde(flatten)]
     score: Score,
+}
+
+/// The sketches of one method, collected for its all-pairs finder: built from the
+/// tolerance, so a sketch of the other method has nowhere to go.
+enum Batch {
+    SimHash(AllPairs, Vec<SimHash>),
+    MinHash(Threshold, MinHashParams, Vec<Signature>),
+}
+
+impl Batch {
+    fn new(tolerance: Tolerance, params: MinHashParams) -> anyhow::Result<Batch> {
+        Ok(match tolerance {
+            Tolerance::Distance(k) => Batch::SimHash(AllPairs::new(k)?, Vec::new()),
+            Tolerance::Similarity(t) => Batch::MinHash(t, params, Vec::new()),
+        })
+    }
+
+    /// Keeps the sketch of this batch's method; `false` when the text was too short.
+    fn push(&mut self, s: Sketches) -> bool {
+        match self {
+            Batch::SimHash(_, v) => match s.simhash {
+                Some(Ok(f)) => v.push(f.simhash),
+                _ => return false,
+            },
+            Batch::MinHash(_, _, v) => match s.minhash {
+                Some(Ok(f)) => v.push(f.signature),
+                _ => return false,
+            },
+        }
+        true
+    }
+
+    fn run(self) -> Found {
+        match self {
+            Batch::SimHash(finder, v) => Found::SimHash(finder.run(&v)),
+            Batch::MinHash(t, params, v) => Found::MinHash(all_pairs(&v, &params, t)),
+        }
+    }
 }
 
 /// What either method's all-pairs finder found, as input positions.
@@ -127,19 +166,15 @@ pub fn run(args: Args) -> CmdResult {
     let started = Instant::now();
     let method = args.method.method(None)?;
     let tolerance = args.method.tolerance(method, Searched::NewBlocks)?;
-    let finder = match tolerance {
-        Tolerance::Distance(k) => Some(AllPairs::new(k)?),
-        Tolerance::Similarity(_) => None,
-    };
     args.run.init_threads()?;
     let fp = args.profile.fingerprinter();
+    let mut batch = Batch::new(tolerance, *fp.minhasher().params())?;
     let spec = args.input.spec();
     let source = neardup::input::open(&args.input.input)?;
     let pb = common::progress_bar(&source, args.run.quiet);
     let position = Arc::clone(&source.position);
     let strict = args.input.strict;
     let mut ids: Vec<Value> = Vec::new();
-    let mut sketches: Vec<Sketch> = Vec::new();
 
     let counts = pipeline::run(
         source,
@@ -152,9 +187,8 @@ pub fn run(args: Args) -> CmdResult {
                 Item::Doc {
                     id, sketches: s, ..
                 } => {
-                    if let Ok(s) = s.into_sketch(method) {
+                    if batch.push(s) {
                         ids.push(id.0);
-                        sketches.push(s);
                     }
                 }
                 Item::Bad(e) => {
@@ -172,15 +206,7 @@ pub fn run(args: Args) -> CmdResult {
     }
     let counts = counts?;
     let paired = Instant::now();
-    let found = match (tolerance, &finder) {
-        (Tolerance::Distance(_), Some(finder)) => Found::SimHash(finder.run(&simhashes(&sketches))),
-        (Tolerance::Similarity(t), _) => Found::MinHash(all_pairs(
-            &signatures(&sketches),
-            fp.minhasher().params(),
-            t,
-        )),
-        (Tolerance::Distance(_), None) => unreachable!("a SimHash finder is made for -k"),
-    };
+    let found = batch.run();
     let clusters = found.clusters();
     let pair_secs = paired.elapsed().as_secs_f64();
 
@@ -229,24 +255,4 @@ pub fn run(args: Args) -> CmdResult {
         }
     }
     Ok(common::status(&counts))
-}
-
-fn simhashes(sketches: &[Sketch]) -> Vec<SimHash> {
-    sketches
-        .iter()
-        .map(|s| match s {
-            Sketch::SimHash(f) => *f,
-            Sketch::MinHash(_) => unreachable!("SimHash sketches only"),
-        })
-        .collect()
-}
-
-fn signatures(sketches: &[Sketch]) -> Vec<Signature> {
-    sketches
-        .iter()
-        .map(|s| match s {
-            Sketch::MinHash(sig) => sig.clone(),
-            Sketch::SimHash(_) => unreachable!("MinHash sketches only"),
-        })
-        .collect()
 }

@@ -141,8 +141,10 @@ enum Query {
     /// A sketch (--fingerprint, or --input's article), where it came from, and the id to
     /// leave out.
     Sketch(Sketch, &'static str, Option<String>),
-    TooShort(String, neardup::TooShort),
 }
+
+/// What was too short to fingerprint, and why.
+type TooShort = (String, neardup::TooShort);
 
 pub fn run(args: Args) -> CmdResult {
     let found = match (&args.local.store, &args.index) {
@@ -162,15 +164,20 @@ pub fn run(args: Args) -> CmdResult {
     }
 }
 
-type Outcome = Result<Found, (String, neardup::TooShort)>;
+type Outcome = Result<Found, TooShort>;
 
-/// Reads the query: --input's one article is sketched here, with `fp` and `method`.
-fn query(args: &Args, fp: &Fingerprinter, method: Method) -> anyhow::Result<Query> {
+/// Reads the query: --input's one article is sketched here, with `fp` and `method`; an
+/// article too short to fingerprint is the inner `Err`.
+fn query(
+    args: &Args,
+    fp: &Fingerprinter,
+    method: Method,
+) -> anyhow::Result<Result<Query, TooShort>> {
     if let Some(id) = &args.id {
-        return Ok(Query::Id(id.clone()));
+        return Ok(Ok(Query::Id(id.clone())));
     }
     if let Some(text) = &args.text {
-        return Ok(Query::Text(text.clone()));
+        return Ok(Ok(Query::Text(text.clone())));
     }
     if let Some(f) = args.fingerprint {
         if method != Method::SimHash {
@@ -178,7 +185,7 @@ fn query(args: &Args, fp: &Fingerprinter, method: Method) -> anyhow::Result<Quer
                 "--fingerprint takes a SimHash fingerprint, but the query's method is minhash (the store's or index's own, or asked for): query with --id, --text or --input, or pass --method simhash where SimHash is held",
             ));
         }
-        return Ok(Query::Sketch(Sketch::SimHash(f), "given", None));
+        return Ok(Ok(Query::Sketch(Sketch::SimHash(f), "given", None)));
     }
     let path = args.input.as_deref().unwrap_or("-");
     let spec = InputSpec {
@@ -200,12 +207,10 @@ fn query(args: &Args, fp: &Fingerprinter, method: Method) -> anyhow::Result<Quer
         source.name
     );
     let what = format!("article `{}`", doc.id);
-    Ok(
-        match sketch_body(fp, Methods::only(method), &doc.body).into_sketch(method) {
-            Ok(s) => Query::Sketch(s, "computed from the article", Some(doc.id.key())),
-            Err(why) => Query::TooShort(what, why),
-        },
-    )
+    Ok(sketch_body(fp, Methods::only(method), &doc.body)
+        .into_sketch(method)
+        .map(|s| Query::Sketch(s, "computed from the article", Some(doc.id.key())))
+        .map_err(|why| (what, why)))
 }
 
 fn search_store(args: &Args, dir: &std::path::Path) -> anyhow::Result<Outcome> {
@@ -213,7 +218,11 @@ fn search_store(args: &Args, dir: &std::path::Path) -> anyhow::Result<Outcome> {
     let tolerance = args.method.for_store(&store)?;
     let method = store.method();
     let fp = args.profile.fingerprinter(Some(store.config()))?;
-    let (matches, query) = match query(args, &fp, method)? {
+    let query = match query(args, &fp, method)? {
+        Ok(q) => q,
+        Err(too_short) => return Ok(Err(too_short)),
+    };
+    let (matches, query) = match query {
         Query::Id(id) => {
             let m = store.similar_to_id(&id, tolerance)?.with_context(|| {
                 format!(
@@ -244,7 +253,6 @@ fn search_store(args: &Args, dir: &std::path::Path) -> anyhow::Result<Outcome> {
             let shown = simhash_of(&s).map(|f| (f, origin));
             (store.similar(s, tolerance, own_id.as_deref())?, shown)
         }
-        Query::TooShort(what, why) => return Ok(Err((what, why))),
     };
     Ok(Ok(Found {
         tolerance,
@@ -332,10 +340,10 @@ fn search_es(args: &Args, index: &str) -> anyhow::Result<Outcome> {
     let es = connect_es(args, index)?;
     let method = es.tolerance.method();
     let fp = es.meta.fingerprinter(index)?;
-    let query = query(args, &fp, method)?;
-    if let Query::TooShort(what, why) = query {
-        return Ok(Err((what, why)));
-    }
+    let query = match query(args, &fp, method)? {
+        Ok(q) => q,
+        Err(too_short) => return Ok(Err(too_short)),
+    };
     let (found, own_id) = es.runtime.block_on(async {
         match &query {
             Query::Id(id) => es
@@ -353,7 +361,6 @@ fn search_es(args: &Args, index: &str) -> anyhow::Result<Outcome> {
                 .by_fingerprint(index, s.clone(), es.tolerance)
                 .await
                 .map(|found| (found, own.clone())),
-            Query::TooShort(..) => unreachable!("handled above"),
         }
     })?;
     let origin = match (&found.query, &query) {

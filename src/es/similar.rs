@@ -49,8 +49,9 @@ use super::schema::{band_term, signature_from_base64, IndexMeta, MinHashMeta, Si
 use super::{request, BlockType, Body, EsError, FieldNames, RetryPolicy};
 use crate::fingerprint::Methods;
 use crate::input::field_texts;
-use crate::method::sort_matches;
 pub use crate::method::Match;
+use crate::method::{sort_matches, Query};
+use crate::minhash::Threshold;
 use crate::{Fingerprinter, Method, Signature, SimHash, Sketch, Tolerance, TooShort};
 
 /// The largest k the four 16-bit blocks answer exactly: a pair within distance 7 has some
@@ -296,10 +297,7 @@ impl Similar {
         indices: impl Into<IndexList>,
     ) -> Result<Tolerance, EsError> {
         let d = self.describe(&indices.into()).await?;
-        Ok(match d.meta.default_method() {
-            Method::MinHash => Tolerance::Similarity(crate::minhash::DEFAULT_THRESHOLD),
-            Method::SimHash => Tolerance::Distance(DEFAULT_K),
-        })
+        Ok(Tolerance::default_for(d.meta.default_method(), DEFAULT_K))
     }
 
     /// Near duplicates of the document `id`, looked up in `indices` (comma-separated names,
@@ -324,9 +322,8 @@ impl Similar {
         match query.sketch() {
             None => Ok(Similarity::empty(query, tolerance)),
             Some(q) => {
-                let mut s = self
-                    .search(&indices, &d, q, tolerance, Some((&index, id)))
-                    .await?;
+                let q = es_query(q.clone(), tolerance)?;
+                let mut s = self.search(&indices, &d, &q, Some((&index, id))).await?;
                 s.query = query;
                 Ok(s)
             }
@@ -383,7 +380,9 @@ impl Similar {
                 ))
             }
         };
-        let mut s = self.search(&indices, &d, &query, tolerance, None).await?;
+        let mut s = self
+            .search(&indices, &d, &es_query(query.clone(), tolerance)?, None)
+            .await?;
         s.query = QueryFingerprint::Computed(query);
         Ok(s)
     }
@@ -397,18 +396,12 @@ impl Similar {
         tolerance: impl Into<Tolerance>,
     ) -> Result<Similarity, EsError> {
         let indices = indices.into();
-        let (query, tolerance) = (query.into(), tolerance.into());
+        let tolerance = tolerance.into();
         check_tolerance(tolerance)?;
-        if query.method() != tolerance.method() {
-            return Err(EsError::Config(format!(
-                "a {} fingerprint cannot be compared by {tolerance}: give a {} one",
-                query.method(),
-                tolerance.method()
-            )));
-        }
+        let query = es_query(query.into(), tolerance)?;
         let d = self.describe(&indices).await?;
-        check_method(&indices, &d.meta, tolerance.method())?;
-        if let (Sketch::MinHash(sig), Some(m)) = (&query, &d.meta.minhash) {
+        check_method(&indices, &d.meta, query.method())?;
+        if let (Query::MinHash { signature: sig, .. }, Some(m)) = (&query, &d.meta.minhash) {
             let want = usize::from(m.params.hashes);
             if sig.len() != want {
                 return Err(EsError::Config(format!(
@@ -418,7 +411,7 @@ impl Similar {
                 )));
             }
         }
-        self.search(&indices, &d, &query, tolerance, None).await
+        self.search(&indices, &d, &query, None).await
     }
 
     /// The filter mode in effect: the configured one, unless the cluster refused scripts.
@@ -434,19 +427,15 @@ impl Similar {
         &self,
         indices: &IndexList,
         d: &Described,
-        query: &Sketch,
-        tolerance: Tolerance,
+        query: &Query,
         exclude: Option<(&str, &str)>,
     ) -> Result<Similarity, EsError> {
         let filter = self.effective_filter();
-        match self
-            .search_with(filter, indices, d, query, tolerance, exclude)
-            .await
-        {
+        match self.search_with(filter, indices, d, query, exclude).await {
             Err(e) if filter == FilterMode::Server && script_refused(&e) => {
                 tracing::warn!(error = %e, "the cluster refused the server-side filter script; filtering on the client from now on");
                 self.scripts_refused.store(true, Ordering::Relaxed);
-                self.search_with(FilterMode::Client, indices, d, query, tolerance, exclude)
+                self.search_with(FilterMode::Client, indices, d, query, exclude)
                     .await
             }
             r => r,
@@ -458,11 +447,10 @@ impl Similar {
         filter: FilterMode,
         indices: &IndexList,
         d: &Described,
-        query: &Sketch,
-        tolerance: Tolerance,
+        query: &Query,
         exclude: Option<(&str, &str)>,
     ) -> Result<Similarity, EsError> {
-        let body = query_body(d, filter, query, tolerance);
+        let body = query_body(d, filter, query);
         let scan_options = ScanOptions {
             page_size: self.options.page_size,
             keep_alive: self.options.keep_alive,
@@ -485,7 +473,7 @@ impl Similar {
                     }
                     match hit_sketch(&h, d, query.method()) {
                         Ok(Some(other)) => {
-                            if let Some(score) = query.score(&other, tolerance) {
+                            if let Some(score) = query.score(&other) {
                                 matches.push(Match::in_index(id, index, score));
                             }
                         }
@@ -507,8 +495,8 @@ impl Similar {
         }
         sort_matches(&mut matches);
         Ok(Similarity {
-            query: QueryFingerprint::Given(query.clone()),
-            tolerance,
+            query: QueryFingerprint::Given(query.sketch()),
+            tolerance: query.tolerance(),
             matches,
             transferred,
             scan,
@@ -713,15 +701,17 @@ fn script_refused(e: &EsError) -> bool {
     }
 }
 
-/// k ≤ [`MAX_K`]; a threshold above 0 and at most 1.
+/// k ≤ [`MAX_K`] (a [`crate::minhash::Threshold`] is in range by construction).
 fn check_tolerance(tolerance: Tolerance) -> Result<(), EsError> {
     match tolerance {
         Tolerance::Distance(k) if k > MAX_K => Err(EsError::DistanceTooLarge { k }),
-        Tolerance::Similarity(t) if !(t > 0.0 && t <= 1.0) => Err(EsError::Config(format!(
-            "similarity threshold {t} is out of range: give an estimated Jaccard similarity above 0 and at most 1 (e.g. 0.3)"
-        ))),
         _ => Ok(()),
     }
+}
+
+/// The [`Query`] of a sketch at a tolerance, or [`EsError::Config`] when their methods differ.
+fn es_query(sketch: Sketch, tolerance: Tolerance) -> Result<Query, EsError> {
+    Query::new(sketch, tolerance).map_err(|e| EsError::Config(e.to_string()))
 }
 
 /// [`EsError::MethodNotHeld`] unless the indices hold `method`.
@@ -848,7 +838,7 @@ pub fn block_probes(block: i16, k: u32) -> Vec<i16> {
 /// The fewest agreeing positions of two signatures of length `n` whose estimated similarity
 /// reaches `t`: the rule of [`Sketch::score`] in integers, for the server-side script.
 /// `n + 1` when no number of agreements reaches it.
-pub fn min_agreements(n: usize, t: f64) -> usize {
+pub fn min_agreements(n: usize, t: Threshold) -> usize {
     (0..=n)
         .find(|&a| {
             Sketch::MinHash(Signature::from_values(vec![0u32; n]))
@@ -899,17 +889,17 @@ int v = (b0 & 255) | ((b1 & 255) << 8) | ((b2 & 255) << 16) | (b3 << 24); \
 if (v == (int) q.get(i)) { a++; } } \
 return a >= params.m;";
 
-/// The candidate query (see the module docs), without paging. `query` and `tolerance` are of
-/// the same method, which the indices hold (checked by the callers).
-fn query_body(d: &Described, filter: FilterMode, query: &Sketch, tolerance: Tolerance) -> Value {
-    match (query, tolerance) {
-        (Sketch::SimHash(fp), Tolerance::Distance(k)) => {
-            simhash_body(&simhash_meta(&d.meta).fields, d, filter, *fp, k)
+/// The candidate query (see the module docs), without paging. The indices hold the query's
+/// method (checked by the callers).
+fn query_body(d: &Described, filter: FilterMode, query: &Query) -> Value {
+    match query {
+        &Query::SimHash { fingerprint, k } => {
+            simhash_body(&simhash_meta(&d.meta).fields, d, filter, fingerprint, k)
         }
-        (Sketch::MinHash(sig), Tolerance::Similarity(t)) => {
-            minhash_body(minhash_meta(&d.meta), d, filter, sig, t)
-        }
-        _ => unreachable!("the callers check that query and tolerance are of one method"),
+        Query::MinHash {
+            signature,
+            threshold,
+        } => minhash_body(minhash_meta(&d.meta), d, filter, signature, *threshold),
     }
 }
 
@@ -964,7 +954,7 @@ fn minhash_body(
     d: &Described,
     filter: FilterMode,
     sig: &Signature,
-    t: f64,
+    t: Threshold,
 ) -> Value {
     let terms: Vec<String> = sig
         .band_keys(&m.params)
@@ -1188,12 +1178,16 @@ mod tests {
         assert!(source_sketch(&src, &meta, Method::MinHash).is_err());
     }
 
+    fn th(t: f64) -> Threshold {
+        Threshold::new(t).unwrap()
+    }
+
     #[test]
     fn simhash_query_shapes() {
         let d = described(&both());
         let fp = SimHash(0x0001_0002_0003_0004);
         let q = Sketch::SimHash(fp);
-        let b = query_body(&d, FilterMode::Client, &q, Tolerance::Distance(3));
+        let b = query_body(&d, FilterMode::Client, &Query::new(q.clone(), 3).unwrap());
         let filters = b["query"]["bool"]["filter"].as_array().unwrap();
         assert_eq!(filters.len(), 1);
         assert_eq!(filters[0]["bool"]["minimum_should_match"], 1);
@@ -1204,14 +1198,14 @@ mod tests {
         assert_eq!(b["_source"], false);
         assert_eq!(b["docvalue_fields"][0], "simHashA");
 
-        let b = query_body(&d, FilterMode::Server, &q, Tolerance::Distance(2));
+        let b = query_body(&d, FilterMode::Server, &Query::new(q.clone(), 2).unwrap());
         let script = &b["query"]["bool"]["filter"][1]["script"]["script"];
         assert_eq!(script["params"]["k"], 2);
         assert_eq!(script["params"]["q"], fp.as_i64());
         assert_eq!(script["source"], SCRIPT_LONG_OR_BLOCKS);
 
         // k ≥ 4: each block with its 16 one-bit flips.
-        let b = query_body(&d, FilterMode::Server, &q, Tolerance::Distance(7));
+        let b = query_body(&d, FilterMode::Server, &Query::new(q.clone(), 7).unwrap());
         let terms = &b["query"]["bool"]["filter"][0]["bool"]["should"][3]["terms"]["simHashD"];
         let probes: Vec<i64> = terms
             .as_array()
@@ -1239,7 +1233,11 @@ mod tests {
                 .collect::<Vec<u32>>(),
         );
         let q = Sketch::MinHash(sig.clone());
-        let b = query_body(&d, FilterMode::Client, &q, Tolerance::Similarity(0.3));
+        let b = query_body(
+            &d,
+            FilterMode::Client,
+            &Query::new(q.clone(), th(0.3)).unwrap(),
+        );
         let filters = b["query"]["bool"]["filter"].as_array().unwrap();
         assert_eq!(filters.len(), 1);
         let terms = filters[0]["terms"]["minHashBands"].as_array().unwrap();
@@ -1248,7 +1246,11 @@ mod tests {
         assert_eq!(b["docvalue_fields"], json!(["minHashSignature"]));
         assert_eq!(b["_source"], false);
 
-        let b = query_body(&d, FilterMode::Server, &q, Tolerance::Similarity(0.3));
+        let b = query_body(
+            &d,
+            FilterMode::Server,
+            &Query::new(q.clone(), th(0.3)).unwrap(),
+        );
         let script = &b["query"]["bool"]["filter"][1]["script"]["script"];
         assert_eq!(script["source"], SCRIPT_MINHASH);
         assert_eq!(script["params"]["m"], 39);
@@ -1263,20 +1265,20 @@ mod tests {
     fn min_agreements_is_the_score_rule_in_integers() {
         for n in [1usize, 4, 100, 128] {
             for t in [0.01, 0.25, 0.296875, 0.3, 0.5, 0.75, 0.9, 1.0] {
-                let m = min_agreements(n, t);
+                let m = min_agreements(n, th(t));
                 for a in 0..=n {
                     let s = a as f64 / n as f64;
                     assert_eq!(
                         a >= m,
-                        s >= t - crate::method::SIMILARITY_EPSILON,
+                        s >= t - crate::minhash::SIMILARITY_EPSILON,
                         "n {n} t {t} a {a}"
                     );
                 }
             }
         }
         // 38/128 = 0.296875 reaches 0.296875 itself, never less.
-        assert_eq!(min_agreements(128, 0.296875), 38);
-        assert_eq!(min_agreements(128, 0.3), 39);
+        assert_eq!(min_agreements(128, th(0.296875)), 38);
+        assert_eq!(min_agreements(128, th(0.3)), 39);
     }
 
     proptest! {
@@ -1312,9 +1314,9 @@ mod tests {
             .to_string();
         assert!(e.contains("k ≤ 7"), "{e}");
         assert!(check_tolerance(Tolerance::Distance(7)).is_ok());
-        assert!(check_tolerance(Tolerance::Similarity(0.0)).is_err());
-        assert!(check_tolerance(Tolerance::Similarity(1.5)).is_err());
-        assert!(check_tolerance(Tolerance::Similarity(1.0)).is_ok());
+        assert!(Tolerance::similarity(0.0).is_err());
+        assert!(Tolerance::similarity(1.5).is_err());
+        assert!(check_tolerance(Tolerance::similarity(1.0).unwrap()).is_ok());
     }
 
     #[test]

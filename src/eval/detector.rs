@@ -9,7 +9,7 @@ use rayon::prelude::*;
 use super::minhash;
 use super::{score_simhash, LabelledPair, Scored};
 use crate::minhash::allpairs::all_pairs;
-use crate::minhash::Signature;
+use crate::minhash::{Signature, Threshold};
 use crate::simhash::allpairs::AllPairs;
 use crate::{Fingerprinter, SimHash};
 
@@ -110,7 +110,8 @@ fn minhash_pairs(fp: &Fingerprinter, texts: &[Vec<String>]) -> CorpusPairs {
         .filter_map(|(i, s)| Some((i as u32, s.clone()?)))
         .unzip();
     // The pairs the LSH index reports at the lowest threshold; higher points filter them.
-    let found = all_pairs(&present, &params, minhash::THRESHOLDS[0]);
+    let lowest = Threshold::new(minhash::THRESHOLDS[0]).expect("the thresholds are in range");
+    let found = all_pairs(&present, &params, lowest);
     let mut all: Vec<ScoredPair> = found
         .pairs()
         .map(|(a, b, s)| {

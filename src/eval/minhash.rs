@@ -8,8 +8,7 @@
 use rayon::prelude::*;
 
 use super::{unique_texts, LabelledPair, Scored};
-use crate::method::SIMILARITY_EPSILON;
-use crate::minhash::{MinHashParams, Signature};
+use crate::minhash::{MinHashParams, Signature, Threshold};
 use crate::Fingerprinter;
 
 /// Thresholds evaluated, as in the SimHash table's k = 0..8.
@@ -17,7 +16,7 @@ pub const THRESHOLDS: [f64; 9] = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9];
 
 /// Whether an estimate `s` reaches threshold `t` (a duplicate at that point).
 pub fn reaches(s: f64, t: f64) -> bool {
-    s >= t - SIMILARITY_EPSILON
+    Threshold::new(t).is_ok_and(|t| t.admits(s))
 }
 
 /// The label of the operating point at threshold `t`, e.g. `J>=0.3`.

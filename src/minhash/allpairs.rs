@@ -13,8 +13,7 @@ use std::collections::HashMap;
 
 use rayon::prelude::*;
 
-use super::{MinHashParams, Signature};
-use crate::method::SIMILARITY_EPSILON;
+use super::{MinHashParams, Signature, Threshold};
 
 /// The pairs found, and counters. Pairs are kept between distinct signatures, with the
 /// inputs holding each, so a thousand copies of one article cost a thousand entries, not
@@ -138,9 +137,9 @@ impl MinHashMatches {
 /// One band's pairs (unique-signature positions), comparisons and largest group.
 type BandResult = (Vec<(u32, u32, f64)>, u64, usize);
 
-/// All pairs of `sigs` sharing a band under `params` with estimated similarity ≥ `t`.
+/// All pairs of `sigs` sharing a band under `params` whose estimated similarity reaches `t`.
 /// Input positions must fit in `u32`.
-pub fn all_pairs(sigs: &[Signature], params: &MinHashParams, t: f64) -> MinHashMatches {
+pub fn all_pairs(sigs: &[Signature], params: &MinHashParams, t: Threshold) -> MinHashMatches {
     assert!(
         sigs.len() <= u32::MAX as usize,
         "at most 2^32 - 1 signatures"
@@ -183,7 +182,7 @@ pub fn all_pairs(sigs: &[Signature], params: &MinHashParams, t: f64) -> MinHashM
                         }
                         comparisons += 1;
                         let s = unique[a as usize].similarity(unique[b as usize]);
-                        if s >= t - SIMILARITY_EPSILON {
+                        if t.admits(s) {
                             found.push((a.min(b), a.max(b), s));
                         }
                     }
@@ -232,7 +231,7 @@ mod tests {
             .collect();
         sigs.push(sigs[5].clone());
         for t in [0.2, 0.5, 0.8] {
-            let got = all_pairs(&sigs, &params, t);
+            let got = all_pairs(&sigs, &params, Threshold::new(t).unwrap());
             let mut want = Vec::new();
             for a in 0..sigs.len() {
                 for b in a + 1..sigs.len() {

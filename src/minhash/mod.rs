@@ -36,7 +36,75 @@ use xxhash_rust::xxh3::{xxh3_64, xxh3_64_with_seed};
 
 /// The default MinHash threshold: pairs whose estimated Jaccard similarity of word shingles
 /// is at least this are near-duplicates (see `docs/evaluation.md`).
-pub const DEFAULT_THRESHOLD: f64 = 0.3;
+pub const DEFAULT_THRESHOLD: Threshold = Threshold(0.3);
+
+/// Estimated similarities are multiples of 1 / hashes; a threshold such as 0.3 is compared
+/// with this slack so that 38/128 vs 0.296875… rounding never decides.
+pub const SIMILARITY_EPSILON: f64 = 1e-9;
+
+/// A MinHash threshold: the smallest estimated Jaccard similarity that counts as a
+/// near-duplicate, above 0 and at most 1. The one place that range is checked, and the one
+/// comparison of a similarity with a threshold ([`Threshold::admits`]).
+#[derive(Copy, Clone, Debug, PartialEq, PartialOrd, Serialize)]
+#[serde(transparent)]
+pub struct Threshold(f64);
+
+impl Threshold {
+    /// `t` if 0 < t ≤ 1, else [`crate::Error::ThresholdOutOfRange`].
+    pub fn new(t: f64) -> crate::Result<Threshold> {
+        if t > 0.0 && t <= 1.0 {
+            Ok(Threshold(t))
+        } else {
+            Err(crate::Error::ThresholdOutOfRange(t))
+        }
+    }
+
+    /// The threshold as a number.
+    pub fn get(self) -> f64 {
+        self.0
+    }
+
+    /// Whether an estimated similarity reaches the threshold (with [`SIMILARITY_EPSILON`]).
+    pub fn admits(self, similarity: f64) -> bool {
+        similarity >= self.0 - SIMILARITY_EPSILON
+    }
+}
+
+impl Default for Threshold {
+    fn default() -> Threshold {
+        DEFAULT_THRESHOLD
+    }
+}
+
+impl TryFrom<f64> for Threshold {
+    type Error = crate::Error;
+    fn try_from(t: f64) -> crate::Result<Threshold> {
+        Threshold::new(t)
+    }
+}
+
+impl std::str::FromStr for Threshold {
+    type Err = crate::Error;
+    fn from_str(s: &str) -> crate::Result<Threshold> {
+        let t = s
+            .trim()
+            .parse::<f64>()
+            .map_err(|_| crate::Error::ThresholdNotANumber(s.to_owned()))?;
+        Threshold::new(t)
+    }
+}
+
+impl<'de> Deserialize<'de> for Threshold {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Threshold, D::Error> {
+        Threshold::new(f64::deserialize(d)?).map_err(serde::de::Error::custom)
+    }
+}
+
+impl fmt::Display for Threshold {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
 
 /// Seed of the shingle hash. Part of the version.
 pub const SHINGLE_SEED: u64 = 0x6e65_6172_6475_7031; // "neardup1"

@@ -48,6 +48,7 @@ pub use self::on_store::StoreBackend;
 use crate::es::{QueryFingerprint, Secret, Similarity};
 use crate::fingerprint::{FingerprintRecord, Methods};
 use crate::input::field_texts;
+use crate::minhash::Threshold;
 use crate::store::Match;
 use crate::{Fingerprinter, Tolerance};
 
@@ -383,17 +384,17 @@ struct Near {
 impl Near {
     /// The tolerance asked for, if any.
     fn given(&self) -> Result<Option<Tolerance>, ApiError> {
-        match (self.threshold, self.k) {
-            (Some(_), Some(_)) => Err(ApiError::bad_request(
+        if self.threshold.is_some() && self.k.is_some() {
+            return Err(ApiError::bad_request(
                 "give `threshold` (MinHash) or `k` (SimHash), not both",
-            )),
-            (Some(t), None) if !(t > 0.0 && t <= 1.0) => Err(ApiError::bad_request(format!(
-                "threshold {t} is out of range: use 0 < threshold ≤ 1"
-            ))),
-            (Some(t), None) => Ok(Some(Tolerance::Similarity(t))),
-            (None, Some(k)) => Ok(Some(Tolerance::Distance(k))),
-            (None, None) => Ok(None),
+            ));
         }
+        let threshold = self
+            .threshold
+            .map(Threshold::new)
+            .transpose()
+            .map_err(|e| ApiError::bad_request(e.to_string()))?;
+        Tolerance::asked(self.k, threshold).map_err(|e| ApiError::bad_request(e.to_string()))
     }
 }
 

@@ -22,7 +22,7 @@ use super::{ApiError, Found};
 use crate::es::QueryFingerprint;
 use crate::fingerprint::Methods;
 use crate::store::{Match, Store, StoreError};
-use crate::{Fingerprinter, Method, Sketch, Tolerance};
+use crate::{Fingerprinter, Sketch, Tolerance};
 
 /// A local store the service answers from, under the index name `name`.
 #[derive(Clone, Debug)]
@@ -92,10 +92,7 @@ impl StoreBackend {
 
     /// The store's method at its default: MinHash's default threshold, or the store's `k`.
     fn default_tolerance(&self) -> Tolerance {
-        match self.store.method() {
-            Method::MinHash => Tolerance::Similarity(crate::minhash::DEFAULT_THRESHOLD),
-            Method::SimHash => Tolerance::Distance(self.store.config().k),
-        }
+        Tolerance::default_for(self.store.method(), self.store.config().k)
     }
 
     /// `given`, or the default; 409 unless the store holds its method (saying which query
