@@ -199,6 +199,17 @@ pub struct BadTextField {
 /// (nested arrays too; `null`s skipped). A number, boolean or object is an error naming the
 /// field: it is not text, and guessing a text for it would make fingerprints differ.
 pub fn field_texts<'a>(doc: &'a Value, fields: &[String]) -> Result<Vec<&'a str>, BadTextField> {
+    match doc {
+        Value::Object(obj) => object_texts(obj, fields),
+        _ => Ok(Vec::new()),
+    }
+}
+
+/// [`field_texts`] of a JSON object.
+pub fn object_texts<'a>(
+    obj: &'a Map<String, Value>,
+    fields: &[String],
+) -> Result<Vec<&'a str>, BadTextField> {
     fn collect<'a>(v: &'a Value, field: &str, out: &mut Vec<&'a str>) -> Result<(), BadTextField> {
         let holds = match v {
             Value::Null => return Ok(()),
@@ -220,7 +231,11 @@ pub fn field_texts<'a>(doc: &'a Value, fields: &[String]) -> Result<Vec<&'a str>
     }
     let mut out = Vec::with_capacity(fields.len());
     for field in fields {
-        if let Some(v) = lookup(doc, field) {
+        let found = obj.get(field.as_str()).or_else(|| {
+            let (head, rest) = field.split_once('.')?;
+            lookup(obj.get(head)?, rest)
+        });
+        if let Some(v) = found {
             collect(v, field, &mut out)?;
         }
     }

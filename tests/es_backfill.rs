@@ -15,7 +15,9 @@ use std::time::Duration;
 use common::es::{self as t, TestIndex};
 use elasticsearch::http::Method;
 use elasticsearch::Elasticsearch;
-use neardup::es::backfill::{Backfill, BackfillConfig, BackfillReport, Counts, Mode, Paging};
+use neardup::es::backfill::{
+    Backfill, BackfillConfig, BackfillCounts, BackfillReport, Mode, Paging,
+};
 use neardup::es::{init_index, BlockType, FieldNames, IndexMeta, RetryPolicy};
 use neardup::{FingerprintConfig, Fingerprinter, Profile, SimHash};
 use serde_json::value::RawValue;
@@ -197,7 +199,7 @@ async fn run(client: &Elasticsearch, c: BackfillConfig) -> BackfillReport {
         .unwrap()
 }
 
-fn assert_adds_up(c: &Counts) {
+fn assert_adds_up(c: &BackfillCounts) {
     assert!(c.adds_up(), "{c:?}");
 }
 
@@ -392,7 +394,7 @@ fn report(dir: &Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(dir.join("report.json")).unwrap()).unwrap()
 }
 
-fn counts_of(report: &Value) -> Counts {
+fn counts_of(report: &Value) -> BackfillCounts {
     serde_json::from_value(report["counts"].clone()).unwrap()
 }
 
@@ -736,7 +738,16 @@ async fn a_foreign_or_locked_state_file_is_refused() {
     );
 
     std::fs::remove_file(&state).unwrap();
-    let held = neardup::es::backfill::journal::StateLock::acquire(&state).unwrap();
+    // Another back-fill holds the lock on `<state>.lock` (an OS file lock, as that one takes).
+    let mut lock_name = state.as_os_str().to_owned();
+    lock_name.push(".lock");
+    let held = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(std::path::PathBuf::from(lock_name))
+        .unwrap();
+    held.try_lock().unwrap();
     let out = spawn_backfill(&t::url(), &idx.name, dir.path(), &[])
         .wait_with_output()
         .unwrap();

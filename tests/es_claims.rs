@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use common::es::{self as t, TestIndex};
 use elasticsearch::http::Method;
-use neardup::es::claims::{ClaimError, Claims};
 use neardup::es::RetryPolicy;
+use neardup::es::{ClaimError, Claims};
 
 async fn claims(idx: &TestIndex) -> Claims {
     let client = t::client().await;

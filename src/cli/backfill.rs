@@ -12,8 +12,9 @@ use neardup::es::backfill::{
 };
 use neardup::es::{self, RetryPolicy};
 
+use super::common::ProfileArgs;
 use super::common::{self, CmdResult, Status};
-use super::es_args::{self, parse_duration, EsArgs, FieldArgs, IndexProfileArgs};
+use super::es_args::{self, parse_duration, EsArgs, FieldArgs};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -84,7 +85,7 @@ pub struct Args {
     #[arg(long, short)]
     quiet: bool,
     #[command(flatten)]
-    profile: IndexProfileArgs,
+    profile: ProfileArgs,
     #[command(flatten)]
     fields_names: FieldArgs,
 }
@@ -140,7 +141,7 @@ pub fn run(args: Args) -> CmdResult {
         let each = es::read_each(&client, &config.retry, &args.index, &config.names).await?;
         let held = es::IndexMeta::union(&each)
             .ok_or_else(|| anyhow::anyhow!("no index matches `{}`", args.index))?;
-        args.profile.fingerprinter(&args.index, &held)
+        args.profile.for_index(&args.index, &held)
     })?;
     let job = Backfill::new(client, fp, config);
 

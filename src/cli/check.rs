@@ -11,8 +11,9 @@ use neardup::{Methods, Sketch, Tolerance, TooShort};
 use serde::Serialize;
 use serde_json::Value;
 
+use super::common::ProfileArgs;
 use super::common::{self, CmdResult, DistanceArg, InputArgs, MethodArgs, RunArgs};
-use super::store_args::{self, StoreArgs, StoreProfileArgs};
+use super::store_args::{self, StoreArgs};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -33,7 +34,7 @@ pub struct Args {
     #[command(flatten)]
     input: InputArgs,
     #[command(flatten)]
-    profile: StoreProfileArgs,
+    profile: ProfileArgs,
     #[command(flatten)]
     run: RunArgs,
 }

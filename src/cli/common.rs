@@ -124,7 +124,7 @@ pub enum Searched {
     /// An existing local store built for distance `k`: a larger query distance stays exact
     /// (more lookups), up to the 64 bits of a fingerprint.
     Store { k: u32 },
-    /// Elasticsearch's four 16-bit block fields: exact up to [`neardup::es::MAX_K`] (default
+    /// Elasticsearch's four 16-bit block fields: exact up to [`neardup::es::FLIPPED_BLOCK_K`] (default
     /// [`neardup::es::DEFAULT_K`]).
     Elasticsearch,
     /// A block index built now (a new store, dedupe's in-memory finder): k + 1 blocks of at
@@ -140,7 +140,7 @@ impl DistanceArg {
             Searched::Store { k } => (k, 64, "a fingerprint has 64 bits"),
             Searched::Elasticsearch => (
                 neardup::es::DEFAULT_K,
-                neardup::es::MAX_K,
+                neardup::es::FLIPPED_BLOCK_K,
                 "Elasticsearch's four 16-bit block fields answer exactly up to 7 (a pair within \
                  7 bits has a block within one bit)",
             ),
@@ -198,22 +198,27 @@ impl InputArgs {
     }
 }
 
-/// Fingerprint profile and its knobs.
+/// The fingerprint settings, one group for every command. A command that reads or writes a
+/// store or an index uses what it records ([`ProfileArgs::for_store`],
+/// [`ProfileArgs::for_index`]); the others use the flags ([`ProfileArgs::fingerprinter`]).
 #[derive(Args, Debug, Clone)]
 pub struct ProfileArgs {
     /// SimHash profile: `default` (= `tf`, the most precise SimHash scheme on the corpus, see
     /// docs/evaluation.md), `seed000` (the older Java service, bit for bit), or `tf`, `tfidf`,
-    /// `keywords`, `bigram`, `char3`.
-    #[arg(long, default_value = "default", value_parser = parse_profile)]
-    pub profile: Profile,
+    /// `keywords`, `bigram`, `char3`. Default: the profile the store or index records,
+    /// else `default`.
+    #[arg(long, value_parser = parse_profile)]
+    pub profile: Option<Profile>,
     /// `default` profile: texts with fewer distinct words get no fingerprint.
     #[arg(long, default_value_t = Thresholds::default().min_words, value_name = "N")]
     pub min_words: usize,
-    /// Turn off jieba's HMM for words missing from its dictionary.
+    /// Turn off jieba's HMM for words missing from its dictionary. Part of the fingerprint
+    /// version: a store or index takes only the setting it was built with.
     #[arg(long)]
     pub no_hmm: bool,
     /// MinHash parameters, in the form the MinHash version writes them (keys left out keep
-    /// their default): e.g. `shingle=w2;n=128;sig=oph;bands=42x3` (the default).
+    /// their default): e.g. `shingle=w2;n=128;sig=oph;bands=42x3` (the default). A store keeps
+    /// its own; an index refuses others.
     #[arg(long, value_name = "SPEC", value_parser = parse_minhash_params)]
     pub minhash_params: Option<MinHashParams>,
 }
@@ -229,7 +234,7 @@ pub fn parse_profile(s: &str) -> Result<Profile, String> {
 impl ProfileArgs {
     pub fn fingerprinter(&self) -> Fingerprinter {
         Fingerprinter::new(FingerprintConfig {
-            profile: self.profile,
+            profile: self.profile.unwrap_or_default(),
             hmm: !self.no_hmm,
             thresholds: Thresholds {
                 min_words: self.min_words,

@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use anyhow::Context;
 use neardup::es::{Auth, EsConfig, FieldNames, IndexMeta, MinHashFieldNames, Secret};
-use neardup::{FingerprintConfig, Fingerprinter, MinHashParams, Profile, Thresholds};
+use neardup::{FingerprintConfig, Fingerprinter, Thresholds};
+
+use super::common::ProfileArgs;
 
 /// Connection to the cluster.
 #[derive(clap::Args, Clone)]
@@ -274,61 +276,12 @@ pub async fn watch_signals(
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn durations() {
-        assert_eq!(parse_duration("10s"), Ok(Duration::from_secs(10)));
-        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
-        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
-        assert_eq!(parse_duration("3"), Ok(Duration::from_secs(3)));
-        assert!(parse_duration("10 parsecs").is_err());
-        assert!(parse_duration("").is_err());
-    }
-
-    #[test]
-    fn secrets_never_in_debug() {
-        let a = EsArgs {
-            url: Some("https://u:hunter2@es:9200".into()),
-            user: None,
-            password: Some("pw-secret".into()),
-            api_key: Some("id:key-secret".into()),
-            ca_cert: None,
-            timeout: Duration::from_secs(1),
-            connect_timeout: Duration::from_secs(1),
-        };
-        let d = format!("{a:?}");
-        for s in ["hunter2", "pw-secret", "key-secret"] {
-            assert!(!d.contains(s), "{d}");
-        }
-    }
-}
-
 /// The fingerprint settings of a writer (`worker`, `backfill`): what the index records in its
 /// `_meta`. A flag that asks for something else is refused, naming both versions.
-#[derive(clap::Args, Debug, Clone)]
-pub struct IndexProfileArgs {
-    /// SimHash profile. Default: the one the index records (`seed000` for an index of the
-    /// older Java service); another one is refused (es-init a new index for it).
-    #[arg(long, value_parser = super::common::parse_profile)]
-    pub profile: Option<Profile>,
-    /// `default` profile: texts with fewer distinct words get no fingerprint.
-    #[arg(long, default_value_t = Thresholds::default().min_words, value_name = "N")]
-    pub min_words: usize,
-    /// jieba's HMM off; refused unless the index records it so.
-    #[arg(long)]
-    pub no_hmm: bool,
-    /// MinHash parameters. Default: the ones the index records; others are refused.
-    #[arg(long, value_name = "SPEC", value_parser = super::common::parse_minhash_params)]
-    pub minhash_params: Option<MinHashParams>,
-}
-
-impl IndexProfileArgs {
+impl ProfileArgs {
     /// The fingerprinter that makes what `held` records (for `index`, named in messages), with
     /// --min-words; a usage error when a flag asks for another version of a method it holds.
-    pub fn fingerprinter(&self, index: &str, held: &IndexMeta) -> anyhow::Result<Fingerprinter> {
+    pub fn for_index(&self, index: &str, held: &IndexMeta) -> anyhow::Result<Fingerprinter> {
         let config = held.fingerprint_config();
         let mut asked = config.clone();
         if let Some(p) = self.profile {
@@ -383,5 +336,37 @@ impl IndexProfileArgs {
             },
             ..config
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("10s"), Ok(Duration::from_secs(10)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("3"), Ok(Duration::from_secs(3)));
+        assert!(parse_duration("10 parsecs").is_err());
+        assert!(parse_duration("").is_err());
+    }
+
+    #[test]
+    fn secrets_never_in_debug() {
+        let a = EsArgs {
+            url: Some("https://u:hunter2@es:9200".into()),
+            user: None,
+            password: Some("pw-secret".into()),
+            api_key: Some("id:key-secret".into()),
+            ca_cert: None,
+            timeout: Duration::from_secs(1),
+            connect_timeout: Duration::from_secs(1),
+        };
+        let d = format!("{a:?}");
+        for s in ["hunter2", "pw-secret", "key-secret"] {
+            assert!(!d.contains(s), "{d}");
+        }
     }
 }

@@ -93,7 +93,7 @@ pub struct Args {
     #[arg(long, short, default_value_t = 3)]
     k: u32,
     /// Largest distance in the overall table (SimHash).
-    #[arg(long, default_value_t = neardup::eval::MAX_K, value_name = "K")]
+    #[arg(long, default_value_t = neardup::eval::TOP_K_EVALUATED, value_name = "K")]
     max_k: u32,
     /// Texts with fewer distinct features get no fingerprint.
     #[arg(long, default_value_t = Thresholds::default().min_words, value_name = "N")]
@@ -194,10 +194,9 @@ fn read_objects(
             Some(Value::Number(n)) => n.to_string(),
             _ => bail!("{name}:{line}: no `id` (string or integer); every article needs one"),
         };
-        if !fields
-            .iter()
-            .any(|f| matches!(v.get(f), Some(Value::String(s)) if !s.is_empty()))
-        {
+        let texts = input::object_texts(&v, fields)
+            .map_err(|e| anyhow::anyhow!("{name}:{line}: article {id}: {e}"))?;
+        if texts.iter().all(|t| t.is_empty()) {
             bail!(
                 "{name}:{line}: article {id} has no text: none of {} is a non-empty string (choose the fields with --field)",
                 fields

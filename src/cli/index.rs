@@ -7,8 +7,9 @@ use neardup::pipeline::{self, Item, PipelineOptions};
 use neardup::store::{Op, Store, WriteCounts};
 use neardup::{Methods, Sketch};
 
+use super::common::ProfileArgs;
 use super::common::{self, CmdResult, InputArgs, MethodArgs, RunArgs};
-use super::store_args::{self, StoreArgs, StoreProfileArgs};
+use super::store_args::{self, StoreArgs};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -28,7 +29,7 @@ pub struct Args {
     #[command(flatten)]
     input: InputArgs,
     #[command(flatten)]
-    profile: StoreProfileArgs,
+    profile: ProfileArgs,
     #[command(flatten)]
     run: RunArgs,
 }

@@ -11,9 +11,10 @@ use neardup::es::{self, RetryPolicy, Secret};
 use neardup::serve::{self, Backend, EsBackend, ServeConfig, Service, StoreBackend};
 use neardup::store::StoreError;
 
+use super::common::ProfileArgs;
 use super::common::{self, CmdResult, Status};
 use super::es_args::{self, parse_duration, EsArgs};
-use super::store_args::{self, StoreChoice, StoreProfileArgs};
+use super::store_args::{self, StoreChoice};
 
 #[derive(clap::Args, Debug)]
 #[command(group(ArgGroup::new("backend").required(true).multiple(true).args(["store", "url"])))]
@@ -51,7 +52,7 @@ pub struct Args {
     #[arg(long, default_value = "60s", value_parser = parse_duration, value_name = "DURATION")]
     meta_ttl: Duration,
     #[command(flatten)]
-    profile: StoreProfileArgs,
+    profile: ProfileArgs,
 }
 
 pub fn run(args: Args) -> CmdResult {
@@ -89,7 +90,7 @@ pub fn run(args: Args) -> CmdResult {
 
 fn serve_es(args: &Args, serve_config: ServeConfig) -> CmdResult {
     let (config, client) = args.es.client()?;
-    let fingerprinter = args.profile.fingerprinter(None)?;
+    let fingerprinter = args.profile.for_store(None)?;
     es_args::runtime()?.block_on(async {
         let version = es::first_contact(&client, config.connect_timeout).await?;
         let backend = EsBackend {
@@ -118,7 +119,7 @@ fn serve_store(args: &Args, dir: &std::path::Path, serve_config: ServeConfig) ->
             e
         }
     })?;
-    let fingerprinter = args.profile.fingerprinter(Some(store.config()))?;
+    let fingerprinter = args.profile.for_store(Some(store.config()))?;
     let name = StoreBackend::name_of(dir);
     let about = format!(
         "the local store {} as index `{name}` ({})",

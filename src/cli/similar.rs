@@ -22,9 +22,10 @@ use neardup::pipeline::sketch_body;
 use neardup::store::Match;
 use neardup::{Fingerprinter, Method, Methods, Score, SimHash, Sketch, Tolerance};
 
+use super::common::ProfileArgs;
 use super::common::{self, CmdResult, MethodArgs, Searched, Status};
 use super::es_args::{self, EsArgs, FieldArgs};
-use super::store_args::{self, StoreChoice, StoreProfileArgs};
+use super::store_args::{self, StoreChoice};
 
 #[derive(clap::Args, Debug)]
 #[command(group(ArgGroup::new("target").required(true).args(["store", "index"])))]
@@ -81,7 +82,7 @@ pub struct Args {
     #[arg(long, default_value = "json", value_name = "json|table")]
     format: Format,
     #[command(flatten)]
-    profile: StoreProfileArgs,
+    profile: ProfileArgs,
     #[command(flatten, next_help_heading = "Elasticsearch")]
     es: EsArgs,
     /// Where the exact rule (distance ≤ k, or similarity ≥ threshold) is checked: `server` (a
@@ -217,7 +218,7 @@ fn search_store(args: &Args, dir: &std::path::Path) -> anyhow::Result<Outcome> {
     let store = args.local.open(dir)?;
     let tolerance = args.method.for_store(&store)?;
     let method = store.method();
-    let fp = args.profile.fingerprinter(Some(store.config()))?;
+    let fp = args.profile.for_store(Some(store.config()))?;
     let query = match query(args, &fp, method)? {
         Ok(q) => q,
         Err(too_short) => return Ok(Err(too_short)),
@@ -323,7 +324,7 @@ fn check_profile(args: &Args, index: &str, meta: &IndexMeta) -> anyhow::Result<(
     let Some(profile) = args.profile.profile else {
         return Ok(());
     };
-    let asked = args.profile.fingerprinter(None)?;
+    let asked = args.profile.for_store(None)?;
     let asked = asked.version_of(Method::SimHash, false);
     match meta.version(Method::SimHash) {
         Some(held) if held == asked => Ok(()),

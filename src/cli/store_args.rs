@@ -3,13 +3,11 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::common::{DistanceArg, Searched};
+use super::common::{DistanceArg, ProfileArgs, Searched};
 use anyhow::Context;
 use clap::Args;
 use neardup::store::{OpenOptions, Store, StoreConfig};
-use neardup::{
-    FingerprintConfig, Fingerprinter, Method, MinHashParams, Profile, Thresholds, Tolerance,
-};
+use neardup::{FingerprintConfig, Fingerprinter, Method, Profile, Thresholds, Tolerance};
 
 use super::common::MethodArgs;
 
@@ -70,30 +68,10 @@ pub fn open_options(wait: f64) -> anyhow::Result<OpenOptions> {
     })
 }
 
-/// Fingerprint settings of commands that use a store: by default the store's own.
-#[derive(Args, Debug, Clone)]
-pub struct StoreProfileArgs {
-    /// Fingerprint profile, `default` or `seed000` (default: the store's; `default` for a new
-    /// store).
-    #[arg(long, value_parser = super::common::parse_profile)]
-    pub profile: Option<Profile>,
-    /// `default` profile: texts with fewer distinct words get no fingerprint.
-    #[arg(long, default_value_t = Thresholds::default().min_words, value_name = "N")]
-    pub min_words: usize,
-    /// Turn off jieba's HMM for words missing from its dictionary (changes the fingerprint
-    /// version: use the same setting as the store).
-    #[arg(long)]
-    pub no_hmm: bool,
-    /// MinHash parameters of a new store (default `shingle=w2;n=128;sig=oph;bands=42x3`); an
-    /// existing store keeps its own.
-    #[arg(long, value_name = "SPEC", value_parser = super::common::parse_minhash_params)]
-    pub minhash_params: Option<MinHashParams>,
-}
-
-impl StoreProfileArgs {
+impl ProfileArgs {
     /// The fingerprinter for a store built with `store` (none for a new store): its SimHash
     /// profile, or its MinHash parameters.
-    pub fn fingerprinter(&self, store: Option<&StoreConfig>) -> anyhow::Result<Fingerprinter> {
+    pub fn for_store(&self, store: Option<&StoreConfig>) -> anyhow::Result<Fingerprinter> {
         let profile = match (self.profile, store) {
             (Some(p), _) => p,
             (None, Some(c)) if c.method == Method::SimHash => {
@@ -127,7 +105,7 @@ impl StoreProfileArgs {
 /// and different is an error.
 pub fn open_for_writing(
     args: &StoreArgs,
-    profile: &StoreProfileArgs,
+    profile: &ProfileArgs,
     method: &MethodArgs,
     distance: DistanceArg,
     pre_tokenized: bool,
@@ -136,14 +114,14 @@ pub fn open_for_writing(
     if Store::exists(&args.store) {
         let store = Store::open(&args.store, &opts)?;
         let method = method.method(Some(store.method()))?;
-        let fp = profile.fingerprinter(Some(store.config()))?;
+        let fp = profile.for_store(Some(store.config()))?;
         let k = distance.k.unwrap_or(store.config().k);
         let config = StoreConfig::for_method(&fp, method, pre_tokenized, k);
         store.ensure_config(&config)?;
         Ok((store, fp))
     } else {
         let method = method.method(None)?;
-        let fp = profile.fingerprinter(None)?;
+        let fp = profile.for_store(None)?;
         let k = match method {
             Method::SimHash => distance.resolve(Searched::NewBlocks)?,
             Method::MinHash => 0,
@@ -158,13 +136,13 @@ pub fn open_for_writing(
 /// method and tolerance of the query (`-k` defaults to the store's k).
 pub fn open_for_query(
     args: &StoreArgs,
-    profile: &StoreProfileArgs,
+    profile: &ProfileArgs,
     method: &MethodArgs,
     pre_tokenized: bool,
 ) -> anyhow::Result<(Store, Fingerprinter, Tolerance)> {
     let store = args.open()?;
     let tolerance = method.for_store(&store)?;
-    let fp = profile.fingerprinter(Some(store.config()))?;
+    let fp = profile.for_store(Some(store.config()))?;
     ensure_comparable(&store, &fp, pre_tokenized)?;
     Ok((store, fp, tolerance))
 }

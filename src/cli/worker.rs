@@ -13,8 +13,9 @@ use neardup::es::{
 };
 use tokio::sync::Notify;
 
+use super::common::ProfileArgs;
 use super::common::{self, CmdResult, Status};
-use super::es_args::{self, parse_duration, EsArgs, FieldArgs, IndexProfileArgs};
+use super::es_args::{self, parse_duration, EsArgs, FieldArgs};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -57,7 +58,7 @@ pub struct Args {
     #[arg(long, short = 'j', value_name = "N")]
     threads: Option<usize>,
     #[command(flatten)]
-    profile: IndexProfileArgs,
+    profile: ProfileArgs,
     #[command(flatten)]
     fields_names: FieldArgs,
 }
@@ -75,7 +76,7 @@ pub fn run(args: Args) -> CmdResult {
     es_args::runtime()?.block_on(async move {
         let version = es::first_contact(&client, config.connect_timeout).await?;
         let indexer = EsIndexer::open(client, &args.index, RetryPolicy::default(), &names).await?;
-        let fp = args.profile.fingerprinter(&args.index, indexer.meta())?;
+        let fp = args.profile.for_index(&args.index, indexer.meta())?;
         let indexer = indexer.with_fingerprinter(fp)?;
         let mut worker = Worker::new(
             indexer,

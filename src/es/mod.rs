@@ -8,31 +8,31 @@
 //!   `mappings/`, and how values are encoded and decoded. No cluster calls.
 //! - `init`: what talks to the cluster about the schema: [`init_index`] (`neardup es-init`),
 //!   [`verify_index`], [`read_meta`], [`existing_profile`].
-//! - [`write`]: [`EsIndexer`] indexes articles with their fingerprint and updates fingerprint
+//! - `write`: [`EsIndexer`] indexes articles with their fingerprint and updates fingerprint
 //!   fields in bulk, guarded by sequence numbers so a stale fingerprint never wins.
-//! - [`worker`]: one pass of "find documents whose fingerprint is missing, outdated or older
+//! - `worker`: one pass of "find documents whose fingerprint is missing, outdated or older
 //!   than their text, and write a fresh one".
-//! - [`similar`]: the query path: [`Similar`] finds every document near a document, a text
+//! - `similar`: the query path: [`Similar`] finds every document near a document, a text
 //!   or a fingerprint, with the method the indices record in `_meta` ([`IndexMeta`]): MinHash
 //!   above a similarity, or SimHash within Hamming distance k ≤ 7.
-//! - [`scan`]: the one paging layer: every read of many hits (similar, worker, back-fill)
+//! - `scan`: the one paging layer: every read of many hits (similar, worker, back-fill)
 //!   goes through a [`Scanner`] (point in time + `search_after`, or scroll on clusters without
 //!   PIT); a scroll page is never re-sent after a failure.
-//! - [`retry`]: the backoff policy every request goes through ([`request`]).
+//! - `retry`: the backoff policy every request goes through ([`request`]).
 //!
 //! Every request is sent with plain `application/json` (the client's default; bulk bodies as
 //! `application/x-ndjson`) and the client does not check the `X-Elastic-Product` header, so the
 //! same code talks to Elasticsearch 7.10+ and 8.x. See `docs/elasticsearch.md`.
 
 pub mod backfill;
-pub mod claims;
+mod claims;
 mod init;
-pub mod retry;
-pub mod scan;
+mod retry;
+mod scan;
 pub mod schema;
-pub mod similar;
-pub mod worker;
-pub mod write;
+mod similar;
+mod worker;
+mod write;
 
 use std::fmt;
 use std::path::PathBuf;
@@ -48,6 +48,7 @@ use elasticsearch::http::{Method, StatusCode, Url};
 use elasticsearch::Elasticsearch;
 use serde_json::Value;
 
+pub use claims::{ClaimError, Claims, Held};
 pub use init::{existing_profile, init_index, read_each, read_meta, verify_index, InitOutcome};
 pub use retry::RetryPolicy;
 pub use scan::{Cursor, Paging, ScanOptions, ScanStats, Scanner};
@@ -55,10 +56,10 @@ pub use schema::{
     BlockType, FieldNames, IndexMeta, MetaSource, MinHashFieldNames, MinHashMeta, SimHashMeta,
 };
 pub use similar::{
-    block_probes, min_agreements, FilterMode, IndexList, Match, QueryFingerprint, Similar,
-    SimilarOptions, Similarity, DEFAULT_K, MAX_K,
+    FilterMode, IndexList, Match, QueryFingerprint, Similar, SimilarOptions, Similarity, DEFAULT_K,
+    FLIPPED_BLOCK_K,
 };
-pub use worker::{stale_query, PassReport, Watermark, Worker, WorkerConfig};
+pub use worker::{PassReport, Watermark, Worker, WorkerConfig};
 pub use write::{
     fingerprint_fields_json, fingerprint_source, simhash_fields_json, sketch_source, BulkReport,
     EsIndexer, FingerprintUpdate, IndexedArticle, ItemFailure, Refresh,

@@ -56,7 +56,7 @@ use crate::{Fingerprinter, Method, Signature, SimHash, Sketch, Tolerance, TooSho
 
 /// The largest k the four 16-bit blocks answer exactly: a pair within distance 7 has some
 /// block within distance 1.
-pub const MAX_K: u32 = 7;
+pub const FLIPPED_BLOCK_K: u32 = 7;
 
 /// The largest k a whole-block `term` answers (pigeonhole: some block is equal); above it
 /// each block is probed with its one-bit flips too.
@@ -701,10 +701,10 @@ fn script_refused(e: &EsError) -> bool {
     }
 }
 
-/// k ≤ [`MAX_K`] (a [`crate::minhash::Threshold`] is in range by construction).
+/// k ≤ [`FLIPPED_BLOCK_K`] (a [`crate::minhash::Threshold`] is in range by construction).
 fn check_tolerance(tolerance: Tolerance) -> Result<(), EsError> {
     match tolerance {
-        Tolerance::Distance(k) if k > MAX_K => Err(EsError::DistanceTooLarge { k }),
+        Tolerance::Distance(k) if k > FLIPPED_BLOCK_K => Err(EsError::DistanceTooLarge { k }),
         _ => Ok(()),
     }
 }
@@ -825,7 +825,7 @@ fn describe_mappings(
 }
 
 /// The values probed in one 16-bit block field for a SimHash query within `k`: the block
-/// itself for k ≤ [`WHOLE_BLOCK_K`]; for larger k (up to [`MAX_K`]) also its 16 one-bit
+/// itself for k ≤ [`WHOLE_BLOCK_K`]; for larger k (up to [`FLIPPED_BLOCK_K`]) also its 16 one-bit
 /// flips. Four blocks, total distance ≤ 7: some block differs in at most one bit.
 pub fn block_probes(block: i16, k: u32) -> Vec<i16> {
     let mut out = vec![block];
@@ -1289,12 +1289,12 @@ mod tests {
             let b = bits.iter().fold(a, |v, i| v ^ (1u64 << i));
             let (qa, qb) = (SimHash(a), SimHash(b));
             let k = qa.distance(qb);
-            prop_assert!(k <= MAX_K);
+            prop_assert!(k <= FLIPPED_BLOCK_K);
             let found = qa
                 .blocks16()
                 .iter()
                 .zip(qb.blocks16())
-                .any(|(&x, y)| block_probes(x, MAX_K).contains(&y));
+                .any(|(&x, y)| block_probes(x, FLIPPED_BLOCK_K).contains(&y));
             prop_assert!(found);
             if k <= WHOLE_BLOCK_K {
                 let whole = qa

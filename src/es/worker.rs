@@ -143,7 +143,7 @@ impl Worker {
     }
 
     /// The query that finds documents needing a fingerprint (see the module docs):
-    /// [`stale_query`], or changed since the watermark.
+    /// `stale_query`, or changed since the watermark.
     pub fn stale_query(&self) -> Value {
         let mut should = vec![stale_query(self.indexer.meta())];
         if let (Some(field), Some(w)) = (&self.config.changed_field, &self.watermark) {

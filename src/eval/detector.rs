@@ -75,7 +75,9 @@ fn simhash_pairs(name: &str, fp: &Fingerprinter, texts: &[Vec<String>], max_k: u
         .filter_map(|(i, p)| Some((i as u32, (*p)?)))
         .unzip();
     let top = max_k.min(crate::simhash::MAX_K);
-    let matches = AllPairs::new(top).expect("k is at most MAX_K").run(&fps);
+    let matches = AllPairs::new(top)
+        .expect("k is at most simhash::MAX_K")
+        .run(&fps);
     let mut all: Vec<(u32, u32, u32)> = matches
         .pairs()
         .map(|(a, b, d)| {

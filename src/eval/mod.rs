@@ -38,7 +38,7 @@ use serde_json::{Map, Value};
 use crate::Fingerprinter;
 
 /// The largest distance k evaluated by default (SimHash); `score_simhash` takes another.
-pub const MAX_K: u32 = 8;
+pub const TOP_K_EVALUATED: u32 = 8;
 
 /// One labelled pair. `a` and `b` are article objects; their text fields are chosen when
 /// scoring (by default `title` and `content`). `kind`, `transformation` and `size` are written
@@ -145,13 +145,14 @@ pub fn read_pairs(reader: impl BufRead, file: &str) -> Result<Vec<LabelledPair>,
     Ok(pairs)
 }
 
-/// The text fields of an article object, in the order of `fields`; absent or non-string
-/// fields are skipped.
+/// The texts of an article by the one document-to-text rule
+/// ([`crate::input::object_texts`]: exact keys or dotted paths, strings and arrays of them).
+/// An article with a text field that holds no text (a number, an object…) has none here, and
+/// is scored as too short to fingerprint; `neardup eval` refuses such a corpus when reading it.
 pub fn fields_of(article: &Map<String, Value>, fields: &[String]) -> Vec<String> {
-    fields
-        .iter()
-        .filter_map(|f| article.get(f).and_then(Value::as_str).map(str::to_owned))
-        .collect()
+    crate::input::object_texts(article, fields)
+        .map(|t| t.into_iter().map(str::to_owned).collect())
+        .unwrap_or_default()
 }
 
 /// Every distinct text of the pairs once, and for each pair the indices of its two texts:
@@ -190,7 +191,7 @@ pub struct Scored {
 }
 
 /// Scores pairs with a SimHash fingerprinter: duplicate at point `k` when the distance is at
-/// most `k`, for k = 0..=`max_k` (usually [`MAX_K`]). Runs on the rayon pool.
+/// most `k`, for k = 0..=`max_k` (usually [`TOP_K_EVALUATED`]). Runs on the rayon pool.
 pub fn score_simhash(
     name: &str,
     fp: &Fingerprinter,

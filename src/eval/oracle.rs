@@ -1,7 +1,7 @@
 //! The text-overlap oracle: whether two articles share text, independent of any fingerprint.
 //!
 //! The text of an article is its fields with markup dropped ([`crate::text::plain_text`]),
-//! NFKC and lower case ([`crate::text::normalise`]), and only letters and digits kept. Its
+//! NFKC and lower case ([`crate::text::normalise()`]), and only letters and digits kept. Its
 //! *runs* are the distinct [`RUN`]-character substrings of each field (hashed with xxh3). Two
 //! articles are compared by the [`Overlap`] of their run sets:
 //!
@@ -140,7 +140,7 @@ fn prefix_len(n: usize, t: f64) -> usize {
 /// Every pair `(i, j, jaccard)` with `i < j` whose sets have Jaccard similarity ≥ `t`
 /// (`0 < t ≤ 1`), sorted. Exact: each set's tokens are ordered by global frequency, rarest
 /// first; two sets with Jaccard ≥ `t` share a token within each one's prefix (see
-/// [`prefix_len`]), and a set can only match sets of size at least `t` times its own. So
+/// `prefix_len`), and a set can only match sets of size at least `t` times its own. So
 /// candidates are pairs sharing a prefix token and passing the size filter, and each is
 /// verified on the whole sets. Tokens of one set only can be shared by none and are not
 /// indexed. Empty sets match nothing. The tokens are expected to be hashes (as [`runs`]

@@ -655,5 +655,5 @@ impl Accumulator<'_> {
 /// Compatibility helpers of the `seed000` profile, public so other implementations can be
 /// checked against them.
 pub mod compat {
-    pub use super::seed000::{word_hash, word_weight};
+    pub use super::seed000::{java_word_hash, java_word_weight};
 }

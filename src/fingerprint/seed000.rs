@@ -6,7 +6,7 @@ use crate::simhash::{Folder, SimHash};
 use super::TooShort;
 
 /// The Java `String.hashCode`-like word hash, widened to 64 bits, over UTF-16 code units.
-pub fn word_hash(word: &str) -> u64 {
+pub fn java_word_hash(word: &str) -> u64 {
     let mut units = word.encode_utf16();
     let Some(first) = units.next() else {
         return 0;
@@ -22,7 +22,7 @@ pub fn word_hash(word: &str) -> u64 {
 
 /// 1 for one unit; 8/16 for two/more units starting at or above U+3040 (kana and CJK), else
 /// 2/4. Blank words weigh 0.
-pub fn word_weight(word: &str) -> i64 {
+pub fn java_word_weight(word: &str) -> i64 {
     let mut units = word.encode_utf16();
     let Some(first) = units.next() else {
         return 0;
@@ -51,11 +51,11 @@ pub struct Seed000 {
 
 impl Seed000 {
     pub fn add(&mut self, word: &str) {
-        let w = word_weight(word);
+        let w = java_word_weight(word);
         if w == 0 {
             return;
         }
-        self.folder.add(word_hash(word), w);
+        self.folder.add(java_word_hash(word), w);
         self.sum += w;
         self.max = self.max.max(w);
         self.words += 1;
@@ -88,19 +88,19 @@ mod tests {
 
     #[test]
     fn weights_follow_length_and_script() {
-        assert_eq!(word_weight("x"), 1);
-        assert_eq!(word_weight("大"), 1);
-        assert_eq!(word_weight("ab"), 2);
-        assert_eq!(word_weight("abc"), 4);
-        assert_eq!(word_weight("中职"), 8);
-        assert_eq!(word_weight("全明星"), 16);
-        assert_eq!(word_weight("𠀀"), 8, "a surrogate pair is two units");
-        assert_eq!(word_weight(""), 0);
-        assert_eq!(word_weight("  "), 0);
+        assert_eq!(java_word_weight("x"), 1);
+        assert_eq!(java_word_weight("大"), 1);
+        assert_eq!(java_word_weight("ab"), 2);
+        assert_eq!(java_word_weight("abc"), 4);
+        assert_eq!(java_word_weight("中职"), 8);
+        assert_eq!(java_word_weight("全明星"), 16);
+        assert_eq!(java_word_weight("𠀀"), 8, "a surrogate pair is two units");
+        assert_eq!(java_word_weight(""), 0);
+        assert_eq!(java_word_weight("  "), 0);
     }
 
     #[test]
     fn empty_word_hashes_to_zero() {
-        assert_eq!(word_hash(""), 0);
+        assert_eq!(java_word_hash(""), 0);
     }
 }

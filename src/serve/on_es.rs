@@ -11,11 +11,11 @@ use axum::Json;
 use serde_json::{json, Value};
 
 use super::{ApiError, Found, Metrics, ServeConfig};
-use crate::es::claims::{ClaimError, Claims};
 use crate::es::schema::band_term;
 use crate::es::{
     self, EsError, EsIndexer, FieldNames, IndexMeta, Refresh, RetryPolicy, Similar, SimilarOptions,
 };
+use crate::es::{ClaimError, Claims};
 use crate::{Sketch, Sketches, Tolerance};
 
 /// The Elasticsearch cluster the service answers from.
@@ -248,7 +248,7 @@ impl EsSide {
 
     /// Stores `article` as `id` with `w` unless something near `sketch` is stored: claims the
     /// keys a near-duplicate must share with it, searches, writes (visible before it returns),
-    /// then releases the claims. See [`crate::es::claims`] for why this is race-free.
+    /// then releases the claims. See [`crate::es::Claims`] for why this is race-free.
     #[allow(clippy::too_many_arguments)]
     async fn insert_unless_near(
         &self,

@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::{BackfillError, Counts};
+use super::{BackfillCounts, BackfillError};
 
 /// What identifies a job: the same command line gives the same key.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -62,7 +62,7 @@ pub enum Entry {
     Done {
         index: String,
         b: u64,
-        counts: Counts,
+        counts: BackfillCounts,
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         skip: Vec<String>,
         ms: u64,
@@ -77,7 +77,7 @@ pub enum Entry {
 #[derive(Clone, Debug, Default)]
 pub struct IndexState {
     pub cutoffs: Option<BTreeMap<String, i64>>,
-    pub counts: Counts,
+    pub counts: BackfillCounts,
     pub skip: HashSet<String>,
     /// Batches sent but not known to be done.
     pub in_flight: BTreeMap<u64, Vec<String>>,
@@ -132,8 +132,8 @@ impl Replayed {
     }
 
     /// Counts over all indices.
-    pub fn total(&self) -> Counts {
-        let mut c = Counts::default();
+    pub fn total(&self) -> BackfillCounts {
+        let mut c = BackfillCounts::default();
         for s in self.indices.values() {
             c.add(&s.counts);
         }
@@ -317,10 +317,6 @@ impl Journal {
             .write_all(line.as_bytes())
             .map_err(|err| state_err(&self.path, err))
     }
-
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
 }
 
 #[cfg(test)]
@@ -338,11 +334,11 @@ mod tests {
         }
     }
 
-    fn counts(written: u64) -> Counts {
-        Counts {
+    fn counts(written: u64) -> BackfillCounts {
+        BackfillCounts {
             scanned: written,
             written,
-            ..Counts::default()
+            ..BackfillCounts::default()
         }
     }
 

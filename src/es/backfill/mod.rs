@@ -4,7 +4,7 @@
 //!
 //! - `--only-missing` ([`Mode::OnlyMissing`], the default): the documents without a current
 //!   fingerprint of some method the index holds, exactly the worker's rule 1
-//!   ([`crate::es::stale_query`]: for any method in the index's `_meta`, no version field
+//!   (`stale_query` in `worker.rs`: for any method in the index's `_meta`, no version field
 //!   (`simHashVersion`, `minHashVersion`), or another version). A document whose SimHash is
 //!   current but which has no MinHash (written before `es-init` added MinHash) is walked.
 //! - `--all` ([`Mode::All`]): every document, rewritten even where the values are already
@@ -18,7 +18,7 @@
 //! In both modes the *query* is the checkpoint, not a position in the walk (neither a scroll
 //! nor a PIT order survives a restart). After a restart the index is refreshed and the query
 //! run again: documents whose write landed no longer match it, so they are not read again.
-//! The state file (a journal, see [`journal`]) adds the bookkeeping that makes the report add
+//! The state file (a journal, see `journal`) adds the bookkeeping that makes the report add
 //! up: the counts of finished batches, the ids that failed (not retried within the job), and
 //! the ids of the batches in flight when the run stopped. Those are looked up at the restart:
 //! written ones are counted as written, deleted ones as deleted, the rest are walked again.
@@ -33,17 +33,17 @@
 //!
 //! ## Pipeline
 //!
-//! A reader task pages through the index ([`walk`]), the sketches of every method the index
+//! A reader task pages through the index (`walk`), the sketches of every method the index
 //! holds are computed in one pass per document on the rayon pool, and up to `concurrency`
 //! guarded bulk updates (every method in the same partial update) are in flight
-//! ([`crate::es::EsIndexer::update_fingerprints`]); [`control`] halves concurrency and bulk
+//! ([`crate::es::EsIndexer::update_fingerprints`]); `control` halves concurrency and bulk
 //! size on 429s and paces the job to `max_docs_per_sec`. A 409 (the document changed after
 //! it was read) makes the back-fill read the document again and write the fingerprint of its
 //! new text; a 404 (deleted) is counted and skipped.
 
-pub mod control;
-pub mod journal;
-pub mod walk;
+mod control;
+mod journal;
+mod walk;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::{File, OpenOptions};
@@ -65,10 +65,11 @@ use self::journal::{Entry, JobKey, Journal, Replayed, StateLock};
 pub use self::walk::{Hit, WalkError, WalkSpec, Walker};
 pub use super::scan::Paging;
 use super::scan::Scanner;
+use super::worker::stale_query;
 use super::write::sketch_source;
 use super::{
-    path_segment, request, stale_query, verify_index, Body, EsError, EsIndexer, FieldNames,
-    FingerprintUpdate, IndexMeta, RetryPolicy,
+    path_segment, request, verify_index, Body, EsError, EsIndexer, FieldNames, FingerprintUpdate,
+    IndexMeta, RetryPolicy,
 };
 use crate::fingerprint::Methods;
 use crate::Fingerprinter;
@@ -94,7 +95,7 @@ impl Mode {
 /// What a back-fill did. Every document read ends in exactly one of `written`, `too_short`,
 /// `deleted`, `failed` and `bad`, so `scanned` is their sum.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Counts {
+pub struct BackfillCounts {
     /// Documents read (and fingerprinted).
     pub scanned: u64,
     /// Fingerprints stored.
@@ -120,8 +121,8 @@ pub struct Counts {
     pub recovered: u64,
 }
 
-impl Counts {
-    pub fn add(&mut self, o: &Counts) {
+impl BackfillCounts {
+    pub fn add(&mut self, o: &BackfillCounts) {
         self.scanned += o.scanned;
         self.written += o.written;
         self.too_short += o.too_short;
@@ -182,7 +183,7 @@ pub struct BackfillConfig {
     pub max_docs_per_sec: Option<f64>,
     /// Read and fingerprint, write nothing (neither to Elasticsearch nor the state file).
     pub dry_run: bool,
-    /// The journal (see [`journal`]).
+    /// The journal (see `journal`).
     pub state_path: PathBuf,
     /// Failed and bad documents, one JSON object a line.
     pub failed_path: PathBuf,
@@ -246,7 +247,7 @@ pub fn default_state_path(pattern: &str) -> PathBuf {
 #[derive(Clone, Debug)]
 pub struct Progress {
     /// Counts so far, earlier runs of the job included.
-    pub counts: Counts,
+    pub counts: BackfillCounts,
     /// Documents the job expects to read in all (done + still matching when counted).
     pub total: u64,
     pub index: String,
@@ -265,8 +266,8 @@ pub struct BackfillReport {
     pub dry_run: bool,
     pub paging: String,
     /// Counts per concrete index.
-    pub indices: BTreeMap<String, Counts>,
-    pub counts: Counts,
+    pub indices: BTreeMap<String, BackfillCounts>,
+    pub counts: BackfillCounts,
     /// This run and the earlier runs of the job.
     pub elapsed_secs: f64,
     pub docs_per_sec: f64,
@@ -377,9 +378,9 @@ struct IndexRun {
     journal: Option<Arc<Journal>>,
     failed: Arc<FailedFile>,
     aimd: Arc<Aimd>,
-    counts: Arc<Mutex<Counts>>,
+    counts: Arc<Mutex<BackfillCounts>>,
     /// Counts of the whole job (all indices), for progress.
-    job_counts: Arc<Mutex<Counts>>,
+    job_counts: Arc<Mutex<BackfillCounts>>,
     skip: Mutex<HashSet<String>>,
     started: Instant,
     progress: ProgressFn,
@@ -395,7 +396,7 @@ impl IndexRun {
     }
 
     /// Records finished counts: journal, totals, progress.
-    fn finish(&self, b: u64, c: Counts, skip: Vec<String>) -> Result<(), BackfillError> {
+    fn finish(&self, b: u64, c: BackfillCounts, skip: Vec<String>) -> Result<(), BackfillError> {
         if let Some(j) = &self.journal {
             j.record(&Entry::Done {
                 index: self.index.clone(),
@@ -434,9 +435,9 @@ impl IndexRun {
                 ids: updates.iter().map(|u| u.id.clone()).collect(),
             })?;
         }
-        let mut c = Counts {
+        let mut c = BackfillCounts {
             scanned: updates.len() as u64,
-            ..Counts::default()
+            ..BackfillCounts::default()
         };
         let mut skip = Vec::new();
         let mut pending = updates;
@@ -723,7 +724,7 @@ impl Backfill {
                 journal: journal.clone(),
                 failed: Arc::clone(&failed),
                 aimd: Arc::clone(&aimd),
-                counts: Arc::new(Mutex::new(Counts::default())),
+                counts: Arc::new(Mutex::new(BackfillCounts::default())),
                 job_counts: Arc::clone(&job_counts),
                 skip: Mutex::new(st.skip.clone()),
                 started,
@@ -944,8 +945,8 @@ impl Backfill {
         meta: &IndexMeta,
         ids: &[String],
         segments: &[(Option<String>, Value)],
-    ) -> Result<Counts, EsError> {
-        let mut c = Counts::default();
+    ) -> Result<BackfillCounts, EsError> {
+        let mut c = BackfillCounts::default();
         let retry = &self.config.retry;
         let reasons: Vec<&str> = meta
             .simhash
@@ -1104,7 +1105,7 @@ impl Backfill {
             .await
             .map_err(|e| EsError::Config(format!("fingerprinting task failed: {e}")))?;
             let mut updates = Vec::with_capacity(prepared.len());
-            let mut bad = Counts::default();
+            let mut bad = BackfillCounts::default();
             let mut bad_ids = Vec::new();
             for p in prepared {
                 match p {
@@ -1248,19 +1249,19 @@ mod tests {
 
     #[test]
     fn counts_add_up() {
-        let mut c = Counts {
+        let mut c = BackfillCounts {
             scanned: 5,
             written: 2,
             too_short: 1,
             deleted: 1,
             bad: 1,
-            ..Counts::default()
+            ..BackfillCounts::default()
         };
         assert!(c.adds_up());
-        c.add(&Counts {
+        c.add(&BackfillCounts {
             scanned: 1,
             failed: 1,
-            ..Counts::default()
+            ..BackfillCounts::default()
         });
         assert!(c.adds_up());
         assert_eq!(c.scanned, 6);
