@@ -5,7 +5,7 @@
 #   docker run --rm -p 127.0.0.1:8080:8080 -e NEARDUP_ES_URL=http://es-host:9200 neardup
 #   docker run --rm -e NEARDUP_ES_URL=http://es-host:9200 neardup es-init --index articles
 #
-# docker-compose.yml runs it beside Elasticsearch. tests/es_deploy.rs runs this file's
+# docker-compose.yml runs it beside Elasticsearch. tests/it/live_es/deploy.rs runs this file's
 # ENTRYPOINT, CMD, ENV and HEALTHCHECK against a live node and checks the versions below.
 
 # Builder: the official Rust image on Debian bookworm, the release the runtime stage uses, so

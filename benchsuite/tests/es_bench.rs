@@ -41,132 +41,138 @@ fn pair(a: &Value, b: &Value, duplicate: bool) -> String {
     json!({ "a": a, "b": b, "duplicate": duplicate }).to_string()
 }
 
-#[test]
-fn es_recall_counts_found_and_missed_pairs_against_the_labels() {
-    let arts = with_id(3);
-    let mut copy = arts[0].clone();
-    copy["id"] = json!(format!("{}~copy", arts[0]["id"].as_str().unwrap()));
-    let lines = [
-        // A verbatim repost: found at distance 0.
-        pair(&arts[0], &copy, true),
-        // Unrelated articles labelled as such: not found.
-        pair(&arts[0], &arts[1], false),
-        // Unrelated articles labelled duplicates: a missed positive.
-        pair(&arts[2], &arts[1], true),
-    ];
-    let dir = tempfile::tempdir().unwrap();
-    let pairs = dir.path().join("pairs.jsonl");
-    std::fs::write(&pairs, lines.join("\n") + "\n").unwrap();
-    let index = unique_name("bench-recall");
-    let es = url();
-    let (code, out, err) = bench(
-        &[
-            "es-recall",
-            "--es",
-            &es,
-            "--pairs",
-            pairs.to_str().unwrap(),
-            "--index",
-            &index,
-        ],
-        b"",
-    );
-    assert_eq!(code, 0, "{out}\n{err}");
-    assert!(
-        out.contains("3 pairs of") && out.contains("(2 positive, 1 negative); 4 distinct articles"),
-        "{out}"
-    );
-    assert!(out.contains("| all | 0.500 | 1.000 | 1 | 1 | 0 |"), "{out}");
-    assert!(out.contains("| positive | 2 | 1 | 0.500 |"), "{out}");
-    assert!(out.contains("| negative | 1 | 0 | 0.000 |"), "{out}");
-}
+/// Against a live node: CI runs these on every engine with the filter `live_es::`.
+mod live_es {
+    use super::*;
 
-#[test]
-fn es_similar_loads_corpus_then_synthetic_documents_into_both_indices() {
-    let dir = tempfile::tempdir().unwrap();
-    let corpus = dir.path().join("corpus.jsonl");
-    let lines: Vec<String> = with_id(40).iter().map(Value::to_string).collect();
-    std::fs::write(&corpus, lines.join("\n") + "\n").unwrap();
-    let prefix = unique_name("bench-similar");
-    let es = url();
-    let (code, out, err) = bench(
-        &[
-            "es-similar",
-            "--es",
-            &es,
-            "--input",
-            corpus.to_str().unwrap(),
-            "--docs",
-            "100",
-            "--queries",
-            "10",
-            "--warmup",
-            "2",
-            "--index-prefix",
-            &prefix,
-        ],
-        b"",
-    );
-    assert_eq!(code, 0, "{out}\n{err}");
-    assert!(
-        out.contains("100 documents per index (40 corpus articles, 60 synthetic"),
-        "{out}"
-    );
-    let row = |index: &str| -> Vec<String> {
-        let line = out
-            .lines()
-            .find(|l| l.starts_with(&format!("| {index} |")))
-            .unwrap_or_else(|| panic!("no row for {index}:\n{out}"));
-        line.split('|').map(|c| c.trim().to_owned()).collect()
-    };
-    let both = row(&format!("{prefix}-both"));
-    let simhash = row(&format!("{prefix}-simhash"));
-    assert_eq!(both[2], "SimHash + MinHash");
-    assert_eq!(simhash[2], "SimHash");
-    for r in [&both, &simhash] {
-        assert_eq!(r[3], "100", "documents: {out}");
-        assert_eq!(r[4], "1", "one segment after the force merge: {out}");
+    #[test]
+    fn es_recall_counts_found_and_missed_pairs_against_the_labels() {
+        let arts = with_id(3);
+        let mut copy = arts[0].clone();
+        copy["id"] = json!(format!("{}~copy", arts[0]["id"].as_str().unwrap()));
+        let lines = [
+            // A verbatim repost: found at distance 0.
+            pair(&arts[0], &copy, true),
+            // Unrelated articles labelled as such: not found.
+            pair(&arts[0], &arts[1], false),
+            // Unrelated articles labelled duplicates: a missed positive.
+            pair(&arts[2], &arts[1], true),
+        ];
+        let dir = tempfile::tempdir().unwrap();
+        let pairs = dir.path().join("pairs.jsonl");
+        std::fs::write(&pairs, lines.join("\n") + "\n").unwrap();
+        let index = unique_name("bench-recall");
+        let es = url();
+        let (code, out, err) = bench(
+            &[
+                "es-recall",
+                "--es",
+                &es,
+                "--pairs",
+                pairs.to_str().unwrap(),
+                "--index",
+                &index,
+            ],
+            b"",
+        );
+        assert_eq!(code, 0, "{out}\n{err}");
+        assert!(
+            out.contains("3 pairs of")
+                && out.contains("(2 positive, 1 negative); 4 distinct articles"),
+            "{out}"
+        );
+        assert!(out.contains("| all | 0.500 | 1.000 | 1 | 1 | 0 |"), "{out}");
+        assert!(out.contains("| positive | 2 | 1 | 0.500 |"), "{out}");
+        assert!(out.contains("| negative | 1 | 0 | 0.000 |"), "{out}");
     }
-    let bytes = |r: &[String]| r[5].parse::<u64>().unwrap();
-    assert!(
-        bytes(&both) > bytes(&simhash),
-        "MinHash fields cost space: {out}"
-    );
-    let lookups = [
-        ("both", "MinHash t = 0.3"),
-        ("both", "SimHash k = 3"),
-        ("both", "SimHash k = 7"),
-        ("simhash", "SimHash k = 3"),
-        ("simhash", "SimHash k = 7"),
-    ];
-    for (suffix, query) in lookups {
-        for filter in ["client", "server"] {
-            let start = format!("| {prefix}-{suffix} | {query} | {filter} |");
+
+    #[test]
+    fn es_similar_loads_corpus_then_synthetic_documents_into_both_indices() {
+        let dir = tempfile::tempdir().unwrap();
+        let corpus = dir.path().join("corpus.jsonl");
+        let lines: Vec<String> = with_id(40).iter().map(Value::to_string).collect();
+        std::fs::write(&corpus, lines.join("\n") + "\n").unwrap();
+        let prefix = unique_name("bench-similar");
+        let es = url();
+        let (code, out, err) = bench(
+            &[
+                "es-similar",
+                "--es",
+                &es,
+                "--input",
+                corpus.to_str().unwrap(),
+                "--docs",
+                "100",
+                "--queries",
+                "10",
+                "--warmup",
+                "2",
+                "--index-prefix",
+                &prefix,
+            ],
+            b"",
+        );
+        assert_eq!(code, 0, "{out}\n{err}");
+        assert!(
+            out.contains("100 documents per index (40 corpus articles, 60 synthetic"),
+            "{out}"
+        );
+        let row = |index: &str| -> Vec<String> {
             let line = out
                 .lines()
-                .find(|l| l.starts_with(&start))
-                .unwrap_or_else(|| panic!("no row {start}:\n{out}"));
-            let cells: Vec<&str> = line.split('|').map(str::trim).collect();
-            let median_candidates: u64 = cells[7].parse().unwrap();
-            assert!(
-                median_candidates >= 1,
-                "the query document is a candidate: {line}"
-            );
+                .find(|l| l.starts_with(&format!("| {index} |")))
+                .unwrap_or_else(|| panic!("no row for {index}:\n{out}"));
+            line.split('|').map(|c| c.trim().to_owned()).collect()
+        };
+        let both = row(&format!("{prefix}-both"));
+        let simhash = row(&format!("{prefix}-simhash"));
+        assert_eq!(both[2], "SimHash + MinHash");
+        assert_eq!(simhash[2], "SimHash");
+        for r in [&both, &simhash] {
+            assert_eq!(r[3], "100", "documents: {out}");
+            assert_eq!(r[4], "1", "one segment after the force merge: {out}");
         }
+        let bytes = |r: &[String]| r[5].parse::<u64>().unwrap();
+        assert!(
+            bytes(&both) > bytes(&simhash),
+            "MinHash fields cost space: {out}"
+        );
+        let lookups = [
+            ("both", "MinHash t = 0.3"),
+            ("both", "SimHash k = 3"),
+            ("both", "SimHash k = 7"),
+            ("simhash", "SimHash k = 3"),
+            ("simhash", "SimHash k = 7"),
+        ];
+        for (suffix, query) in lookups {
+            for filter in ["client", "server"] {
+                let start = format!("| {prefix}-{suffix} | {query} | {filter} |");
+                let line = out
+                    .lines()
+                    .find(|l| l.starts_with(&start))
+                    .unwrap_or_else(|| panic!("no row {start}:\n{out}"));
+                let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+                let median_candidates: u64 = cells[7].parse().unwrap();
+                assert!(
+                    median_candidates >= 1,
+                    "the query document is a candidate: {line}"
+                );
+            }
+        }
+        assert!(
+            !out.contains(&format!("| {prefix}-simhash | MinHash")),
+            "no MinHash lookup in the SimHash-only index: {out}"
+        );
+        // Without --keep both indices are gone afterwards.
+        tokio::runtime::Runtime::new().unwrap().block_on(async {
+            let client = common::es::client().await;
+            for suffix in ["both", "simhash"] {
+                let path = format!("/{prefix}-{suffix}");
+                let r = es::send(&client, Method::Get, &path, &[], None)
+                    .await
+                    .unwrap();
+                assert_eq!(r.status.as_u16(), 404, "{path} was left behind");
+            }
+        });
     }
-    assert!(
-        !out.contains(&format!("| {prefix}-simhash | MinHash")),
-        "no MinHash lookup in the SimHash-only index: {out}"
-    );
-    // Without --keep both indices are gone afterwards.
-    tokio::runtime::Runtime::new().unwrap().block_on(async {
-        let client = common::es::client().await;
-        for suffix in ["both", "simhash"] {
-            let path = format!("/{prefix}-{suffix}");
-            let r = es::send(&client, Method::Get, &path, &[], None)
-                .await
-                .unwrap();
-            assert_eq!(r.status.as_u16(), 404, "{path} was left behind");
-        }
-    });
 }

@@ -24,7 +24,7 @@
 //!
 //! Everything here is deterministic across platforms and releases: fixed seeds, explicit
 //! little-endian byte orders, integer arithmetic only. Signatures are stored in indices for
-//! years; `tests/stability.rs` pins them.
+//! years; `tests/it/stability.rs` pins them.
 
 pub mod allpairs;
 

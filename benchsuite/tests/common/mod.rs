@@ -1,4 +1,4 @@
-//! The root package's Elasticsearch test helpers (`tests/common/es.rs`), with the two paths
+//! The root package's Elasticsearch test helpers (`tests/it/common/es.rs`), with the two paths
 //! they ask their parent for.
 #![allow(dead_code)]
 
@@ -20,5 +20,5 @@ pub fn examples() -> PathBuf {
     root().join("examples/articles.jsonl")
 }
 
-#[path = "../../../tests/common/es.rs"]
+#[path = "../../../tests/it/common/es.rs"]
 pub mod es;

@@ -1,8 +1,6 @@
 //! Crash safety: `neardup index` killed (SIGKILL) in the middle of a run leaves a store that
 //! opens, holds every batch committed before the kill, and no document half-written.
 
-mod common;
-
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
 use std::path::Path;

@@ -3,7 +3,7 @@
 //! restart, documents changed and deleted during the run, bad documents, a restart of the
 //! Elasticsearch node itself, and MinHash added by es-init to a back-filled SimHash index.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};

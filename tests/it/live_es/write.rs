@@ -3,7 +3,7 @@
 //! per-item errors, what the index's `_meta` holds decides what is written, and a fingerprinter
 //! of another version is refused.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 

@@ -1,7 +1,7 @@
 //! Claims (`neardup::es::claims`) against a live node: one holder per key across concurrent
 //! writers, waiting until release, expired claims taken over, guarded releases.
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;

@@ -1,6 +1,6 @@
 //! `neardup fingerprint` as a user runs it.
 
-mod common;
+use crate::common;
 
 use common::{json_lines, neardup};
 use serde_json::json;

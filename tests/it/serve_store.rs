@@ -1,7 +1,7 @@
 //! `neardup serve --store DIR`: the service answering from a local store, in process (the
 //! router, as the binary runs it) and as the binary. No Elasticsearch involved.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -378,7 +378,7 @@ fn the_binary_serves_a_store_and_says_how_to_make_one() {
 }
 
 /// A tolerance of the method a store lacks is 409 on every endpoint, worded with the query
-/// parameter that fits, as `serve --es` answers it (tests/es_serve.rs).
+/// parameter that fits, as `serve --es` answers it (tests/it/live_es/serve.rs).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_method_a_store_lacks_is_409_on_every_endpoint() {
     for held in ["simhash", "minhash"] {

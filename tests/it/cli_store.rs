@@ -1,7 +1,7 @@
 //! `neardup index`, `similar`, `check`, `delete`, `dedupe` and `stats` as a user runs them,
 //! on the example corpus, checked against distances computed from `neardup fingerprint`.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -1,6 +1,6 @@
 //! Golden vectors of the older Java service: every one reproduced bit for bit.
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 use std::process::{Command, Stdio};

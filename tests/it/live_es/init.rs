@@ -1,7 +1,7 @@
 //! `init_index` (`neardup es-init`) against a live node: new index, existing index with
 //! articles, conflicting mapping, `_meta` (what the index holds) written and read back.
 
-mod common;
+use crate::common;
 
 use common::es::{self as t, TestIndex};
 use elasticsearch::http::Method;

@@ -3,7 +3,7 @@
 //! disappears mid-read is reported as lost (or, through `scan`, read again without passing
 //! any hit on twice).
 
-mod common;
+use crate::common;
 
 use common::es::{self as t, TestIndex};
 use elasticsearch::http::Method;

@@ -2,7 +2,7 @@
 //! fingerprint answers, errors, limits, token, metrics, health against a live node, graceful
 //! shutdown.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -815,7 +815,7 @@ async fn a_method_es_init_adds_is_used_without_a_restart() {
 
 /// A tolerance of the method an index lacks is 409 on every endpoint, worded with the query
 /// parameter that fits (it was 500 with a CLI flag in the message), as on a store
-/// (tests/serve_store.rs).
+/// (tests/it/serve_store.rs).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_method_an_index_lacks_is_409_on_every_endpoint() {
     use neardup::es::{BlockType, FieldNames, IndexMeta, MinHashFieldNames};

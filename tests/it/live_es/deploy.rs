@@ -10,7 +10,7 @@
 //! (a maintained pure-Rust YAML 1.2 loader that resolves the anchors the compose file uses;
 //! `serde_yaml` is no longer maintained).
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener};

@@ -1,7 +1,7 @@
 //! The evaluation harness: metrics on hand-made cases, the generator (deterministic, and each
 //! transformation doing what it says), real-repost mining, and `neardup eval` end to end.
 
-mod common;
+use crate::common;
 
 use neardup::eval::corpus::Truth;
 use neardup::eval::generate::{self, split_sentences, Article, Config, Generator};

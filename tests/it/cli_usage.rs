@@ -2,7 +2,7 @@
 //! flag with one policy, and every usage error (clap's or a flag value checked after parsing)
 //! exits 2.
 
-mod common;
+use crate::common;
 
 use common::neardup;
 

@@ -2,7 +2,7 @@
 //! deliberate change bumps the fingerprint version (src/fingerprint/mod.rs) and re-pins these
 //! values.
 
-mod common;
+use crate::common;
 
 use neardup::fingerprint::Methods;
 use neardup::input::{read_all, Body, InputSpec};

@@ -2,7 +2,7 @@
 //! and outdated ones, records too-short ones once instead of retrying them forever, and judges
 //! staleness per method: MinHash added to an index by es-init is filled in.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 use std::sync::atomic::AtomicBool;

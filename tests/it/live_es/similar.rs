@@ -3,7 +3,7 @@
 //! several indices answer at once, paging through more candidates than one page loses
 //! nothing, and deletions and new fingerprints show at once.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 

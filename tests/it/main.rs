@@ -1,0 +1,33 @@
+//! The integration tests: one binary (`cargo test --test it`), one module per area.
+//!
+//! Tests that need a live node sit under [`live_es`]: `scripts/test` starts one for the
+//! whole suite, and CI runs them again on every engine with `--test it live_es::`. A
+//! test that needs Elasticsearch and finds none fails; none skips.
+
+mod common;
+
+mod blocks_prop;
+mod cli_es_errors;
+mod cli_fingerprint;
+mod cli_store;
+mod cli_usage;
+mod compat_seed000;
+mod eval;
+mod fingerprint;
+mod serve_store;
+mod stability;
+mod store;
+mod store_crash;
+
+/// Against a live node (`NEARDUP_TEST_ES`, started by `scripts/es-up`).
+mod live_es {
+    mod backfill;
+    mod claims;
+    mod deploy;
+    mod init;
+    mod scan;
+    mod serve;
+    mod similar;
+    mod worker;
+    mod write;
+}
