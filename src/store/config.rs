@@ -7,9 +7,10 @@ use redb::{Database, DatabaseError, ReadableTable};
 use serde::Serialize;
 
 use super::error::{DbContext, StoreError, StoreResult};
-use super::tables::{BANDS, BLOCKS, DOCS, META, SIGNATURES};
+use super::tables::{Keys, BANDS, BLOCKS, DOCS, META, SIGNATURES};
 use crate::method::Method;
 use crate::minhash::MinHashParams;
+use crate::simhash::BlockLayout;
 use crate::Fingerprinter;
 
 /// Name of the database file inside a store's directory.
@@ -66,6 +67,26 @@ impl StoreConfig {
                 minhash: Some(fp.config().minhash),
             },
         }
+    }
+}
+
+impl StoreConfig {
+    /// How a store built for this files its sketches.
+    pub(super) fn keys(&self, path: &Path) -> StoreResult<Keys> {
+        Ok(match self.method {
+            Method::SimHash => Keys::Blocks(BlockLayout::for_distance(self.k)?),
+            Method::MinHash => {
+                let p = self.minhash.ok_or_else(|| StoreError::NotAStore {
+                    path: path.to_owned(),
+                    reason: "a MinHash store without its parameters".into(),
+                })?;
+                p.validate().map_err(|reason| StoreError::NotAStore {
+                    path: path.to_owned(),
+                    reason: format!("bad MinHash parameters: {reason}"),
+                })?;
+                Keys::Bands(p)
+            }
+        })
     }
 }
 

@@ -99,7 +99,7 @@ impl Store {
         config: &StoreConfig,
         opts: &OpenOptions,
     ) -> StoreResult<Store> {
-        Keys::of(config, dir)?;
+        config.keys(dir)?;
         std::fs::create_dir_all(dir).map_err(|source| StoreError::Io {
             path: dir.to_owned(),
             source,
@@ -114,7 +114,7 @@ impl Store {
     /// A store in memory only, gone when dropped: for tests and short-lived jobs.
     pub fn in_memory(config: &StoreConfig) -> StoreResult<Store> {
         let path = PathBuf::from("<memory>");
-        Keys::of(config, &path)?;
+        config.keys(&path)?;
         let db = Database::builder()
             .create_with_backend(InMemoryBackend::new())
             .at(&path)?;
@@ -123,7 +123,7 @@ impl Store {
     }
 
     fn with(db: Database, path: PathBuf, config: StoreConfig) -> StoreResult<Store> {
-        let keys = Keys::of(&config, &path)?;
+        let keys = config.keys(&path)?;
         Ok(Store {
             db,
             path,

@@ -4,9 +4,7 @@ use std::path::Path;
 
 use redb::{MultimapTableDefinition, TableDefinition};
 
-use super::config::StoreConfig;
 use super::error::{StoreError, StoreResult};
-use crate::method::Method;
 use crate::minhash::{MinHashParams, Signature};
 use crate::simhash::BlockLayout;
 
@@ -25,25 +23,6 @@ pub(super) enum Keys {
     Blocks(BlockLayout),
     /// MinHash: LSH bands.
     Bands(MinHashParams),
-}
-
-impl Keys {
-    pub(super) fn of(config: &StoreConfig, path: &Path) -> StoreResult<Keys> {
-        Ok(match config.method {
-            Method::SimHash => Keys::Blocks(BlockLayout::for_distance(config.k)?),
-            Method::MinHash => {
-                let p = config.minhash.ok_or_else(|| StoreError::NotAStore {
-                    path: path.to_owned(),
-                    reason: "a MinHash store without its parameters".into(),
-                })?;
-                p.validate().map_err(|reason| StoreError::NotAStore {
-                    path: path.to_owned(),
-                    reason: format!("bad MinHash parameters: {reason}"),
-                })?;
-                Keys::Bands(p)
-            }
-        })
-    }
 }
 
 pub(super) fn decode_signature(
