@@ -389,6 +389,17 @@ impl Near {
                 "give `threshold` (MinHash) or `k` (SimHash), not both",
             ));
         }
+        // `k` out of range is refused here, where the method's range is known, not where the
+        // tolerance is used: a PUT without `dedupe` uses none and would pass it unchecked.
+        if let Some(k) = self.k.filter(|&k| k > crate::simhash::MAX_K) {
+            let e = crate::Error::UnsupportedDistance {
+                k,
+                max: crate::simhash::MAX_K,
+            };
+            return Err(ApiError::bad_request(format!(
+                "{e}: `k` is a whole number 0–7 (SimHash); or give `threshold` (MinHash)"
+            )));
+        }
         let threshold = self
             .threshold
             .map(Threshold::new)

@@ -257,6 +257,8 @@ async fn odd_requests_get_json_errors_that_say_what_is_expected() {
         put_json("/v1/desk/articles/%FF", &article),
         // Out of range or both given: 400 with or without dedupe.
         put_json("/v1/desk/articles/a?threshold=-0.5", &article),
+        put_json("/v1/desk/articles/a?k=8", &article),
+        get("/v1/desk/similar/ex-001?k=8"),
         put_json(
             "/v1/desk/articles/a?dedupe=false&threshold=0.5&k=3",
             &article,
