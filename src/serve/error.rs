@@ -10,12 +10,77 @@ use crate::es::EsError;
 use crate::store::{Match, StoreError};
 use crate::Method;
 
+/// Declares [`ErrorCode`], its wire names and the list of them, from one table.
+macro_rules! error_codes {
+    ($($(#[$doc:meta])* $variant:ident = $name:literal,)+) => {
+        /// The stable `error.code` of an error answer, for programs (the description's
+        /// `ErrorCode` enum lists the same names, in the same order).
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum ErrorCode {
+            $($(#[$doc])* $variant,)+
+        }
+
+        impl ErrorCode {
+            /// Every code, in the order the description lists them.
+            pub const ALL: &'static [ErrorCode] = &[$(ErrorCode::$variant,)+];
+
+            /// The name on the wire, e.g. `not_found`.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $(ErrorCode::$variant => $name,)+
+                }
+            }
+        }
+    };
+}
+
+error_codes! {
+    /// 400: the path, query string or body cannot be used as given.
+    BadRequest = "bad_request",
+    /// 401: `/v1/…` needs `Authorization: Bearer <token>`.
+    Unauthorized = "unauthorized",
+    /// 404: no such index, document or endpoint.
+    NotFound = "not_found",
+    /// 405: the endpoint does not take that method.
+    MethodNotAllowed = "method_not_allowed",
+    /// 413: the body is larger than `--max-body`.
+    TooLarge = "too_large",
+    /// 415: the body is not sent as `application/json`.
+    UnsupportedMediaType = "unsupported_media_type",
+    /// 422: the article's text fields (or, on Elasticsearch, the document) cannot be used.
+    Unprocessable = "unprocessable",
+    /// 422: a local store cannot keep an article too short to fingerprint.
+    TooShort = "too_short",
+    /// 404: a local store keeps fingerprints, not texts.
+    TextNotKept = "text_not_kept",
+    /// 409: `dedupe=true` and near-duplicates are stored (the answer lists them).
+    Duplicate = "duplicate",
+    /// 409: the id is in more than one of the indices asked.
+    AmbiguousId = "ambiguous_id",
+    /// 409: the index does not hold what the request needs (a method, neardup's fields).
+    IndexNotUsable = "index_not_usable",
+    /// 503: too many requests at once; retry.
+    Overloaded = "overloaded",
+    /// 503: a near-duplicate's insert held the keys past the timeout; retry.
+    Busy = "busy",
+    /// 504: the request took longer than `--timeout`.
+    Timeout = "timeout",
+    /// 503: Elasticsearch does not answer.
+    EsUnavailable = "es_unavailable",
+    /// 502: Elasticsearch refused the service's credentials.
+    EsRefusedCredentials = "es_refused_credentials",
+    /// 502: Elasticsearch failed.
+    EsError = "es_error",
+    /// 500: a bug.
+    Internal = "internal",
+}
+
 /// An error answer: `{"error": {"code", "message"}}` with the status.
 #[derive(Debug)]
 pub struct ApiError {
     pub status: StatusCode,
     /// Stable, for programs: `not_found`, `bad_request`, `unauthorized`, `overloaded`, …
-    pub code: &'static str,
+    pub code: ErrorCode,
     /// For people: what went wrong and what to do.
     pub message: String,
     /// Extra fields merged into the body (e.g. the matches of a refused insert).
@@ -23,7 +88,7 @@ pub struct ApiError {
 }
 
 impl ApiError {
-    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> ApiError {
+    pub fn new(status: StatusCode, code: ErrorCode, message: impl Into<String>) -> ApiError {
         ApiError {
             status,
             code,
@@ -33,15 +98,23 @@ impl ApiError {
     }
 
     pub fn bad_request(message: impl Into<String>) -> ApiError {
-        ApiError::new(StatusCode::BAD_REQUEST, "bad_request", message)
+        ApiError::new(StatusCode::BAD_REQUEST, ErrorCode::BadRequest, message)
     }
 
     pub fn unprocessable(message: impl Into<String>) -> ApiError {
-        ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "unprocessable", message)
+        ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            ErrorCode::Unprocessable,
+            message,
+        )
     }
 
     pub fn internal(message: impl Into<String>) -> ApiError {
-        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            ErrorCode::Internal,
+            message,
+        )
     }
 
     /// 409: `what` (an index, a store) holds sketches of `held` only, not of the `asked`
@@ -53,7 +126,7 @@ impl ApiError {
         };
         ApiError::new(
             StatusCode::CONFLICT,
-            "index_not_usable",
+            ErrorCode::IndexNotUsable,
             format!(
                 "{what} holds {held} fingerprints only, not {asked}: ask with {fits}, or with neither for its default"
             ),
@@ -64,7 +137,7 @@ impl ApiError {
     pub fn duplicate(matches: Vec<Match>) -> ApiError {
         let mut e = ApiError::new(
             StatusCode::CONFLICT,
-            "duplicate",
+            ErrorCode::Duplicate,
             format!(
                 "not stored: {} near-duplicate(s) of this article are stored already",
                 matches.len()
@@ -77,7 +150,7 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let mut body = json!({ "error": { "code": self.code, "message": self.message } });
+        let mut body = json!({ "error": { "code": self.code.as_str(), "message": self.message } });
         if let Some(Value::Object(extra)) = self.extra {
             body.as_object_mut().expect("object").extend(extra);
         }
@@ -89,9 +162,9 @@ impl From<JsonRejection> for ApiError {
     fn from(r: JsonRejection) -> ApiError {
         let status = r.status();
         let code = match status {
-            StatusCode::PAYLOAD_TOO_LARGE => "too_large",
-            StatusCode::UNSUPPORTED_MEDIA_TYPE => "unsupported_media_type",
-            _ => "bad_request",
+            StatusCode::PAYLOAD_TOO_LARGE => ErrorCode::TooLarge,
+            StatusCode::UNSUPPORTED_MEDIA_TYPE => ErrorCode::UnsupportedMediaType,
+            _ => ErrorCode::BadRequest,
         };
         let message = match status {
             StatusCode::PAYLOAD_TOO_LARGE => {
@@ -132,24 +205,26 @@ impl From<EsError> for ApiError {
         let (status, code) = match &e {
             EsError::IndexNotFound { .. }
             | EsError::NoIndexMatches { .. }
-            | EsError::DocumentNotFound { .. } => (StatusCode::NOT_FOUND, "not_found"),
-            EsError::AmbiguousId { .. } => (StatusCode::CONFLICT, "ambiguous_id"),
+            | EsError::DocumentNotFound { .. } => (StatusCode::NOT_FOUND, ErrorCode::NotFound),
+            EsError::AmbiguousId { .. } => (StatusCode::CONFLICT, ErrorCode::AmbiguousId),
             EsError::BadDocument { .. } | EsError::BadText(_) => {
-                (StatusCode::UNPROCESSABLE_ENTITY, "unprocessable")
+                (StatusCode::UNPROCESSABLE_ENTITY, ErrorCode::Unprocessable)
             }
             EsError::NotInitialised { .. }
             | EsError::VersionMismatch { .. }
             | EsError::MetaMismatch { .. }
             | EsError::BadMeta { .. }
-            | EsError::MappingConflict { .. } => (StatusCode::CONFLICT, "index_not_usable"),
+            | EsError::MappingConflict { .. } => (StatusCode::CONFLICT, ErrorCode::IndexNotUsable),
             EsError::Unreachable { .. } | EsError::Exhausted { .. } => {
-                (StatusCode::SERVICE_UNAVAILABLE, "es_unavailable")
+                (StatusCode::SERVICE_UNAVAILABLE, ErrorCode::EsUnavailable)
             }
-            EsError::Unauthorized { .. } => (StatusCode::BAD_GATEWAY, "es_refused_credentials"),
+            EsError::Unauthorized { .. } => {
+                (StatusCode::BAD_GATEWAY, ErrorCode::EsRefusedCredentials)
+            }
             EsError::Status { status, .. } if *status >= 500 || *status == 429 => {
-                (StatusCode::BAD_GATEWAY, "es_error")
+                (StatusCode::BAD_GATEWAY, ErrorCode::EsError)
             }
-            EsError::DistanceTooLarge { .. } => (StatusCode::BAD_REQUEST, "bad_request"),
+            EsError::DistanceTooLarge { .. } => (StatusCode::BAD_REQUEST, ErrorCode::BadRequest),
             // The path's index name breaks Elasticsearch's rules (a leading `_`, `-` or `+`,
             // `#`, `:`, …): no index has it, as on a store; the message quotes the rule.
             EsError::Status {
@@ -157,9 +232,9 @@ impl From<EsError> for ApiError {
                 error_type,
                 ..
             } if error_type == "invalid_index_name_exception" => {
-                (StatusCode::NOT_FOUND, "not_found")
+                (StatusCode::NOT_FOUND, ErrorCode::NotFound)
             }
-            _ => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
+            _ => (StatusCode::INTERNAL_SERVER_ERROR, ErrorCode::Internal),
         };
         ApiError::new(status, code, e.to_string())
     }
@@ -168,11 +243,11 @@ impl From<EsError> for ApiError {
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> ApiError {
         let (status, code) = match &e {
-            StoreError::Mismatch { .. } => (StatusCode::CONFLICT, "index_not_usable"),
+            StoreError::Mismatch { .. } => (StatusCode::CONFLICT, ErrorCode::IndexNotUsable),
             StoreError::Core(crate::Error::UnsupportedDistance { .. }) => {
-                (StatusCode::BAD_REQUEST, "bad_request")
+                (StatusCode::BAD_REQUEST, ErrorCode::BadRequest)
             }
-            _ => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
+            _ => (StatusCode::INTERNAL_SERVER_ERROR, ErrorCode::Internal),
         };
         ApiError::new(status, code, e.to_string())
     }

@@ -40,7 +40,7 @@ use serde_json::{json, Value};
 use tower::limit::GlobalConcurrencyLimitLayer;
 use tower::ServiceBuilder;
 
-pub use self::error::ApiError;
+pub use self::error::{ApiError, ErrorCode};
 pub use self::metrics::Metrics;
 pub use self::on_es::EsBackend;
 use self::on_es::EsSide;
@@ -277,7 +277,7 @@ async fn authorise(State(svc): State<Arc<Service>>, req: Request, next: Next) ->
         if !given.is_some_and(|g| constant_time_eq(g.as_bytes(), token.expose().as_bytes())) {
             let mut r = ApiError::new(
                 StatusCode::UNAUTHORIZED,
-                "unauthorized",
+                ErrorCode::Unauthorized,
                 "this service needs `Authorization: Bearer <token>` (the token in the file given to --token-file)",
             )
             .into_response();
@@ -299,7 +299,7 @@ async fn overloaded_or_timed_out(e: tower::BoxError) -> Response {
     if e.is::<tower::load_shed::error::Overloaded>() {
         let mut r = ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
-            "overloaded",
+            ErrorCode::Overloaded,
             "too many requests at once; retry shortly",
         )
         .into_response();
@@ -309,7 +309,7 @@ async fn overloaded_or_timed_out(e: tower::BoxError) -> Response {
     } else if e.is::<tower::timeout::error::Elapsed>() {
         ApiError::new(
             StatusCode::GATEWAY_TIMEOUT,
-            "timeout",
+            ErrorCode::Timeout,
             "the request took longer than the service's --timeout",
         )
         .into_response()
@@ -321,7 +321,7 @@ async fn overloaded_or_timed_out(e: tower::BoxError) -> Response {
 async fn not_found() -> ApiError {
     ApiError::new(
         StatusCode::NOT_FOUND,
-        "not_found",
+        ErrorCode::NotFound,
         "no such endpoint; GET /v1/openapi.json lists them",
     )
 }
@@ -330,7 +330,7 @@ async fn not_found() -> ApiError {
 async fn method_not_allowed() -> ApiError {
     ApiError::new(
         StatusCode::METHOD_NOT_ALLOWED,
-        "method_not_allowed",
+        ErrorCode::MethodNotAllowed,
         "this endpoint does not take that method: the Allow header lists those it takes, GET /v1/openapi.json describes them",
     )
 }
@@ -388,6 +388,17 @@ impl Near {
             return Err(ApiError::bad_request(
                 "give `threshold` (MinHash) or `k` (SimHash), not both",
             ));
+        }
+        // `k` out of range is refused here, where the method's range is known, not where the
+        // tolerance is used: a PUT without `dedupe` uses none and would pass it unchecked.
+        if let Some(k) = self.k.filter(|&k| k > crate::simhash::MAX_K) {
+            let e = crate::Error::UnsupportedDistance {
+                k,
+                max: crate::simhash::MAX_K,
+            };
+            return Err(ApiError::bad_request(format!(
+                "{e}: `k` is a whole number 0–7 (SimHash); or give `threshold` (MinHash)"
+            )));
         }
         let threshold = self
             .threshold

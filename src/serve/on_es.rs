@@ -10,7 +10,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::{json, Value};
 
-use super::{ApiError, Found, Metrics, ServeConfig};
+use super::{ApiError, ErrorCode, Found, Metrics, ServeConfig};
 use crate::es::schema::band_term;
 use crate::es::{
     self, EsError, EsIndexer, FieldNames, IndexMeta, Refresh, RetryPolicy, Similar, SimilarOptions,
@@ -271,7 +271,7 @@ impl EsSide {
             .map_err(|e| match e {
                 ClaimError::Timeout { .. } => ApiError::new(
                     StatusCode::SERVICE_UNAVAILABLE,
-                    "busy",
+                    ErrorCode::Busy,
                     format!("{e}: another insert of a near-duplicate is in progress"),
                 ),
                 ClaimError::Es(e) => failed(m, e),

@@ -18,7 +18,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::{json, Value};
 
-use super::{ApiError, Found};
+use super::{ApiError, ErrorCode, Found};
 use crate::es::QueryFingerprint;
 use crate::fingerprint::Methods;
 use crate::store::{Match, Store, StoreError};
@@ -81,7 +81,7 @@ impl StoreBackend {
         }
         Err(ApiError::new(
             StatusCode::NOT_FOUND,
-            "not_found",
+            ErrorCode::NotFound,
             format!(
                 "no index `{index}`: this service answers from the local store `{}` ({})",
                 self.name,
@@ -153,7 +153,7 @@ impl StoreBackend {
             let sketch = snap.get(&id)?.ok_or_else(|| {
                 ApiError::new(
                     StatusCode::NOT_FOUND,
-                    "not_found",
+                    ErrorCode::NotFound,
                     format!(
                         "no document `{id}` in the local store `{}`: it was never indexed, or its text was too short to fingerprint",
                         b.name
@@ -206,7 +206,7 @@ impl StoreBackend {
             Err(match b.store.get(&id)? {
                 Some(_) => ApiError::new(
                     StatusCode::NOT_FOUND,
-                    "text_not_kept",
+                    ErrorCode::TextNotKept,
                     format!(
                         "`{id}` is in the local store `{}`, but a store keeps fingerprints, not texts: open the article where your articles are kept",
                         b.name
@@ -214,7 +214,7 @@ impl StoreBackend {
                 ),
                 None => ApiError::new(
                     StatusCode::NOT_FOUND,
-                    "not_found",
+                    ErrorCode::NotFound,
                     format!("no document `{id}` in the local store `{}`", b.name),
                 ),
             })
@@ -262,7 +262,7 @@ impl StoreBackend {
             let sketch = b.sketch(&texts).map_err(|why| {
                 ApiError::new(
                     StatusCode::UNPROCESSABLE_ENTITY,
-                    "too_short",
+                    ErrorCode::TooShort,
                     format!(
                         "not stored: the article is too short to fingerprint ({why}), and a local store keeps only fingerprints"
                     ),

@@ -257,6 +257,8 @@ async fn odd_requests_get_json_errors_that_say_what_is_expected() {
         put_json("/v1/desk/articles/%FF", &article),
         // Out of range or both given: 400 with or without dedupe.
         put_json("/v1/desk/articles/a?threshold=-0.5", &article),
+        put_json("/v1/desk/articles/a?k=8", &article),
+        get("/v1/desk/similar/ex-001?k=8"),
         put_json(
             "/v1/desk/articles/a?dedupe=false&threshold=0.5&k=3",
             &article,
@@ -389,4 +391,51 @@ async fn the_method_a_store_lacks_is_409_on_every_endpoint() {
         let a = variants(1).remove(0);
         common::serve::assert_other_method_is_409(&app, "desk", held, "v0", &a).await;
     }
+}
+
+/// What generated clients rely on: every operation named (`operationId`) and tagged, and
+/// the error codes the service answers with listed as the `ErrorCode` enum, all and only.
+#[test]
+fn the_description_names_every_operation_and_lists_the_error_codes() {
+    let doc: Value = serde_json::from_str(neardup::serve::OPENAPI).unwrap();
+    let tags: Vec<&str> = doc["tags"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    let mut ids = Vec::new();
+    for (path, ops) in doc["paths"].as_object().unwrap() {
+        for (method, op) in ops.as_object().unwrap() {
+            let id = op["operationId"].as_str();
+            assert!(id.is_some(), "{method} {path}: no operationId");
+            ids.push(id.unwrap().to_owned());
+            let op_tags = op["tags"].as_array().map(Vec::as_slice).unwrap_or(&[]);
+            assert!(
+                !op_tags.is_empty() && op_tags.iter().all(|t| tags.contains(&t.as_str().unwrap())),
+                "{method} {path}: tags {op_tags:?} not among the declared {tags:?}"
+            );
+        }
+    }
+    let named: std::collections::BTreeSet<_> = ids.iter().collect();
+    assert_eq!(named.len(), ids.len(), "operationIds repeat: {ids:?}");
+    for id in [
+        "putArticle",
+        "similarById",
+        "similarByArticle",
+        "fingerprint",
+    ] {
+        assert!(ids.iter().any(|i| i == id), "{id} missing from {ids:?}");
+    }
+    let listed: Vec<&str> = doc["components"]["schemas"]["ErrorCode"]["enum"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_str().unwrap())
+        .collect();
+    let codes: Vec<&str> = neardup::serve::ErrorCode::ALL
+        .iter()
+        .map(|c| c.as_str())
+        .collect();
+    assert_eq!(listed, codes, "the description's ErrorCode enum");
 }

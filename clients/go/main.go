@@ -1,0 +1,114 @@
+// The calls an article API makes, through the Go client oapi-codegen makes from the service's
+// description (scripts/client-check generates it into ./neardup beside a copy of this module
+// and runs this against a live `neardup serve`).
+//
+//	go run . URL INDEX ARTICLE_JSON DESCRIPTION_FILE
+//
+// ARTICLE_JSON is an article the index lacks. The description (what the service served) is
+// also checked whole with kin-openapi, its examples against their schemas.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/big"
+	"net/http"
+	"os"
+
+	"github.com/getkin/kin-openapi/openapi3"
+
+	"neardup-client-check/neardup"
+)
+
+var checks int
+
+func check(ok bool, format string, args ...any) {
+	if !ok {
+		fmt.Fprintf(os.Stderr, "go client: "+format+"\n", args...)
+		os.Exit(1)
+	}
+	checks++
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "go client: %v\n", err)
+		os.Exit(1)
+	}
+	return v
+}
+
+func has(matches []neardup.Match, id string) bool {
+	for _, m := range matches {
+		if m.Id == id {
+			return true
+		}
+	}
+	return false
+}
+
+func text(s string) *neardup.Text {
+	var t neardup.Text
+	must(0, t.FromTextString(s))
+	return &t
+}
+
+func main() {
+	url, index, descriptionFile := os.Args[1], os.Args[2], os.Args[4]
+	var given struct{ Id, Title, Content string }
+	must(0, json.Unmarshal([]byte(os.Args[3]), &given))
+	ctx := context.Background()
+
+	loader := openapi3.NewLoader()
+	doc := must(loader.LoadFromFile(descriptionFile))
+	must(0, doc.Validate(ctx, openapi3.EnableExamplesValidation()))
+
+	client := must(neardup.NewClientWithResponses(url))
+	health := must(client.HealthWithResponse(ctx))
+	check(health.JSON200 != nil && health.JSON200.Status == neardup.Ok, "health: %s", health.Body)
+
+	// Dedupe on ingest: a new article is stored (201) ...
+	article := neardup.Article{Title: text(given.Title), Content: text(given.Content)}
+	article.Set("published_at", "2026-11-23T08:00:00Z")
+	dedupe := true
+	put := must(client.PutArticleWithResponse(ctx, index, given.Id, &neardup.PutArticleParams{Dedupe: &dedupe}, article))
+	check(put.StatusCode() == http.StatusCreated && put.JSON201 != nil, "PUT ?dedupe=true of a new article: %d %s", put.StatusCode(), put.Body)
+	check(put.JSON201.Result == neardup.Created && put.JSON201.Index == index, "PUT answer: %s", put.Body)
+
+	// ... and a near copy of it is not: 409 `duplicate`, with the stored article among the matches.
+	var parts neardup.Text
+	source, body, credit := "来源：青禾日报", given.Content, "（责任编辑：张三）"
+	must(0, parts.FromTextList(neardup.TextList{&source, &body, &credit}))
+	repost := neardup.Article{Title: text(given.Title), Content: &parts}
+	dup := must(client.PutArticleWithResponse(ctx, index, given.Id+"-repost", &neardup.PutArticleParams{Dedupe: &dedupe}, repost))
+	check(dup.StatusCode() == http.StatusConflict && dup.JSON409 != nil, "PUT ?dedupe=true of a near copy: %d %s", dup.StatusCode(), dup.Body)
+	check(dup.JSON409.Error.Code == neardup.ErrorCodeDuplicate, "409 code: %s", dup.Body)
+	check(dup.JSON409.Matches != nil && has(*dup.JSON409.Matches, given.Id), "409 matches lack %s: %s", given.Id, dup.Body)
+
+	// Near-duplicates of a stored article, by id.
+	byID := must(client.SimilarByIdWithResponse(ctx, index, "ex-003", &neardup.SimilarByIdParams{}))
+	check(byID.JSON200 != nil && has(byID.JSON200.Matches, "ex-003-repost"), "similar by id: %s", byID.Body)
+	check(byID.JSON200.Query == neardup.FoundQueryStored && byID.JSON200.Method == neardup.Minhash, "similar by id: %s", byID.Body)
+
+	// Near-duplicates of an article, by its text (its stored copy among them).
+	threshold := 0.5
+	byArticle := must(client.SimilarByArticleWithResponse(ctx, index, &neardup.SimilarByArticleParams{Threshold: &threshold}, article))
+	check(byArticle.JSON200 != nil && has(byArticle.JSON200.Matches, given.Id) && byArticle.JSON200.Query == neardup.FoundQueryComputed,
+		"similar by article: %s", byArticle.Body)
+	check(byArticle.JSON200.Threshold != nil && *byArticle.JSON200.Threshold == 0.5, "similar by article, threshold: %s", byArticle.Body)
+
+	// The refused near copy was not stored: 404 `not_found`.
+	missing := must(client.SimilarByIdWithResponse(ctx, index, given.Id+"-repost", &neardup.SimilarByIdParams{}))
+	check(missing.StatusCode() == http.StatusNotFound && missing.JSON404 != nil, "404: %d %s", missing.StatusCode(), missing.Body)
+	check(missing.JSON404.Error.Code == neardup.ErrorCodeNotFound, "404 code: %s", missing.Body)
+
+	// Fingerprints: `u64` is the SimHash as an unsigned 64-bit integer.
+	fp := must(client.FingerprintWithResponse(ctx, article))
+	check(fp.JSON200 != nil && fp.JSON200.Simhash != nil && fp.JSON200.Minhash != nil && len(*fp.JSON200.Minhash) == 128,
+		"fingerprint: %s", fp.Body)
+	hex, _ := new(big.Int).SetString(*fp.JSON200.Simhash, 16)
+	check(fp.JSON200.U64 != nil && new(big.Int).SetUint64(*fp.JSON200.U64).Cmp(hex) == 0, "fingerprint u64: %s", fp.Body)
+
+	fmt.Printf("go: %d passed, 0 failed\n", checks)
+}
