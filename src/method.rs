@@ -210,9 +210,7 @@ impl Tolerance {
             (None, None) => Ok(None),
         }
     }
-}
 
-impl Tolerance {
     /// MinHash at threshold `t`, or [`crate::Error::ThresholdOutOfRange`].
     pub fn similarity(t: f64) -> crate::Result<Tolerance> {
         Threshold::new(t).map(Tolerance::Similarity)
