@@ -260,6 +260,7 @@ fn build_random_store(dir: &std::path::Path, n: usize, seed: u64) -> anyhow::Res
         version: format!("random-u64;seed={seed}"),
         k: 3,
         minhash: None,
+        fold: false,
     };
     let store = Store::create_or_open(dir, &config, &OpenOptions::default())?;
     let fps = random_fps(n, seed);

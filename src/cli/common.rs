@@ -216,6 +216,11 @@ pub struct ProfileArgs {
     /// version: a store or index takes only the setting it was built with.
     #[arg(long)]
     pub no_hmm: bool,
+    /// Do not fold Traditional characters into Simplified (with Taiwan and Hong Kong phrases
+    /// turned into mainland ones) before segmentation. Part of the fingerprint version: a
+    /// store or index keeps the setting it was built with; `seed000` never folds.
+    #[arg(long)]
+    pub no_fold: bool,
     /// MinHash parameters, in the form the MinHash version writes them (keys left out keep
     /// their default): e.g. `shingle=w2;n=128;sig=oph;bands=42x3` (the default). A store keeps
     /// its own; an index refuses others.
@@ -241,6 +246,7 @@ impl ProfileArgs {
                 ..Thresholds::default()
             },
             minhash: self.minhash_params.unwrap_or_default(),
+            fold: !self.no_fold,
         })
     }
 }

@@ -296,6 +296,9 @@ impl ProfileArgs {
         if self.no_hmm {
             asked.hmm = false;
         }
+        if self.no_fold {
+            asked.fold = false;
+        }
         if let Some(m) = self.minhash_params {
             anyhow::ensure!(
                 held.minhash.is_some(),
@@ -312,13 +315,13 @@ impl ProfileArgs {
         for (method, flag, want, have) in [
             (
                 held.simhash.is_some(),
-                "--profile/--no-hmm",
+                "--profile/--no-hmm/--no-fold",
                 &want.simhash,
                 &have.simhash,
             ),
             (
                 held.minhash.is_some(),
-                "--minhash-params/--no-hmm",
+                "--minhash-params/--no-hmm/--no-fold",
                 &want.minhash,
                 &have.minhash,
             ),

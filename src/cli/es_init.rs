@@ -1,7 +1,7 @@
 //! `neardup es-init`: give an index the fingerprint fields of its methods (or create it with
 //! them) and record what it holds in the mapping's `_meta`.
 
-use neardup::es::{self, BlockType, IndexMeta, InitOutcome, MinHashFieldNames, RetryPolicy};
+use neardup::es::{self, BlockType, IndexMeta, InitOutcome, MetaSource, RetryPolicy};
 use neardup::{FingerprintConfig, Method, Methods, MinHashParams, Profile};
 
 use super::common::{self, CmdResult, Status};
@@ -26,6 +26,17 @@ pub struct Args {
     /// Words were segmented without jieba's HMM.
     #[arg(long)]
     no_hmm: bool,
+    /// Texts are not folded from Traditional into Simplified. Default: what the index records
+    /// (an index recorded before folding existed does not fold), else fold.
+    #[arg(long)]
+    no_fold: bool,
+    /// Replace the fingerprint versions `_meta` records for the methods the index holds with
+    /// the ones these settings make (by default: its profile and parameters, this neardup's
+    /// text pipeline, folding on), then run `neardup backfill` to re-fingerprint every
+    /// document. The explicit step of an upgrade; see docs/elasticsearch.md ("Upgrading an
+    /// index").
+    #[arg(long)]
+    upgrade: bool,
     /// MinHash parameters (see `neardup dedupe --help`); default: what the index records, else
     /// the default.
     #[arg(long, value_name = "SPEC", value_parser = common::parse_minhash_params)]
@@ -65,17 +76,29 @@ pub fn run(args: Args) -> CmdResult {
             }
             None => Profile::default(),
         };
+        let recorded = recorded(&client, &retry, &args.index, &names).await?;
         let minhash = match args.minhash_params {
             Some(p) => p,
-            None => recorded_params(&client, &retry, &args.index, &names, &minhash_names)
-                .await?
+            None => recorded
+                .iter()
+                .filter_map(|m| m.minhash.as_ref())
+                .find(|m| m.fields == minhash_names)
+                .map(|m| m.params)
                 .unwrap_or_default(),
         };
+        // Folding is kept as recorded unless an upgrade or --no-fold asks otherwise.
+        let fold = !args.no_fold
+            && (args.upgrade
+                || recorded
+                    .iter()
+                    .find(|m| m.source == MetaSource::Recorded)
+                    .is_none_or(|m| m.fold));
         let wanted = IndexMeta::new(
             &FingerprintConfig {
                 profile,
                 hmm,
                 minhash,
+                fold,
                 ..FingerprintConfig::default()
             },
             methods,
@@ -83,7 +106,10 @@ pub fn run(args: Args) -> CmdResult {
             names,
             minhash_names,
         );
-        let outcome = es::init_index(&client, &retry, &args.index, &wanted).await?;
+        let outcome = match args.upgrade {
+            true => es::upgrade_index(&client, &retry, &args.index, &wanted).await?,
+            false => es::init_index(&client, &retry, &args.index, &wanted).await?,
+        };
         let what = match outcome {
             InitOutcome::Created => {
                 format!("created index `{}` holding {wanted}", args.index)
@@ -111,24 +137,18 @@ pub fn run(args: Args) -> CmdResult {
     })
 }
 
-/// The MinHash parameters the index already records, if any.
-async fn recorded_params(
+/// What the indices behind `index` record; none when it does not exist or holds nothing yet.
+async fn recorded(
     client: &elasticsearch::Elasticsearch,
     retry: &RetryPolicy,
     index: &str,
     names: &neardup::es::FieldNames,
-    minhash_names: &MinHashFieldNames,
-) -> anyhow::Result<Option<MinHashParams>> {
-    let each = match es::read_each(client, retry, index, names).await {
-        Ok(each) => each,
+) -> anyhow::Result<Vec<IndexMeta>> {
+    match es::read_each(client, retry, index, names).await {
+        Ok(each) => Ok(each.into_values().collect()),
         Err(es::EsError::IndexNotFound { .. } | es::EsError::NotInitialised { .. }) => {
-            return Ok(None)
+            Ok(Vec::new())
         }
-        Err(e) => return Err(e.into()),
-    };
-    Ok(each
-        .values()
-        .filter_map(|m| m.minhash.as_ref())
-        .find(|m| &m.fields == minhash_names)
-        .map(|m| m.params))
+        Err(e) => Err(e.into()),
+    }
 }

@@ -96,6 +96,9 @@ impl ProfileArgs {
                 ..Thresholds::default()
             },
             minhash,
+            // A store keeps its own setting; --no-fold asking for another is refused when
+            // the versions are compared.
+            fold: !self.no_fold && store.is_none_or(|c| c.fold),
         }))
     }
 }

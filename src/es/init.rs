@@ -1,6 +1,7 @@
 //! Creating, checking and reading the neardup fields of an index on a cluster, from the schema
 //! ([`super::schema`]): `es-init` ([`init_index`]), what every command checks before it writes
-//! or queries ([`verify_index`], [`read_meta`]), and the profile of documents already stored
+//! or queries ([`verify_index`], [`read_meta`]), the explicit upgrade to another fingerprint
+//! version ([`upgrade_index`]), and the profile of documents already stored
 //! ([`existing_profile`]).
 
 use elasticsearch::http::Method;
@@ -40,6 +41,33 @@ pub async fn init_index(
     index: &str,
     wanted: &IndexMeta,
 ) -> Result<InitOutcome, EsError> {
+    init(client, retry, index, wanted, false).await
+}
+
+/// [`init_index`] that also replaces what `_meta` records for the methods an index already
+/// holds with what `wanted` describes (their versions, profile, parameters, the HMM and
+/// folding settings): the explicit step of an upgrade to another fingerprint version, after
+/// which the back-fill re-fingerprints every document (their versions are stale). Field names
+/// and block types cannot change this way ([`EsError::MetaConflict`]), and `wanted` must
+/// describe every method the index holds, so that none is left with a version this neardup
+/// does not make. Until the back-fill is done, documents of the old version are still found by
+/// their old fingerprints (identical for every text the change does not touch).
+pub async fn upgrade_index(
+    client: &Elasticsearch,
+    retry: &RetryPolicy,
+    index: &str,
+    wanted: &IndexMeta,
+) -> Result<InitOutcome, EsError> {
+    init(client, retry, index, wanted, true).await
+}
+
+async fn init(
+    client: &Elasticsearch,
+    retry: &RetryPolicy,
+    index: &str,
+    wanted: &IndexMeta,
+    upgrade: bool,
+) -> Result<InitOutcome, EsError> {
     wanted.validate()?;
     let mapping = wanted.mapping();
     let existing = match mappings(client, retry, index).await {
@@ -51,7 +79,7 @@ pub async fn init_index(
                 return Ok(InitOutcome::Created);
             }
             // Created by someone else meanwhile: check it like any existing index.
-            return Box::pin(init_index(client, retry, index, wanted)).await;
+            return Box::pin(init(client, retry, index, wanted, upgrade)).await;
         }
         Err(e) => return Err(e),
     };
@@ -94,7 +122,10 @@ pub async fn init_index(
             )?),
             None => None,
         };
-        let merged = merge_meta(concrete, recorded.as_ref(), wanted)?;
+        let merged = match upgrade {
+            true => upgrade_meta(concrete, recorded.as_ref(), wanted)?,
+            false => merge_meta(concrete, recorded.as_ref(), wanted)?,
+        };
         let meta_changes = recorded.as_ref() != Some(&merged);
         if missing.is_empty() && !meta_changes {
             continue;
@@ -150,6 +181,61 @@ pub async fn init_index(
     })
 }
 
+/// `wanted`, where `recorded` holds no method `wanted` lacks and both name the same fields
+/// and block types for each method they share.
+fn upgrade_meta(
+    index: &str,
+    recorded: Option<&IndexMeta>,
+    wanted: &IndexMeta,
+) -> Result<IndexMeta, EsError> {
+    let Some(recorded) = recorded else {
+        return Ok(wanted.clone());
+    };
+    let clash = |existing: String, wanted: String, hint: &str| EsError::MetaConflict {
+        index: index.to_owned(),
+        existing,
+        wanted,
+        hint: hint.to_owned(),
+    };
+    if recorded.simhash.is_some() && wanted.simhash.is_none()
+        || recorded.minhash.is_some() && wanted.minhash.is_none()
+    {
+        return Err(clash(
+            recorded.to_string(),
+            wanted.to_string(),
+            "an upgrade rewrites every method the index holds: ask for all of them (--methods simhash,minhash)",
+        ));
+    }
+    let other_fields = "an upgrade keeps the fields: es-init a new index for other field names or block types and back-fill it";
+    if let (Some(r), Some(w)) = (&recorded.simhash, &wanted.simhash) {
+        if (&r.fields, r.block_type) != (&w.fields, w.block_type) {
+            return Err(clash(
+                format!(
+                    "simhash {} blocks, fields {:?}",
+                    r.block_type,
+                    r.fields.all()
+                ),
+                format!(
+                    "simhash {} blocks, fields {:?}",
+                    w.block_type,
+                    w.fields.all()
+                ),
+                other_fields,
+            ));
+        }
+    }
+    if let (Some(r), Some(w)) = (&recorded.minhash, &wanted.minhash) {
+        if r.fields != w.fields {
+            return Err(clash(
+                format!("minhash fields {:?}", r.fields.all()),
+                format!("minhash fields {:?}", w.fields.all()),
+                other_fields,
+            ));
+        }
+    }
+    Ok(wanted.clone())
+}
+
 /// `recorded` with `wanted`'s methods added; an error when both describe a method differently.
 fn merge_meta(
     index: &str,
@@ -172,6 +258,12 @@ fn merge_meta(
         return Err(clash(
             format!("words made with hmm {}", recorded.hmm),
             format!("hmm {}", wanted.hmm),
+        ));
+    }
+    if recorded.fold != wanted.fold {
+        return Err(clash(
+            format!("Traditional folded into Simplified: {}", recorded.fold),
+            format!("folded: {}", wanted.fold),
         ));
     }
     match (&recorded.simhash, &wanted.simhash) {
@@ -444,8 +536,10 @@ async fn stored_profile(
     let mut profiles = Vec::new();
     for v in &versions {
         let p = Profile::ALL.into_iter().find(|p| {
+            // Documents without `_meta` predate folding.
             let config = FingerprintConfig {
                 hmm,
+                fold: false,
                 ..FingerprintConfig::for_profile(*p)
             };
             Fingerprinter::versions(&config).simhash == *v

@@ -7,6 +7,7 @@
 //!   ([`BlockType`]), what `_meta` records ([`IndexMeta`]), the JSON mappings shipped in
 //!   `mappings/`, and how values are encoded and decoded. No cluster calls.
 //! - `init`: what talks to the cluster about the schema: [`init_index`] (`neardup es-init`),
+//!   [`upgrade_index`] (`es-init --upgrade`),
 //!   [`verify_index`], [`read_meta`], [`existing_profile`].
 //! - `write`: [`EsIndexer`] indexes articles with their fingerprint and updates fingerprint
 //!   fields in bulk, guarded by sequence numbers so a stale fingerprint never wins.
@@ -49,7 +50,9 @@ use elasticsearch::Elasticsearch;
 use serde_json::Value;
 
 pub use claims::{ClaimError, Claims, Held};
-pub use init::{existing_profile, init_index, read_each, read_meta, verify_index, InitOutcome};
+pub use init::{
+    existing_profile, init_index, read_each, read_meta, upgrade_index, verify_index, InitOutcome,
+};
 pub use retry::RetryPolicy;
 pub use scan::{Cursor, Paging, ScanOptions, ScanStats, Scanner};
 pub use schema::{

@@ -319,6 +319,12 @@ pub struct IndexMeta {
     pub format: u32,
     /// jieba's HMM setting the words of both methods were made with.
     pub hmm: bool,
+    /// Whether texts were folded from Traditional into Simplified before segmentation
+    /// ([`crate::text::fold`]). Absent (`false`) in indices recorded before folding
+    /// existed: they keep getting the unfolded fingerprints they hold until upgraded
+    /// (`es-init --upgrade`, then `backfill`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub fold: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub simhash: Option<SimHashMeta>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -367,6 +373,7 @@ impl IndexMeta {
         IndexMeta {
             format: META_FORMAT,
             hmm: config.hmm,
+            fold: config.folds(),
             simhash: methods.simhash.then(|| SimHashMeta {
                 profile: config.profile,
                 version: versions.simhash.clone(),
@@ -445,6 +452,7 @@ impl IndexMeta {
         FingerprintConfig {
             profile: self.simhash.as_ref().map(|s| s.profile).unwrap_or_default(),
             hmm: self.hmm,
+            fold: self.fold,
             minhash: self.minhash.as_ref().map(|m| m.params).unwrap_or_default(),
             ..FingerprintConfig::default()
         }
@@ -597,7 +605,7 @@ impl IndexMeta {
         };
         let mut out = first.clone();
         for (_, m) in it {
-            if m.hmm != out.hmm {
+            if m.hmm != out.hmm || m.fold != out.fold {
                 out.simhash = None;
                 out.minhash = None;
             }
@@ -650,7 +658,13 @@ impl fmt::Display for IndexMeta {
         if parts.is_empty() {
             parts.push("no fingerprints".into());
         }
-        write!(f, "{}, hmm {}", parts.join(", "), self.hmm)
+        write!(
+            f,
+            "{}, hmm {}, fold {}",
+            parts.join(", "),
+            self.hmm,
+            self.fold
+        )
     }
 }
 

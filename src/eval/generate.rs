@@ -696,7 +696,7 @@ pub fn generate(
 
     // The same event told in different words: headlines sharing at least three content
     // words, bodies sharing no sentence.
-    let seg = Segmenter::new(true);
+    let seg = Segmenter::new(true, false);
     let title_words: Vec<HashSet<String>> = articles
         .iter()
         .map(|a| {

@@ -154,6 +154,10 @@ pub struct FingerprintConfig {
     pub thresholds: Thresholds,
     /// Parameters of the MinHash method.
     pub minhash: MinHashParams,
+    /// Fold Traditional characters into Simplified with mainland phrasing before
+    /// segmentation ([`crate::text::fold`]; on by default). `seed000` never folds, whatever
+    /// this says: the older Java service did not.
+    pub fold: bool,
 }
 
 impl Default for FingerprintConfig {
@@ -163,6 +167,7 @@ impl Default for FingerprintConfig {
             hmm: true,
             thresholds: Thresholds::default(),
             minhash: MinHashParams::DEFAULT,
+            fold: true,
         }
     }
 }
@@ -174,6 +179,12 @@ impl FingerprintConfig {
             profile,
             ..Default::default()
         }
+    }
+
+    /// Whether texts are folded into Simplified: [`FingerprintConfig::fold`], except for
+    /// `seed000`, which never folds. What indices and stores record.
+    pub fn folds(&self) -> bool {
+        self.fold && self.profile.scheme().is_some()
     }
 }
 
@@ -309,15 +320,23 @@ pub struct Versions {
 }
 
 impl Versions {
+    /// Texts are folded when `config.fold` asks for it, except by `seed000` (`scheme`
+    /// `None`).
     fn of(config: &FingerprintConfig, scheme: Option<Scheme>, name: &str) -> Versions {
+        let fold = if config.fold && scheme.is_some() {
+            format!(",{}", text::fold::FOLD_ID)
+        } else {
+            String::new()
+        };
+        let words_id = format!(
+            "html-1,nfkc,lower{fold},{}{},{}",
+            segment::SEGMENTER_ID,
+            if config.hmm { "+hmm" } else { "" },
+            segment::STOP_WORDS_ID
+        );
         let text_id = match scheme {
-            Some(s) if !s.segments() => "html-1,nfkc,lower,alnum".to_owned(),
-            _ => format!(
-                "html-1,nfkc,lower,{}{},{}",
-                segment::SEGMENTER_ID,
-                if config.hmm { "+hmm" } else { "" },
-                segment::STOP_WORDS_ID
-            ),
+            Some(s) if !s.segments() => format!("html-1,nfkc,lower{fold},alnum"),
+            _ => words_id.clone(),
         };
         let scheme_id = match scheme {
             Some(s) => format!(
@@ -326,12 +345,6 @@ impl Versions {
             ),
             None => name.to_owned(),
         };
-        let words_id = format!(
-            "html-1,nfkc,lower,{}{},{}",
-            segment::SEGMENTER_ID,
-            if config.hmm { "+hmm" } else { "" },
-            segment::STOP_WORDS_ID
-        );
         let minhash_id = format!(
             "{MINHASH_VERSION_NAME};{};hash=xxh3-64-s{}",
             config.minhash,
@@ -391,7 +404,7 @@ impl Fingerprinter {
         }
         let v = Versions::of(&config, scheme, name);
         Fingerprinter {
-            segmenter: Segmenter::new(config.hmm),
+            segmenter: Segmenter::new(config.hmm, config.fold && scheme.is_some()),
             version: v.simhash.into(),
             version_pretokenized: v.simhash_pretokenized.into(),
             minhasher: MinHasher::new(config.minhash),
@@ -461,6 +474,11 @@ impl Fingerprinter {
         &self.config
     }
 
+    /// Whether texts are folded from Traditional into Simplified (never for `seed000`).
+    pub fn folds(&self) -> bool {
+        self.segmenter.folds()
+    }
+
     /// The chosen methods' sketches of several fields of one article, in one pass over the
     /// text (segmentation is shared). HTML is reduced to its visible text first.
     pub fn sketch_fields<S: AsRef<str>>(&self, methods: Methods, fields: &[S]) -> Sketches {
@@ -471,7 +489,7 @@ impl Fingerprinter {
             let chars_only = matches!(&acc, Some(Accumulator::Terms(t)) if !t.scheme().segments());
             if chars_only {
                 if let Some(Accumulator::Terms(t)) = &mut acc {
-                    t.add_chars(&text::normalise(&plain));
+                    t.add_chars(&self.segmenter.prepare(&plain));
                 }
             }
             if mh.is_some() || (acc.is_some() && !chars_only) {

@@ -34,6 +34,10 @@ pub struct StoreConfig {
     /// MinHash: the signature and band parameters.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub minhash: Option<MinHashParams>,
+    /// Whether texts were folded from Traditional into Simplified ([`crate::text::fold`]),
+    /// so that the store's own setting is used when it is opened again. Stores made before
+    /// folding existed record none (`false`); pre-tokenized stores never fold.
+    pub fold: bool,
 }
 
 impl StoreConfig {
@@ -51,6 +55,7 @@ impl StoreConfig {
         k: u32,
     ) -> StoreConfig {
         let version = fp.version_of(method, pre_tokenized).to_owned();
+        let fold = !pre_tokenized && fp.folds();
         match method {
             Method::SimHash => StoreConfig {
                 method,
@@ -58,6 +63,7 @@ impl StoreConfig {
                 version,
                 k,
                 minhash: None,
+                fold,
             },
             Method::MinHash => StoreConfig {
                 method,
@@ -65,6 +71,7 @@ impl StoreConfig {
                 version,
                 k: 0,
                 minhash: Some(fp.config().minhash),
+                fold,
             },
         }
     }
@@ -198,6 +205,8 @@ fn meta_from(
             reason: format!("its k `{k_text}` is not a number"),
         })?,
         minhash,
+        // Stores made before folding existed have no `fold`: they never folded.
+        fold: get("fold")?.is_some_and(|f| f == "true"),
     }))
 }
 
@@ -235,6 +244,9 @@ pub(super) fn init_meta(
             }
             if let Some(m) = &minhash {
                 meta.insert("minhash", m.as_str()).at(path)?;
+            }
+            if config.fold {
+                meta.insert("fold", "true").at(path)?;
             }
             match config.method {
                 Method::SimHash => {

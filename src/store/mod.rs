@@ -178,7 +178,7 @@ impl Store {
                 "fingerprint version",
                 &self.config.version,
                 version,
-                "its fingerprints are not comparable with these: use the flags (--profile, --no-hmm, --pre-tokenized) and neardup release it was built with, or index into a new --store",
+                "its fingerprints are not comparable with these: use the flags (--profile, --no-hmm, --no-fold, --pre-tokenized) and neardup release it was built with, or index into a new --store",
             ));
         }
         Ok(())

@@ -1,10 +1,12 @@
 //! From raw article text to the words that are weighted: HTML → text, normalisation,
-//! segmentation and filtering.
+//! Traditional → Simplified folding, segmentation and filtering.
 
+pub mod fold;
 pub mod html;
 pub mod normalise;
 pub mod segment;
 
+pub use fold::{fold, Folder, TraditionalStyle};
 pub use html::{html_to_text, looks_like_html};
 pub use normalise::normalise;
 pub use segment::Segmenter;

@@ -5,6 +5,7 @@ use std::sync::OnceLock;
 
 use jieba_rs::Jieba;
 
+use super::fold::Folder;
 use super::normalise::normalise_into;
 use crate::hashing::{word_hash, BuildIdentity};
 
@@ -49,19 +50,48 @@ fn stop_words() -> &'static HashSet<u64, BuildIdentity> {
 #[derive(Clone, Debug)]
 pub struct Segmenter {
     hmm: bool,
+    fold: bool,
 }
 
 impl Segmenter {
-    /// `hmm` turns on jieba's HMM for words missing from the dictionary (names, new terms).
-    pub fn new(hmm: bool) -> Segmenter {
+    /// `hmm` turns on jieba's HMM for words missing from the dictionary (names, new terms);
+    /// `fold` folds Traditional characters into Simplified ([`super::fold`]) after
+    /// normalisation.
+    pub fn new(hmm: bool, fold: bool) -> Segmenter {
         jieba();
         stop_words();
-        Segmenter { hmm }
+        if fold {
+            Folder::shared();
+        }
+        Segmenter { hmm, fold }
     }
 
     /// Whether the HMM is on.
     pub fn hmm(&self) -> bool {
         self.hmm
+    }
+
+    /// Whether Traditional characters are folded into Simplified.
+    pub fn folds(&self) -> bool {
+        self.fold
+    }
+
+    /// `text` normalised and, if this segmenter folds, folded: what its words are cut from,
+    /// for the schemes that count characters instead of words.
+    pub fn prepare(&self, text: &str) -> String {
+        let mut buf = String::with_capacity(text.len());
+        normalise_into(text, &mut buf);
+        self.folded(buf)
+    }
+
+    fn folded(&self, text: String) -> String {
+        match self.fold {
+            true => match Folder::shared().fold(&text) {
+                std::borrow::Cow::Owned(folded) => folded,
+                std::borrow::Cow::Borrowed(_) => text,
+            },
+            false => text,
+        }
     }
 
     /// Calls `f` with every kept word of `text` and its [`word_hash`], in order. `text` is
@@ -73,6 +103,7 @@ impl Segmenter {
         for piece in chunks(text, CHUNK) {
             buf.clear();
             normalise_into(piece, &mut buf);
+            buf = self.folded(std::mem::take(&mut buf));
             for token in jieba.cut(&buf, self.hmm) {
                 if is_content(token.word) {
                     let h = word_hash(token.word);
@@ -153,7 +184,7 @@ mod tests {
 
     #[test]
     fn drops_punctuation_whitespace_and_stop_words() {
-        let s = Segmenter::new(true);
+        let s = Segmenter::new(true, true);
         let words = s.words("我们的城市，今天下雨了！ The weather is bad.");
         assert!(words.iter().all(|w| keep(w)));
         assert!(words.contains(&"城市".to_string()), "{words:?}");
@@ -165,7 +196,9 @@ mod tests {
 
     #[test]
     fn punctuation_only_gives_nothing() {
-        assert!(Segmenter::new(true).words("……！！？、 ，。").is_empty());
+        assert!(Segmenter::new(true, true)
+            .words("……！！？、 ，。")
+            .is_empty());
     }
 
     #[test]

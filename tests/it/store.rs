@@ -16,6 +16,7 @@ fn config(k: u32) -> StoreConfig {
         version: "test-v1".into(),
         k,
         minhash: None,
+        fold: true,
     }
 }
 
@@ -555,6 +556,7 @@ fn minhash_config(params: MinHashParams) -> StoreConfig {
         version: "test-mh-v1".into(),
         k: 0,
         minhash: Some(params),
+        fold: true,
     }
 }
 
