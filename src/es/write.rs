@@ -568,9 +568,79 @@ mod tests {
         let text = Value::Object(minhash).to_string();
         assert_eq!(
             format!("{:016x}", xxhash_rust::xxh3::xxh3_64(text.as_bytes())),
-            "ef21ecf9a842a396"
+            "9a06391185a78993"
         );
         assert_eq!(m["simHash"], json!(-2155170680333690452i64));
+    }
+
+    /// The same article in Traditional characters (OpenCC s2t, s2twp, s2hk) writes the same
+    /// fingerprint fields, by default; an index recorded before folding (`fold` absent from
+    /// its `_meta`) keeps its own version and does not fold.
+    #[test]
+    fn golden_fields_of_the_article_in_traditional_characters() {
+        use crate::text::{Folder, TraditionalStyle};
+        let article =
+            |title: &str, content: &str| serde_json::json!({ "title": title, "content": content });
+        let (title, content) = (
+            "国家统计局发布十月经济数据，软件和信息服务业增长",
+            "国家统计局今天发布了最新的经济数据，显示上个月工业生产继续保持增长，软件和信息技术服务业收入增长较快，网络零售稳步恢复。专家表示，随着一系列政策措施落地见效，经济运行有望延续回升向好态势。",
+        );
+        let fields = ["title".to_string(), "content".to_string()];
+        let fields_of = |meta: &IndexMeta, a: &Value| {
+            let fp = meta.fingerprinter("golden").unwrap();
+            let sketches = sketch_source(&fp, meta.methods(), a, &fields).unwrap();
+            fingerprint_fields_json(meta, &sketches)
+        };
+        let meta = IndexMeta::default();
+        assert!(meta.fold);
+        let original = fields_of(&meta, &article(title, content));
+        let f = Folder::shared();
+        for style in [
+            TraditionalStyle::Characters,
+            TraditionalStyle::Taiwan,
+            TraditionalStyle::HongKong,
+        ] {
+            let copy = article(
+                &f.to_traditional(title, style),
+                &f.to_traditional(content, style),
+            );
+            assert_ne!(copy, article(title, content));
+            assert_eq!(fields_of(&meta, &copy), original, "{style:?}");
+        }
+        assert_eq!(
+            original["minHashVersion"],
+            "minhash-1;shingle=w2;n=128;sig=oph;bands=42x3;hash=xxh3-64-s0;text=html-1,nfkc,lower,t2s-1,jieba-0.11+hmm,stop-iso-1.1"
+        );
+
+        let old = IndexMeta::new(
+            &crate::FingerprintConfig {
+                fold: false,
+                ..crate::FingerprintConfig::default()
+            },
+            meta.methods(),
+            crate::es::BlockType::Short,
+            crate::es::FieldNames::default(),
+            crate::es::MinHashFieldNames::default(),
+        );
+        // What an index recorded before folding existed: no `fold` key, read as `false`.
+        assert!(old.to_json().get("fold").is_none());
+        assert!(meta.to_json()["fold"] == true);
+        let old: IndexMeta = serde_json::from_value(old.to_json()).unwrap();
+        assert!(!old.fold);
+        let unfolded = fields_of(&old, &article(title, content));
+        assert_eq!(
+            unfolded["minHashVersion"],
+            "minhash-1;shingle=w2;n=128;sig=oph;bands=42x3;hash=xxh3-64-s0;text=html-1,nfkc,lower,jieba-0.11+hmm,stop-iso-1.1"
+        );
+        assert_eq!(unfolded["minHashBands"], original["minHashBands"]);
+        let taiwan = article(
+            &f.to_traditional(title, TraditionalStyle::Taiwan),
+            &f.to_traditional(content, TraditionalStyle::Taiwan),
+        );
+        assert_ne!(
+            fields_of(&old, &taiwan)["minHashBands"],
+            original["minHashBands"]
+        );
     }
 
     #[test]

@@ -6,10 +6,12 @@ use crate::common;
 
 use neardup::fingerprint::Methods;
 use neardup::input::{read_all, Body, InputSpec};
-use neardup::{Fingerprinter, Method, MinHashParams, MinHasher, Profile, Signature, Sketch};
+use neardup::{
+    FingerprintConfig, Fingerprinter, Method, MinHashParams, MinHasher, Profile, Signature, Sketch,
+};
 
 const DEFAULT_VERSION: &str =
-    "default-3;feat=word;weight=tf;hash=xxh3-64-s0;text=html-1,nfkc,lower,jieba-0.11+hmm,stop-iso-1.1";
+    "default-3;feat=word;weight=tf;hash=xxh3-64-s0;text=html-1,nfkc,lower,t2s-1,jieba-0.11+hmm,stop-iso-1.1";
 
 const PINNED: &[(Profile, &str, Option<&str>)] = &[
     // default-3 = the tf scheme (docs/evaluation.md); ex-001 and ex-012-html equal the `tf`
@@ -96,19 +98,32 @@ fn version_is_pinned() {
     );
     assert_eq!(
         Fingerprinter::for_profile(Profile::Tfidf).version(),
-        "tfidf-1;feat=word;weight=tf*idf-jieba-0.11;hash=xxh3-64-s0;text=html-1,nfkc,lower,jieba-0.11+hmm,stop-iso-1.1"
+        "tfidf-1;feat=word;weight=tf*idf-jieba-0.11;hash=xxh3-64-s0;text=html-1,nfkc,lower,t2s-1,jieba-0.11+hmm,stop-iso-1.1"
     );
     assert_eq!(
         Fingerprinter::for_profile(Profile::Char3).version(),
-        "char3-1;feat=char3;weight=tf;hash=xxh3-64-s0;text=html-1,nfkc,lower,alnum"
+        "char3-1;feat=char3;weight=tf;hash=xxh3-64-s0;text=html-1,nfkc,lower,t2s-1,alnum"
     );
-    assert!(Fingerprinter::for_profile(Profile::Seed000)
-        .version()
-        .starts_with("seed000;"));
+    // seed000 never folds, even when asked to: the older Java service did not.
+    assert_eq!(
+        Fingerprinter::for_profile(Profile::Seed000).version(),
+        "seed000;text=html-1,nfkc,lower,jieba-0.11+hmm,stop-iso-1.1"
+    );
+    assert_eq!(
+        Fingerprinter::new(FingerprintConfig {
+            fold: true,
+            ..FingerprintConfig::for_profile(Profile::Seed000)
+        })
+        .version(),
+        Fingerprinter::for_profile(Profile::Seed000).version()
+    );
 }
 
 /// The MinHash version of the default settings, from text and from words.
-const MINHASH_VERSION: &str = "minhash-1;shingle=w2;n=128;sig=oph;bands=42x3;hash=xxh3-64-s0;text=html-1,nfkc,lower,jieba-0.11+hmm,stop-iso-1.1";
+const MINHASH_VERSION: &str = "minhash-1;shingle=w2;n=128;sig=oph;bands=42x3;hash=xxh3-64-s0;text=html-1,nfkc,lower,t2s-1,jieba-0.11+hmm,stop-iso-1.1";
+/// What indices and stores made before folding hold, and what `seed000` (which never folds)
+/// makes: the same bits for every text without a Traditional character.
+const MINHASH_VERSION_UNFOLDED: &str = "minhash-1;shingle=w2;n=128;sig=oph;bands=42x3;hash=xxh3-64-s0;text=html-1,nfkc,lower,jieba-0.11+hmm,stop-iso-1.1";
 const MINHASH_VERSION_PRETOKENIZED: &str =
     "minhash-1;shingle=w2;n=128;sig=oph;bands=42x3;hash=xxh3-64-s0;text=pretokenized";
 
@@ -446,11 +461,38 @@ fn minhash_version_is_pinned() {
         MINHASH_VERSION_PRETOKENIZED
     );
     assert_eq!(fp.version_of(Method::MinHash, false), MINHASH_VERSION);
-    // The MinHash version does not depend on the SimHash profile.
+    // The MinHash version depends on the SimHash profile only through folding: `seed000`
+    // never folds, and every other profile folds by default.
     assert_eq!(
         Fingerprinter::for_profile(Profile::Seed000).minhash_version(),
-        MINHASH_VERSION
+        MINHASH_VERSION_UNFOLDED
     );
+    for profile in Profile::ALL {
+        if profile == Profile::Seed000 {
+            continue;
+        }
+        assert_eq!(
+            Fingerprinter::for_profile(profile).minhash_version(),
+            MINHASH_VERSION,
+            "{profile}"
+        );
+        let unfolded = Fingerprinter::new(FingerprintConfig {
+            fold: false,
+            ..FingerprintConfig::for_profile(profile)
+        });
+        assert_eq!(
+            unfolded.minhash_version(),
+            MINHASH_VERSION_UNFOLDED,
+            "{profile}"
+        );
+        assert_eq!(
+            unfolded.version(),
+            Fingerprinter::for_profile(profile)
+                .version()
+                .replace(",t2s-1", ""),
+            "{profile}"
+        );
+    }
     assert_eq!(
         MinHashParams::DEFAULT.to_string(),
         "shingle=w2;n=128;sig=oph;bands=42x3"
