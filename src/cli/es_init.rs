@@ -86,13 +86,14 @@ pub fn run(args: Args) -> CmdResult {
                 .map(|m| m.params)
                 .unwrap_or_default(),
         };
-        // Folding is kept as recorded unless an upgrade or --no-fold asks otherwise.
+        // Folding is kept as recorded unless an upgrade or --no-fold asks otherwise. A new
+        // index folds; one written before `_meta` existed (the Java service's, or an early
+        // neardup's) did not.
         let fold = !args.no_fold
             && (args.upgrade
                 || recorded
-                    .iter()
-                    .find(|m| m.source == MetaSource::Recorded)
-                    .is_none_or(|m| m.fold));
+                    .first()
+                    .is_none_or(|m| m.source == MetaSource::Recorded && m.fold));
         let wanted = IndexMeta::new(
             &FingerprintConfig {
                 profile,

@@ -260,12 +260,6 @@ fn merge_meta(
             format!("hmm {}", wanted.hmm),
         ));
     }
-    if recorded.fold != wanted.fold {
-        return Err(clash(
-            format!("Traditional folded into Simplified: {}", recorded.fold),
-            format!("folded: {}", wanted.fold),
-        ));
-    }
     match (&recorded.simhash, &wanted.simhash) {
         (Some(r), Some(w)) if r != w => {
             return Err(clash(
@@ -295,6 +289,13 @@ fn merge_meta(
         }
         (None, Some(w)) => out.minhash = Some(w.clone()),
         _ => {}
+    }
+    // Both methods share the words: the index folds or not for all of them.
+    if recorded.fold != wanted.fold {
+        return Err(clash(
+            format!("Traditional folded into Simplified: {}", recorded.fold),
+            format!("folded: {}", wanted.fold),
+        ));
     }
     Ok(out)
 }

@@ -1099,3 +1099,51 @@ fn default_dedupe_finds_exactly_the_planted_pairs() {
         assert_eq!(json_lines(&out), want, "t={t}");
     }
 }
+
+/// A store keeps the folding setting it was made with: one made with `--no-fold` (which is
+/// also what a store made before folding existed records) is opened without the flag, and
+/// asking a folding store for `--no-fold` is refused. A Taiwan-phrased copy of an article
+/// finds it in a folding store.
+#[test]
+fn a_store_keeps_its_folding_setting() {
+    use neardup::text::{Folder, TraditionalStyle};
+    let dir = tempfile::tempdir().unwrap();
+    let corpus = std::fs::read_to_string(common::examples()).unwrap();
+    let line = corpus.lines().find(|l| l.contains("\"ex-001\"")).unwrap();
+    let article: Value = serde_json::from_str(line).unwrap();
+    let taiwan = Folder::shared().to_traditional(
+        article["content"].as_str().unwrap(),
+        TraditionalStyle::Taiwan,
+    );
+    assert_ne!(taiwan, article["content"].as_str().unwrap());
+    let found = |store: &Path| {
+        let (code, got, err) = similar(store, &["--text", &taiwan], b"");
+        assert_eq!(code, 0, "{err}");
+        got.iter().any(|m| m["id"] == "ex-001")
+    };
+
+    let folding = dir.path().join("folding");
+    assert_eq!(index_with("minhash", &folding, &examples(), &["-q"]).0, 0);
+    let s = Store::open(&folding, &OpenOptions::default()).unwrap();
+    assert!(s.config().fold);
+    assert!(s.config().version.contains(",t2s-1,"), "{:?}", s.config());
+    drop(s);
+    assert!(found(&folding));
+    let (code, _, err) = index_with("minhash", &folding, &examples(), &["--no-fold"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("fingerprint version"), "{err}");
+
+    let unfolded = dir.path().join("unfolded");
+    assert_eq!(
+        index_with("minhash", &unfolded, &examples(), &["-q", "--no-fold"]).0,
+        0
+    );
+    let s = Store::open(&unfolded, &OpenOptions::default()).unwrap();
+    assert!(!s.config().fold);
+    assert!(!s.config().version.contains("t2s"), "{:?}", s.config());
+    drop(s);
+    let (code, _, err) = index_with("minhash", &unfolded, &examples(), &[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("0 new") && err.contains("0 replaced"), "{err}");
+    assert!(!found(&unfolded));
+}

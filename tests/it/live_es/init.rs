@@ -409,7 +409,11 @@ async fn an_index_of_the_java_service_reads_as_seed000_and_es_init_keeps_it_so()
 
     // A neardup index written before `_meta`: the profile its documents carry.
     let old = TestIndex::new("init-premeta");
-    let fp = neardup::Fingerprinter::for_profile(Profile::Keywords);
+    // Such documents predate folding as well.
+    let fp = neardup::Fingerprinter::new(FingerprintConfig {
+        fold: false,
+        ..FingerprintConfig::for_profile(Profile::Keywords)
+    });
     t::call(
         &client,
         Method::Put,
@@ -427,4 +431,139 @@ async fn an_index_of_the_java_service_reads_as_seed000_and_es_init_keeps_it_so()
         .await
         .unwrap();
     assert_eq!(kept, Some(Profile::Keywords));
+}
+
+/// An index recorded before folding existed (no `fold` in `_meta`) keeps its version through
+/// `es-init` and the back-fill; `es-init --upgrade` records folding and the new versions, the
+/// back-fill rewrites every document, and then a Taiwan-phrased repost is found. As a user
+/// runs it, through the CLI.
+#[test]
+fn an_index_without_folding_keeps_it_until_an_explicit_upgrade() {
+    use neardup::text::{Folder, TraditionalStyle};
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let client = rt.block_on(t::client());
+    let retry = RetryPolicy::none();
+    let idx = TestIndex::new("init-upgrade-fold");
+    let unfolded = IndexMeta::new(
+        &FingerprintConfig {
+            fold: false,
+            ..FingerprintConfig::default()
+        },
+        Methods::BOTH,
+        BlockType::Short,
+        FieldNames::default(),
+        MinHashFieldNames::default(),
+    );
+    rt.block_on(init_index(&client, &retry, &idx.name, &unfolded))
+        .unwrap();
+    assert!(rt.block_on(meta_json(&client, &idx.name))["neardup"]
+        .get("fold")
+        .is_none());
+    let mut docs = t::example_articles();
+    let (_, original) = docs.iter().find(|(id, _)| id == "ex-001").unwrap().clone();
+    let f = Folder::shared();
+    let taiwan = json!({
+        "title": f.to_traditional(original["title"].as_str().unwrap(), TraditionalStyle::Taiwan),
+        "content": f.to_traditional(original["content"].as_str().unwrap(), TraditionalStyle::Taiwan),
+    });
+    assert_ne!(taiwan, original);
+    docs.push(("ex-001-tw".to_string(), taiwan));
+    rt.block_on(t::load(&client, &idx.name, &docs));
+
+    let url = t::url();
+    let cli = |args: &[&str]| {
+        let mut all = args.to_vec();
+        all.extend(["--es", url.as_str(), "--index", idx.name.as_str()]);
+        common::neardup(&all, b"")
+    };
+    let similar_ids = || {
+        let (code, out, err) = cli(&["similar", "--id", "ex-001"]);
+        assert_eq!(code, 0, "{err}");
+        common::json_lines(&out)
+            .iter()
+            .map(|l| l["id"].as_str().unwrap().to_owned())
+            .collect::<Vec<_>>()
+    };
+    let backfill = || {
+        let (code, _, err) = cli(&["backfill", "--quiet"]);
+        assert_eq!(code, 0, "{err}");
+        rt.block_on(t::refresh(&client, &idx.name));
+    };
+    let versions = || {
+        let (src, _) = rt.block_on(t::get(&client, &idx.name, "ex-001-tw"));
+        (src["simHashVersion"].clone(), src["minHashVersion"].clone())
+    };
+
+    // es-init again, without flags: nothing changes; the index keeps not folding.
+    let (code, out, err) = cli(&["es-init"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("nothing changed"), "{out}");
+    backfill();
+    let (simhash_v, minhash_v) = versions();
+    assert_eq!(
+        simhash_v,
+        unfolded.version(neardup::Method::SimHash).unwrap()
+    );
+    assert_eq!(
+        minhash_v,
+        unfolded.version(neardup::Method::MinHash).unwrap()
+    );
+    assert!(!minhash_v.as_str().unwrap().contains("t2s"));
+    assert!(!similar_ids().contains(&"ex-001-tw".to_string()));
+
+    // Asking an unfolded index for folding without --upgrade is refused and changes nothing.
+    let before = rt.block_on(meta_json(&client, &idx.name));
+    let upgraded = IndexMeta::new(
+        &FingerprintConfig::default(),
+        Methods::BOTH,
+        BlockType::Short,
+        FieldNames::default(),
+        MinHashFieldNames::default(),
+    );
+    let e = rt
+        .block_on(init_index(&client, &retry, &idx.name, &upgraded))
+        .unwrap_err();
+    assert!(matches!(e, EsError::MetaConflict { .. }), "{e:?}");
+    assert_eq!(rt.block_on(meta_json(&client, &idx.name)), before);
+
+    // The upgrade: _meta records folding and the new versions; the back-fill rewrites all.
+    let (code, out, err) = cli(&["es-init", "--upgrade"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("fold true"), "{out}");
+    let read = rt
+        .block_on(read_meta(
+            &client,
+            &retry,
+            &idx.name,
+            &FieldNames::default(),
+        ))
+        .unwrap();
+    assert_eq!(read, upgraded);
+    assert_eq!(
+        rt.block_on(meta_json(&client, &idx.name))["neardup"]["fold"],
+        true
+    );
+    backfill();
+    let (simhash_v, minhash_v) = versions();
+    assert_eq!(
+        simhash_v,
+        upgraded.version(neardup::Method::SimHash).unwrap()
+    );
+    assert_eq!(
+        minhash_v,
+        upgraded.version(neardup::Method::MinHash).unwrap()
+    );
+    assert!(similar_ids().contains(&"ex-001-tw".to_string()));
+
+    // --upgrade cannot drop a method, and --no-fold is now refused without it.
+    let (code, _, err) = cli(&["es-init", "--upgrade", "--methods", "minhash"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("--methods simhash,minhash"), "{err}");
+    let (code, _, err) = cli(&["es-init", "--no-fold"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("t2s-1"), "{err}");
+    assert_eq!(
+        rt.block_on(meta_json(&client, &idx.name))["neardup"]["fold"],
+        true
+    );
 }
