@@ -8,6 +8,7 @@ use rayon::prelude::*;
 
 use crate::fingerprint::{Fingerprinter, Methods, Outcome, Sketches};
 use crate::input::{parse_line, Body, DocId, InputError, InputErrorKind, InputSpec, Lines, Source};
+use crate::text::Boilerplate;
 
 /// One input line's result.
 #[derive(Debug)]
@@ -150,4 +151,32 @@ pub fn run<E>(
         }
         progress(&counts);
     }
+}
+
+/// Learns boilerplate ([`crate::text::boilerplate`]) from the text documents of `source`,
+/// preparing text as `fp` does: at most `sample` documents, a line counting when at least
+/// `min_docs` hold it (default: see [`crate::text::boilerplate::Learner::finish`]). Lines
+/// that are not documents and pre-tokenized documents are skipped: the fingerprinting pass
+/// reports them. `None` when no line recurs enough, so the versions stay those without
+/// boilerplate.
+pub fn learn_boilerplate(
+    source: Source,
+    spec: &InputSpec,
+    fp: &Fingerprinter,
+    sample: usize,
+    min_docs: Option<usize>,
+) -> Option<Boilerplate> {
+    let mut learner = fp.boilerplate_learner(sample);
+    for (_, raw) in Lines::new(source.reader) {
+        let Ok(raw) = raw else { break };
+        if let Ok(doc) = parse_line(&raw, spec) {
+            if let Body::Fields(fields) = &doc.body {
+                learner.add(fields);
+            }
+        }
+        if learner.is_full() {
+            break;
+        }
+    }
+    Some(learner.finish(min_docs)).filter(|b| !b.is_empty())
 }

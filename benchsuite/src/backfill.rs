@@ -68,7 +68,7 @@ pub fn run(args: BackfillBench) -> CmdResult {
     )?;
     let corpus = read_corpus(&args.input)?;
     anyhow::ensure!(!corpus.is_empty(), "{}: no articles", args.input);
-    let fp = args.profile.fingerprinter();
+    let fp = args.profile.fingerprinter()?;
     let methods = Methods {
         simhash: args.methods.contains(&neardup::Method::SimHash),
         minhash: args.methods.contains(&neardup::Method::MinHash),

@@ -158,7 +158,7 @@ fn real_fingerprints(
             break;
         }
     }
-    let fp = profile.fingerprinter();
+    let fp = profile.fingerprinter()?;
     Ok(bodies
         .par_iter()
         .filter_map(|b| fingerprint_body(&fp, b).ok().map(|f| f.simhash))

@@ -102,7 +102,7 @@ pub fn run(args: EsRecallBench) -> CmdResult {
     let pairs = read_pairs(BufReader::new(file), &path)?;
     anyhow::ensure!(!pairs.is_empty(), "{path} holds no pairs");
     let (docs, ids) = documents(&pairs);
-    let fp = args.profile.fingerprinter();
+    let fp = args.profile.fingerprinter()?;
     let text_fields = SimilarOptions::default().text_fields;
     let meta = IndexMeta::new(
         fp.config(),

@@ -123,7 +123,7 @@ pub fn run(args: EsSimilarBench) -> CmdResult {
         )
     })?;
     let docs = Documents { real, synth };
-    let fp = args.profile.fingerprinter();
+    let fp = args.profile.fingerprinter()?;
     let config = fp.config().clone();
     let meta = |methods| {
         IndexMeta::new(

@@ -177,7 +177,7 @@ fn corpus_fps(path: &str, profile: &ProfileArgs) -> anyhow::Result<Vec<SimHash>>
         let doc = input::parse_line(&raw, &spec).with_context(|| format!("{path}:{line}"))?;
         bodies.push(doc.body);
     }
-    let fp = profile.fingerprinter();
+    let fp = profile.fingerprinter()?;
     Ok(bodies
         .par_iter()
         .filter_map(|b| fingerprint_body(&fp, b).ok().map(|f| f.simhash))
@@ -261,6 +261,7 @@ fn build_random_store(dir: &std::path::Path, n: usize, seed: u64) -> anyhow::Res
         k: 3,
         minhash: None,
         fold: false,
+        boilerplate: None,
     };
     let store = Store::create_or_open(dir, &config, &OpenOptions::default())?;
     let fps = random_fps(n, seed);

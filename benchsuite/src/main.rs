@@ -18,7 +18,8 @@ use std::time::Instant;
 use anyhow::Context;
 use neardup::input::{self, Body, InputSpec, Lines};
 use neardup::pipeline::sketch_body;
-use neardup::{Method, Methods};
+use neardup::text::Folder;
+use neardup::{FingerprintConfig, Fingerprinter, Method, Methods};
 use rayon::prelude::*;
 
 use clap::Parser;
@@ -129,41 +130,75 @@ fn fingerprint(args: FingerprintBench) -> CmdResult {
             Body::Tokens(t) => t.iter().map(String::len).sum::<usize>(),
         })
         .sum();
-    let fp = args.profile.fingerprinter();
-    // Warm up: loads the dictionary and IDF table outside the timed runs.
+    // Start-up, each part timed where it is first loaded: jieba's dictionary, then the
+    // folding tables, then what the fingerprinter adds (IDF table, stop words).
+    let t = Instant::now();
+    let jieba = neardup::text::segment::jieba();
+    let jieba_start = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    let folder = Folder::shared();
+    let fold_start = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    let fp = args.profile.fingerprinter()?;
     let _ = fp.sketch_fields(Methods::BOTH, &["预热"]);
+    let rest_start = t.elapsed().as_secs_f64();
+    let unfolded = Fingerprinter::new(FingerprintConfig {
+        fold: false,
+        ..fp.config().clone()
+    });
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let folded_docs = docs
+        .iter()
+        .filter(|b| match b {
+            Body::Fields(f) => f.iter().any(|t| folder.is_traditional(t)),
+            Body::Tokens(_) => false,
+        })
+        .count();
     println!(
-        "corpus: {} ({} documents, {:.1} MB UTF-8); {}; {}; {} runs each, median reported",
+        "corpus: {} ({} documents, {:.1} MB UTF-8, {} with a Traditional character); {}; {}; {} runs each, median reported",
         args.input,
         docs.len(),
         bytes as f64 / 1e6,
+        folded_docs,
         fp.version(),
         fp.minhash_version(),
         args.runs
     );
+    println!(
+        "start-up: jieba dictionary {:.0} ms, folding tables {:.0} ms, the rest of the fingerprinter {:.0} ms",
+        jieba_start * 1e3,
+        fold_start * 1e3,
+        rest_start * 1e3
+    );
     println!("| what | threads | MB/s | MB/s per thread | docs/s | × bare jieba | too short |");
     println!("|---|---|---|---|---|---|---|");
-    let jieba = neardup::text::segment::jieba();
-    let configs: [(&str, Option<Methods>); 4] = [
-        ("bare jieba-rs cut (HMM on)", None),
-        ("simhash", Some(Methods::only(Method::SimHash))),
-        ("minhash", Some(Methods::only(Method::MinHash))),
-        ("both", Some(Methods::BOTH)),
+    enum Work<'a> {
+        Jieba,
+        Sketch(Methods, &'a Fingerprinter),
+        Fold,
+    }
+    let configs = [
+        ("bare jieba-rs cut (HMM on)", Work::Jieba),
+        ("simhash", Work::Sketch(Methods::only(Method::SimHash), &fp)),
+        ("minhash", Work::Sketch(Methods::only(Method::MinHash), &fp)),
+        ("both", Work::Sketch(Methods::BOTH, &fp)),
+        ("both, --no-fold", Work::Sketch(Methods::BOTH, &unfolded)),
+        ("folding alone (check + convert)", Work::Fold),
     ];
     for threads in [1, cores] {
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
             .build()?;
         let mut baseline = None;
-        for (name, methods) in configs {
+        let mut both = None;
+        for (name, work) in &configs {
             let mut secs = Vec::with_capacity(args.runs);
             let mut too_short = 0;
             for _ in 0..args.runs {
                 let t = Instant::now();
-                too_short = pool.install(|| match methods {
+                too_short = pool.install(|| match work {
                     // The same fields, cut as they are: the segmentation alone.
-                    None => docs
+                    Work::Jieba => docs
                         .par_iter()
                         .map(|b| match b {
                             Body::Fields(f) => f
@@ -174,9 +209,17 @@ fn fingerprint(args: FingerprintBench) -> CmdResult {
                         })
                         .filter(|&n| n == 0)
                         .count(),
-                    Some(m) => docs
+                    Work::Sketch(m, fp) => docs
                         .par_iter()
-                        .filter(|b| sketch_body(&fp, m, b).too_short().is_some())
+                        .filter(|b| sketch_body(fp, *m, b).too_short().is_some())
+                        .count(),
+                    Work::Fold => docs
+                        .par_iter()
+                        .map(|b| match b {
+                            Body::Fields(f) => f.iter().map(|text| folder.fold(text).len()).sum(),
+                            Body::Tokens(_) => 0,
+                        })
+                        .filter(|&n: &usize| n == 0)
                         .count(),
                 });
                 secs.push(t.elapsed().as_secs_f64());
@@ -184,12 +227,24 @@ fn fingerprint(args: FingerprintBench) -> CmdResult {
             secs.sort_by(f64::total_cmp);
             let median = secs[secs.len() / 2];
             let base = *baseline.get_or_insert(median);
+            if *name == "both" {
+                both = Some(median);
+            }
             let mbs = bytes as f64 / 1e6 / median;
             println!(
                 "| {name} | {threads} | {mbs:.1} | {:.1} | {:.0} | {:.2} | {too_short} |",
                 mbs / threads as f64,
                 docs.len() as f64 / median,
                 base / median,
+            );
+        }
+        if let (Some(base), Some(both)) = (baseline, both) {
+            let start = jieba_start + fold_start + rest_start;
+            println!(
+                "{threads} thread(s), start-up included: both {:.2} × bare jieba-rs ({:.2} s against {:.2} s)",
+                (jieba_start + base) / (start + both),
+                start + both,
+                jieba_start + base
             );
         }
         if cores == 1 {

@@ -1,14 +1,18 @@
 //! What the subcommands share: input flags, thread pools, progress bars, exit codes.
 
 use std::io::{self, IsTerminal, Write};
+use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use anyhow::Context;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use neardup::input::{InputSpec, Source};
 use neardup::minhash::Threshold;
 use neardup::pipeline::Counts;
+use neardup::text::Boilerplate;
 use neardup::{
     FingerprintConfig, Fingerprinter, Method, MinHashParams, Profile, Thresholds, Tolerance,
 };
@@ -221,6 +225,11 @@ pub struct ProfileArgs {
     /// store or index keeps the setting it was built with; `seed000` never folds.
     #[arg(long)]
     pub no_fold: bool,
+    /// Drop the boilerplate lines of this artefact (made by `neardup boilerplate learn`)
+    /// before segmentation. Part of the fingerprint version: a store or index records the
+    /// artefact it was built with and uses it.
+    #[arg(long, value_name = "PATH")]
+    pub boilerplate: Option<PathBuf>,
     /// MinHash parameters, in the form the MinHash version writes them (keys left out keep
     /// their default): e.g. `shingle=w2;n=128;sig=oph;bands=42x3` (the default). A store keeps
     /// its own; an index refuses others.
@@ -237,8 +246,8 @@ pub fn parse_profile(s: &str) -> Result<Profile, String> {
 }
 
 impl ProfileArgs {
-    pub fn fingerprinter(&self) -> Fingerprinter {
-        Fingerprinter::new(FingerprintConfig {
+    pub fn fingerprinter(&self) -> anyhow::Result<Fingerprinter> {
+        Ok(Fingerprinter::new(FingerprintConfig {
             profile: self.profile.unwrap_or_default(),
             hmm: !self.no_hmm,
             thresholds: Thresholds {
@@ -247,8 +256,29 @@ impl ProfileArgs {
             },
             minhash: self.minhash_params.unwrap_or_default(),
             fold: !self.no_fold,
-        })
+            boilerplate: self.load_boilerplate()?,
+        }))
     }
+
+    /// The artefact `--boilerplate` names, if any.
+    pub fn load_boilerplate(&self) -> anyhow::Result<Option<Arc<Boilerplate>>> {
+        let Some(path) = &self.boilerplate else {
+            return Ok(None);
+        };
+        Ok(Some(Arc::new(read_boilerplate(path)?)))
+    }
+}
+
+/// Reads a boilerplate artefact, naming the file in every error.
+pub fn read_boilerplate(path: &Path) -> anyhow::Result<Boilerplate> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading the boilerplate artefact {}", path.display()))?;
+    serde_json::from_str(&text).with_context(|| {
+        format!(
+            "{} is not a boilerplate artefact of this neardup (make one with `neardup boilerplate learn`)",
+            path.display()
+        )
+    })
 }
 
 /// The detection method and how close counts as a near-duplicate.

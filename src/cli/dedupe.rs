@@ -9,7 +9,10 @@ use neardup::minhash::allpairs::{all_pairs, MinHashMatches};
 use neardup::minhash::Threshold;
 use neardup::pipeline::{self, Item, PipelineOptions};
 use neardup::simhash::allpairs::{AllPairs, Matches};
-use neardup::{Methods, MinHashParams, Score, Signature, SimHash, Sketches, Tolerance};
+use neardup::{
+    FingerprintConfig, Fingerprinter, Methods, MinHashParams, Score, Signature, SimHash, Sketches,
+    Tolerance,
+};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -29,6 +32,15 @@ pub struct Args {
     input: InputArgs,
     #[command(flatten)]
     profile: ProfileArgs,
+    /// Do not learn boilerplate from the input. By default, lines that recur in many of its
+    /// documents (a site's disclaimer, related links, footer) are learned in a first pass and
+    /// dropped before fingerprinting; `--boilerplate PATH` uses a learned artefact instead.
+    #[arg(long, conflicts_with = "boilerplate")]
+    no_boilerplate: bool,
+    /// Learning: a line is boilerplate when at least N documents hold it (default: 10, or one
+    /// document in 2,000 when that is more).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(2..))]
+    boilerplate_min_docs: Option<u64>,
     #[command(flatten)]
     run: RunArgs,
 }
@@ -167,10 +179,39 @@ pub fn run(args: Args) -> CmdResult {
     let method = args.method.method(None)?;
     let tolerance = args.method.tolerance(method, Searched::NewBlocks)?;
     args.run.init_threads()?;
-    let fp = args.profile.fingerprinter();
-    let mut batch = Batch::new(tolerance, *fp.minhasher().params())?;
+    let mut fp = args.profile.fingerprinter()?;
     let spec = args.input.spec();
-    let source = neardup::input::open(&args.input.input)?;
+    let mut spool = None;
+    let mut input = args.input.input.clone();
+    if !args.no_boilerplate && args.profile.boilerplate.is_none() && !spec.pre_tokenized {
+        // Learning reads the input twice: standard input is kept in a file for that.
+        if input == "-" {
+            let s = Spool::of_stdin()?;
+            input = s.path.to_string_lossy().into_owned();
+            spool = Some(s);
+        }
+        let learned = pipeline::learn_boilerplate(
+            neardup::input::open(&input)?,
+            &spec,
+            &fp,
+            neardup::text::boilerplate::DEFAULT_SAMPLE,
+            args.boilerplate_min_docs.map(|n| n as usize),
+        );
+        if !args.run.quiet {
+            match &learned {
+                Some(b) => eprintln!("dedupe: boilerplate learned from the input: {b}"),
+                None => eprintln!("dedupe: no boilerplate: no line recurs in enough documents"),
+            }
+        }
+        if let Some(b) = learned {
+            fp = Fingerprinter::new(FingerprintConfig {
+                boilerplate: Some(Arc::new(b)),
+                ..fp.config().clone()
+            });
+        }
+    }
+    let mut batch = Batch::new(tolerance, *fp.minhasher().params())?;
+    let source = neardup::input::open(&input)?;
     let pb = common::progress_bar(&source, args.run.quiet);
     let position = Arc::clone(&source.position);
     let strict = args.input.strict;
@@ -254,5 +295,39 @@ pub fn run(args: Args) -> CmdResult {
             eprintln!("warning: {w}");
         }
     }
+    drop(spool);
     Ok(common::status(&counts))
+}
+
+/// Standard input copied into a temporary file, removed when dropped.
+struct Spool {
+    path: std::path::PathBuf,
+}
+
+impl Spool {
+    fn of_stdin() -> anyhow::Result<Spool> {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        let path = std::env::temp_dir().join(format!(
+            "neardup-dedupe-stdin-{}-{nanos}.jsonl",
+            std::process::id()
+        ));
+        let spool = Spool { path };
+        let mut file = std::fs::File::create(&spool.path).with_context(|| {
+            format!(
+                "creating {} to read standard input twice (pass --no-boilerplate to read it once)",
+                spool.path.display()
+            )
+        })?;
+        std::io::copy(&mut std::io::stdin().lock(), &mut file)
+            .with_context(|| format!("copying standard input to {}", spool.path.display()))?;
+        Ok(spool)
+    }
+}
+
+impl Drop for Spool {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
 }

@@ -23,7 +23,7 @@ pub struct Args {
 pub fn run(args: Args) -> CmdResult {
     let started = Instant::now();
     args.run.init_threads()?;
-    let fp = args.profile.fingerprinter();
+    let fp = args.profile.fingerprinter()?;
     let spec = args.input.spec();
     let source = neardup::input::open(&args.input.input)?;
     let pb = common::progress_bar(&source, args.run.quiet);

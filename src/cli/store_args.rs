@@ -99,6 +99,11 @@ impl ProfileArgs {
             // A store keeps its own setting; --no-fold asking for another is refused when
             // the versions are compared.
             fold: !self.no_fold && store.is_none_or(|c| c.fold),
+            // Likewise its boilerplate; --boilerplate naming another is refused then too.
+            boilerplate: match (store, &self.boilerplate) {
+                (Some(c), None) => c.boilerplate.clone(),
+                _ => self.load_boilerplate()?,
+            },
         }))
     }
 }

@@ -24,7 +24,7 @@
 //! `es-init` writes `_meta.neardup` (other keys of `_meta` are kept):
 //!
 //! ```json
-//! { "format": 1, "hmm": true,
+//! { "format": 1, "hmm": true, "fold": true,
 //!   "simhash": { "profile": "default", "version": "default-3;…", "block_type": "short",
 //!                "fields": { "blocks": ["simHashA", …], "simhash": "simHash", … } },
 //!   "minhash": { "params": "shingle=w2;n=128;sig=oph;bands=42x3", "version": "minhash-1;…",

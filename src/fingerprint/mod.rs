@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use crate::method::Method;
 use crate::minhash::{MinHashParams, MinHasher, Signature};
 use crate::simhash::SimHash;
-use crate::text::{self, segment, Segmenter};
+use crate::text::{self, segment, Boilerplate, Segmenter};
 
 /// A weighting and hashing scheme. Fingerprints are only comparable within one profile.
 ///
@@ -158,6 +158,9 @@ pub struct FingerprintConfig {
     /// segmentation ([`crate::text::fold`]; on by default). `seed000` never folds, whatever
     /// this says: the older Java service did not.
     pub fold: bool,
+    /// Learned boilerplate lines to drop before segmentation ([`crate::text::boilerplate`];
+    /// none by default). Its id is part of the versions. `seed000` never drops any.
+    pub boilerplate: Option<Arc<Boilerplate>>,
 }
 
 impl Default for FingerprintConfig {
@@ -168,6 +171,7 @@ impl Default for FingerprintConfig {
             thresholds: Thresholds::default(),
             minhash: MinHashParams::DEFAULT,
             fold: true,
+            boilerplate: None,
         }
     }
 }
@@ -320,22 +324,26 @@ pub struct Versions {
 }
 
 impl Versions {
-    /// Texts are folded when `config.fold` asks for it, except by `seed000` (`scheme`
-    /// `None`).
+    /// Texts are folded when `config.fold` asks for it and learned boilerplate is dropped
+    /// when `config.boilerplate` holds some, except by `seed000` (`scheme` `None`).
     fn of(config: &FingerprintConfig, scheme: Option<Scheme>, name: &str) -> Versions {
-        let fold = if config.fold && scheme.is_some() {
-            format!(",{}", text::fold::FOLD_ID)
-        } else {
-            String::new()
-        };
+        let mut prep = String::new();
+        if scheme.is_some() {
+            if config.fold {
+                prep = format!(",{}", text::fold::FOLD_ID);
+            }
+            if let Some(b) = &config.boilerplate {
+                prep = format!("{prep},{}", b.id());
+            }
+        }
         let words_id = format!(
-            "html-1,nfkc,lower{fold},{}{},{}",
+            "html-1,nfkc,lower{prep},{}{},{}",
             segment::SEGMENTER_ID,
             if config.hmm { "+hmm" } else { "" },
             segment::STOP_WORDS_ID
         );
         let text_id = match scheme {
-            Some(s) if !s.segments() => format!("html-1,nfkc,lower{fold},alnum"),
+            Some(s) if !s.segments() => format!("html-1,nfkc,lower{prep},alnum"),
             _ => words_id.clone(),
         };
         let scheme_id = match scheme {
@@ -404,7 +412,8 @@ impl Fingerprinter {
         }
         let v = Versions::of(&config, scheme, name);
         Fingerprinter {
-            segmenter: Segmenter::new(config.hmm, config.fold && scheme.is_some()),
+            segmenter: Segmenter::new(config.hmm, config.fold && scheme.is_some())
+                .with_boilerplate(config.boilerplate.clone().filter(|_| scheme.is_some())),
             version: v.simhash.into(),
             version_pretokenized: v.simhash_pretokenized.into(),
             minhasher: MinHasher::new(config.minhash),
@@ -481,19 +490,40 @@ impl Fingerprinter {
 
     /// The chosen methods' sketches of several fields of one article, in one pass over the
     /// text (segmentation is shared). HTML is reduced to its visible text first.
+    ///
+    /// With learned boilerplate ([`FingerprintConfig::boilerplate`]), its lines are dropped
+    /// first; when that leaves no words at all, the whole text is used instead.
     pub fn sketch_fields<S: AsRef<str>>(&self, methods: Methods, fields: &[S]) -> Sketches {
+        let (sketches, dropped) = self.sketch_with(&self.segmenter, methods, fields);
+        if dropped > 0 && matches!(sketches.too_short(), Some(TooShort::NoWords)) {
+            let whole = self.segmenter.clone().with_boilerplate(None);
+            return self.sketch_with(&whole, methods, fields).0;
+        }
+        sketches
+    }
+
+    /// The sketches made with `segmenter`, and how many boilerplate lines it dropped.
+    fn sketch_with<S: AsRef<str>>(
+        &self,
+        segmenter: &Segmenter,
+        methods: Methods,
+        fields: &[S],
+    ) -> (Sketches, usize) {
         let mut acc = methods.simhash.then(|| self.accumulator());
         let mut mh = methods.minhash.then(|| MinHashAcc::new(self));
+        let mut dropped = 0;
         for field in fields {
             let plain = text::plain_text(field.as_ref());
             let chars_only = matches!(&acc, Some(Accumulator::Terms(t)) if !t.scheme().segments());
             if chars_only {
                 if let Some(Accumulator::Terms(t)) = &mut acc {
-                    t.add_chars(&self.segmenter.prepare(&plain));
+                    let (prepared, d) = segmenter.prepare(&plain);
+                    t.add_chars(&prepared);
+                    dropped += d;
                 }
             }
             if mh.is_some() || (acc.is_some() && !chars_only) {
-                self.segmenter.for_each_word(&plain, |w, h| {
+                let d = segmenter.for_each_word(&plain, |w, h| {
                     if let (Some(a), false) = (&mut acc, chars_only) {
                         a.add(w, h);
                     }
@@ -501,6 +531,9 @@ impl Fingerprinter {
                         m.add(h);
                     }
                 });
+                if !chars_only {
+                    dropped += d;
+                }
             }
             if let Some(a) = &mut acc {
                 a.end_field();
@@ -509,10 +542,25 @@ impl Fingerprinter {
                 m.builder.end_field();
             }
         }
-        Sketches {
+        let sketches = Sketches {
             simhash: acc.map(|a| self.finish(a, &self.version)),
             minhash: mh.map(|m| m.finish(&self.minhash_version)),
-        }
+        };
+        (sketches, dropped)
+    }
+
+    /// A learner of boilerplate preparing text as this fingerprinter does (see
+    /// [`crate::text::boilerplate`]), reading at most `sample` documents.
+    pub fn boilerplate_learner(&self, sample: usize) -> crate::text::boilerplate::Learner {
+        crate::text::boilerplate::Learner::new(
+            self.segmenter.clone().with_boilerplate(None),
+            sample,
+        )
+    }
+
+    /// The boilerplate this fingerprinter drops (never for `seed000`).
+    pub fn boilerplate(&self) -> Option<&Arc<Boilerplate>> {
+        self.segmenter.boilerplate()
     }
 
     /// [`Fingerprinter::sketch_fields`] for words segmented and filtered elsewhere.

@@ -1,6 +1,7 @@
 //! What a store is built for, and its settings table: creating, opening and reading them.
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use redb::{Database, DatabaseError, ReadableTable};
@@ -11,6 +12,7 @@ use super::tables::{Keys, BANDS, BLOCKS, DOCS, META, SIGNATURES};
 use crate::method::Method;
 use crate::minhash::MinHashParams;
 use crate::simhash::BlockLayout;
+use crate::text::Boilerplate;
 use crate::Fingerprinter;
 
 /// Name of the database file inside a store's directory.
@@ -38,6 +40,20 @@ pub struct StoreConfig {
     /// so that the store's own setting is used when it is opened again. Stores made before
     /// folding existed record none (`false`); pre-tokenized stores never fold.
     pub fold: bool,
+    /// The learned boilerplate its texts were stripped of ([`crate::text::boilerplate`]),
+    /// recorded whole (without the lines' texts) so that the store uses it when opened again.
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "boilerplate_id"
+    )]
+    pub boilerplate: Option<Arc<Boilerplate>>,
+}
+
+fn boilerplate_id<S: serde::Serializer>(
+    b: &Option<Arc<Boilerplate>>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    s.serialize_str(b.as_deref().map_or("", Boilerplate::id))
 }
 
 impl StoreConfig {
@@ -56,6 +72,7 @@ impl StoreConfig {
     ) -> StoreConfig {
         let version = fp.version_of(method, pre_tokenized).to_owned();
         let fold = !pre_tokenized && fp.folds();
+        let boilerplate = fp.boilerplate().filter(|_| !pre_tokenized).cloned();
         match method {
             Method::SimHash => StoreConfig {
                 method,
@@ -64,6 +81,7 @@ impl StoreConfig {
                 k,
                 minhash: None,
                 fold,
+                boilerplate,
             },
             Method::MinHash => StoreConfig {
                 method,
@@ -72,6 +90,7 @@ impl StoreConfig {
                 k: 0,
                 minhash: Some(fp.config().minhash),
                 fold,
+                boilerplate,
             },
         }
     }
@@ -207,6 +226,15 @@ fn meta_from(
         minhash,
         // Stores made before folding existed have no `fold`: they never folded.
         fold: get("fold")?.is_some_and(|f| f == "true"),
+        boilerplate: match get("boilerplate")? {
+            None => None,
+            Some(text) => Some(Arc::new(serde_json::from_str(&text).map_err(|e| {
+                StoreError::NotAStore {
+                    path: path.to_owned(),
+                    reason: format!("its boilerplate does not parse: {e}"),
+                }
+            })?)),
+        },
     }))
 }
 
@@ -247,6 +275,11 @@ pub(super) fn init_meta(
             }
             if config.fold {
                 meta.insert("fold", "true").at(path)?;
+            }
+            if let Some(b) = &config.boilerplate {
+                let json =
+                    serde_json::to_string(&b.without_texts()).expect("boilerplate serialises");
+                meta.insert("boilerplate", json.as_str()).at(path)?;
             }
             match config.method {
                 Method::SimHash => {

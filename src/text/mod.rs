@@ -1,11 +1,14 @@
 //! From raw article text to the words that are weighted: HTML → text, normalisation,
-//! Traditional → Simplified folding, segmentation and filtering.
+//! Traditional → Simplified folding, learned boilerplate lines dropped, segmentation and
+//! filtering.
 
+pub mod boilerplate;
 pub mod fold;
 pub mod html;
 pub mod normalise;
 pub mod segment;
 
+pub use boilerplate::Boilerplate;
 pub use fold::{fold, Folder, TraditionalStyle};
 pub use html::{html_to_text, looks_like_html};
 pub use normalise::normalise;

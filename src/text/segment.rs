@@ -1,10 +1,11 @@
 //! Segmentation with `jieba-rs` and the word filter (punctuation, whitespace, stop words).
 
 use std::collections::HashSet;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use jieba_rs::Jieba;
 
+use super::boilerplate::Boilerplate;
 use super::fold::Folder;
 use super::normalise::normalise_into;
 use crate::hashing::{word_hash, BuildIdentity};
@@ -51,6 +52,7 @@ fn stop_words() -> &'static HashSet<u64, BuildIdentity> {
 pub struct Segmenter {
     hmm: bool,
     fold: bool,
+    boilerplate: Option<Arc<Boilerplate>>,
 }
 
 impl Segmenter {
@@ -63,7 +65,20 @@ impl Segmenter {
         if fold {
             Folder::shared();
         }
-        Segmenter { hmm, fold }
+        Segmenter {
+            hmm,
+            fold,
+            boilerplate: None,
+        }
+    }
+
+    /// The same segmenter dropping the lines of `boilerplate` ([`super::boilerplate`]) before
+    /// it cuts words.
+    pub fn with_boilerplate(self, boilerplate: Option<Arc<Boilerplate>>) -> Segmenter {
+        Segmenter {
+            boilerplate,
+            ..self
+        }
     }
 
     /// Whether the HMM is on.
@@ -76,12 +91,24 @@ impl Segmenter {
         self.fold
     }
 
-    /// `text` normalised and, if this segmenter folds, folded: what its words are cut from,
-    /// for the schemes that count characters instead of words.
-    pub fn prepare(&self, text: &str) -> String {
+    /// The boilerplate it drops, if any.
+    pub fn boilerplate(&self) -> Option<&Arc<Boilerplate>> {
+        self.boilerplate.as_ref()
+    }
+
+    /// `text` normalised and, if this segmenter folds, folded: the lines boilerplate is
+    /// learned from.
+    pub fn clean(&self, text: &str) -> String {
         let mut buf = String::with_capacity(text.len());
         normalise_into(text, &mut buf);
         self.folded(buf)
+    }
+
+    /// [`Segmenter::clean`] without the boilerplate lines: what words are cut from, for the
+    /// schemes that count characters instead of words. Also returns how many lines were
+    /// dropped.
+    pub fn prepare(&self, text: &str) -> (String, usize) {
+        self.stripped(self.clean(text))
     }
 
     fn folded(&self, text: String) -> String {
@@ -94,16 +121,27 @@ impl Segmenter {
         }
     }
 
-    /// Calls `f` with every kept word of `text` and its [`word_hash`], in order. `text` is
-    /// plain text (not HTML) and not yet normalised.
-    pub fn for_each_word(&self, text: &str, mut f: impl FnMut(&str, u64)) {
+    fn stripped(&self, text: String) -> (String, usize) {
+        match &self.boilerplate {
+            Some(b) => b.strip(&text),
+            None => (text, 0),
+        }
+    }
+
+    /// Calls `f` with every kept word of `text` and its [`word_hash`], in order, and returns
+    /// how many boilerplate lines were dropped. `text` is plain text (not HTML) and not yet
+    /// normalised.
+    pub fn for_each_word(&self, text: &str, mut f: impl FnMut(&str, u64)) -> usize {
         let jieba = jieba();
         let stop = stop_words();
         let mut buf = String::new();
+        let mut dropped = 0;
         for piece in chunks(text, CHUNK) {
             buf.clear();
             normalise_into(piece, &mut buf);
-            buf = self.folded(std::mem::take(&mut buf));
+            let (clean, d) = self.stripped(self.folded(std::mem::take(&mut buf)));
+            buf = clean;
+            dropped += d;
             for token in jieba.cut(&buf, self.hmm) {
                 if is_content(token.word) {
                     let h = word_hash(token.word);
@@ -113,6 +151,7 @@ impl Segmenter {
                 }
             }
         }
+        dropped
     }
 
     /// The kept words of `text` as owned strings (for inspection and tests).

@@ -17,6 +17,7 @@ fn config(k: u32) -> StoreConfig {
         k,
         minhash: None,
         fold: true,
+        boilerplate: None,
     }
 }
 
@@ -557,6 +558,7 @@ fn minhash_config(params: MinHashParams) -> StoreConfig {
         k: 0,
         minhash: Some(params),
         fold: true,
+        boilerplate: None,
     }
 }
 

@@ -636,15 +636,18 @@ async fn dedupe_insert_stores_the_first_and_refuses_its_near_duplicates() {
 
 /// Two services (each with its own caches, as two processes have) take 25 concurrent dedupe
 /// inserts of variants of one article each: exactly one is created, every other is a 409.
+/// The request timeout is generous: every insert waits for a refresh, and on a loaded machine
+/// 50 of them in a row took longer than the default 10 s (a 504 says nothing of the race).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_near_duplicates_through_two_services_create_exactly_one() {
     let v = variants(50);
+    let config = || ServeConfig {
+        timeout: Duration::from_secs(120),
+        ..ServeConfig::default()
+    };
     for round in 0..3 {
         let idx = both_methods_index(&format!("serve-race-{round}")).await;
-        let apps = [
-            service(ServeConfig::default()).await,
-            service(ServeConfig::default()).await,
-        ];
+        let apps = [service(config()).await, service(config()).await];
         let created = created_among(&apps, &v, |i| {
             format!("/v1/{}/articles/v{i}?dedupe=true", idx.name)
         })
