@@ -4,11 +4,11 @@
 //!
 //! The tables are OpenCC's (through `opencc-fmmseg`, pinned exactly in `Cargo.toml`): first
 //! `tw2sp` (Taiwan phrases and variants → mainland phrases, then characters), then `hk2s`
-//! (Hong Kong variants). A text is folded only when it holds at least one character those
-//! tables turn into another ([`Folder::is_traditional`]): mainland text is left exactly as it
-//! is, which keeps the pass off the hot path of most articles and never rewrites a mainland
-//! word (tw2sp alone would turn 影片 into 视频). Which crate and why: `docs/evaluation.md`
-//! ("Traditional characters").
+//! (Hong Kong variants). A text is folded only when it is written in Traditional characters
+//! ([`Folder::is_traditional`]): mainland text is left exactly as it is, which keeps the pass
+//! off the hot path of most articles and never rewrites a mainland word (tw2sp alone would
+//! turn 影片 into 视频). Which crate and why: `docs/evaluation.md` ("Traditional
+//! characters").
 
 use std::borrow::Cow;
 use std::collections::HashSet;
@@ -17,7 +17,8 @@ use std::sync::OnceLock;
 use opencc_fmmseg::{DictMaxLen, DictionaryMaxlength, OpenCC};
 
 /// Names the folding rules in fingerprint versions (`text=…`): the tables of opencc-fmmseg
-/// 0.13.0, `tw2sp` then `hk2s`, applied to texts with a Traditional character. Bump it with
+/// 0.13.0, `tw2sp` then `hk2s`, applied to texts in Traditional characters (1% of their
+/// ideographs, [`Folder::is_traditional`]). Bump it with
 /// anything that changes a folded text (a new release of the crate is one).
 pub const FOLD_ID: &str = "t2s-1";
 
@@ -86,10 +87,18 @@ impl Folder {
         }
     }
 
-    /// Whether `text` holds a character folding changes: the texts that are folded.
+    /// Whether `text` is written in Traditional characters: at least 1% of its ideographs
+    /// are ones folding changes ([`Folder::is_traditional_char`]). Those are the texts that
+    /// are folded. Some of these characters are also used in mainland text (著 in 著名, 乾
+    /// in 乾隆: one mainland article in eight of the shared corpus has one), which is why a
+    /// single one does not decide; in a Traditional text they are a third or more.
     pub fn is_traditional(&self, text: &str) -> bool {
-        text.chars()
-            .any(|c| c >= '\u{3400}' && self.is_traditional_char(c))
+        let (mut ideographs, mut traditional) = (0usize, 0usize);
+        for c in text.chars().filter(|&c| c >= '\u{3400}') {
+            ideographs += 1;
+            traditional += usize::from(self.is_traditional_char(c));
+        }
+        traditional > 0 && traditional * 100 >= ideographs
     }
 
     /// `text` folded into Simplified Chinese with mainland phrasing, or borrowed unchanged
@@ -166,9 +175,15 @@ mod tests {
 
     #[test]
     fn mainland_text_is_borrowed_unchanged() {
+        // An article with the characters mainland text shares with Traditional (著, 乾).
+        let article = format!(
+            "著名学者在乾隆年间的著作中记录了当时的社会风貌。{}",
+            "国务院新闻办公室今天举行发布会，介绍软件和信息技术服务业的发展情况。".repeat(12)
+        );
         for text in [
             "影片和程序在执行中整合",
             "什么这么多么",
+            &article,
             "plain ascii, 123",
             "",
         ] {
@@ -177,6 +192,9 @@ mod tests {
                 "{text}"
             );
         }
+        // Where they are dense, as in a short line full of them, the line is folded, which
+        // keeps them (著名, 乾隆 are phrases of the tables too).
+        assert_eq!(fold("著名的乾隆"), "著名的乾隆");
     }
 
     #[test]
