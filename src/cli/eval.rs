@@ -44,7 +44,10 @@ pub struct Args {
     #[arg(long, default_value_t = 20, value_name = "N")]
     worst_count: usize,
     /// Build the synthetic benchmark from the articles of --input instead, writing pairs to
-    /// --output.
+    /// --output: edited reposts, real reposts, random and hard negatives, then the messy
+    /// kinds: Traditional-character reposts (traditional_chars, traditional_taiwan,
+    /// traditional_hongkong) and short items under site boilerplate longer than themselves
+    /// (site_boilerplate_long negatives, same_item_two_sites positives).
     #[arg(long)]
     generate: bool,
     /// --generate: JSON Lines articles {\"id\", \"title\", \"content\"} (`.gz` is fine).
@@ -66,6 +69,10 @@ pub struct Args {
     /// group; 0 turns mining off.
     #[arg(long, default_value_t = generate::Config::default().real, value_name = "N")]
     real: usize,
+    /// --generate: leave out the messy kinds (Traditional reposts and site boilerplate); the
+    /// pairs before them are the same either way.
+    #[arg(long, requires = "generate")]
+    no_messy: bool,
 
     /// Profile to measure; repeat to compare several (default: `default`).
     #[arg(long = "profile", value_name = "NAME", value_parser = common::parse_profile)]
@@ -248,6 +255,7 @@ fn generate(args: &Args) -> CmdResult {
         per_cell: args.per_cell,
         negatives: args.negatives,
         real: args.real,
+        messy: !args.no_messy,
     };
     let quiet = args.run.quiet;
     let pairs = generate::generate(&articles, &config, |m| note(quiet, m));

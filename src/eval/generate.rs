@@ -6,8 +6,15 @@
 //! stories, the same event with different text, and the same topic (many shared top keywords)
 //! with little shared text. Real reposts mined from the corpus are added as `real_positive`. ChaCha8 with a fixed seed gives the same benchmark on every
 //! platform.
+//!
+//! Two families of messy text follow ([`Config::messy`]), drawn from their own ChaCha8 stream
+//! of the same seed so that everything before them stays as it was: reposts written in
+//! Traditional characters ([`TRADITIONAL`]), and short news items under site boilerplate
+//! longer than themselves ([`Site`]): two items of one site are `site_boilerplate_long`
+//! negatives, one item on two sites is a `same_item_two_sites` positive.
 
 use std::collections::{HashMap, HashSet};
+use std::ops::RangeInclusive;
 
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
@@ -22,7 +29,7 @@ use super::real::SentenceIndex;
 use super::LabelledPair;
 use crate::fingerprint::{is_number, Idf};
 use crate::hashing::word_hash;
-use crate::text::Segmenter;
+use crate::text::{Folder, Segmenter, TraditionalStyle};
 use crate::{Fingerprinter, Profile};
 
 /// An article of the source corpus.
@@ -53,6 +60,12 @@ pub struct Config {
     pub negatives: usize,
     /// Mine real reposts (sentence containment) and add them, up to this many per group.
     pub real: usize,
+    /// Append the messy families ([`messy`]): `per_cell` Traditional reposts of each
+    /// [`TRADITIONAL`] style, `negatives` pairs of short items of one site and `per_cell`
+    /// pairs of one item on two sites (fewer when a small input runs out of short items).
+    /// `false` gives the benchmark as it was before them; the pairs before them are the same
+    /// either way.
+    pub messy: bool,
 }
 
 impl Default for Config {
@@ -62,6 +75,7 @@ impl Default for Config {
             per_cell: 200,
             negatives: 2000,
             real: 2000,
+            messy: true,
         }
     }
 }
@@ -80,6 +94,15 @@ pub const TRANSFORMATIONS: &[(&str, &[f64])] = &[
     ("punctuation", &[0.0]),
     ("numbers", &[0.0]),
     ("mixed", &[0.05, 0.10]),
+];
+
+/// The Traditional-character reposts, in generation order: the article and a copy of it
+/// (title and content) converted by OpenCC's `s2t`, `s2twp` (Taiwan phrases: 软件 → 軟體,
+/// 网络 → 網路, 信息 → 資訊) and `s2hk`.
+pub const TRADITIONAL: &[(&str, TraditionalStyle)] = &[
+    ("traditional_chars", TraditionalStyle::Characters),
+    ("traditional_taiwan", TraditionalStyle::Taiwan),
+    ("traditional_hongkong", TraditionalStyle::HongKong),
 ];
 
 const SOURCES: &[&str] = &[
@@ -377,6 +400,15 @@ impl<'a> Generator<'a> {
                 }
                 (title, c, changed as f64 / total)
             }
+            t if traditional_style(t).is_some() => {
+                let style = traditional_style(t)?;
+                let folder = Folder::shared();
+                let content_t = folder.to_traditional(&content, style);
+                if content_t == content {
+                    return None;
+                }
+                (folder.to_traditional(&title, style), content_t, 0.0)
+            }
             "mixed" => {
                 let (_, c, s) = self.transform(i, "replace", size)?;
                 let c = self.punctuation(&c);
@@ -515,6 +547,14 @@ impl<'a> Generator<'a> {
         }
         out
     }
+}
+
+/// The OpenCC style of a Traditional transformation name.
+fn traditional_style(t: &str) -> Option<TraditionalStyle> {
+    TRADITIONAL
+        .iter()
+        .find(|(name, _)| *name == t)
+        .map(|&(_, style)| style)
 }
 
 fn round(v: f64) -> f64 {
@@ -750,6 +790,9 @@ pub fn generate(
         "same-topic negatives: {} of {found} found (≥ {TOPIC_SHARED} of the top {TOPIC_KEYWORDS} keywords shared, 5-character containment < {TOPIC_MAX_CONTAINMENT})",
         found.min(config.negatives)
     ));
+    if config.messy {
+        pairs.extend(messy_with(articles, config, &is_related, &mut progress));
+    }
     pairs
 }
 
@@ -822,4 +865,701 @@ pub fn same_topic_pairs(articles: &[Article]) -> Vec<(usize, usize)> {
         .collect();
     out.sort_unstable();
     out
+}
+
+/// The ChaCha8 stream the messy families draw from (stream 0 of the same seed makes
+/// everything before them, which is why adding them changed none of it).
+pub const MESSY_STREAM: u64 = 1;
+
+/// Characters of a short news item: the lead of an article, cut at a sentence end.
+pub const SHORT_ITEM_CHARS: RangeInclusive<usize> = 150..=400;
+
+/// Characters of a site's boilerplate, all its lines together (line breaks not counted).
+pub const SITE_BOILERPLATE_CHARS: RangeInclusive<usize> = 500..=800;
+
+/// Items each site carries: its pool, pairwise unrelated (fewer when the input runs out).
+pub const SITE_ITEMS: usize = 40;
+
+/// `site_boilerplate_long` negatives per site, at most: there are `max(2, ⌈negatives /
+/// this⌉)` sites. The first `SITE_ITEMS / 2` negatives of a site pair off its whole pool, so
+/// from `negatives` ≥ 40 on (each site then has at least 20) every item of every full pool
+/// is in the file: [`SITE_ITEMS`] pages per site.
+pub const NEGATIVES_PER_SITE: usize = 40;
+
+/// Related links each site lists under its first heading, at least.
+const MIN_LINKS: usize = 5;
+/// Links of one list, at most.
+const MAX_LINKS: usize = 10;
+
+const SECTIONS: &[&str] = &[
+    "新闻", "国内", "国际", "财经", "体育", "娱乐", "科技", "教育", "健康", "汽车", "房产", "时尚",
+    "军事", "社会", "文化", "旅游", "评论", "图片", "视频", "地方",
+];
+const NAME_SUFFIXES: &[&str] = &[
+    "网",
+    "在线",
+    "新闻网",
+    "资讯网",
+    "热线",
+    "日报网",
+    "晚报",
+    "新闻",
+    "观察",
+    "视界",
+];
+const SURNAMES: &[&str] = &[
+    "王", "李", "张", "刘", "陈", "杨", "黄", "赵", "吴", "周", "徐", "孙", "马", "朱", "胡", "郭",
+    "何", "林", "罗", "高", "郑", "梁", "谢", "宋", "唐", "韩", "冯", "邓", "曹", "彭",
+];
+const GIVEN: &[&str] = &[
+    "伟", "芳", "娜", "敏", "静", "丽", "强", "磊", "军", "洋", "勇", "艳", "杰", "娟", "涛", "明",
+    "超", "秀", "霞", "平", "刚", "桂", "英", "华", "慧", "建", "晓", "宁", "鹏", "婷",
+];
+const CITIES: &[&str] = &[
+    "北京市",
+    "上海市",
+    "广州市",
+    "深圳市",
+    "杭州市",
+    "南京市",
+    "成都市",
+    "武汉市",
+    "西安市",
+    "长沙市",
+    "郑州市",
+    "济南市",
+    "福州市",
+    "合肥市",
+    "昆明市",
+    "南宁市",
+    "沈阳市",
+    "天津市",
+    "重庆市",
+    "青岛市",
+];
+const PROVINCES: &[&str] = &[
+    "京", "沪", "粤", "浙", "苏", "鲁", "川", "鄂", "湘", "闽", "豫", "冀", "陕", "辽", "津", "渝",
+    "皖", "赣", "桂", "滇",
+];
+
+/// A site that carries short news items: the same boilerplate lines on every page, some
+/// before the item (navigation, breadcrumb) on about half of the sites, the rest after it
+/// (share line, disclaimer, related links, footer). Made from seeded choices and corpus
+/// material (the site's name, the road of its address and its link texts come from corpus
+/// headlines), so that two sites share little of it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Site {
+    /// `site<n>`: a page of the site has the id `<article id>~site<n>`.
+    pub key: String,
+    pub name: String,
+    /// Lines before the item.
+    pub before: Vec<String>,
+    /// Lines after the item.
+    pub after: Vec<String>,
+}
+
+impl Site {
+    /// Characters of the boilerplate, line breaks not counted.
+    pub fn boilerplate_chars(&self) -> usize {
+        self.before
+            .iter()
+            .chain(&self.after)
+            .map(|l| chars(l))
+            .sum()
+    }
+
+    /// A page of the site carrying `item`: the lines before, the item, the lines after.
+    pub fn page(&self, item: &str) -> String {
+        self.before
+            .iter()
+            .map(String::as_str)
+            .chain([item])
+            .chain(self.after.iter().map(String::as_str))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
+/// Where a lead of `content` with a length in `range` (characters) can end: after `。！？!?`
+/// (and the closing quotes or brackets after it), at a paragraph end, or at the end of the
+/// text. Byte offsets, ascending; `content[..cut]` is the lead.
+pub fn lead_cuts(content: &str, range: &RangeInclusive<usize>) -> Vec<usize> {
+    let mut cuts = Vec::new();
+    let mut n = 0;
+    let mut ended = false;
+    for (at, c) in content.char_indices() {
+        if n > *range.end() {
+            return cuts;
+        }
+        let closing = matches!(c, '”' | '’' | '」' | '』' | '"' | '）' | ')');
+        if c == '\n' || (ended && !closing) {
+            if range.contains(&n) {
+                cuts.push(at);
+            }
+            ended = false;
+        }
+        if matches!(c, '。' | '！' | '？' | '!' | '?') {
+            ended = true;
+        }
+        n += 1;
+    }
+    if range.contains(&n) {
+        cuts.push(content.len());
+    }
+    cuts
+}
+
+fn is_cjk(c: char) -> bool {
+    ('\u{4e00}'..='\u{9fff}').contains(&c)
+}
+
+/// A short item of a site's pool: the lead of article `source`, with its oracle runs.
+struct Item {
+    source: usize,
+    content: String,
+    runs: Vec<u64>,
+}
+
+impl Generator<'_> {
+    /// The lead of article `i` as a short news item ([`SHORT_ITEM_CHARS`]), cut at one of its
+    /// sentence ends chosen at random; `None` when it has no such end.
+    fn short_item(&mut self, i: usize) -> Option<String> {
+        let content = &self.articles[i].content;
+        let cuts = lead_cuts(content, &SHORT_ITEM_CHARS);
+        let cut = *cuts.choose(&mut self.rng)?;
+        Some(content[..cut].to_owned())
+    }
+
+    /// `k` adjacent CJK characters of a random corpus headline.
+    fn corpus_chars(&mut self, k: usize) -> String {
+        for _ in 0..1000 {
+            let title: Vec<char> = self.articles[self.pick()].title.chars().collect();
+            let starts: Vec<usize> = (0..title.len().saturating_sub(k - 1))
+                .filter(|&s| title[s..s + k].iter().all(|&c| is_cjk(c)))
+                .collect();
+            if let Some(&s) = starts.choose(&mut self.rng) {
+                return title[s..s + k].iter().collect();
+            }
+        }
+        // Headlines without CJK runs (a test input of Latin text): a name of seeded letters.
+        self.letters(k, k)
+    }
+
+    fn digits(&mut self, k: usize) -> String {
+        (0..k)
+            .map(|_| char::from(b'0' + self.rng.gen_range(0..10u8)))
+            .collect()
+    }
+
+    fn letters(&mut self, min: usize, max: usize) -> String {
+        let k = self.rng.gen_range(min..=max);
+        (0..k)
+            .map(|_| char::from(b'a' + self.rng.gen_range(0..26u8)))
+            .collect()
+    }
+
+    fn person(&mut self) -> String {
+        let given = self.rng.gen_range(1..=2);
+        let mut p = (*SURNAMES.choose(&mut self.rng).unwrap()).to_owned();
+        for _ in 0..given {
+            p.push_str(GIVEN.choose(&mut self.rng).unwrap());
+        }
+        p
+    }
+
+    fn phone(&mut self) -> String {
+        format!("0{}-{}", self.digits(2), self.digits(8))
+    }
+
+    /// The headline of another corpus article (8–40 characters) for a related-links list of
+    /// a site that lists `own` already: one no site lists yet when the input has one, one
+    /// this site does not list when it has one.
+    fn link_title(&mut self, links: &mut HashSet<usize>, own: &mut HashSet<usize>) -> String {
+        let mut fallback = None;
+        for _ in 0..200 {
+            let j = self.pick();
+            let title = self.articles[j].title.trim();
+            if own.contains(&j) || !(8..=40).contains(&chars(title)) || title.contains('\n') {
+                continue;
+            }
+            let title = title.to_owned();
+            if links.insert(j) {
+                own.insert(j);
+                return title;
+            }
+            fallback.get_or_insert((j, title));
+        }
+        let (j, title) = fallback.unwrap_or_else(|| {
+            let j = self.pick();
+            (j, self.articles[j].title.trim().to_owned())
+        });
+        own.insert(j);
+        title
+    }
+
+    /// The disclaimer paragraph: an opener and three or four clauses, each one of several
+    /// wordings, with the site's name, mailbox and phone.
+    fn disclaimer(&mut self, name: &str, email: &str, phone: &str) -> String {
+        let opener = *[
+            "特别声明：",
+            "免责声明：",
+            "声明：",
+            "郑重声明：",
+            "版权及免责声明：",
+        ]
+        .choose(&mut self.rng)
+        .unwrap();
+        let rights = match self.rng.gen_range(0..4) {
+            0 => format!(
+                "本网站所载文章、图片、视频等内容，凡注明“来源：{name}”的，版权均属{name}所有。"
+            ),
+            1 => format!(
+                "凡本网注明“来源：{name}”的所有作品，均为{name}合法拥有版权或有权使用的作品。"
+            ),
+            2 => format!("{name}刊载的原创内容，著作权归{name}及作者所有。"),
+            _ => format!("本站发布的所有内容，除特别注明外，版权归{name}及相关权利人所有。"),
+        };
+        let reuse = [
+            "未经本网书面授权，任何单位和个人不得转载、摘编或以其他方式使用。",
+            "未经许可，禁止任何媒体、网站或个人转载、链接、转贴或以其他方式复制发表。",
+            "如需转载，请与本站联系并注明出处，违者本网将依法追究责任。",
+            "其他媒体、网站或个人转载使用时，须保留本网注明的稿件来源，并自负版权等法律责任。",
+        ]
+        .choose(&mut self.rng)
+        .unwrap()
+        .to_string();
+        let views = match self.rng.gen_range(0..4) {
+            0 => "本网转载其他媒体之稿件，意在为公众提供免费服务，不代表本网赞同其观点或证实其描述。".to_owned(),
+            1 => format!("转载文章仅代表原作者观点，不代表{name}立场，其真实性由作者或稿源方负责。"),
+            2 => "凡注明来源为其他媒体的作品，均转载自其它媒体，目的在于传递更多信息，并不代表本网赞同其观点和对其真实性负责。".to_owned(),
+            _ => "文中观点仅供读者参考，不构成任何投资建议，据此操作风险自担。".to_owned(),
+        };
+        let contact = match self.rng.gen_range(0..4) {
+            0 => "如涉及作品内容、版权和其它问题，请在三十日内与本网联系，我们将及时处理。"
+                .to_owned(),
+            1 => "如您认为本站内容侵犯了您的权益，请来信告知，本站核实后将立即删除。".to_owned(),
+            2 => format!("如有侵权，请联系{email}，我们将在二十四小时内处理。"),
+            _ => format!("举报电话：{phone}，举报邮箱：{email}。"),
+        };
+        let mut clauses = vec![rights, reuse, views, contact];
+        if self.rng.gen_bool(0.3) {
+            clauses.remove(self.rng.gen_range(1..clauses.len()));
+        }
+        format!("{opener}{}", clauses.concat())
+    }
+
+    /// Site `n`: its name (unique among `names`), and boilerplate of a length drawn from
+    /// [`SITE_BOILERPLATE_CHARS`]; the articles whose headlines it lists join `links`.
+    fn site(&mut self, n: usize, names: &mut HashSet<String>, links: &mut HashSet<usize>) -> Site {
+        let name = loop {
+            let stem = self.corpus_chars(2);
+            let name = format!("{stem}{}", NAME_SUFFIXES.choose(&mut self.rng).unwrap());
+            if names.insert(name.clone()) {
+                break name;
+            }
+        };
+        let target = self.rng.gen_range(SITE_BOILERPLATE_CHARS);
+        loop {
+            let letters = self.letters(4, 9);
+            let tld = *[".com", ".cn", ".com.cn", ".net"]
+                .choose(&mut self.rng)
+                .unwrap();
+            let domain = format!("{letters}{tld}");
+            let mailbox = *["news", "tougao", "editor", "jubao", "service", "webmaster"]
+                .choose(&mut self.rng)
+                .unwrap();
+            let email = format!("{mailbox}@{domain}");
+            let phone = self.phone();
+
+            let sections_n = self.rng.gen_range(5..=8);
+            let sections: Vec<&str> = SECTIONS
+                .choose_multiple(&mut self.rng, sections_n)
+                .copied()
+                .collect();
+            let sep = *[" | ", "  ", " · ", "｜"].choose(&mut self.rng).unwrap();
+            let nav = format!("{name}首页{sep}{}", sections.join(sep));
+            let section = sections[0];
+            let crumb = match self.rng.gen_range(0..3) {
+                0 => format!("当前位置：{name} > {section} > 正文"),
+                1 => format!("您现在的位置：首页 > {section}频道"),
+                _ => format!("{name} > {section} > 详情"),
+            };
+            let share = match self.rng.gen_range(0..4) {
+                0 => "分享到：微信 微博 QQ空间".to_owned(),
+                1 => "扫一扫，分享到朋友圈".to_owned(),
+                2 => format!("打开{name}客户端，阅读体验更佳"),
+                _ => format!("关注{name}微信公众号，获取更多资讯"),
+            };
+            let disclaimer = self.disclaimer(&name, &email, &phone);
+
+            let (editor, second) = (self.person(), self.person());
+            let mut footer = vec![match self.rng.gen_range(0..4) {
+                0 => format!("责任编辑：{editor}"),
+                1 => format!("（编辑：{editor}）"),
+                2 => format!("编辑：{editor}　审核：{second}"),
+                _ => format!("本文编辑：{editor}　校对：{second}"),
+            }];
+            let (y1, y2) = (
+                self.rng.gen_range(1998..=2012),
+                self.rng.gen_range(2018..=2020),
+            );
+            footer.push(match self.rng.gen_range(0..4) {
+                0 => format!("Copyright © {y1}-{y2} www.{domain} All Rights Reserved"),
+                1 => format!("{name} 版权所有 © {y1}-{y2}"),
+                2 => format!("版权所有：{name}（www.{domain}）　未经授权禁止复制或建立镜像"),
+                _ => format!("© {y2} {name} 保留所有权利"),
+            });
+            let province = *PROVINCES.choose(&mut self.rng).unwrap();
+            footer.push(format!(
+                "{province}ICP备{}号-{}",
+                self.digits(8),
+                self.rng.gen_range(1..=3)
+            ));
+            if self.rng.gen_bool(0.5) {
+                footer.push(format!("{province}公网安备 {}号", self.digits(14)));
+            }
+            let city = *CITIES.choose(&mut self.rng).unwrap();
+            let road = self.corpus_chars(2);
+            let kind = *["路", "街", "大道", "大街"].choose(&mut self.rng).unwrap();
+            footer.push(format!(
+                "地址：{city}{road}{kind}{}号　邮编：{}",
+                self.rng.gen_range(1..=999),
+                self.digits(6)
+            ));
+            footer.push(match self.rng.gen_range(0..3) {
+                0 => format!("新闻热线：{phone}　广告合作：{}", self.phone()),
+                1 => format!("联系电话：{phone}"),
+                _ => format!("违法和不良信息举报电话：{phone}"),
+            });
+            if self.rng.gen_bool(0.5) {
+                footer.push(format!("投稿邮箱：{email}"));
+            }
+
+            let headings = ["相关阅读", "相关新闻", "延伸阅读", "推荐阅读"];
+            let more = ["热门文章", "猜你喜欢", "编辑推荐", "今日热点", "24小时热文"];
+            let style = self.rng.gen_range(0..5);
+            let heading = |h: &str| match style {
+                0 => format!("{h}："),
+                1 => format!("【{h}】"),
+                2 => format!("—— {h} ——"),
+                _ => h.to_owned(),
+            };
+            let link = |k: usize, t: &str| match style {
+                0 => format!("· {t}"),
+                1 => format!("{}. {t}", k + 1),
+                2 => format!("> {t}"),
+                3 => format!("【{}】{t}", k + 1),
+                _ => t.to_owned(),
+            };
+            let mut lists = vec![vec![heading(headings.choose(&mut self.rng).unwrap())]];
+            let second_heading = heading(more.choose(&mut self.rng).unwrap());
+            let first_max = self.rng.gen_range(MIN_LINKS..=MAX_LINKS);
+
+            let header = self.rng.gen_bool(0.5);
+            let mut before = Vec::new();
+            let mut blocks: Vec<Vec<String>> = vec![vec![disclaimer]];
+            if header {
+                before.push(nav);
+                before.push(crumb);
+            } else {
+                footer.insert(0, nav);
+            }
+            let share_first = self.rng.gen_bool(0.5);
+            let fixed: usize = before
+                .iter()
+                .chain(&blocks[0])
+                .chain(&footer)
+                .chain(&lists[0])
+                .map(|l| chars(l))
+                .sum::<usize>()
+                + chars(&share);
+            // Links until the target length: at least MIN_LINKS in the first list, the rest in
+            // a second one; a headline that would pass the maximum is skipped.
+            let mut own = HashSet::new();
+            let mut total = fixed;
+            for _ in 0..400 {
+                let first = lists[0].len() - 1;
+                if first >= MIN_LINKS && total >= target {
+                    break;
+                }
+                let in_second = first >= first_max;
+                if in_second && lists.len() == 1 {
+                    if total + chars(&second_heading) > *SITE_BOILERPLATE_CHARS.end() {
+                        break;
+                    }
+                    total += chars(&second_heading);
+                    lists.push(vec![second_heading.clone()]);
+                }
+                let list = lists.len() - 1;
+                if lists[list].len() > MAX_LINKS {
+                    break;
+                }
+                let line = link(lists[list].len() - 1, &self.link_title(links, &mut own));
+                if total + chars(&line) > *SITE_BOILERPLATE_CHARS.end() {
+                    continue;
+                }
+                total += chars(&line);
+                lists[list].push(line);
+            }
+            if lists[0].len() - 1 < MIN_LINKS || !SITE_BOILERPLATE_CHARS.contains(&total) {
+                continue;
+            }
+            blocks.extend(lists);
+            blocks.shuffle(&mut self.rng);
+            let mut after = Vec::new();
+            if share_first {
+                after.push(share);
+            } else {
+                footer.insert(0, share);
+            }
+            after.extend(blocks.into_iter().flatten());
+            after.extend(footer);
+            let site = Site {
+                key: format!("site{n}"),
+                name,
+                before,
+                after,
+            };
+            debug_assert_eq!(site.boilerplate_chars(), total);
+            return site;
+        }
+    }
+
+    /// The site families: short items of one site (`site_boilerplate_long` negatives) and one
+    /// item on two sites (`same_item_two_sites` positives).
+    fn site_pairs(
+        &mut self,
+        config: &Config,
+        is_related: &dyn Fn(usize, usize) -> bool,
+    ) -> (Vec<Site>, Vec<LabelledPair>) {
+        let articles = self.articles;
+        let count = config.negatives.div_ceil(NEGATIVES_PER_SITE).max(2);
+        let mut names = HashSet::new();
+        let mut links = HashSet::new();
+        let sites: Vec<Site> = (0..count)
+            .map(|n| self.site(n, &mut names, &mut links))
+            .collect();
+
+        // Pools: leads of articles no site links to, pairwise unrelated within a site (by the
+        // sentence index on the whole articles and by the oracle on the items), dealt to the
+        // sites in turn.
+        let mut order: Vec<usize> = (0..articles.len()).filter(|i| !links.contains(i)).collect();
+        order.shuffle(&mut self.rng);
+        let mut pools: Vec<Vec<Item>> = (0..count).map(|_| Vec::new()).collect();
+        let mut turn = 0;
+        for i in order {
+            if pools.iter().all(|p| p.len() >= SITE_ITEMS) {
+                break;
+            }
+            let Some(content) = self.short_item(i) else {
+                continue;
+            };
+            let runs = oracle::runs(&[articles[i].title.as_str(), content.as_str()]);
+            let fits = |pool: &Vec<Item>| {
+                pool.len() < SITE_ITEMS
+                    && pool.iter().all(|o| {
+                        !is_related(o.source, i)
+                            && oracle::overlap(&o.runs, &runs).verdict()
+                                == oracle::Verdict::Unrelated
+                    })
+            };
+            if let Some(s) = (0..count)
+                .map(|k| (turn + k) % count)
+                .find(|&s| fits(&pools[s]))
+            {
+                pools[s].push(Item {
+                    source: i,
+                    content,
+                    runs,
+                });
+                turn = s + 1;
+            }
+        }
+
+        let page = |site: &Site, item: &Item| {
+            let a = &articles[item.source];
+            Article {
+                id: format!("{}~{}", a.id, site.key),
+                title: a.title.clone(),
+                content: site.page(&item.content),
+            }
+            .to_map()
+        };
+        let mut pairs = Vec::new();
+        for (s, pool) in pools.iter().enumerate() {
+            let quota = config.negatives / count + usize::from(s < config.negatives % count);
+            let m = pool.len();
+            let quota = quota.min(m * m.saturating_sub(1) / 2);
+            // First pair off the whole pool, so that every item of the site is in the file,
+            // then pairs at random.
+            let mut idx: Vec<usize> = (0..m).collect();
+            idx.shuffle(&mut self.rng);
+            let mut chosen: Vec<(usize, usize)> = idx
+                .chunks_exact(2)
+                .map(|c| (c[0], c[1]))
+                .take(quota)
+                .collect();
+            let mut seen: HashSet<(usize, usize)> =
+                chosen.iter().map(|&(x, y)| (x.min(y), x.max(y))).collect();
+            while chosen.len() < quota {
+                let (x, y) = (self.rng.gen_range(0..m), self.rng.gen_range(0..m));
+                if x != y && seen.insert((x.min(y), x.max(y))) {
+                    chosen.push((x, y));
+                }
+            }
+            for (x, y) in chosen {
+                pairs.push(LabelledPair {
+                    a: page(&sites[s], &pool[x]),
+                    b: page(&sites[s], &pool[y]),
+                    duplicate: false,
+                    kind: Some("hard_negative".into()),
+                    transformation: Some("site_boilerplate_long".into()),
+                    size: None,
+                });
+            }
+        }
+
+        let carriers: Vec<usize> = (0..count).filter(|&s| !pools[s].is_empty()).collect();
+        let mut seen = HashSet::new();
+        let mut made = 0;
+        let mut tries = 0;
+        while made < config.per_cell && !carriers.is_empty() && tries < config.per_cell * 20 {
+            tries += 1;
+            let a = *carriers.choose(&mut self.rng).unwrap();
+            let x = self.rng.gen_range(0..pools[a].len());
+            let mut b = self.rng.gen_range(0..count - 1);
+            if b >= a {
+                b += 1;
+            }
+            if !seen.insert((a, x, b)) {
+                continue;
+            }
+            let item = &pools[a][x];
+            // What differs between the two pages, as a share of the item: both boilerplates.
+            let touched = sites[a].boilerplate_chars() + sites[b].boilerplate_chars();
+            pairs.push(LabelledPair {
+                a: page(&sites[a], item),
+                b: page(&sites[b], item),
+                duplicate: true,
+                kind: Some("positive".into()),
+                transformation: Some("same_item_two_sites".into()),
+                size: Some(round(touched as f64 / chars(&item.content) as f64)),
+            });
+            made += 1;
+        }
+        (sites, pairs)
+    }
+}
+
+/// The messy families alone, as [`generate`] appends them when [`Config::messy`] is on:
+/// `per_cell` Traditional reposts of each [`TRADITIONAL`] style, then up to `negatives`
+/// `site_boilerplate_long` negatives (two short items of one site, never of one article,
+/// never related by the sentence index or the oracle) and up to `per_cell`
+/// `same_item_two_sites` positives. They draw from stream [`MESSY_STREAM`] of the seed.
+pub fn messy(
+    articles: &[Article],
+    config: &Config,
+    mut progress: impl FnMut(&str),
+) -> Vec<LabelledPair> {
+    let texts: Vec<String> = articles
+        .iter()
+        .map(|a| format!("{}\n{}", a.title, a.content))
+        .collect();
+    let related: HashSet<(usize, usize)> = SentenceIndex::new(&texts)
+        .overlapping_pairs(0.2)
+        .into_iter()
+        .map(|(i, j, _)| (i, j))
+        .collect();
+    let is_related = |i: usize, j: usize| related.contains(&(i.min(j), i.max(j)));
+    messy_with(articles, config, &is_related, &mut progress)
+}
+
+fn messy_with(
+    articles: &[Article],
+    config: &Config,
+    is_related: &dyn Fn(usize, usize) -> bool,
+    progress: &mut dyn FnMut(&str),
+) -> Vec<LabelledPair> {
+    let mut g = Generator::new(articles, config.seed);
+    g.rng.set_stream(MESSY_STREAM);
+    let mut pairs = Vec::new();
+    for (t, _) in TRADITIONAL {
+        pairs.extend(g.positives(t, 0.0, config.per_cell));
+    }
+    progress("positives: traditional_chars, traditional_taiwan, traditional_hongkong");
+    let (sites, site_pairs) = g.site_pairs(config, is_related);
+    let negatives = site_pairs.iter().filter(|p| !p.duplicate).count();
+    progress(&format!(
+        "site boilerplate: {} sites ({}–{} characters of boilerplate), {negatives} site_boilerplate_long negatives, {} same_item_two_sites positives",
+        sites.len(),
+        sites.iter().map(Site::boilerplate_chars).min().unwrap_or(0),
+        sites.iter().map(Site::boilerplate_chars).max().unwrap_or(0),
+        site_pairs.len() - negatives
+    ));
+    pairs.extend(site_pairs);
+    pairs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn leads_end_at_sentence_ends_within_the_range() {
+        // Sentence ends after 。 (with the closing quote), after ！, at a paragraph end and at
+        // the end of the text.
+        let text = "一二三四五。“六七八九。”十一二\n三四五！六七";
+        let cut = |n: usize| text.char_indices().nth(n).map_or(text.len(), |(b, _)| b);
+        assert_eq!(
+            lead_cuts(text, &(1..=100)),
+            vec![cut(6), cut(13), cut(16), cut(21), cut(23)]
+        );
+        assert_eq!(lead_cuts(text, &(7..=16)), vec![cut(13), cut(16)]);
+        assert_eq!(&text[..cut(13)], "一二三四五。“六七八九。”");
+        assert!(lead_cuts(text, &(24..=30)).is_empty());
+        assert!(lead_cuts("", &SHORT_ITEM_CHARS).is_empty());
+    }
+
+    /// Made-up articles: numbered headlines and sentences, no corpus text.
+    fn made_up(n: usize) -> Vec<Article> {
+        (0..n)
+            .map(|i| Article {
+                id: format!("a{i}"),
+                title: format!("第{i}号测试标题讲述某地某事的进展情况"),
+                content: (0..12)
+                    .map(|s| format!("这是第{i}篇文章的第{s}句话，它讲述了一件虚构的事情。"))
+                    .collect(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn sites_have_long_boilerplate_of_their_own() {
+        let arts = made_up(300);
+        let mut g = Generator::new(&arts, 3);
+        let (mut names, mut links) = (HashSet::new(), HashSet::new());
+        let sites: Vec<Site> = (0..6).map(|n| g.site(n, &mut names, &mut links)).collect();
+        let titles: HashSet<&str> = arts.iter().map(|a| a.title.as_str()).collect();
+        let mut seen_links = HashSet::new();
+        for s in &sites {
+            assert!(
+                SITE_BOILERPLATE_CHARS.contains(&s.boilerplate_chars()),
+                "{s:?}"
+            );
+            let lines: Vec<&String> = s.before.iter().chain(&s.after).collect();
+            assert!(lines.iter().all(|l| !l.is_empty() && !l.contains('\n')));
+            let listed: Vec<&str> = lines
+                .iter()
+                .filter_map(|l| titles.iter().find(|t| l.ends_with(**t)).copied())
+                .collect();
+            assert!(listed.len() >= MIN_LINKS, "{s:?}");
+            for t in listed {
+                assert!(seen_links.insert(t), "{t} listed twice");
+            }
+            let page = s.page("ITEM");
+            assert_eq!(chars(&page), s.boilerplate_chars() + 4 + lines.len());
+            assert!(page.contains("\nITEM\n") || page.starts_with("ITEM\n"));
+        }
+        assert_eq!(names.len(), sites.len());
+    }
 }

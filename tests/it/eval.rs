@@ -90,15 +90,37 @@ fn generator_is_deterministic_for_a_seed() {
         per_cell: 1,
         negatives: 2,
         real: 2,
+        messy: true,
     };
     let a = generate::generate(&arts, &config, |_| {});
     let b = generate::generate(&arts, &config, |_| {});
     assert_eq!(a, b);
     let other = generate::generate(&arts, &Config { seed: 8, ..config }, |_| {});
     assert_ne!(a, other);
-    // Every transformation and size is there once, plus real reposts and negatives.
+    // Every transformation and size is there once, every Traditional style once, plus real
+    // reposts and negatives.
     let cells: usize = generate::TRANSFORMATIONS.iter().map(|(_, s)| s.len()).sum();
-    assert_eq!(a.iter().filter(|p| p.kind() == "positive").count(), cells);
+    let edited = |p: &&LabelledPair| {
+        generate::TRANSFORMATIONS
+            .iter()
+            .any(|(t, _)| p.transformation.as_deref() == Some(*t))
+    };
+    assert_eq!(
+        a.iter()
+            .filter(|p| p.kind() == "positive")
+            .filter(edited)
+            .count(),
+        cells
+    );
+    for (t, _) in generate::TRADITIONAL {
+        assert_eq!(
+            a.iter()
+                .filter(|p| p.transformation.as_deref() == Some(*t))
+                .count(),
+            1,
+            "{t}"
+        );
+    }
     assert!(a.iter().any(|p| p.kind() == "real_positive"));
     assert!(a.iter().any(|p| p.kind() == "random_negative"));
     assert!(a
@@ -356,6 +378,46 @@ fn cli_eval_generate_writes_pairs_and_rejects_bad_input() {
     )
     .unwrap();
     assert!(pairs.len() >= 24);
+    let kinds = |pairs: &[LabelledPair]| -> std::collections::BTreeSet<String> {
+        pairs
+            .iter()
+            .filter_map(|p| p.transformation.clone())
+            .collect()
+    };
+    for t in [
+        "traditional_taiwan",
+        "site_boilerplate_long",
+        "same_item_two_sites",
+    ] {
+        assert!(kinds(&pairs).contains(t), "{t}");
+    }
+    // --no-messy: the same pairs up to the messy kinds, and none of them.
+    let plain = dir.path().join("plain.jsonl");
+    let (code, _, err) = common::neardup(
+        &[
+            "eval",
+            "--generate",
+            "-i",
+            common::examples().to_str().unwrap(),
+            "-o",
+            plain.to_str().unwrap(),
+            "--per-cell",
+            "1",
+            "--negatives",
+            "1",
+            "--no-messy",
+            "-q",
+        ],
+        b"",
+    );
+    assert_eq!(code, 0, "{err}");
+    let plain = read_pairs(
+        std::io::BufReader::new(std::fs::File::open(&plain).unwrap()),
+        "plain.jsonl",
+    )
+    .unwrap();
+    assert_eq!(pairs[..plain.len()], plain[..]);
+    assert!(!kinds(&plain).contains("traditional_taiwan"));
     let (code, _, err) = common::neardup(&["eval", "--pairs", "/nonexistent/pairs.jsonl"], b"");
     assert_eq!(code, 1);
     assert!(err.contains("/nonexistent/pairs.jsonl"), "{err}");
@@ -498,6 +560,7 @@ fn same_topic_negatives_share_keywords_and_not_text() {
         per_cell: 1,
         negatives: 2,
         real: 2,
+        messy: false,
     };
     let generated = generate::generate(&arts, &config, |_| {});
     let topic: Vec<&LabelledPair> = generated

@@ -13,6 +13,7 @@ mod cli_store;
 mod cli_usage;
 mod compat_seed000;
 mod eval;
+mod eval_messy;
 mod fingerprint;
 mod serve_store;
 mod stability;
