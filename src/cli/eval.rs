@@ -2,11 +2,12 @@
 
 use std::io::{BufReader, Write};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{bail, Context};
 use neardup::eval::corpus::{self, Truth};
-use neardup::eval::detector::Detector;
+use neardup::eval::detector::{learn_boilerplate, Detector};
 use neardup::eval::generate::{self, Article};
 use neardup::eval::{fields_of, overall, read_pairs, Report, Scored};
 use neardup::input::{self, Lines};
@@ -74,6 +75,11 @@ pub struct Args {
     #[arg(long, requires = "generate")]
     no_messy: bool,
 
+    /// Measure without learning boilerplate from the documents measured. By default each
+    /// detector learns it from them first, as `dedupe` does from its input.
+    #[arg(long, conflicts_with = "generate")]
+    no_boilerplate: bool,
+
     /// Profile to measure; repeat to compare several (default: `default`).
     #[arg(long = "profile", value_name = "NAME", value_parser = common::parse_profile)]
     profiles: Vec<Profile>,
@@ -96,9 +102,13 @@ pub struct Args {
     /// Text fields of each article, joined in order.
     #[arg(long = "field", value_name = "NAME", default_values = ["title", "content"])]
     fields: Vec<String>,
-    /// Distance shown in the per-group table (SimHash); MinHash shows its best threshold.
+    /// Distance shown in the per-group table (SimHash).
     #[arg(long, short, default_value_t = 3)]
     k: u32,
+    /// Threshold shown in the per-group table (MinHash): one of 0.1, 0.2, …, 0.9; default
+    /// the product's default, 0.3. `best` shows each MinHash detector's best-F1 threshold.
+    #[arg(long, default_value = "0.3", value_name = "T|best")]
+    threshold: String,
     /// Largest distance in the overall table (SimHash).
     #[arg(long, default_value_t = neardup::eval::TOP_K_EVALUATED, value_name = "K")]
     max_k: u32,
@@ -294,6 +304,53 @@ fn generate(args: &Args) -> CmdResult {
     Ok(Status::Done)
 }
 
+/// The operating points of the per-group table: `k=K` (SimHash) and `J>=T` (MinHash).
+fn group_points(args: &Args) -> anyhow::Result<Vec<String>> {
+    let mut points = vec![format!("k={}", args.k)];
+    if args.threshold != "best" {
+        let t = neardup::eval::minhash::THRESHOLDS
+            .into_iter()
+            .find(|t| {
+                args.threshold
+                    .parse::<f64>()
+                    .is_ok_and(|a| (a - t).abs() < 1e-9)
+            })
+            .ok_or_else(|| {
+                common::usage(format!(
+                    "--threshold {}: the per-group table shows one of 0.1, 0.2, …, 0.9, or `best`",
+                    args.threshold
+                ))
+            })?;
+        points.push(neardup::eval::minhash::point_label(t));
+    }
+    Ok(points)
+}
+
+/// The detectors dropping the boilerplate learned from the documents measured, as `dedupe`
+/// learns it from its input (unless --no-boilerplate).
+fn with_learned_boilerplate(
+    args: &Args,
+    detectors: Vec<Detector>,
+    texts: &[Vec<String>],
+) -> Vec<Detector> {
+    if args.no_boilerplate {
+        return detectors;
+    }
+    detectors
+        .into_iter()
+        .map(|d| {
+            let learned = learn_boilerplate(d.fingerprinter(), texts);
+            if let Some(b) = &learned {
+                note(
+                    args.run.quiet,
+                    &format!("{}: boilerplate learned from the documents: {b}", d.name()),
+                );
+            }
+            d.with_boilerplate(learned.map(Arc::new))
+        })
+        .collect()
+}
+
 /// The detectors asked for: profiles, schemes, MinHash (the `default` profile when none).
 fn detectors(args: &Args) -> anyhow::Result<Vec<Detector>> {
     common::ensure_usage(args.max_k <= 64, "--max-k must be at most 64")?;
@@ -362,6 +419,13 @@ fn evaluate(args: &Args) -> CmdResult {
     let pairs = read_pairs(BufReader::new(file), &path.display().to_string())?;
     anyhow::ensure!(!pairs.is_empty(), "{}: no pairs", path.display());
     let quiet = args.run.quiet;
+    let texts: Vec<Vec<String>> = pairs
+        .iter()
+        .flat_map(|p| [&p.a, &p.b])
+        .map(|d| fields_of(d, &args.fields))
+        .collect();
+    let detectors = with_learned_boilerplate(args, detectors, &texts);
+    drop(texts);
     let mut scored: Vec<Scored> = Vec::new();
     for d in &detectors {
         note(quiet, &format!("scoring {}", d.name()));
@@ -370,7 +434,7 @@ fn evaluate(args: &Args) -> CmdResult {
     let report = Report {
         pairs: &pairs,
         scored: &scored,
-        point: format!("k={}", args.k),
+        points: group_points(args)?,
     };
     let mut out = common::stdout();
     writeln!(out, "{}", report.markdown())?;
@@ -463,6 +527,7 @@ fn evaluate_corpus(args: &Args) -> CmdResult {
         .map(|(_, v)| fields_of(v, &args.fields))
         .collect();
     drop(objects);
+    let detectors = with_learned_boilerplate(args, detectors, &texts);
     let t = Instant::now();
     let truth = Truth::new(&texts);
     note(

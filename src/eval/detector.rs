@@ -11,7 +11,9 @@ use super::{score_simhash, LabelledPair, Scored};
 use crate::minhash::allpairs::all_pairs;
 use crate::minhash::{Signature, Threshold};
 use crate::simhash::allpairs::AllPairs;
+use crate::text::Boilerplate;
 use crate::{Fingerprinter, SimHash};
+use std::sync::Arc;
 
 /// A near-duplicate detector and its operating points.
 pub enum Detector {
@@ -42,6 +44,27 @@ impl Detector {
         match self {
             Detector::SimHash { name, .. } => name.clone(),
             Detector::MinHash { fp } => minhash::name(fp),
+        }
+    }
+
+    /// The fingerprinter it measures.
+    pub fn fingerprinter(&self) -> &Fingerprinter {
+        match self {
+            Detector::SimHash { fp, .. } | Detector::MinHash { fp } => fp,
+        }
+    }
+
+    /// The same detector dropping `boilerplate` before segmentation, as `dedupe` does with
+    /// what it learns from its input (none: as it was).
+    pub fn with_boilerplate(self, boilerplate: Option<Arc<Boilerplate>>) -> Detector {
+        match self {
+            Detector::SimHash { name, fp } => Detector::SimHash {
+                name,
+                fp: fp.with_boilerplate(boilerplate),
+            },
+            Detector::MinHash { fp } => Detector::MinHash {
+                fp: fp.with_boilerplate(boilerplate),
+            },
         }
     }
 
@@ -145,4 +168,15 @@ fn missing<T>(v: &[Option<T>]) -> Vec<u32> {
     (0..v.len() as u32)
         .filter(|&i| v[i as usize].is_none())
         .collect()
+}
+
+/// Boilerplate learned from `texts` (the fields of each document) as `dedupe` learns it from
+/// its input: with `fp`'s text preparation, at the default thresholds. `None` when no line
+/// recurs enough.
+pub fn learn_boilerplate(fp: &Fingerprinter, texts: &[Vec<String>]) -> Option<Boilerplate> {
+    let mut learner = fp.boilerplate_learner(crate::text::boilerplate::DEFAULT_SAMPLE);
+    for t in texts {
+        learner.add(t);
+    }
+    Some(learner.finish(None)).filter(|b| !b.is_empty())
 }

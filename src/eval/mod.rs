@@ -427,8 +427,9 @@ fn opt(v: Option<f64>) -> String {
 pub struct Report<'a> {
     pub pairs: &'a [LabelledPair],
     pub scored: &'a [Scored],
-    /// The operating point shown per group, e.g. `k=3`; detectors without it show their best.
-    pub point: String,
+    /// The operating points shown per group, e.g. `k=3` and `J>=0.3`; a detector with none
+    /// of them shows its best.
+    pub points: Vec<String>,
 }
 
 impl Report<'_> {
@@ -511,7 +512,7 @@ impl Report<'_> {
     fn point_of(&self, s: &Scored) -> usize {
         s.points
             .iter()
-            .position(|(p, _)| *p == self.point)
+            .position(|(p, _)| self.points.contains(p))
             .unwrap_or_else(|| {
                 let rows = overall(self.pairs, s);
                 let best = best_point(&rows).map(|b| b.point.clone());

@@ -374,6 +374,8 @@ pub struct Fingerprinter {
     config: Arc<FingerprintConfig>,
     /// `None` for `seed000`.
     scheme: Option<Scheme>,
+    /// The version prefix: the profile's, or `custom`.
+    name: &'static str,
     segmenter: Segmenter,
     version: Arc<str>,
     version_pretokenized: Arc<str>,
@@ -406,12 +408,17 @@ impl Fingerprinter {
         Fingerprinter::build(config, Some(scheme), "custom")
     }
 
-    fn build(config: FingerprintConfig, scheme: Option<Scheme>, name: &str) -> Fingerprinter {
+    fn build(
+        config: FingerprintConfig,
+        scheme: Option<Scheme>,
+        name: &'static str,
+    ) -> Fingerprinter {
         if scheme.is_some_and(|s| s.uses_idf()) {
             tfidf::Idf::shared();
         }
         let v = Versions::of(&config, scheme, name);
         Fingerprinter {
+            name,
             segmenter: Segmenter::new(config.hmm, config.fold && scheme.is_some())
                 .with_boilerplate(config.boilerplate.clone().filter(|_| scheme.is_some())),
             version: v.simhash.into(),
@@ -431,6 +438,19 @@ impl Fingerprinter {
             config,
             config.profile.scheme(),
             config.profile.version_name(),
+        )
+    }
+
+    /// The same fingerprinter (profile or scheme, settings) dropping `boilerplate` instead
+    /// of what it dropped.
+    pub fn with_boilerplate(&self, boilerplate: Option<Arc<Boilerplate>>) -> Fingerprinter {
+        Fingerprinter::build(
+            FingerprintConfig {
+                boilerplate,
+                ..(*self.config).clone()
+            },
+            self.scheme,
+            self.name,
         )
     }
 
