@@ -3,6 +3,8 @@
 
 use neardup::es::{self, BlockType, IndexMeta, InitOutcome, MetaSource, RetryPolicy};
 use neardup::{FingerprintConfig, Method, Methods, MinHashParams, Profile};
+use std::path::PathBuf;
+use std::sync::Arc;
 
 use super::common::{self, CmdResult, Status};
 use super::es_args::{self, EsArgs, FieldArgs, MinHashFieldArgs};
@@ -37,6 +39,14 @@ pub struct Args {
     /// index").
     #[arg(long)]
     upgrade: bool,
+    /// Drop the boilerplate lines of this artefact (`neardup boilerplate learn`) before
+    /// segmentation; recorded in `_meta`. Default: what the index records, else none. A
+    /// different one on an index that records one needs --upgrade (re-learning).
+    #[arg(long, value_name = "PATH", conflicts_with = "no_boilerplate")]
+    boilerplate: Option<PathBuf>,
+    /// With --upgrade: stop dropping the boilerplate the index records.
+    #[arg(long, requires = "upgrade")]
+    no_boilerplate: bool,
     /// MinHash parameters (see `neardup dedupe --help`); default: what the index records, else
     /// the default.
     #[arg(long, value_name = "SPEC", value_parser = common::parse_minhash_params)]
@@ -94,12 +104,21 @@ pub fn run(args: Args) -> CmdResult {
                 || recorded
                     .first()
                     .is_none_or(|m| m.source == MetaSource::Recorded && m.fold));
+        let boilerplate = match (&args.boilerplate, args.no_boilerplate) {
+            (Some(path), _) => Some(Arc::new(common::read_boilerplate(path)?)),
+            (None, true) => None,
+            (None, false) => recorded
+                .iter()
+                .find(|m| m.source == MetaSource::Recorded)
+                .and_then(|m| m.boilerplate.clone()),
+        };
         let wanted = IndexMeta::new(
             &FingerprintConfig {
                 profile,
                 hmm,
                 minhash,
                 fold,
+                boilerplate,
                 ..FingerprintConfig::default()
             },
             methods,

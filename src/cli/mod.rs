@@ -6,6 +6,7 @@
 //! and end the same way ([`common::finish`]) without a copy; `src/main.rs` only calls [`main`].
 
 mod backfill;
+mod boilerplate;
 mod check;
 pub mod common;
 mod dedupe;
@@ -68,6 +69,8 @@ enum Command {
     Dedupe(dedupe::Args),
     /// Size, settings and bucket skew of a local store (JSON).
     Stats(stats::Args),
+    /// Learn the boilerplate lines of a corpus or an index (a site's disclaimer, links, footer).
+    Boilerplate(boilerplate::Args),
     /// Measure detection quality on labelled pairs, or generate the synthetic benchmark.
     Eval(eval::Args),
     /// Fingerprint the existing documents of Elasticsearch indices: resumable, throttled, guarded.
@@ -86,6 +89,7 @@ pub fn main() -> i32 {
     common::init_logging(cli.log_format);
     let result = match cli.command {
         Command::Fingerprint(args) => fingerprint::run(args),
+        Command::Boilerplate(args) => boilerplate::run(args),
         Command::EsInit(args) => es_init::run(args),
         Command::Worker(args) => worker::run(args),
         Command::Index(args) => index::run(args),

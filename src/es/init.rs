@@ -290,11 +290,22 @@ fn merge_meta(
         (None, Some(w)) => out.minhash = Some(w.clone()),
         _ => {}
     }
-    // Both methods share the words: the index folds or not for all of them.
+    // Both methods share the words: the index folds or not, and drops one boilerplate or
+    // none, for all of them.
     if recorded.fold != wanted.fold {
         return Err(clash(
             format!("Traditional folded into Simplified: {}", recorded.fold),
             format!("folded: {}", wanted.fold),
+        ));
+    }
+    if recorded.boilerplate != wanted.boilerplate {
+        let name = |b: &Option<std::sync::Arc<crate::text::Boilerplate>>| {
+            b.as_ref()
+                .map_or_else(|| "none".to_owned(), |b| b.to_string())
+        };
+        return Err(clash(
+            format!("boilerplate {}", name(&recorded.boilerplate)),
+            format!("boilerplate {}", name(&wanted.boilerplate)),
         ));
     }
     Ok(out)

@@ -49,12 +49,14 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
+use std::sync::Arc;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{json, Map, Value};
 
 use super::EsError;
 use crate::fingerprint::{Methods, MinHashOutcome};
+use crate::text::Boilerplate;
 use crate::{FingerprintConfig, Fingerprinter, Method, MinHashParams, Profile, Signature};
 
 /// `mappings/neardup-fields.json`: blocks as `short` (the default).
@@ -320,11 +322,15 @@ pub struct IndexMeta {
     /// jieba's HMM setting the words of both methods were made with.
     pub hmm: bool,
     /// Whether texts were folded from Traditional into Simplified before segmentation
-    /// ([`crate::text::fold`]). Absent (`false`) in indices recorded before folding
+    /// ([`crate::text::fold`](mod@crate::text::fold)). Absent (`false`) in indices recorded before folding
     /// existed: they keep getting the unfolded fingerprints they hold until upgraded
     /// (`es-init --upgrade`, then `backfill`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub fold: bool,
+    /// The learned boilerplate both methods drop ([`crate::text::boilerplate`]), recorded
+    /// whole without the lines' texts; absent when none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub boilerplate: Option<Arc<Boilerplate>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub simhash: Option<SimHashMeta>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -374,6 +380,11 @@ impl IndexMeta {
             format: META_FORMAT,
             hmm: config.hmm,
             fold: config.folds(),
+            boilerplate: config
+                .boilerplate
+                .as_ref()
+                .filter(|_| config.profile.scheme().is_some())
+                .map(|b| Arc::new(b.without_texts())),
             simhash: methods.simhash.then(|| SimHashMeta {
                 profile: config.profile,
                 version: versions.simhash.clone(),
@@ -453,6 +464,7 @@ impl IndexMeta {
             profile: self.simhash.as_ref().map(|s| s.profile).unwrap_or_default(),
             hmm: self.hmm,
             fold: self.fold,
+            boilerplate: self.boilerplate.clone(),
             minhash: self.minhash.as_ref().map(|m| m.params).unwrap_or_default(),
             ..FingerprintConfig::default()
         }
@@ -605,7 +617,7 @@ impl IndexMeta {
         };
         let mut out = first.clone();
         for (_, m) in it {
-            if m.hmm != out.hmm || m.fold != out.fold {
+            if m.hmm != out.hmm || m.fold != out.fold || m.boilerplate != out.boilerplate {
                 out.simhash = None;
                 out.minhash = None;
             }
@@ -664,7 +676,11 @@ impl fmt::Display for IndexMeta {
             parts.join(", "),
             self.hmm,
             self.fold
-        )
+        )?;
+        if let Some(b) = &self.boilerplate {
+            write!(f, ", boilerplate {b}")?;
+        }
+        Ok(())
     }
 }
 

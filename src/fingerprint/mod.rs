@@ -155,7 +155,7 @@ pub struct FingerprintConfig {
     /// Parameters of the MinHash method.
     pub minhash: MinHashParams,
     /// Fold Traditional characters into Simplified with mainland phrasing before
-    /// segmentation ([`crate::text::fold`]; on by default). `seed000` never folds, whatever
+    /// segmentation ([`crate::text::fold`](mod@crate::text::fold); on by default). `seed000` never folds, whatever
     /// this says: the older Java service did not.
     pub fold: bool,
     /// Learned boilerplate lines to drop before segmentation ([`crate::text::boilerplate`];

@@ -36,7 +36,7 @@ pub struct StoreConfig {
     /// MinHash: the signature and band parameters.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub minhash: Option<MinHashParams>,
-    /// Whether texts were folded from Traditional into Simplified ([`crate::text::fold`]),
+    /// Whether texts were folded from Traditional into Simplified ([`crate::text::fold`](mod@crate::text::fold)),
     /// so that the store's own setting is used when it is opened again. Stores made before
     /// folding existed record none (`false`); pre-tokenized stores never fold.
     pub fold: bool,

@@ -57,7 +57,7 @@ pub struct Segmenter {
 
 impl Segmenter {
     /// `hmm` turns on jieba's HMM for words missing from the dictionary (names, new terms);
-    /// `fold` folds Traditional characters into Simplified ([`super::fold`]) after
+    /// `fold` folds Traditional characters into Simplified ([`super::fold`](mod@super::fold)) after
     /// normalisation.
     pub fn new(hmm: bool, fold: bool) -> Segmenter {
         jieba();

@@ -7,6 +7,7 @@
 mod common;
 
 mod blocks_prop;
+mod boilerplate;
 mod cli_es_errors;
 mod cli_fingerprint;
 mod cli_store;
