@@ -250,7 +250,7 @@ fn merge_meta(
         index: index.to_owned(),
         existing,
         wanted,
-        hint: "fingerprints of two versions cannot share an index: es-init a new index with the new settings and back-fill it (or pass the settings the index records)".into(),
+        hint: "fingerprints of two versions cannot share an index: to change the index, es-init --upgrade with these settings and back-fill it; or es-init a new index for them (or pass the settings the index records)".into(),
     }
     };
     let mut out = recorded.clone();

@@ -567,3 +567,81 @@ fn an_index_without_folding_keeps_it_until_an_explicit_upgrade() {
         true
     );
 }
+
+/// Boilerplate learned from an index (`boilerplate learn --index`) is recorded by `es-init
+/// --boilerplate` in `_meta` (the hashes, not the texts), used by the back-fill and
+/// `similar`, kept by a plain es-init, refused when another is asked for without --upgrade,
+/// and dropped by `--upgrade --no-boilerplate`. As a user runs it, through the CLI.
+#[test]
+fn boilerplate_learned_from_an_index_is_recorded_in_meta_and_used() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let client = rt.block_on(t::client());
+    let idx = TestIndex::new("init-boilerplate");
+    let docs = crate::boilerplate::corpus();
+    rt.block_on(t::load(&client, &idx.name, &docs));
+    let dir = tempfile::tempdir().unwrap();
+    let artefact = dir.path().join("bp.json");
+    let bp = artefact.to_str().unwrap();
+    let url = t::url();
+    let cli = |args: &[&str]| {
+        let mut all = args.to_vec();
+        all.extend(["--es", url.as_str(), "--index", idx.name.as_str()]);
+        common::neardup(&all, b"")
+    };
+
+    let (code, _, err) = cli(&["boilerplate", "learn", "-o", bp]);
+    assert_eq!(code, 0, "{err}");
+    let learned: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&artefact).unwrap()).unwrap();
+    assert_eq!(learned["lines"].as_array().unwrap().len(), 28, "{learned}");
+    let id = learned["id"].as_str().unwrap().to_owned();
+
+    let (code, out, err) = cli(&["es-init", "--boilerplate", bp]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains(&id), "{out}");
+    let meta = rt.block_on(meta_json(&client, &idx.name));
+    let recorded = &meta["neardup"]["boilerplate"];
+    assert_eq!(recorded["id"], id.as_str());
+    assert_eq!(recorded["lines"].as_array().unwrap().len(), 28);
+    assert!(recorded["lines"][0].get("text").is_none(), "{recorded}");
+    assert!(meta["neardup"]["minhash"]["version"]
+        .as_str()
+        .unwrap()
+        .contains(&id));
+
+    let (code, _, err) = cli(&["backfill", "--quiet"]);
+    assert_eq!(code, 0, "{err}");
+    rt.block_on(t::refresh(&client, &idx.name));
+    let (code, out, err) = cli(&["similar", "--id", "ex-001"]);
+    assert_eq!(code, 0, "{err}");
+    let found: Vec<String> = common::json_lines(&out)
+        .iter()
+        .map(|l| l["id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(found, ["ex-001@other"]);
+
+    // Kept as recorded; another artefact needs --upgrade; --upgrade --no-boilerplate drops it.
+    let (code, out, err) = cli(&["es-init"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("nothing changed"), "{out}");
+    let other = dir.path().join("other.json");
+    let (code, _, err) = cli(&[
+        "boilerplate",
+        "learn",
+        "--min-docs",
+        "2",
+        "-o",
+        other.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = cli(&["es-init", "--boilerplate", other.to_str().unwrap()]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains(&id) && err.contains("es-init --upgrade"),
+        "{err}"
+    );
+    let (code, _, err) = cli(&["es-init", "--upgrade", "--no-boilerplate"]);
+    assert_eq!(code, 0, "{err}");
+    let meta = rt.block_on(meta_json(&client, &idx.name));
+    assert!(meta["neardup"].get("boilerplate").is_none(), "{meta}");
+}
