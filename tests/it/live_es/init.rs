@@ -484,8 +484,20 @@ fn an_index_without_folding_keeps_it_until_an_explicit_upgrade() {
             .map(|l| l["id"].as_str().unwrap().to_owned())
             .collect::<Vec<_>>()
     };
+    let state = tempfile::tempdir().unwrap();
+    let (state_file, failed_file) = (
+        state.path().join("state.jsonl"),
+        state.path().join("failed.jsonl"),
+    );
     let backfill = || {
-        let (code, _, err) = cli(&["backfill", "--quiet"]);
+        let (code, _, err) = cli(&[
+            "backfill",
+            "--quiet",
+            "--state",
+            state_file.to_str().unwrap(),
+            "--failed",
+            failed_file.to_str().unwrap(),
+        ]);
         assert_eq!(code, 0, "{err}");
         rt.block_on(t::refresh(&client, &idx.name));
     };
@@ -609,7 +621,16 @@ fn boilerplate_learned_from_an_index_is_recorded_in_meta_and_used() {
         .unwrap()
         .contains(&id));
 
-    let (code, _, err) = cli(&["backfill", "--quiet"]);
+    let state = dir.path().join("state.jsonl");
+    let failed = dir.path().join("failed.jsonl");
+    let (code, _, err) = cli(&[
+        "backfill",
+        "--quiet",
+        "--state",
+        state.to_str().unwrap(),
+        "--failed",
+        failed.to_str().unwrap(),
+    ]);
     assert_eq!(code, 0, "{err}");
     rt.block_on(t::refresh(&client, &idx.name));
     let (code, out, err) = cli(&["similar", "--id", "ex-001"]);
