@@ -256,16 +256,24 @@ impl ProfileArgs {
             },
             minhash: self.minhash_params.unwrap_or_default(),
             fold: !self.no_fold,
-            boilerplate: self.load_boilerplate()?,
+            boilerplate: self.load_boilerplate(!self.no_fold)?,
         }))
     }
 
-    /// The artefact `--boilerplate` names, if any.
-    pub fn load_boilerplate(&self) -> anyhow::Result<Option<Arc<Boilerplate>>> {
+    /// The artefact `--boilerplate` names, if any, checked against the folding setting
+    /// `fold` of the fingerprints it will serve.
+    pub fn load_boilerplate(&self, fold: bool) -> anyhow::Result<Option<Arc<Boilerplate>>> {
         let Some(path) = &self.boilerplate else {
             return Ok(None);
         };
-        Ok(Some(Arc::new(read_boilerplate(path)?)))
+        ensure_usage(
+            self.profile != Some(Profile::Seed000),
+            "--boilerplate: the seed000 profile never drops boilerplate (the older Java service did not); leave one of them out",
+        )?;
+        let b = read_boilerplate(path)?;
+        b.check_fold(fold)
+            .map_err(|e| usage(format!("{}: {e}", path.display())))?;
+        Ok(Some(Arc::new(b)))
     }
 }
 

@@ -6,7 +6,7 @@ use neardup::{FingerprintConfig, Method, Methods, MinHashParams, Profile};
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use super::common::{self, CmdResult, Status};
+use super::common::{self, ensure_usage, CmdResult, Status};
 use super::es_args::{self, EsArgs, FieldArgs, MinHashFieldArgs};
 
 #[derive(clap::Args, Debug)]
@@ -105,7 +105,16 @@ pub fn run(args: Args) -> CmdResult {
                     .first()
                     .is_none_or(|m| m.source == MetaSource::Recorded && m.fold));
         let boilerplate = match (&args.boilerplate, args.no_boilerplate) {
-            (Some(path), _) => Some(Arc::new(common::read_boilerplate(path)?)),
+            (Some(path), _) => {
+                let b = common::read_boilerplate(path)?;
+                ensure_usage(
+                    !(methods.simhash && profile == Profile::Seed000),
+                    "--boilerplate: the seed000 profile never drops boilerplate (the older Java service did not); leave it out, or es-init an index of another profile",
+                )?;
+                b.check_fold(fold)
+                    .map_err(|e| common::usage(format!("{}: {e}", path.display())))?;
+                Some(Arc::new(b))
+            }
             (None, true) => None,
             (None, false) => recorded
                 .iter()

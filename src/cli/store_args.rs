@@ -88,6 +88,7 @@ impl ProfileArgs {
             .and_then(|c| c.minhash)
             .or(self.minhash_params)
             .unwrap_or_default();
+        let fold = !self.no_fold && store.is_none_or(|c| c.fold);
         Ok(Fingerprinter::new(FingerprintConfig {
             profile,
             hmm: !self.no_hmm,
@@ -98,11 +99,11 @@ impl ProfileArgs {
             minhash,
             // A store keeps its own setting; --no-fold asking for another is refused when
             // the versions are compared.
-            fold: !self.no_fold && store.is_none_or(|c| c.fold),
+            fold,
             // Likewise its boilerplate; --boilerplate naming another is refused then too.
             boilerplate: match (store, &self.boilerplate) {
                 (Some(c), None) => c.boilerplate.clone(),
-                _ => self.load_boilerplate()?,
+                _ => self.load_boilerplate(fold)?,
             },
         }))
     }

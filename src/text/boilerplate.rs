@@ -72,6 +72,7 @@ pub struct Line {
 #[serde(try_from = "Stored", into = "Stored")]
 pub struct Boilerplate {
     id: String,
+    fold: bool,
     min_docs: usize,
     docs: usize,
     lines: Vec<Line>,
@@ -83,6 +84,9 @@ pub struct Boilerplate {
 struct Stored {
     format: u32,
     id: String,
+    /// Whether the lines were folded into Simplified when learned.
+    #[serde(default)]
+    fold: bool,
     min_docs: usize,
     docs: usize,
     lines: Vec<Line>,
@@ -97,7 +101,7 @@ impl TryFrom<Stored> for Boilerplate {
                 s.format
             ));
         }
-        let b = Boilerplate::new(s.lines, s.min_docs, s.docs);
+        let b = Boilerplate::new(s.lines, s.min_docs, s.docs).folded(s.fold);
         if b.id != s.id {
             return Err(format!(
                 "boilerplate `{}` holds lines whose id is `{}`: the artefact was changed by hand or damaged; learn it again",
@@ -113,6 +117,7 @@ impl From<Boilerplate> for Stored {
         Stored {
             format: FORMAT,
             id: b.id,
+            fold: b.fold,
             min_docs: b.min_docs,
             docs: b.docs,
             lines: b.lines,
@@ -134,11 +139,39 @@ impl Boilerplate {
         let set = lines.iter().map(|l| l.hash).collect();
         Boilerplate {
             id,
+            fold: false,
             min_docs,
             docs,
             lines,
             set,
         }
+    }
+
+    /// The same artefact, marked as learned from folded (`true`) or unfolded text.
+    pub fn folded(self, fold: bool) -> Boilerplate {
+        Boilerplate { fold, ..self }
+    }
+
+    /// Whether its lines were learned from text folded into Simplified: it matches the lines
+    /// of fingerprints made with the same setting only ([`Boilerplate::check_fold`]).
+    pub fn fold(&self) -> bool {
+        self.fold
+    }
+
+    /// An error, worded for people, unless the artefact was learned with folding set as
+    /// `fold` is: otherwise the lines of Traditional pages would silently not match.
+    pub fn check_fold(&self, fold: bool) -> Result<(), String> {
+        if self.fold == fold {
+            return Ok(());
+        }
+        let how = |f: bool| if f { "folded" } else { "not folded" };
+        Err(format!(
+            "boilerplate {} was learned from text {} into Simplified, but these fingerprints are made from text {}: learn it again {}",
+            self.id,
+            how(self.fold),
+            how(fold),
+            if fold { "without --no-fold" } else { "with --no-fold" }
+        ))
     }
 
     /// Names the set of lines in fingerprint versions (`text=…,bp1-…,…`).
@@ -326,7 +359,7 @@ impl Learner {
             .collect();
         found.sort_by(|a, b| b.docs.cmp(&a.docs).then(a.hash.cmp(&b.hash)));
         found.truncate(MAX_LINES);
-        Boilerplate::new(found, min_docs, self.docs)
+        Boilerplate::new(found, min_docs, self.docs).folded(self.segmenter.folds())
     }
 }
 
@@ -396,6 +429,26 @@ mod tests {
         let edited = json.replace(&format!("{:016x}", b.lines()[0].hash), "0000000000000001");
         let e = serde_json::from_str::<Boilerplate>(&edited).unwrap_err();
         assert!(e.to_string().contains("learn it again"), "{e}");
+    }
+
+    #[test]
+    fn an_artefact_knows_whether_it_was_learned_folded() {
+        let learn = |fold| {
+            let mut l = Learner::new(Segmenter::new(true, fold), DEFAULT_SAMPLE);
+            for i in 0..3 {
+                l.add(&[format!("頁腳\n正文{i}")]);
+            }
+            l.finish(Some(2))
+        };
+        let (folded, unfolded) = (learn(true), learn(false));
+        assert!(folded.fold() && !unfolded.fold());
+        assert!(folded.contains("页脚") && unfolded.contains("頁腳"));
+        assert!(folded.check_fold(true).is_ok());
+        let e = unfolded.check_fold(true).unwrap_err();
+        assert!(e.contains("without --no-fold"), "{e}");
+        let json = serde_json::to_string(&unfolded).unwrap();
+        let back: Boilerplate = serde_json::from_str(&json).unwrap();
+        assert!(!back.fold());
     }
 
     #[test]

@@ -234,3 +234,72 @@ fn the_learned_artefact_is_recorded_by_a_store_and_used_again() {
         "{err}"
     );
 }
+
+/// An artefact serves only fingerprints made with the folding setting it was learned with,
+/// and never the seed000 profile: both are usage errors naming the fix.
+#[test]
+fn an_artefact_learned_without_folding_is_refused_by_folding_fingerprints() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("sites.jsonl");
+    write_corpus(&file);
+    let file = file.to_str().unwrap();
+    let artefact = dir.path().join("unfolded.json");
+    let bp = artefact.to_str().unwrap();
+    let (code, _, err) = neardup(
+        &[
+            "boilerplate",
+            "learn",
+            "--no-fold",
+            "-i",
+            file,
+            "-o",
+            bp,
+            "-q",
+        ],
+        b"",
+    );
+    assert_eq!(code, 0, "{err}");
+    let learned: Value =
+        serde_json::from_str(&std::fs::read_to_string(&artefact).unwrap()).unwrap();
+    assert_eq!(learned["fold"], false);
+
+    let (code, _, err) = neardup(&["dedupe", "-i", file, "--boilerplate", bp], b"");
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("unfolded.json") && err.contains("without --no-fold"),
+        "{err}"
+    );
+    let (code, out, err) = neardup(
+        &[
+            "dedupe",
+            "--pairs",
+            "-i",
+            file,
+            "--boilerplate",
+            bp,
+            "--no-fold",
+        ],
+        b"",
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(pairs(&out).len(), 1, "{err}");
+
+    let (code, _, err) = neardup(
+        &[
+            "fingerprint",
+            "-i",
+            file,
+            "--profile",
+            "seed000",
+            "--boilerplate",
+            bp,
+            "--no-fold",
+        ],
+        b"",
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("seed000 profile never drops boilerplate"),
+        "{err}"
+    );
+}
