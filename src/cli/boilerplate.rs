@@ -164,8 +164,12 @@ fn write_artefact(output: &str, b: &Boilerplate) -> anyhow::Result<()> {
         writeln!(out, "{json}").context("writing output")?;
         return common::flush(&mut out);
     }
+    let text = format!("{json}\n");
+    if !common::replaceable(output) {
+        return std::fs::write(output, text).with_context(|| format!("writing {output}"));
+    }
     let tmp = format!("{output}.tmp");
-    std::fs::write(&tmp, format!("{json}\n")).with_context(|| format!("writing {tmp}"))?;
+    std::fs::write(&tmp, text).with_context(|| format!("writing {tmp}"))?;
     std::fs::rename(&tmp, output).with_context(|| format!("renaming {tmp} to {output}"))?;
     Ok(())
 }

@@ -277,6 +277,13 @@ impl ProfileArgs {
     }
 }
 
+/// Whether an output path may be replaced whole by writing beside it and renaming: a regular
+/// file, or none yet. A device such as /dev/null, a pipe or a symbolic link is written
+/// through instead, never replaced.
+pub fn replaceable(path: &str) -> bool {
+    std::fs::symlink_metadata(path).map_or(true, |m| m.file_type().is_file())
+}
+
 /// Reads a boilerplate artefact, naming the file in every error.
 pub fn read_boilerplate(path: &Path) -> anyhow::Result<Boilerplate> {
     let text = std::fs::read_to_string(path)

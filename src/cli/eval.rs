@@ -269,8 +269,16 @@ fn generate(args: &Args) -> CmdResult {
     };
     let quiet = args.run.quiet;
     let pairs = generate::generate(&articles, &config, |m| note(quiet, m));
+    let rename = args.output != "-" && common::replaceable(&args.output);
     let mut out: Box<dyn Write> = if args.output == "-" {
         Box::new(common::stdout())
+    } else if !rename {
+        Box::new(std::io::BufWriter::new(
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(&args.output)
+                .with_context(|| format!("opening {}", args.output))?,
+        ))
     } else {
         // Written beside the target and renamed, so a failed run leaves no half file.
         let tmp = format!("{}.tmp", args.output);
@@ -284,7 +292,7 @@ fn generate(args: &Args) -> CmdResult {
     }
     common::flush(&mut out)?;
     drop(out);
-    if args.output != "-" {
+    if rename {
         std::fs::rename(format!("{}.tmp", args.output), &args.output)
             .with_context(|| format!("writing {}", args.output))?;
     }

@@ -303,3 +303,29 @@ fn an_artefact_learned_without_folding_is_refused_by_folding_fingerprints() {
         "{err}"
     );
 }
+
+/// Writing the artefact to a device writes through it and leaves the device in place (it
+/// was once replaced by a regular file through write-beside-and-rename).
+#[test]
+fn writing_the_artefact_to_dev_null_leaves_dev_null_a_device() {
+    use std::os::unix::fs::FileTypeExt;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("sites.jsonl");
+    write_corpus(&file);
+    let (code, _, err) = neardup(
+        &[
+            "boilerplate",
+            "learn",
+            "-i",
+            file.to_str().unwrap(),
+            "-o",
+            "/dev/null",
+            "-q",
+        ],
+        b"",
+    );
+    assert_eq!(code, 0, "{err}");
+    let meta = std::fs::symlink_metadata("/dev/null").unwrap();
+    assert!(meta.file_type().is_char_device(), "{meta:?}");
+    assert!(!Path::new("/dev/null.tmp").exists());
+}
