@@ -299,6 +299,9 @@ impl ProfileArgs {
         if self.no_fold {
             asked.fold = false;
         }
+        if self.boilerplate.is_some() {
+            asked.boilerplate = self.load_boilerplate(asked.fold)?;
+        }
         if let Some(m) = self.minhash_params {
             anyhow::ensure!(
                 held.minhash.is_some(),
@@ -315,13 +318,13 @@ impl ProfileArgs {
         for (method, flag, want, have) in [
             (
                 held.simhash.is_some(),
-                "--profile/--no-hmm/--no-fold",
+                "--profile/--no-hmm/--no-fold/--boilerplate",
                 &want.simhash,
                 &have.simhash,
             ),
             (
                 held.minhash.is_some(),
-                "--minhash-params/--no-hmm/--no-fold",
+                "--minhash-params/--no-hmm/--no-fold/--boilerplate",
                 &want.minhash,
                 &have.minhash,
             ),

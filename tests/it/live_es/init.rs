@@ -661,6 +661,18 @@ fn boilerplate_learned_from_an_index_is_recorded_in_meta_and_used() {
         err.contains(&id) && err.contains("es-init --upgrade"),
         "{err}"
     );
+    // A writer asked for another artefact than the index records is refused, naming it.
+    let (code, _, err) = cli(&[
+        "backfill",
+        "--boilerplate",
+        other.to_str().unwrap(),
+        "--state",
+        state.to_str().unwrap(),
+        "--failed",
+        failed.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--boilerplate") && err.contains(&id), "{err}");
     let (code, _, err) = cli(&["es-init", "--upgrade", "--no-boilerplate"]);
     assert_eq!(code, 0, "{err}");
     let meta = rt.block_on(meta_json(&client, &idx.name));
