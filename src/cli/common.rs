@@ -270,10 +270,7 @@ impl ProfileArgs {
             self.profile != Some(Profile::Seed000),
             "--boilerplate: the seed000 profile never drops boilerplate (the older Java service did not); leave one of them out",
         )?;
-        let b = read_boilerplate(path)?;
-        b.check_fold(fold)
-            .map_err(|e| usage(format!("{}: {e}", path.display())))?;
-        Ok(Some(Arc::new(b)))
+        Ok(Some(Arc::new(read_boilerplate(path, fold)?)))
     }
 }
 
@@ -284,16 +281,20 @@ pub fn replaceable(path: &str) -> bool {
     std::fs::symlink_metadata(path).map_or(true, |m| m.file_type().is_file())
 }
 
-/// Reads a boilerplate artefact, naming the file in every error.
-pub fn read_boilerplate(path: &Path) -> anyhow::Result<Boilerplate> {
+/// Reads a boilerplate artefact for fingerprints that fold (`fold`) or not, naming the file
+/// in every error; one learned with the other folding setting is a usage error.
+pub fn read_boilerplate(path: &Path, fold: bool) -> anyhow::Result<Boilerplate> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("reading the boilerplate artefact {}", path.display()))?;
-    serde_json::from_str(&text).with_context(|| {
+    let b: Boilerplate = serde_json::from_str(&text).with_context(|| {
         format!(
             "{} is not a boilerplate artefact of this neardup (make one with `neardup boilerplate learn`)",
             path.display()
         )
-    })
+    })?;
+    b.check_fold(fold)
+        .map_err(|e| usage(format!("{}: {e}", path.display())))?;
+    Ok(b)
 }
 
 /// The detection method and how close counts as a near-duplicate.

@@ -9,10 +9,7 @@ use neardup::minhash::allpairs::{all_pairs, MinHashMatches};
 use neardup::minhash::Threshold;
 use neardup::pipeline::{self, Item, PipelineOptions};
 use neardup::simhash::allpairs::{AllPairs, Matches};
-use neardup::{
-    FingerprintConfig, Fingerprinter, Methods, MinHashParams, Score, Signature, SimHash, Sketches,
-    Tolerance,
-};
+use neardup::{Methods, MinHashParams, Score, Signature, SimHash, Sketches, Tolerance};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -204,10 +201,7 @@ pub fn run(args: Args) -> CmdResult {
             }
         }
         if let Some(b) = learned {
-            fp = Fingerprinter::new(FingerprintConfig {
-                boilerplate: Some(Arc::new(b)),
-                ..fp.config().clone()
-            });
+            fp = fp.with_boilerplate(Some(Arc::new(b)));
         }
     }
     let mut batch = Batch::new(tolerance, *fp.minhasher().params())?;

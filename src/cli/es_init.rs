@@ -106,14 +106,11 @@ pub fn run(args: Args) -> CmdResult {
                     .is_none_or(|m| m.source == MetaSource::Recorded && m.fold));
         let boilerplate = match (&args.boilerplate, args.no_boilerplate) {
             (Some(path), _) => {
-                let b = common::read_boilerplate(path)?;
                 ensure_usage(
                     !(methods.simhash && profile == Profile::Seed000),
                     "--boilerplate: the seed000 profile never drops boilerplate (the older Java service did not); leave it out, or es-init an index of another profile",
                 )?;
-                b.check_fold(fold)
-                    .map_err(|e| common::usage(format!("{}: {e}", path.display())))?;
-                Some(Arc::new(b))
+                Some(Arc::new(common::read_boilerplate(path, fold)?))
             }
             (None, true) => None,
             (None, false) => recorded

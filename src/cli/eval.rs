@@ -11,6 +11,7 @@ use neardup::eval::detector::{learn_boilerplate, Detector};
 use neardup::eval::generate::{self, Article};
 use neardup::eval::{fields_of, overall, read_pairs, Report, Scored};
 use neardup::input::{self, Lines};
+use neardup::text::Boilerplate;
 use neardup::{Features, FingerprintConfig, Fingerprinter, Profile, Scheme, Thresholds, Weight};
 use serde_json::{Map, Value};
 
@@ -344,17 +345,26 @@ fn with_learned_boilerplate(
     if args.no_boilerplate {
         return detectors;
     }
+    // What is learned depends only on whether the text is folded: learned once per setting,
+    // and never for seed000, which drops none.
+    let mut by_fold: [Option<Option<Arc<Boilerplate>>>; 2] = [None, None];
     detectors
         .into_iter()
         .map(|d| {
-            let learned = learn_boilerplate(d.fingerprinter(), texts);
+            let fp = d.fingerprinter();
+            if fp.scheme().is_none() {
+                return d;
+            }
+            let learned = by_fold[usize::from(fp.folds())]
+                .get_or_insert_with(|| learn_boilerplate(fp, texts).map(Arc::new))
+                .clone();
             if let Some(b) = &learned {
                 note(
                     args.run.quiet,
                     &format!("{}: boilerplate learned from the documents: {b}", d.name()),
                 );
             }
-            d.with_boilerplate(learned.map(Arc::new))
+            d.with_boilerplate(learned)
         })
         .collect()
 }

@@ -134,13 +134,9 @@ impl Segmenter {
     pub fn for_each_word(&self, text: &str, mut f: impl FnMut(&str, u64)) -> usize {
         let jieba = jieba();
         let stop = stop_words();
-        let mut buf = String::new();
         let mut dropped = 0;
         for piece in chunks(text, CHUNK) {
-            buf.clear();
-            normalise_into(piece, &mut buf);
-            let (clean, d) = self.stripped(self.folded(std::mem::take(&mut buf)));
-            buf = clean;
+            let (buf, d) = self.prepare(piece);
             dropped += d;
             for token in jieba.cut(&buf, self.hmm) {
                 if is_content(token.word) {

@@ -354,13 +354,15 @@ fn cli_eval_prints_the_table_for_the_shipped_sample() {
 #[test]
 fn cli_eval_generate_writes_pairs_and_rejects_bad_input() {
     let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("pairs.jsonl");
-    let (code, _, err) = common::neardup(
-        &[
+    // `eval --generate` on the examples into `name`, with `extra` flags: the pairs written.
+    let generate = |name: &str, extra: &[&str]| -> Vec<LabelledPair> {
+        let out = dir.path().join(name);
+        let examples = common::examples();
+        let mut args = vec![
             "eval",
             "--generate",
             "-i",
-            common::examples().to_str().unwrap(),
+            examples.to_str().unwrap(),
             "-o",
             out.to_str().unwrap(),
             "--per-cell",
@@ -368,15 +370,17 @@ fn cli_eval_generate_writes_pairs_and_rejects_bad_input() {
             "--negatives",
             "1",
             "-q",
-        ],
-        b"",
-    );
-    assert_eq!(code, 0, "{err}");
-    let pairs = read_pairs(
-        std::io::BufReader::new(std::fs::File::open(&out).unwrap()),
-        "pairs.jsonl",
-    )
-    .unwrap();
+        ];
+        args.extend_from_slice(extra);
+        let (code, _, err) = common::neardup(&args, b"");
+        assert_eq!(code, 0, "{err}");
+        read_pairs(
+            std::io::BufReader::new(std::fs::File::open(&out).unwrap()),
+            name,
+        )
+        .unwrap()
+    };
+    let pairs = generate("pairs.jsonl", &[]);
     assert!(pairs.len() >= 24);
     let kinds = |pairs: &[LabelledPair]| -> std::collections::BTreeSet<String> {
         pairs
@@ -392,30 +396,7 @@ fn cli_eval_generate_writes_pairs_and_rejects_bad_input() {
         assert!(kinds(&pairs).contains(t), "{t}");
     }
     // --no-messy: the same pairs up to the messy kinds, and none of them.
-    let plain = dir.path().join("plain.jsonl");
-    let (code, _, err) = common::neardup(
-        &[
-            "eval",
-            "--generate",
-            "-i",
-            common::examples().to_str().unwrap(),
-            "-o",
-            plain.to_str().unwrap(),
-            "--per-cell",
-            "1",
-            "--negatives",
-            "1",
-            "--no-messy",
-            "-q",
-        ],
-        b"",
-    );
-    assert_eq!(code, 0, "{err}");
-    let plain = read_pairs(
-        std::io::BufReader::new(std::fs::File::open(&plain).unwrap()),
-        "plain.jsonl",
-    )
-    .unwrap();
+    let plain = generate("plain.jsonl", &["--no-messy"]);
     assert_eq!(pairs[..plain.len()], plain[..]);
     assert!(!kinds(&plain).contains("traditional_taiwan"));
     let (code, _, err) = common::neardup(&["eval", "--pairs", "/nonexistent/pairs.jsonl"], b"");
