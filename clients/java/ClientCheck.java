@@ -61,7 +61,7 @@ public class ClientCheck {
         // Dedupe on ingest: a new article is stored (201) ...
         Article article = new Article().title(new Text(title)).content(new Text(content));
         article.putAdditionalProperty("published_at", "2026-11-23T08:00:00Z");
-        ApiResponse<Stored> put = articles.putArticleWithHttpInfo(index, id, article, true, null, null);
+        ApiResponse<Stored> put = articles.putArticleWithHttpInfo(index, id, article, true, null, null, null);
         check(put.getStatusCode() == 201, "PUT ?dedupe=true of a new article: " + put.getStatusCode());
         check(put.getData().getResult() == Stored.ResultEnum.CREATED && index.equals(put.getData().getIndex()),
               "PUT answer: " + put.getData());
@@ -71,7 +71,7 @@ public class ClientCheck {
         parts.addAll(List.of("来源：青禾日报", content, "（责任编辑：张三）"));
         Article repost = new Article().title(new Text(title)).content(new Text(parts));
         try {
-            articles.putArticle(index, id + "-repost", repost, true, null, null);
+            articles.putArticle(index, id + "-repost", repost, true, null, null, null);
             check(false, "PUT ?dedupe=true of a near copy was stored");
         } catch (ApiException e) {
             ErrorResponse err = refused(e, 409);

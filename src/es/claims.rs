@@ -1,43 +1,63 @@
 //! Claims: short-lived locks in Elasticsearch that make "insert unless a near-duplicate is
-//! stored" race-free across processes.
+//! stored" race-free across processes, without waiting for a refresh.
 //!
 //! Elasticsearch has no transactions, and a document written less than a refresh interval ago
 //! is invisible to search, so "search, then insert" lets two near-duplicates sent at the same
 //! moment both in. A writer therefore first **claims the keys its sketch is found by** (the
 //! LSH band terms of a MinHash signature, the four block values of a SimHash): one small
-//! document per key in a claims index, created with `op_type=create`, which Elasticsearch
-//! grants to exactly one writer. Holding all of them, it searches; if nothing near is stored,
-//! it writes the article with `refresh=wait_for` (so the article is searchable before the
-//! claims go) and then releases the claims. A writer that finds a key claimed waits until it
-//! is released, then claims it and searches: it now sees the article written meanwhile.
+//! document per key in a claims index (the key's **record**), which exactly one writer holds
+//! at a time. Holding all of its keys, it looks for near-duplicates in two places:
+//!
+//! - a **search**, which sees every document Elasticsearch has refreshed;
+//! - the records' lists of **recent inserts**: the ids written by writers that held the key in
+//!   the last [`Claims::horizon`], read back with a realtime multi-get (by id, which needs no
+//!   refresh).
+//!
+//! If nothing near is stored, it writes the article (without waiting for a refresh) and then
+//! releases its keys, adding the article's id to each key's list of recent inserts.
 //!
 //! **Why exactly one of several near-duplicates gets in.** Two texts that a query would call
 //! near-duplicates share at least one key (that is how the query finds them). Whichever of two
-//! writers claims a shared key first finishes (search, write, refresh) before the other can
-//! claim it, so the other's search sees the first article.
+//! writers holds a shared key first writes its article and then lists it in the key's record
+//! before the other can hold the key; the other then reads the article by id (realtime), or,
+//! once the entry has aged out of the list, finds it by search: an entry is kept for the
+//! horizon (60 s, or ten of the index's refresh intervals when that is longer: see
+//! [`Claims::fit_refresh_interval`]), far longer than the index takes to refresh it. An index
+//! with periodic refresh disabled (`-1`) has each dedupe write refresh instead.
 //!
-//! **No deadlock.** Keys are claimed in one global order (sorted): a writer sends all its
-//! keys in one `_bulk` of creates, keeps those before the first key someone else holds,
-//! gives back those after it, waits until that key is free and goes on from there. So it only
-//! ever waits for a key greater than every key it holds, and a cycle of waits would need a key
-//! smaller than one already held. Without contention, claiming is one request and releasing
-//! another.
+//! **Holding a key.** A key with no record is claimed by creating it (`op_type=create`, which
+//! Elasticsearch grants to one writer); a free record (nobody holds it, only recent inserts) or
+//! an expired one is taken over by writing it guarded by its `_seq_no`/`_primary_term`, so of
+//! two writers taking it over one wins. Keys are claimed in sorted order: the writer keeps what
+//! it got before the first key someone else holds, gives back what it got after it, waits
+//! until that key is free and goes on. Waiting only ever for a key greater than all it holds,
+//! no two writers can wait for each other (no deadlock). Uncontended, claiming is one `_bulk`
+//! of creates (plus, for keys whose records exist, one multi-get and one `_bulk` of take-overs)
+//! and releasing another `_bulk`.
 //!
 //! **Crashes and limits.** A claim carries a lease (`expires_at`, epoch milliseconds of the
-//! claimant's clock). A writer that finds an expired claim deletes it — guarded by the
-//! claim's `_seq_no`/`_primary_term`, so it cannot delete a successor's — and claims the key.
-//! A claimant must therefore finish within its lease (the service's request timeout is kept
-//! below it), and the clocks of the service's hosts must agree to well within the lease.
-//! Releases are guarded the same way. Writers that do not claim (a bulk back-fill, another
-//! application) are only seen once Elasticsearch has refreshed their documents.
+//! claimant's clock). A writer that finds an expired claim takes it over (guarded, so it never
+//! overwrites a successor's). A claimant must therefore finish within its lease (the service's
+//! request timeout is kept below it), and the clocks of the service's hosts must agree to well
+//! within the lease. A claimant that crashed after writing its article never listed it; the
+//! lease (30 s, and at least three refresh intervals) outlasts the refresh, so the next
+//! holder's search finds it. Releases
+//! are guarded the same way. Writers that do not claim (a bulk back-fill, another application,
+//! a `PUT` without dedupe) are only seen once Elasticsearch has refreshed their documents.
+//!
+//! **Records are bounded.** A release drops entries older than the horizon and deletes a
+//! record left with none; [`Claims::sweep`] deletes free records whose newest entry is older
+//! than the horizon (a `_delete_by_query` that skips any record changed meanwhile).
 
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use elasticsearch::http::Method;
 use elasticsearch::Elasticsearch;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use super::{check, path_segment, send, Body, EsError, RetryPolicy};
+use super::{check, path_segment, send, Body, EsError, Refresh, RetryPolicy};
 
 /// Claims for one article index, kept in their own index.
 #[derive(Clone, Debug)]
@@ -49,20 +69,84 @@ pub struct Claims {
     pub lease: Duration,
     /// How long to wait between two looks at a claimed key.
     pub poll: Duration,
+    /// How long an insert stays listed in the records of its keys.
+    pub horizon: Duration,
+    /// When [`Claims::sweep_due`] last said yes.
+    last_sweep: Arc<Mutex<Option<Instant>>>,
 }
 
-/// Keys a writer holds; give them back with [`Claims::release`].
+/// An article written under a key, and when (epoch milliseconds of its writer's clock).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecentInsert {
+    pub id: String,
+    pub at: i64,
+}
+
+/// One key held: its record's version, and the recent inserts it listed.
+#[derive(Debug)]
+struct Claim {
+    key: String,
+    seq_no: u64,
+    term: u64,
+    recent: Vec<RecentInsert>,
+}
+
+/// Keys a writer holds; give them back with [`Claims::release`] or
+/// [`Claims::release_recording`].
 #[derive(Debug)]
 #[must_use = "claims must be released"]
 pub struct Held {
-    /// `(key, _seq_no, _primary_term)` of each claim created.
-    claims: Vec<(String, u64, u64)>,
+    claims: Vec<Claim>,
 }
 
 impl Held {
     /// The keys held, in claim order.
     pub fn keys(&self) -> impl Iterator<Item = &str> {
-        self.claims.iter().map(|(k, _, _)| k.as_str())
+        self.claims.iter().map(|c| c.key.as_str())
+    }
+
+    /// The articles the held keys' records list as written recently, each once (sorted):
+    /// read them by id, as a search may not see them yet.
+    pub fn recent_ids(&self) -> Vec<String> {
+        let mut ids: Vec<String> = self
+            .claims
+            .iter()
+            .flat_map(|c| c.recent.iter().map(|r| r.id.clone()))
+            .collect();
+        ids.sort();
+        ids.dedup();
+        ids
+    }
+}
+
+/// A key's record as read.
+#[derive(Debug)]
+struct Record {
+    seq_no: u64,
+    term: u64,
+    holder: Option<String>,
+    expires_at: i64,
+    recent: Vec<RecentInsert>,
+}
+
+impl Record {
+    fn from_doc(doc: &Value) -> Option<Record> {
+        if doc["found"] != true {
+            return None;
+        }
+        let s = &doc["_source"];
+        Some(Record {
+            seq_no: doc["_seq_no"].as_u64()?,
+            term: doc["_primary_term"].as_u64()?,
+            holder: s["holder"].as_str().map(str::to_owned),
+            expires_at: s["expires_at"].as_i64().unwrap_or(0),
+            recent: serde_json::from_value(s["recent"].clone()).unwrap_or_default(),
+        })
+    }
+
+    /// Nobody holds it (only recent inserts are listed), or its holder's lease ran out.
+    fn is_free(&self, now: i64) -> bool {
+        self.holder.is_none() || self.expires_at < now
     }
 }
 
@@ -75,8 +159,18 @@ pub enum ClaimError {
     Es(#[from] EsError),
 }
 
+/// One `_bulk` action on a record, for [`Claims::bulk`].
+enum Action<'a> {
+    Create(&'a str, Value),
+    /// Write `source` if the record is still at `(seq_no, term)`.
+    Replace(&'a str, u64, u64, Value),
+    /// Delete it if it is still at `(seq_no, term)`.
+    Delete(&'a str, u64, u64),
+}
+
 impl Claims {
-    /// Claims for `index`, kept in `neardup-claims-{index}`, with a 30 s lease.
+    /// Claims for `index`, kept in `neardup-claims-{index}`, with a 30 s lease and recent
+    /// inserts listed for 60 s.
     pub fn new(client: Elasticsearch, retry: RetryPolicy, index: &str) -> Claims {
         Claims {
             client,
@@ -84,6 +178,8 @@ impl Claims {
             index: format!("neardup-claims-{index}"),
             lease: Duration::from_secs(30),
             poll: Duration::from_millis(5),
+            horizon: Duration::from_secs(60),
+            last_sweep: Arc::new(Mutex::new(None)),
         }
     }
 
@@ -92,26 +188,59 @@ impl Claims {
         &self.index
     }
 
-    /// Creates the claims index if it is missing (one shard: claims are tiny and few).
+    /// Fits the horizon and the lease to how often the article index refreshes (its longest
+    /// `refresh_interval`, `None` when periodic refresh is disabled), and returns the
+    /// `refresh` a dedupe write then needs. A listed article must be searchable long before its
+    /// entry goes, so the horizon is at least ten refresh intervals; an article whose writer
+    /// crashed before listing it must be searchable before the lease lets the next writer in,
+    /// so the lease is at least three. With refresh disabled nothing bounds when an article
+    /// becomes searchable: each dedupe write refreshes (`refresh=true`).
+    pub fn fit_refresh_interval(&mut self, interval: Option<Duration>) -> Refresh {
+        match interval {
+            Some(i) => {
+                self.horizon = self.horizon.max(i * 10);
+                self.lease = self.lease.max(i * 3);
+                Refresh::No
+            }
+            None => Refresh::Now,
+        }
+    }
+
+    /// Creates the claims index if it is missing (one shard: claims are tiny and few), and
+    /// maps `idle_since` in one made before records listed recent inserts.
     pub async fn ensure_index(&self) -> Result<(), EsError> {
         let body = Body::Json(json!({
             "settings": { "number_of_shards": 1, "auto_expand_replicas": "0-1" },
             "mappings": { "dynamic": false, "properties": {
                 "holder": { "type": "keyword" },
-                "expires_at": { "type": "long" }
+                "expires_at": { "type": "long" },
+                "idle_since": { "type": "long" }
             } }
         }));
         let path = format!("/{}", path_segment(&self.index));
         let what = format!("claims index `{}`: create", self.index);
-        self.retry
+        let existed = self
+            .retry
             .run(|| async {
                 let reply = send(&self.client, Method::Put, &path, &[], Some(&body)).await?;
                 if reply.body["error"]["type"] == "resource_already_exists_exception" {
-                    return Ok(());
+                    return Ok(true);
                 }
-                check(&what, reply).map(|_| ())
+                check(&what, reply).map(|_| false)
             })
-            .await
+            .await?;
+        if existed {
+            let mapping = Body::Json(json!({ "properties": { "idle_since": { "type": "long" } } }));
+            let path = format!("{path}/_mapping");
+            let what = format!("claims index `{}`: map idle_since", self.index);
+            self.retry
+                .run(|| async {
+                    let r = send(&self.client, Method::Put, &path, &[], Some(&mapping)).await?;
+                    check(&what, r).map(|_| ())
+                })
+                .await?;
+        }
+        Ok(())
     }
 
     /// Claims every key (sorted, once each) for `holder`, waiting for claimed keys until
@@ -122,179 +251,227 @@ impl Claims {
         holder: &str,
         deadline: Instant,
     ) -> Result<Held, ClaimError> {
-        let mut keys: Vec<&String> = keys.iter().collect();
-        keys.sort();
+        let mut keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+        keys.sort_unstable();
         keys.dedup();
         let mut held = Held {
             claims: Vec::with_capacity(keys.len()),
         };
         let mut next = 0;
         while next < keys.len() {
-            match self.create_in_order(&keys[next..], holder).await {
-                Ok((got, None)) => {
-                    held.claims.extend(got);
-                    next = keys.len();
-                }
-                Ok((got, Some(blocked))) => {
-                    next += got.len();
-                    held.claims.extend(got);
-                    if let Err(e) = self.wait_until_free(blocked, deadline).await {
-                        self.release(held).await;
-                        return Err(e);
-                    }
-                }
+            let step = match self.claim_in_order(&keys[next..], holder).await {
+                Ok(step) => step,
                 Err(e) => {
                     self.release(held).await;
                     return Err(e);
+                }
+            };
+            let (got, blocked) = step;
+            next += got.len();
+            held.claims.extend(got);
+            if blocked {
+                match self.wait_and_take(keys[next], holder, deadline).await {
+                    Ok(claim) => {
+                        held.claims.push(claim);
+                        next += 1;
+                    }
+                    Err(e) => {
+                        self.release(held).await;
+                        return Err(e);
+                    }
                 }
             }
         }
         Ok(held)
     }
 
-    /// One `_bulk` of creates for `keys`, in order. Returns the claims made before the first
-    /// key someone else holds (and that key); claims made after it are given back at once.
-    async fn create_in_order<'k>(
+    /// Claims `keys` in order without waiting: creates every record in one `_bulk`, then
+    /// takes over the free ones among those that existed. Returns the claims before the first
+    /// key it could not get, and whether there is one; claims after it are given back at once.
+    async fn claim_in_order(
         &self,
-        keys: &[&'k String],
+        keys: &[&str],
         holder: &str,
-    ) -> Result<(Vec<(String, u64, u64)>, Option<&'k str>), ClaimError> {
-        let expires_at = now_ms() + self.lease.as_millis() as i64;
-        let source = json!({ "holder": holder, "expires_at": expires_at }).to_string();
-        let mut body = String::new();
-        for k in keys {
-            body.push_str(&json!({ "create": { "_index": &self.index, "_id": k } }).to_string());
-            body.push('\n');
-            body.push_str(&source);
-            body.push('\n');
-        }
+    ) -> Result<(Vec<Claim>, bool), ClaimError> {
+        let source = self.held_source(holder, &[]);
+        let creates: Vec<Action> = keys
+            .iter()
+            .map(|k| Action::Create(k, source.clone()))
+            .collect();
         // Sent once: after a lost answer the claims may exist, and a resend would find them
         // "held by someone". The caller's request fails; its claims expire with the lease.
-        let reply = send(
-            &self.client,
-            Method::Post,
-            "/_bulk",
-            &[],
-            Some(&Body::NdJson(body)),
-        )
-        .await?;
-        let reply = check("claims: create", reply)?;
-        let items = reply["items"].as_array().cloned().unwrap_or_default();
-        if items.len() != keys.len() {
-            return Err(EsError::BadResponse {
-                what: "claims: create".into(),
-                detail: format!("{} items for {} keys", items.len(), keys.len()),
-            }
-            .into());
-        }
-        let mut got = Vec::new();
-        let mut blocked = None;
-        let mut surplus = Vec::new();
-        for (key, item) in keys.iter().zip(&items) {
-            let r = &item["create"];
-            let status = r["status"].as_u64().unwrap_or(0);
-            let created = (200..300).contains(&status);
-            let claim = || {
-                (
-                    key.to_string(),
-                    r["_seq_no"].as_u64().unwrap_or_default(),
-                    r["_primary_term"].as_u64().unwrap_or_default(),
-                )
-            };
-            match (blocked.is_some(), created, status) {
-                (false, true, _) => got.push(claim()),
-                (false, false, 409) => blocked = Some(key.as_str()),
-                (false, false, _) => {
-                    surplus.append(&mut got);
-                    self.release(Held { claims: surplus }).await;
-                    return Err(EsError::BadResponse {
+        let items = self.bulk("claims: create", &creates).await?;
+        let mut got: Vec<Option<Claim>> = Vec::with_capacity(keys.len());
+        let mut existing = Vec::new();
+        let mut failure = None;
+        for (i, (key, r)) in keys.iter().zip(&items).enumerate() {
+            match r["status"].as_u64().unwrap_or(0) {
+                200..=299 => got.push(claim_of(key, r, Vec::new())),
+                409 => {
+                    existing.push(i);
+                    got.push(None);
+                }
+                status => {
+                    failure.get_or_insert_with(|| EsError::BadResponse {
                         what: format!("claim `{key}`: create"),
                         detail: format!("HTTP {status}: {}", r["error"]),
-                    }
-                    .into());
+                    });
+                    got.push(None);
                 }
-                (true, true, _) => surplus.push(claim()),
-                (true, false, _) => {}
             }
         }
+        if failure.is_none() && !existing.is_empty() {
+            let wanted: Vec<&str> = existing.iter().map(|&i| keys[i]).collect();
+            match self.read(&wanted).await {
+                Ok(records) => {
+                    let now = now_ms();
+                    let mut takes = Vec::new();
+                    let mut at = Vec::new();
+                    for (&i, record) in existing.iter().zip(records) {
+                        if let Some(r) = record.filter(|r| r.is_free(now)) {
+                            let recent = self.pruned(r.recent, now, None);
+                            takes.push(Action::Replace(
+                                keys[i],
+                                r.seq_no,
+                                r.term,
+                                self.held_source(holder, &recent),
+                            ));
+                            at.push((i, recent));
+                        }
+                    }
+                    if !takes.is_empty() {
+                        match self.bulk("claims: take over", &takes).await {
+                            Ok(items) => {
+                                for ((i, recent), r) in at.into_iter().zip(&items) {
+                                    if (200..300).contains(&r["status"].as_u64().unwrap_or(0)) {
+                                        got[i] = claim_of(keys[i], r, recent);
+                                    }
+                                }
+                            }
+                            Err(e) => failure = Some(e),
+                        }
+                    }
+                }
+                Err(e) => failure = Some(e),
+            }
+        }
+        if let Some(e) = failure {
+            let claims = got.into_iter().flatten().collect();
+            self.release(Held { claims }).await;
+            return Err(e.into());
+        }
+        let first_missing = got.iter().position(Option::is_none);
+        let surplus: Vec<Claim> = match first_missing {
+            Some(p) => got.drain(p..).flatten().collect(),
+            None => Vec::new(),
+        };
         if !surplus.is_empty() {
             self.release(Held { claims: surplus }).await;
         }
-        Ok((got, blocked))
+        Ok((got.into_iter().flatten().collect(), first_missing.is_some()))
     }
 
-    /// Waits until nobody holds `key`: it was released, or its lease ran out (then the
-    /// expired claim is deleted). Looks again after 5 ms, doubling to 100 ms.
-    async fn wait_until_free(&self, key: &str, deadline: Instant) -> Result<(), ClaimError> {
-        let doc_path = format!("/{}/_doc/{}", path_segment(&self.index), path_segment(key));
+    /// Waits until nobody holds `key` (released, or its lease ran out), then claims it.
+    /// Looks again after 5 ms, doubling to 100 ms.
+    async fn wait_and_take(
+        &self,
+        key: &str,
+        holder: &str,
+        deadline: Instant,
+    ) -> Result<Claim, ClaimError> {
         let mut pause = self.poll;
         loop {
-            // A realtime get: no refresh needed.
-            let got = send(&self.client, Method::Get, &doc_path, &[], None).await?;
-            if got.status.as_u16() == 404 {
-                return Ok(());
+            let record = self.read(&[key]).await?.pop().flatten();
+            let now = now_ms();
+            let action = match &record {
+                None => Action::Create(key, self.held_source(holder, &[])),
+                Some(r) if r.is_free(now) => {
+                    if r.holder.is_some() {
+                        tracing::info!(claim = %key, holder = ?r.holder, "taking over an expired claim");
+                    }
+                    let recent = self.pruned(r.recent.clone(), now, None);
+                    Action::Replace(key, r.seq_no, r.term, self.held_source(holder, &recent))
+                }
+                Some(r) => {
+                    if Instant::now() + pause > deadline {
+                        return Err(ClaimError::Timeout {
+                            key: key.to_owned(),
+                            holder: r.holder.clone().unwrap_or_default(),
+                        });
+                    }
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_millis(100));
+                    continue;
+                }
+            };
+            let recent = match &action {
+                Action::Replace(.., source) => {
+                    serde_json::from_value(source["recent"].clone()).unwrap_or_default()
+                }
+                _ => Vec::new(),
+            };
+            let items = self.bulk(&format!("claim `{key}`"), &[action]).await?;
+            let r = &items[0];
+            match r["status"].as_u64().unwrap_or(0) {
+                200..=299 => {
+                    return Ok(claim_of(key, r, recent).expect("a successful write has a version"))
+                }
+                // Someone else claimed it between the read and the write: look again.
+                409 | 404 => {}
+                status => {
+                    return Err(EsError::BadResponse {
+                        what: format!("claim `{key}`"),
+                        detail: format!("HTTP {status}: {}", r["error"]),
+                    }
+                    .into())
+                }
             }
-            let got = check(&format!("claim `{key}`: read"), got)?;
-            if got["_source"]["expires_at"].as_i64().unwrap_or(0) < now_ms() {
-                self.delete_expired(&doc_path, &got).await?;
-                return Ok(());
-            }
-            if Instant::now() + pause > deadline {
-                return Err(ClaimError::Timeout {
-                    key: key.to_owned(),
-                    holder: got["_source"]["holder"]
-                        .as_str()
-                        .unwrap_or_default()
-                        .to_owned(),
-                });
-            }
-            tokio::time::sleep(pause).await;
-            pause = (pause * 2).min(Duration::from_millis(100));
         }
     }
 
-    /// Gives the keys back, in one `_bulk` of deletes. Each is guarded by the claim's
-    /// sequence number, so a claim that expired and was taken over is left to its new holder.
-    /// Failures are logged: the lease frees the keys later.
+    /// Gives the keys back without listing anything (nothing was written). See
+    /// [`Claims::release_recording`].
     pub async fn release(&self, held: Held) {
+        self.give_back(held, None).await
+    }
+
+    /// Gives the keys back after writing the article `id`, listing it in each key's record,
+    /// so that the next holder reads it by id even before a refresh.
+    pub async fn release_recording(&self, held: Held, id: &str) {
+        self.give_back(held, Some(id)).await
+    }
+
+    /// One `_bulk`: each record keeps its recent inserts (within the horizon, plus `written`),
+    /// and is deleted when none is left. Each write is guarded by the claim's sequence number,
+    /// so a claim that expired and was taken over is left to its new holder. Failures are
+    /// logged: the lease frees the keys later.
+    async fn give_back(&self, held: Held, written: Option<&str>) {
         if held.claims.is_empty() {
             return;
         }
-        let mut body = String::new();
-        for (key, seq_no, term) in &held.claims {
-            body.push_str(
-                &json!({ "delete": {
-                    "_index": &self.index, "_id": key,
-                    "if_seq_no": seq_no, "if_primary_term": term
-                } })
-                .to_string(),
-            );
-            body.push('\n');
-        }
-        match send(
-            &self.client,
-            Method::Post,
-            "/_bulk",
-            &[],
-            Some(&Body::NdJson(body)),
-        )
-        .await
-        {
-            Ok(reply) if reply.status.is_success() => {
-                let failed = reply.body["items"]
-                    .as_array()
-                    .map(|items| {
-                        items
-                            .iter()
-                            .filter(|i| {
-                                !matches!(
-                                    i["delete"]["status"].as_u64(),
-                                    Some(200..=299 | 404 | 409)
-                                )
-                            })
-                            .count()
-                    })
-                    .unwrap_or(0);
+        let now = now_ms();
+        let actions: Vec<Action> = held
+            .claims
+            .iter()
+            .map(|c| {
+                let recent = self.pruned(c.recent.clone(), now, written);
+                match recent.iter().map(|r| r.at).max() {
+                    None => Action::Delete(&c.key, c.seq_no, c.term),
+                    Some(newest) => Action::Replace(
+                        &c.key,
+                        c.seq_no,
+                        c.term,
+                        json!({ "expires_at": 0, "idle_since": newest, "recent": recent }),
+                    ),
+                }
+            })
+            .collect();
+        match self.bulk("claims: release", &actions).await {
+            Ok(items) => {
+                let failed = items
+                    .iter()
+                    .filter(|i| !matches!(i["status"].as_u64(), Some(200..=299 | 404 | 409)))
+                    .count();
                 if failed > 0 {
                     tracing::warn!(
                         failed,
@@ -302,36 +479,163 @@ impl Claims {
                     );
                 }
             }
-            Ok(reply) => tracing::warn!(
-                status = reply.status.as_u16(),
-                "could not release claims; their lease will free them"
-            ),
             Err(e) => {
                 tracing::warn!(error = %e, "could not release claims; their lease will free them")
             }
         }
     }
 
-    /// Deletes an expired claim, only if it is still the one read.
-    async fn delete_expired(&self, doc_path: &str, got: &Value) -> Result<(), EsError> {
-        let (Some(s), Some(t)) = (got["_seq_no"].as_u64(), got["_primary_term"].as_u64()) else {
-            return Ok(());
-        };
-        let (s, t) = (s.to_string(), t.to_string());
+    /// Whether a [`Claims::sweep`] is due: yes at most once per horizon (per `Claims` and
+    /// its clones), and the answer is remembered.
+    pub fn sweep_due(&self) -> bool {
+        let mut last = self.last_sweep.lock().expect("lock");
+        match *last {
+            Some(at) if at.elapsed() < self.horizon => false,
+            _ => {
+                *last = Some(Instant::now());
+                true
+            }
+        }
+    }
+
+    /// Deletes the free records whose newest insert is older than the horizon: their articles
+    /// are searchable. A record claimed or changed since the sweep's search is skipped
+    /// (`conflicts=proceed`). Returns how many were deleted.
+    pub async fn sweep(&self) -> Result<u64, EsError> {
+        let before = now_ms() - self.horizon.as_millis() as i64;
+        let body = Body::Json(json!({ "query": { "bool": {
+            "must_not": { "exists": { "field": "holder" } },
+            "filter": { "range": { "idle_since": { "lt": before } } }
+        } } }));
+        let path = format!("/{}/_delete_by_query", path_segment(&self.index));
+        let what = format!("claims index `{}`: sweep", self.index);
+        let reply = self
+            .retry
+            .run(|| async {
+                let r = send(
+                    &self.client,
+                    Method::Post,
+                    &path,
+                    &[("conflicts", "proceed")],
+                    Some(&body),
+                )
+                .await?;
+                check(&what, r)
+            })
+            .await?;
+        Ok(reply["deleted"].as_u64().unwrap_or(0))
+    }
+
+    /// The source of a record held by `holder`, listing `recent`.
+    fn held_source(&self, holder: &str, recent: &[RecentInsert]) -> Value {
+        let expires_at = now_ms() + self.lease.as_millis() as i64;
+        json!({ "holder": holder, "expires_at": expires_at, "recent": recent })
+    }
+
+    /// `recent` without entries older than the horizon (or of `written`), plus `written`.
+    fn pruned(
+        &self,
+        mut recent: Vec<RecentInsert>,
+        now: i64,
+        written: Option<&str>,
+    ) -> Vec<RecentInsert> {
+        let oldest = now - self.horizon.as_millis() as i64;
+        recent.retain(|r| r.at >= oldest && Some(r.id.as_str()) != written);
+        if let Some(id) = written {
+            recent.push(RecentInsert {
+                id: id.to_owned(),
+                at: now,
+            });
+        }
+        recent
+    }
+
+    /// The records of `keys` (realtime: no refresh needed), `None` for a missing one.
+    async fn read(&self, keys: &[&str]) -> Result<Vec<Option<Record>>, EsError> {
+        let path = format!("/{}/_mget", path_segment(&self.index));
+        let body = Body::Json(json!({ "ids": keys }));
+        let what = format!("claims index `{}`: read {} records", self.index, keys.len());
+        let reply = self
+            .retry
+            .run(|| async {
+                let r = send(&self.client, Method::Post, &path, &[], Some(&body)).await?;
+                check(&what, r)
+            })
+            .await?;
+        let docs = reply["docs"].as_array().map(Vec::as_slice).unwrap_or(&[]);
+        if docs.len() != keys.len() {
+            return Err(EsError::BadResponse {
+                what,
+                detail: format!("{} docs for {} ids", docs.len(), keys.len()),
+            });
+        }
+        Ok(docs.iter().map(Record::from_doc).collect())
+    }
+
+    /// Sends `actions` in one `_bulk` and returns each item's result (`status`, `_seq_no`, …),
+    /// in order.
+    async fn bulk(&self, what: &str, actions: &[Action<'_>]) -> Result<Vec<Value>, EsError> {
+        let mut body = String::new();
+        for a in actions {
+            let (line, source) = match a {
+                Action::Create(key, source) => (
+                    json!({ "create": { "_index": &self.index, "_id": key } }),
+                    Some(source),
+                ),
+                Action::Replace(key, seq_no, term, source) => (
+                    json!({ "index": { "_index": &self.index, "_id": key,
+                        "if_seq_no": seq_no, "if_primary_term": term } }),
+                    Some(source),
+                ),
+                Action::Delete(key, seq_no, term) => (
+                    json!({ "delete": { "_index": &self.index, "_id": key,
+                        "if_seq_no": seq_no, "if_primary_term": term } }),
+                    None,
+                ),
+            };
+            body.push_str(&line.to_string());
+            body.push('\n');
+            if let Some(source) = source {
+                body.push_str(&source.to_string());
+                body.push('\n');
+            }
+        }
         let reply = send(
             &self.client,
-            Method::Delete,
-            doc_path,
-            &[("if_seq_no", &s), ("if_primary_term", &t)],
-            None,
+            Method::Post,
+            "/_bulk",
+            &[],
+            Some(&Body::NdJson(body)),
         )
         .await?;
-        if matches!(reply.status.as_u16(), 404 | 409) {
-            return Ok(()); // released or taken over meanwhile
+        let reply = check(what, reply)?;
+        let items: Vec<Value> = reply["items"]
+            .as_array()
+            .map(|items| {
+                items
+                    .iter()
+                    .filter_map(|i| i.as_object()?.values().next().cloned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        if items.len() != actions.len() {
+            return Err(EsError::BadResponse {
+                what: what.into(),
+                detail: format!("{} items for {} actions", items.len(), actions.len()),
+            });
         }
-        tracing::info!(claim = %doc_path, holder = %got["_source"]["holder"], "took over an expired claim");
-        check("delete an expired claim", reply).map(|_| ())
+        Ok(items)
     }
+}
+
+/// The claim a successful bulk item made on `key`.
+fn claim_of(key: &str, item: &Value, recent: Vec<RecentInsert>) -> Option<Claim> {
+    Some(Claim {
+        key: key.to_owned(),
+        seq_no: item["_seq_no"].as_u64()?,
+        term: item["_primary_term"].as_u64()?,
+        recent,
+    })
 }
 
 fn now_ms() -> i64 {

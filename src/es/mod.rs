@@ -49,7 +49,7 @@ use elasticsearch::http::{Method, StatusCode, Url};
 use elasticsearch::Elasticsearch;
 use serde_json::Value;
 
-pub use claims::{ClaimError, Claims, Held};
+pub use claims::{ClaimError, Claims, Held, RecentInsert};
 pub use init::{
     existing_profile, init_index, read_each, read_meta, upgrade_index, verify_index, InitOutcome,
 };

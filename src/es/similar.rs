@@ -31,7 +31,7 @@
 //!
 //! Results are sorted nearest first, then by id and index; the query document is left out.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -414,6 +414,73 @@ impl Similar {
         self.search(&indices, &d, &query, None).await
     }
 
+    /// The documents among `ids` in `index` near a sketch, read by id (a realtime multi-get,
+    /// which sees writes no refresh has made searchable yet): what [`Similar::by_fingerprint`]
+    /// would find among them, by the same rule (a MinHash candidate must also share a band
+    /// with the query, as a search needs). Ids that are not stored are skipped. Dedupe on
+    /// insert reads the articles its keys' records list this way ([`super::Claims`]).
+    pub async fn among_ids(
+        &self,
+        index: &str,
+        ids: &[String],
+        query: impl Into<Sketch>,
+        tolerance: impl Into<Tolerance>,
+    ) -> Result<Vec<Match>, EsError> {
+        let tolerance = tolerance.into();
+        check_tolerance(tolerance)?;
+        let query = es_query(query.into(), tolerance)?;
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let indices = IndexList::from(index);
+        let d = self.describe(&indices).await?;
+        check_method(&indices, &d.meta, query.method())?;
+        let fields = sketch_fields(&d.meta, query.method()).join(",");
+        let r = request(
+            self.scanner.client(),
+            self.scanner.retry(),
+            &format!("index `{index}`: read {} recent articles", ids.len()),
+            HttpMethod::Post,
+            &format!("/{}/_mget", super::path_segment(index)),
+            &[("_source_includes", &fields)],
+            Some(&Body::Json(json!({ "ids": ids }))),
+        )
+        .await?;
+        let bands = match (&query, &d.meta.minhash) {
+            (Query::MinHash { signature, .. }, Some(m)) => Some((
+                m.params,
+                signature
+                    .band_keys(&m.params)
+                    .into_iter()
+                    .collect::<HashSet<u64>>(),
+            )),
+            _ => None,
+        };
+        let mut matches = Vec::new();
+        for doc in r["docs"].as_array().map(Vec::as_slice).unwrap_or(&[]) {
+            let (true, Some(index), Some(id)) = (
+                doc["found"] == true,
+                doc["_index"].as_str(),
+                doc["_id"].as_str(),
+            ) else {
+                continue;
+            };
+            let Some(other) = hit_sketch(doc, &d, query.method())? else {
+                continue;
+            };
+            if let (Some((params, keys)), Sketch::MinHash(sig)) = (&bands, &other) {
+                if !sig.band_keys(params).iter().any(|k| keys.contains(k)) {
+                    continue;
+                }
+            }
+            if let Some(score) = query.score(&other) {
+                matches.push(Match::in_index(id, index, score));
+            }
+        }
+        sort_matches(&mut matches);
+        Ok(matches)
+    }
+
     /// The filter mode in effect: the configured one, unless the cluster refused scripts.
     pub fn effective_filter(&self) -> FilterMode {
         if self.scripts_refused.load(Ordering::Relaxed) {
@@ -511,19 +578,9 @@ impl Similar {
         id: &str,
         method: Method,
     ) -> Result<(String, QueryFingerprint), EsError> {
-        let stored_fields: Vec<&str> = match method {
-            Method::SimHash => {
-                let names = &simhash_meta(&d.meta).fields;
-                let mut f: Vec<&str> = names.blocks.iter().map(String::as_str).collect();
-                f.push(&names.simhash);
-                f
-            }
-            Method::MinHash => {
-                let names = &minhash_meta(&d.meta).fields;
-                vec![names.signature.as_str(), names.version.as_str()]
-            }
-        };
-        let hit = self.find_document(indices, id, &stored_fields).await?;
+        let hit = self
+            .find_document(indices, id, &sketch_fields(&d.meta, method))
+            .await?;
         let index = hit["_index"].as_str().unwrap_or_default().to_owned();
         if let Some(s) = source_sketch(&hit["_source"], &d.meta, method).map_err(|detail| {
             EsError::BadDocument {
@@ -979,6 +1036,22 @@ fn minhash_body(
         body["_source"] = json!([&names.signature]);
     }
     body
+}
+
+/// The fields of `_source` a stored sketch of `method` is read from.
+fn sketch_fields(meta: &IndexMeta, method: Method) -> Vec<&str> {
+    match method {
+        Method::SimHash => {
+            let names = &simhash_meta(meta).fields;
+            let mut f: Vec<&str> = names.blocks.iter().map(String::as_str).collect();
+            f.push(&names.simhash);
+            f
+        }
+        Method::MinHash => {
+            let names = &minhash_meta(meta).fields;
+            vec![names.signature.as_str(), names.version.as_str()]
+        }
+    }
 }
 
 /// A hit's sketch of `method`, from its doc values (or `_source`).

@@ -26,8 +26,9 @@ use crate::fingerprint::{Methods, Sketches};
 use crate::input::{field_texts, BadTextField};
 use crate::{Fingerprinter, Outcome};
 
-/// When writes become visible to search (`refresh` parameter).
-#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+/// When writes become visible to search (`refresh` parameter). Ordered from the cheapest:
+/// the stronger of two is their `max`.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Refresh {
     /// At the index's next periodic refresh (the cheapest; the default).
     #[default]
@@ -38,14 +39,56 @@ pub enum Refresh {
     Now,
 }
 
+impl std::str::FromStr for Refresh {
+    type Err = String;
+
+    /// Elasticsearch's values: `false`, `wait_for`, `true`.
+    fn from_str(s: &str) -> Result<Refresh, String> {
+        match s {
+            "false" => Ok(Refresh::No),
+            "wait_for" => Ok(Refresh::WaitFor),
+            "true" => Ok(Refresh::Now),
+            other => Err(format!(
+                "`refresh` is `true`, `false` or `wait_for` (as in Elasticsearch), not `{other}`"
+            )),
+        }
+    }
+}
+
 impl Refresh {
-    fn param(self) -> &'static str {
+    /// The value of Elasticsearch's `refresh` parameter.
+    pub fn param(self) -> &'static str {
         match self {
             Refresh::No => "false",
             Refresh::WaitFor => "wait_for",
             Refresh::Now => "true",
         }
     }
+}
+
+/// An Elasticsearch time value (`500ms`, `1s`, `2m`…); `Some(None)` for `-1` (disabled).
+fn parse_time_value(v: &str) -> Option<Option<std::time::Duration>> {
+    use std::time::Duration;
+    let v = v.trim();
+    match v {
+        "-1" => return Some(None),
+        "0" => return Some(Some(Duration::ZERO)),
+        _ => {}
+    }
+    let split = v.find(|c: char| !c.is_ascii_digit() && c != '.')?;
+    let (n, unit) = v.split_at(split);
+    let n: f64 = n.parse().ok()?;
+    let seconds = match unit {
+        "nanos" => n / 1e9,
+        "micros" => n / 1e6,
+        "ms" => n / 1e3,
+        "s" => n,
+        "m" => n * 60.0,
+        "h" => n * 3600.0,
+        "d" => n * 86400.0,
+        _ => return None,
+    };
+    Some(Some(Duration::from_secs_f64(seconds)))
 }
 
 /// The seven SimHash fields for `outcome`, as a JSON object to merge into a document.
@@ -289,6 +332,47 @@ impl EsIndexer {
         Ok(true)
     }
 
+    /// The longest time the index leaves between two refreshes (the largest
+    /// `index.refresh_interval` of the indices behind its name); `None` when one of them has
+    /// periodic refresh disabled (`-1`).
+    pub async fn refresh_interval(&self) -> Result<Option<std::time::Duration>, EsError> {
+        let path = format!(
+            "/{}/_settings/index.refresh_interval",
+            path_segment(&self.index)
+        );
+        let what = format!("index `{}`: read refresh_interval", self.index);
+        let reply = self
+            .retry
+            .run(|| async {
+                let r = send(
+                    &self.client,
+                    Method::Get,
+                    &path,
+                    &[("include_defaults", "true"), ("flat_settings", "true")],
+                    None,
+                )
+                .await?;
+                check(&what, r)
+            })
+            .await?;
+        let mut longest = Some(std::time::Duration::ZERO);
+        for (index, s) in reply.as_object().into_iter().flatten() {
+            let v = s["settings"]["index.refresh_interval"]
+                .as_str()
+                .or_else(|| s["defaults"]["index.refresh_interval"].as_str())
+                .unwrap_or("1s");
+            let interval = parse_time_value(v).ok_or_else(|| EsError::BadResponse {
+                what: what.clone(),
+                detail: format!("`{index}` has refresh_interval `{v}`, not a time value"),
+            })?;
+            longest = match (longest, interval) {
+                (Some(a), Some(b)) => Some(a.max(b)),
+                _ => None,
+            };
+        }
+        Ok(longest)
+    }
+
     pub fn with_retry(mut self, retry: RetryPolicy) -> Self {
         self.retry = retry;
         self
@@ -349,6 +433,18 @@ impl EsIndexer {
         article: &Value,
         sketches: &Sketches,
     ) -> Result<IndexedArticle, EsError> {
+        self.index_article_refresh(id, article, sketches, self.refresh)
+            .await
+    }
+
+    /// [`EsIndexer::index_article`] with another `refresh` than the indexer's.
+    pub async fn index_article_refresh(
+        &self,
+        id: Option<&str>,
+        article: &Value,
+        sketches: &Sketches,
+        refresh: Refresh,
+    ) -> Result<IndexedArticle, EsError> {
         let Value::Object(fields) = article else {
             return Err(EsError::BadDocument {
                 id: id.unwrap_or("(new)").to_owned(),
@@ -372,7 +468,7 @@ impl EsIndexer {
             self.index,
             id.unwrap_or("(new)")
         );
-        let query = [("refresh", self.refresh.param())];
+        let query = [("refresh", refresh.param())];
         let reply = retry
             .run(|| async {
                 let r = send(&self.client, method, &path, &query, Some(&body)).await?;
@@ -641,6 +737,25 @@ mod tests {
             fields_of(&old, &taiwan)["minHashBands"],
             original["minHashBands"]
         );
+    }
+
+    #[test]
+    fn time_values_and_refresh_parameters() {
+        use std::time::Duration;
+        assert_eq!(parse_time_value("1s"), Some(Some(Duration::from_secs(1))));
+        assert_eq!(
+            parse_time_value("500ms"),
+            Some(Some(Duration::from_millis(500)))
+        );
+        assert_eq!(parse_time_value("2m"), Some(Some(Duration::from_secs(120))));
+        assert_eq!(parse_time_value("-1"), Some(None));
+        assert_eq!(parse_time_value("soon"), None);
+        assert_eq!(parse_time_value("5"), None);
+        assert_eq!("wait_for".parse(), Ok(Refresh::WaitFor));
+        assert_eq!("true".parse(), Ok(Refresh::Now));
+        assert!("yes".parse::<Refresh>().is_err());
+        assert_eq!(Refresh::No.max(Refresh::WaitFor), Refresh::WaitFor);
+        assert_eq!(Refresh::Now.max(Refresh::WaitFor), Refresh::Now);
     }
 
     #[test]

@@ -182,7 +182,7 @@ impl From<JsonRejection> for ApiError {
 impl From<QueryRejection> for ApiError {
     fn from(r: QueryRejection) -> ApiError {
         ApiError::bad_request(format!(
-            "the query string is not usable ({}): `threshold` is a number with 0 < threshold ≤ 1, `k` a whole number 0–7, `dedupe` true or false, each given once",
+            "the query string is not usable ({}): `threshold` is a number with 0 < threshold ≤ 1, `k` a whole number 0–7, `dedupe` true or false, `refresh` false, wait_for or true, each given once",
             r.body_text()
         ))
     }

@@ -45,7 +45,7 @@ pub use self::metrics::Metrics;
 pub use self::on_es::EsBackend;
 use self::on_es::EsSide;
 pub use self::on_store::StoreBackend;
-use crate::es::{QueryFingerprint, Secret, Similarity};
+use crate::es::{QueryFingerprint, Refresh, Secret, Similarity};
 use crate::fingerprint::{FingerprintRecord, Methods};
 use crate::input::field_texts;
 use crate::minhash::Threshold;
@@ -531,6 +531,8 @@ struct PutParams {
     dedupe: bool,
     threshold: Option<f64>,
     k: Option<u32>,
+    /// As Elasticsearch's: `false` (the default), `wait_for`, `true`.
+    refresh: Option<String>,
 }
 
 impl PutParams {
@@ -540,11 +542,36 @@ impl PutParams {
             k: self.k,
         }
     }
+
+    /// What the query string asks of the write, checked (with or without dedupe: a bad
+    /// `threshold`, `k` or `refresh` is never silently ignored).
+    fn options(&self) -> Result<WriteOptions, ApiError> {
+        Ok(WriteOptions {
+            dedupe: self.dedupe,
+            given: self.near().given()?,
+            refresh: self
+                .refresh
+                .as_deref()
+                .map_or(Ok(Refresh::No), str::parse)
+                .map_err(ApiError::bad_request)?,
+        })
+    }
+}
+
+/// How to write an article: unless a near-duplicate is stored (`dedupe`, at `given` or the
+/// index's default tolerance), and when it must be searchable (a store's writes always are
+/// at once).
+#[derive(Clone, Copy, Debug)]
+struct WriteOptions {
+    dedupe: bool,
+    given: Option<Tolerance>,
+    refresh: Refresh,
 }
 
 /// `PUT /v1/{index}/articles/{id}`: stores the article with its fingerprint (201 created,
-/// 200 replaced), visible to search when the answer comes. With `?dedupe=true`, only unless
-/// a near-duplicate is stored: 409 with the matches.
+/// 200 replaced), searchable as `?refresh=` asks (Elasticsearch's values; by default at the
+/// index's next refresh). With `?dedupe=true`, only unless a near-duplicate is stored: 409
+/// with the matches.
 async fn put_article(
     State(svc): State<Arc<Service>>,
     path: Result<Path<(String, String)>, PathRejection>,
@@ -553,19 +580,18 @@ async fn put_article(
 ) -> Result<Response, ApiError> {
     let Path((index, id)) = path?;
     let Query(p) = params?;
-    // Checked with or without dedupe: a bad `threshold` or `k` is never silently ignored.
-    let given = p.near().given()?;
+    let opts = p.options()?;
     let Json(article) = body?;
     match &svc.side {
         Side::Es(es) => {
             svc.article_texts(&article)?;
             es.clone()
-                .put(svc.metrics.clone(), index, id, article, p.dedupe, given)
+                .put(svc.metrics.clone(), index, id, article, opts)
                 .await
         }
         Side::Store(st) => {
             let texts = svc.owned_texts(&article)?;
-            st.put(&index, id, texts, p.dedupe, given).await
+            st.put(&index, id, texts, opts.dedupe, opts.given).await
         }
     }
 }

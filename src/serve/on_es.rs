@@ -10,12 +10,13 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::{json, Value};
 
-use super::{ApiError, ErrorCode, Found, Metrics, ServeConfig};
+use super::{ApiError, ErrorCode, Found, Metrics, ServeConfig, WriteOptions};
 use crate::es::schema::band_term;
 use crate::es::{
     self, EsError, EsIndexer, FieldNames, IndexMeta, Refresh, RetryPolicy, Similar, SimilarOptions,
 };
 use crate::es::{ClaimError, Claims};
+use crate::method::sort_matches;
 use crate::{Sketch, Sketches, Tolerance};
 
 /// The Elasticsearch cluster the service answers from.
@@ -41,6 +42,9 @@ pub(super) struct EsSide {
 struct Writer {
     indexer: EsIndexer,
     claims: Claims,
+    /// What a dedupe write must wait for: nothing, unless the index never refreshes on its
+    /// own ([`Claims::fit_refresh_interval`]).
+    dedupe_refresh: Refresh,
 }
 
 /// An Elasticsearch error as an answer; failures of the cluster itself are counted.
@@ -171,9 +175,13 @@ impl EsSide {
         index: String,
         id: String,
         article: Value,
-        dedupe: bool,
-        given: Option<Tolerance>,
+        opts: WriteOptions,
     ) -> Result<Response, ApiError> {
+        let WriteOptions {
+            dedupe,
+            given,
+            refresh,
+        } = opts;
         let w = self.writer(&m, &index).await?;
         let article = Arc::new(article);
         let sketches = {
@@ -185,8 +193,9 @@ impl EsSide {
                 .map_err(|e| ApiError::unprocessable(e.to_string()))?
         };
         if !dedupe {
-            return w.store(&m, &id, &article, &sketches).await;
+            return w.store(&m, &id, &article, &sketches, refresh).await;
         }
+        let refresh = refresh.max(w.dedupe_refresh);
         let tolerance = self.tolerance(&m, &index, given).await?;
         if let Tolerance::Distance(k) = tolerance {
             if k > 3 {
@@ -205,19 +214,19 @@ impl EsSide {
         }
         let Ok(sketch) = sketches.clone().into_sketch(method) else {
             // Too short to fingerprint: nothing can be near it.
-            return w.store(&m, &id, &article, &sketches).await;
+            return w.store(&m, &id, &article, &sketches, refresh).await;
         };
         // In a task of its own: a request that times out must not leave its claims behind
         // mid-way, so the insert runs to its end (and releases) whatever happens to the answer.
         let task = tokio::spawn(async move {
-            self.insert_unless_near(&m, &w, &id, &article, &sketches, sketch, tolerance)
+            self.insert_unless_near(&m, &w, &id, &article, &sketches, sketch, tolerance, refresh)
                 .await
         });
         task.await.map_err(|e| ApiError::internal(e.to_string()))?
     }
 
-    /// The writer of `index`: its `EsIndexer` (what `_meta` says it holds, writes visible
-    /// before they return) and its claims (index created on first use).
+    /// The writer of `index`: its `EsIndexer` (what `_meta` says it holds), its claims
+    /// (index created on first use) and whether dedupe writes must wait for a refresh.
     async fn writer(&self, m: &Metrics, index: &str) -> Result<Arc<Writer>, ApiError> {
         if let Some((at, w)) = self.writers.lock().expect("lock").get(index) {
             if at.elapsed() < self.similar.options().describe_ttl {
@@ -231,14 +240,25 @@ impl EsSide {
             &FieldNames::default(),
         )
         .await
-        .map_err(|e| failed(m, e))?
-        .with_refresh(Refresh::WaitFor);
+        .map_err(|e| failed(m, e))?;
         let mut claims = Claims::new(self.es.client.clone(), self.es.retry.clone(), index);
         // A holder finishes within its request's time (the claims' own deadline) plus its
         // writes; the lease is well beyond that.
         claims.lease = (self.timeout * 3).max(Duration::from_secs(30));
         claims.ensure_index().await.map_err(|e| failed(m, e))?;
-        let w = Arc::new(Writer { indexer, claims });
+        let interval = indexer.refresh_interval().await.map_err(|e| failed(m, e))?;
+        let dedupe_refresh = claims.fit_refresh_interval(interval);
+        if dedupe_refresh != Refresh::No {
+            tracing::warn!(
+                index,
+                "the index has periodic refresh disabled (refresh_interval -1): each dedupe write refreshes it"
+            );
+        }
+        let w = Arc::new(Writer {
+            indexer,
+            claims,
+            dedupe_refresh,
+        });
         self.writers
             .lock()
             .expect("lock")
@@ -247,8 +267,9 @@ impl EsSide {
     }
 
     /// Stores `article` as `id` with `w` unless something near `sketch` is stored: claims the
-    /// keys a near-duplicate must share with it, searches, writes (visible before it returns),
-    /// then releases the claims. See [`crate::es::Claims`] for why this is race-free.
+    /// keys a near-duplicate must share with it, searches and reads the recent inserts the
+    /// keys' records list (by id), writes, then releases the claims, listing the article in
+    /// them. See [`crate::es::Claims`] for why this is race-free.
     #[allow(clippy::too_many_arguments)]
     async fn insert_unless_near(
         &self,
@@ -259,6 +280,7 @@ impl EsSide {
         sketches: &Sketches,
         sketch: Sketch,
         tolerance: Tolerance,
+        refresh: Refresh,
     ) -> Result<Response, ApiError> {
         let index = w.indexer.index();
         let keys = claim_keys(&sketch, w.indexer.meta())?;
@@ -276,36 +298,63 @@ impl EsSide {
                 ),
                 ClaimError::Es(e) => failed(m, e),
             })?;
+        let mut written = false;
         let outcome = async {
-            let found = self
-                .similar
-                .by_fingerprint(index, sketch, tolerance)
-                .await
-                .map_err(|e| failed(m, e))?;
-            let matches: Vec<_> = found.matches.into_iter().filter(|m| m.id != id).collect();
+            let recent = held.recent_ids();
+            let (found, listed) = tokio::join!(
+                self.similar
+                    .by_fingerprint(index, sketch.clone(), tolerance),
+                self.similar.among_ids(index, &recent, sketch, tolerance)
+            );
+            let mut matches = found.map_err(|e| failed(m, e))?.matches;
+            matches.extend(listed.map_err(|e| failed(m, e))?);
+            matches.retain(|m| m.id != id);
+            sort_matches(&mut matches);
+            matches.dedup_by(|a, b| a.id == b.id && a.index == b.index);
             if !matches.is_empty() {
                 return Err(ApiError::duplicate(matches));
             }
-            w.store(m, id, article, sketches).await
+            // From here the article may be stored even if the answer is lost: list it.
+            written = true;
+            w.store(m, id, article, sketches, refresh).await
         }
         .await;
-        w.claims.release(held).await;
+        if written {
+            w.claims.release_recording(held, id).await;
+        } else {
+            w.claims.release(held).await;
+        }
+        if w.claims.sweep_due() {
+            let claims = w.claims.clone();
+            tokio::spawn(async move {
+                match claims.sweep().await {
+                    Ok(deleted) => {
+                        tracing::debug!(deleted, claims = claims.index(), "swept old claim records")
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "could not sweep old claim records; the next sweep will")
+                    }
+                }
+            });
+        }
         outcome
     }
 }
 
 impl Writer {
-    /// Writes the article with its fingerprint fields: 201 created, 200 replaced.
+    /// Writes the article with its fingerprint fields: 201 created, 200 replaced; visible to
+    /// search as `refresh` says.
     async fn store(
         &self,
         m: &Metrics,
         id: &str,
         article: &Value,
         sketches: &Sketches,
+        refresh: Refresh,
     ) -> Result<Response, ApiError> {
         let r = self
             .indexer
-            .index_article(Some(id), article, sketches)
+            .index_article_refresh(Some(id), article, sketches, refresh)
             .await
             .map_err(|e| failed(m, e))?;
         Ok(super::stored(

@@ -258,6 +258,7 @@ async fn odd_requests_get_json_errors_that_say_what_is_expected() {
         // Out of range or both given: 400 with or without dedupe.
         put_json("/v1/desk/articles/a?threshold=-0.5", &article),
         put_json("/v1/desk/articles/a?k=8", &article),
+        put_json("/v1/desk/articles/a?refresh=soon", &article),
         get("/v1/desk/similar/ex-001?k=8"),
         put_json(
             "/v1/desk/articles/a?dedupe=false&threshold=0.5&k=3",
@@ -282,7 +283,9 @@ async fn odd_requests_get_json_errors_that_say_what_is_expected() {
         assert_eq!(headers["content-type"], "application/json", "{uri}");
         assert_eq!(body["error"]["code"], "bad_request", "{uri}: {body}");
         let message = body["error"]["message"].as_str().unwrap();
-        let says_what_to_do = if uri.query().is_some() {
+        let says_what_to_do = if uri.query().is_some_and(|q| q.contains("refresh")) {
+            message.contains("wait_for")
+        } else if uri.query().is_some() {
             message.contains("threshold")
         } else {
             message.contains("percent-encoded UTF-8")

@@ -172,3 +172,90 @@ async fn an_expired_claim_is_taken_over_and_its_late_release_leaves_the_new_one(
     );
     c.release(next).await;
 }
+
+/// A release after a write lists the article in each key's record; the next holder of any of
+/// those keys gets it back (`recent_ids`), until the horizon has passed. A record with nothing
+/// recent is deleted on release, and `sweep` deletes free records older than the horizon.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn releases_list_recent_inserts_until_the_horizon() {
+    let idx = TestIndex::new("claims-recent");
+    let mut c = claims(&idx).await;
+    let _cleanup = Cleanup(c.index().to_owned());
+    let soon = || Instant::now() + Duration::from_secs(5);
+    let first = c.acquire(&keys(&["a", "b"]), "w1", soon()).await.unwrap();
+    assert!(first.recent_ids().is_empty());
+    c.release_recording(first, "article-1").await;
+    let second = c.acquire(&keys(&["b", "c"]), "w2", soon()).await.unwrap();
+    assert_eq!(second.recent_ids(), ["article-1"]);
+    c.release_recording(second, "article-2").await;
+    let third = c
+        .acquire(&keys(&["a", "b", "c"]), "w3", soon())
+        .await
+        .unwrap();
+    assert_eq!(third.recent_ids(), ["article-1", "article-2"]);
+    // A release with nothing written keeps what the records list.
+    c.release(third).await;
+    let held = c.acquire(&keys(&["c"]), "w4", soon()).await.unwrap();
+    assert_eq!(held.recent_ids(), ["article-2"]);
+    c.release_recording(held, "article-2").await;
+
+    // A holder keeps the records of keys it took over while another waits for them.
+    let holder = c.acquire(&keys(&["b"]), "w5", soon()).await.unwrap();
+    let e = c
+        .acquire(
+            &keys(&["a", "b"]),
+            "w6",
+            Instant::now() + Duration::from_millis(300),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(e, ClaimError::Timeout { ref holder, .. } if holder == "w5"),
+        "{e:?}"
+    );
+    c.release(holder).await;
+
+    // Past the horizon, entries are dropped, and a record left with none is deleted.
+    c.horizon = Duration::from_millis(300);
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let late = c
+        .acquire(&keys(&["a", "b", "c"]), "w7", soon())
+        .await
+        .unwrap();
+    assert!(late.recent_ids().is_empty(), "{:?}", late.recent_ids());
+    c.release(late).await;
+    let client = t::client().await;
+    for key in ["a", "b", "c"] {
+        let r = neardup::es::send(
+            &client,
+            Method::Get,
+            &format!("/{}/_doc/{key}", c.index()),
+            &[],
+            None,
+        )
+        .await
+        .unwrap();
+        assert_eq!(r.status.as_u16(), 404, "record `{key}`: {}", r.body);
+    }
+
+    // The sweep deletes free records older than the horizon, and leaves held ones.
+    let d = c.acquire(&keys(&["d"]), "w8", soon()).await.unwrap();
+    c.release_recording(d, "article-3").await;
+    let e = c.acquire(&keys(&["e"]), "w9", soon()).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    t::refresh(&client, c.index()).await;
+    assert_eq!(c.sweep().await.unwrap(), 1);
+    let e_record = neardup::es::send(
+        &client,
+        Method::Get,
+        &format!("/{}/_doc/e", c.index()),
+        &[],
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(e_record.status.as_u16(), 200, "the held claim stays");
+    c.release(e).await;
+    assert!(c.sweep_due());
+    assert!(!c.sweep_due(), "at most once per horizon");
+}
