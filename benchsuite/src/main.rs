@@ -12,6 +12,7 @@ mod es_recall;
 mod es_similar;
 mod es_throughput;
 mod index;
+mod serve_writes;
 
 use std::time::Instant;
 
@@ -73,6 +74,9 @@ enum Bench {
     EsThroughput(es_throughput::EsThroughputBench),
     /// Back-fill throughput next to the raw rate of the same bulk updates (docs/s, medians).
     Backfill(backfill::BackfillBench),
+    /// Articles written per second through `neardup serve` (plain and dedupe `PUT`s) beside
+    /// direct Elasticsearch PUTs of the same articles at the same concurrency.
+    ServeWrites(serve_writes::ServeWritesBench),
 }
 
 #[derive(clap::Args, Debug)]
@@ -103,6 +107,7 @@ fn run(b: Bench) -> CmdResult {
         Bench::EsRecall(args) => es_recall::run(args),
         Bench::EsThroughput(args) => es_throughput::run(args),
         Bench::Backfill(args) => backfill::run(args),
+        Bench::ServeWrites(args) => serve_writes::run(args),
     }
 }
 

@@ -49,6 +49,7 @@
 //! record left with none; [`Claims::sweep`] deletes free records whose newest entry is older
 //! than the horizon (a `_delete_by_query` that skips any record changed meanwhile).
 
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -329,7 +330,7 @@ impl Claims {
                     let mut at = Vec::new();
                     for (&i, record) in existing.iter().zip(records) {
                         if let Some(r) = record.filter(|r| r.is_free(now)) {
-                            let recent = self.pruned(r.recent, now, None);
+                            let recent = self.pruned(r.recent, now, &[]);
                             takes.push(Action::Replace(
                                 keys[i],
                                 r.seq_no,
@@ -389,7 +390,7 @@ impl Claims {
                     if r.holder.is_some() {
                         tracing::info!(claim = %key, holder = ?r.holder, "taking over an expired claim");
                     }
-                    let recent = self.pruned(r.recent.clone(), now, None);
+                    let recent = self.pruned(r.recent.clone(), now, &[]);
                     Action::Replace(key, r.seq_no, r.term, self.held_source(holder, &recent))
                 }
                 Some(r) => {
@@ -432,20 +433,21 @@ impl Claims {
     /// Gives the keys back without listing anything (nothing was written). See
     /// [`Claims::release_recording`].
     pub async fn release(&self, held: Held) {
-        self.give_back(held, None).await
+        self.give_back(held, &BTreeMap::new()).await
     }
 
-    /// Gives the keys back after writing the article `id`, listing it in each key's record,
-    /// so that the next holder reads it by id even before a refresh.
-    pub async fn release_recording(&self, held: Held, id: &str) {
-        self.give_back(held, Some(id)).await
+    /// Gives the keys back after writing articles, listing each in the records of the keys
+    /// `written` gives it (key → ids), so that the next holder of any of them reads it by id
+    /// even before a refresh.
+    pub async fn release_recording(&self, held: Held, written: &BTreeMap<String, Vec<String>>) {
+        self.give_back(held, written).await
     }
 
     /// One `_bulk`: each record keeps its recent inserts (within the horizon, plus `written`),
     /// and is deleted when none is left. Each write is guarded by the claim's sequence number,
     /// so a claim that expired and was taken over is left to its new holder. Failures are
     /// logged: the lease frees the keys later.
-    async fn give_back(&self, held: Held, written: Option<&str>) {
+    async fn give_back(&self, held: Held, written: &BTreeMap<String, Vec<String>>) {
         if held.claims.is_empty() {
             return;
         }
@@ -454,7 +456,8 @@ impl Claims {
             .claims
             .iter()
             .map(|c| {
-                let recent = self.pruned(c.recent.clone(), now, written);
+                let ids = written.get(&c.key).map(Vec::as_slice).unwrap_or(&[]);
+                let recent = self.pruned(c.recent.clone(), now, ids);
                 match recent.iter().map(|r| r.at).max() {
                     None => Action::Delete(&c.key, c.seq_no, c.term),
                     Some(newest) => Action::Replace(
@@ -483,6 +486,25 @@ impl Claims {
                 tracing::warn!(error = %e, "could not release claims; their lease will free them")
             }
         }
+    }
+
+    /// Starts a [`Claims::sweep`] in the background when one is due (at most once per
+    /// horizon per `Claims` and its clones); a failure is logged, and the next one retries.
+    pub fn sweep_when_due(&self) {
+        if !self.sweep_due() {
+            return;
+        }
+        let claims = self.clone();
+        tokio::spawn(async move {
+            match claims.sweep().await {
+                Ok(deleted) => {
+                    tracing::debug!(deleted, claims = claims.index(), "swept old claim records")
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "could not sweep old claim records; the next sweep will")
+                }
+            }
+        });
     }
 
     /// Whether a [`Claims::sweep`] is due: yes at most once per horizon (per `Claims` and
@@ -537,16 +559,15 @@ impl Claims {
         &self,
         mut recent: Vec<RecentInsert>,
         now: i64,
-        written: Option<&str>,
+        written: &[String],
     ) -> Vec<RecentInsert> {
         let oldest = now - self.horizon.as_millis() as i64;
-        recent.retain(|r| r.at >= oldest && Some(r.id.as_str()) != written);
-        if let Some(id) = written {
-            recent.push(RecentInsert {
-                id: id.to_owned(),
-                at: now,
-            });
-        }
+        recent.retain(|r| r.at >= oldest && !written.contains(&r.id));
+        recent.extend(written.iter().map(|id| RecentInsert {
+            id: id.clone(),
+            at: now,
+        }));
+        recent.dedup_by(|a, b| a.id == b.id);
         recent
     }
 

@@ -27,6 +27,7 @@
 
 pub mod backfill;
 mod claims;
+mod dedupe;
 mod init;
 mod retry;
 mod scan;
@@ -50,6 +51,7 @@ use elasticsearch::Elasticsearch;
 use serde_json::Value;
 
 pub use claims::{ClaimError, Claims, Held, RecentInsert};
+pub use dedupe::{claim_keys, insert_unless_near, DedupeError, Inserted, NewArticle};
 pub use init::{
     existing_profile, init_index, read_each, read_meta, upgrade_index, verify_index, InitOutcome,
 };
@@ -355,6 +357,9 @@ pub enum EsError {
 
     #[error("k = {k} is too large: the four 16-bit block fields answer exactly for k ≤ 7 (a pair within 7 bits has a block within one bit); use -k 0..=7")]
     DistanceTooLarge { k: u32 },
+
+    #[error("dedupe with SimHash needs k ≤ 3 (two fingerprints within 3 bits have an equal block to claim); got k = {k}")]
+    DedupeDistance { k: u32 },
 }
 
 impl EsError {

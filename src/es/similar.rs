@@ -414,28 +414,34 @@ impl Similar {
         self.search(&indices, &d, &query, None).await
     }
 
-    /// The documents among `ids` in `index` near a sketch, read by id (a realtime multi-get,
-    /// which sees writes no refresh has made searchable yet): what [`Similar::by_fingerprint`]
-    /// would find among them, by the same rule (a MinHash candidate must also share a band
-    /// with the query, as a search needs). Ids that are not stored are skipped. Dedupe on
-    /// insert reads the articles its keys' records list this way ([`super::Claims`]).
+    /// For each of `queries`, the documents among `ids` in `index` near it, read by id once
+    /// for all (a realtime multi-get, which sees writes no refresh has made searchable yet):
+    /// what [`Similar::by_fingerprint`] would find among them, by the same rule (a MinHash
+    /// candidate must also share a band with the query, as a search needs). Ids that are not
+    /// stored are skipped. Dedupe on insert reads the articles its keys' records list this way
+    /// ([`super::Claims`]).
     pub async fn among_ids(
         &self,
         index: &str,
         ids: &[String],
-        query: impl Into<Sketch>,
+        queries: &[Sketch],
         tolerance: impl Into<Tolerance>,
-    ) -> Result<Vec<Match>, EsError> {
+    ) -> Result<Vec<Vec<Match>>, EsError> {
         let tolerance = tolerance.into();
         check_tolerance(tolerance)?;
-        let query = es_query(query.into(), tolerance)?;
-        if ids.is_empty() {
-            return Ok(Vec::new());
+        let queries = queries
+            .iter()
+            .map(|q| es_query(q.clone(), tolerance))
+            .collect::<Result<Vec<Query>, _>>()?;
+        let mut found = vec![Vec::new(); queries.len()];
+        if ids.is_empty() || queries.is_empty() {
+            return Ok(found);
         }
+        let method = tolerance.method();
         let indices = IndexList::from(index);
         let d = self.describe(&indices).await?;
-        check_method(&indices, &d.meta, query.method())?;
-        let fields = sketch_fields(&d.meta, query.method()).join(",");
+        check_method(&indices, &d.meta, method)?;
+        let fields = sketch_fields(&d.meta, method).join(",");
         let r = request(
             self.scanner.client(),
             self.scanner.retry(),
@@ -446,17 +452,14 @@ impl Similar {
             Some(&Body::Json(json!({ "ids": ids }))),
         )
         .await?;
-        let bands = match (&query, &d.meta.minhash) {
-            (Query::MinHash { signature, .. }, Some(m)) => Some((
-                m.params,
-                signature
-                    .band_keys(&m.params)
-                    .into_iter()
-                    .collect::<HashSet<u64>>(),
-            )),
-            _ => None,
+        let params = d.meta.minhash.as_ref().map(|m| m.params);
+        let bands = |s: &Sketch| -> HashSet<u64> {
+            match (s, &params) {
+                (Sketch::MinHash(sig), Some(p)) => sig.band_keys(p).into_iter().collect(),
+                _ => HashSet::new(),
+            }
         };
-        let mut matches = Vec::new();
+        let query_bands: Vec<HashSet<u64>> = queries.iter().map(|q| bands(&q.sketch())).collect();
         for doc in r["docs"].as_array().map(Vec::as_slice).unwrap_or(&[]) {
             let (true, Some(index), Some(id)) = (
                 doc["found"] == true,
@@ -465,20 +468,23 @@ impl Similar {
             ) else {
                 continue;
             };
-            let Some(other) = hit_sketch(doc, &d, query.method())? else {
+            let Some(other) = hit_sketch(doc, &d, method)? else {
                 continue;
             };
-            if let (Some((params, keys)), Sketch::MinHash(sig)) = (&bands, &other) {
-                if !sig.band_keys(params).iter().any(|k| keys.contains(k)) {
+            let other_bands = bands(&other);
+            for ((q, qb), out) in queries.iter().zip(&query_bands).zip(&mut found) {
+                if method == Method::MinHash && qb.is_disjoint(&other_bands) {
                     continue;
                 }
-            }
-            if let Some(score) = query.score(&other) {
-                matches.push(Match::in_index(id, index, score));
+                if let Some(score) = q.score(&other) {
+                    out.push(Match::in_index(id, index, score));
+                }
             }
         }
-        sort_matches(&mut matches);
-        Ok(matches)
+        for m in &mut found {
+            sort_matches(m);
+        }
+        Ok(found)
     }
 
     /// The filter mode in effect: the configured one, unless the cluster refused scripts.

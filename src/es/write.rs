@@ -508,6 +508,96 @@ impl EsIndexer {
         })
     }
 
+    /// Indexes articles (JSON objects) with the fields of every method the index holds, in
+    /// one `_bulk`, each replacing the document of its id; the answer per article, in order:
+    /// what [`EsIndexer::index_article`] returns, or why it was not written (a 400 is the
+    /// article's own fault: [`EsError::BadDocument`]). Transient failures of the whole request
+    /// are retried (every article has its id, so a retry writes nothing twice).
+    pub async fn index_articles(
+        &self,
+        articles: &[(&str, &Value, &Sketches)],
+        refresh: Refresh,
+    ) -> Result<Vec<Result<IndexedArticle, EsError>>, EsError> {
+        if articles.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut body = String::new();
+        let mut refused: Vec<Option<EsError>> = articles.iter().map(|_| None).collect();
+        for (i, (id, article, sketches)) in articles.iter().enumerate() {
+            let Value::Object(fields) = article else {
+                refused[i] = Some(EsError::BadDocument {
+                    id: (*id).to_owned(),
+                    reason: "an article must be a JSON object".into(),
+                });
+                continue;
+            };
+            let mut doc = fields.clone();
+            doc.extend(fingerprint_fields_json(&self.meta, sketches));
+            let _ = writeln!(body, "{}", json!({ "index": { "_id": id } }));
+            let _ = writeln!(body, "{}", Value::Object(doc));
+        }
+        let sent = refused.iter().filter(|r| r.is_none()).count();
+        let mut items = Vec::new();
+        if sent > 0 {
+            let path = format!("/{}/_bulk", path_segment(&self.index));
+            let query = [("refresh", refresh.param())];
+            let what = format!("index `{}`: bulk index of {sent} articles", self.index);
+            let body = Body::NdJson(body);
+            let reply = self
+                .retry
+                .run(|| async {
+                    let r = send(&self.client, Method::Post, &path, &query, Some(&body)).await?;
+                    check(&what, r)
+                })
+                .await?;
+            items = reply["items"].as_array().cloned().unwrap_or_default();
+            if items.len() != sent {
+                return Err(EsError::BadResponse {
+                    what,
+                    detail: format!("{} items for {sent} articles", items.len()),
+                });
+            }
+        }
+        let mut items = items.into_iter();
+        let mut out = Vec::with_capacity(articles.len());
+        for ((id, ..), refused) in articles.iter().zip(refused) {
+            if let Some(e) = refused {
+                out.push(Err(e));
+                continue;
+            }
+            let item = items.next().expect("one item per article sent");
+            let r = &item["index"];
+            let status = r["status"].as_u64().unwrap_or(0) as u16;
+            out.push(match (status, r["_seq_no"].as_u64(), r["_primary_term"].as_u64()) {
+                (200 | 201, Some(seq_no), Some(primary_term)) => Ok(IndexedArticle {
+                    id: (*id).to_owned(),
+                    result: r["result"].as_str().unwrap_or_default().to_owned(),
+                    seq_no,
+                    primary_term,
+                }),
+                _ => {
+                    let (error_type, reason) = super::error_type_reason(r);
+                    Err(if status == 400 {
+                        EsError::BadDocument {
+                            id: (*id).to_owned(),
+                            reason: format!(
+                                "Elasticsearch refused it ({error_type}: {reason}); fix or leave out the field it names"
+                            ),
+                        }
+                    } else {
+                        EsError::Status {
+                            what: format!("index `{}`: index document `{id}`", self.index),
+                            status,
+                            error_type,
+                            reason,
+                        }
+                    })
+                }
+            });
+        }
+        Ok(out)
+    }
+
     /// Writes the fingerprint fields of existing documents, every method the index holds in
     /// the same partial update, with one `_bulk` request (`doc` merges; every other field of
     /// `_source` is left as it is). Transient

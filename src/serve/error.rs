@@ -148,13 +148,21 @@ impl ApiError {
     }
 }
 
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
+impl ApiError {
+    /// The answer's body: `{"error": {"code", "message"}, …extra}`.
+    pub fn body(self) -> Value {
         let mut body = json!({ "error": { "code": self.code.as_str(), "message": self.message } });
         if let Some(Value::Object(extra)) = self.extra {
             body.as_object_mut().expect("object").extend(extra);
         }
-        (self.status, Json(body)).into_response()
+        body
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status = self.status;
+        (status, Json(self.body())).into_response()
     }
 }
 
@@ -224,7 +232,9 @@ impl From<EsError> for ApiError {
             EsError::Status { status, .. } if *status >= 500 || *status == 429 => {
                 (StatusCode::BAD_GATEWAY, ErrorCode::EsError)
             }
-            EsError::DistanceTooLarge { .. } => (StatusCode::BAD_REQUEST, ErrorCode::BadRequest),
+            EsError::DistanceTooLarge { .. } | EsError::DedupeDistance { .. } => {
+                (StatusCode::BAD_REQUEST, ErrorCode::BadRequest)
+            }
             // The path's index name breaks Elasticsearch's rules (a leading `_`, `-` or `+`,
             // `#`, `:`, …): no index has it, as on a store; the message quotes the rule.
             EsError::Status {

@@ -163,6 +163,7 @@ impl Service {
             .route("/v1/{index}/similar/{id}", get(similar_by_id))
             .route("/v1/{index}/similar", post(similar_by_article))
             .route("/v1/{index}/articles/{id}", get(article).put(put_article))
+            .route("/v1/{index}/articles/_bulk", post(bulk_articles))
             .route("/v1/openapi.json", get(openapi))
             .layer(middleware::from_fn_with_state(self.clone(), authorise))
             .layer(limits);
@@ -522,6 +523,145 @@ fn stored(index: &str, id: &str, created: bool) -> Response {
         Json(json!({ "id": id, "index": index, "result": result })),
     )
         .into_response()
+}
+
+/// Articles one `_bulk` request takes at most: a batch holds every key of its articles
+/// while it is searched and written, so larger batches hold up other writers longer.
+pub const MAX_BULK_ARTICLES: usize = 1000;
+
+/// `POST /v1/{index}/articles/_bulk`: JSON Lines, one article per line with its `id` (a
+/// string), the same query string as `PUT`. Answers 200 with one item per line, in order:
+/// `{"id", "status", "result"}` when written, `{"id", "status", "error", "matches"?}` when
+/// not (409 a near-duplicate with `dedupe=true`, 400 an unreadable line, 422 an article that
+/// cannot be used); `errors` says whether any item failed.
+async fn bulk_articles(
+    State(svc): State<Arc<Service>>,
+    path: Result<Path<String>, PathRejection>,
+    params: Result<Query<PutParams>, QueryRejection>,
+    body: Result<axum::body::Bytes, axum::extract::rejection::BytesRejection>,
+) -> Result<Response, ApiError> {
+    let Path(index) = path?;
+    let Query(p) = params?;
+    let opts = p.options()?;
+    let body = body.map_err(|r| {
+        if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                ErrorCode::TooLarge,
+                "the body is larger than the service's --max-body: send smaller batches",
+            )
+        } else {
+            ApiError::bad_request(format!("the body cannot be read: {}", r.body_text()))
+        }
+    })?;
+    let started = std::time::Instant::now();
+    let lines = bulk_lines(&body)?;
+    let ids: Vec<String> = lines.iter().map(|(id, _)| id.clone()).collect();
+    let answers = match &svc.side {
+        Side::Es(es) => {
+            let articles = lines
+                .into_iter()
+                .map(|(id, a)| {
+                    let a = a.and_then(|a| {
+                        svc.article_texts(&a)?;
+                        Ok(a)
+                    });
+                    (id, a)
+                })
+                .collect();
+            es.clone()
+                .bulk(svc.metrics.clone(), index.clone(), articles, opts)
+                .await?
+        }
+        Side::Store(st) => {
+            let articles = lines
+                .into_iter()
+                .map(|(id, a)| (id, a.and_then(|a| svc.owned_texts(&a))))
+                .collect::<Vec<_>>();
+            st.write(&index, articles, opts.dedupe, opts.given).await?
+        }
+    };
+    let mut errors = false;
+    let items: Vec<Value> = ids
+        .into_iter()
+        .zip(answers)
+        .map(|(id, answer)| match answer {
+            Ok(created) => {
+                let (status, result) = if created {
+                    (201, "created")
+                } else {
+                    (200, "updated")
+                };
+                json!({ "id": id, "index": index, "status": status, "result": result })
+            }
+            Err(e) => {
+                errors = true;
+                let status = e.status.as_u16();
+                let mut item = e.body();
+                if !id.is_empty() {
+                    item["id"] = json!(id);
+                }
+                item["status"] = json!(status);
+                item
+            }
+        })
+        .collect();
+    Ok(Json(json!({
+        "took_ms": started.elapsed().as_millis() as u64,
+        "errors": errors,
+        "items": items,
+    }))
+    .into_response())
+}
+
+/// One line of a `_bulk` body: its id (empty when unreadable) and the article, or why it is
+/// not one.
+type BulkLine = (String, Result<Value, ApiError>);
+
+/// The non-empty lines of a `_bulk` body as `(id, article)`; a line that is not a JSON object
+/// with a string `id` is answered 400 on its own (its id empty: its item has none). No
+/// article at all, or more than [`MAX_BULK_ARTICLES`] lines, is 400 for the request.
+fn bulk_lines(body: &[u8]) -> Result<Vec<BulkLine>, ApiError> {
+    let lines: Vec<BulkLine> = body
+        .split(|&b| b == b'\n')
+        .enumerate()
+        .filter(|(_, l)| !l.trim_ascii().is_empty())
+        .map(|(n, l)| {
+            let line = n + 1;
+            let read = serde_json::from_slice::<Value>(l)
+                .map_err(|e| {
+                    ApiError::bad_request(format!(
+                        "line {line} is not JSON ({e}): send one article per line, a JSON object with its `id`"
+                    ))
+                })
+                .and_then(|v| match v["id"].as_str() {
+                    Some(id) if v.is_object() && !id.is_empty() => Ok((id.to_owned(), v)),
+                    _ => Err(ApiError::bad_request(format!(
+                        "line {line} is not an article with its `id` (a non-empty string): one JSON object per line, e.g. {{\"id\": \"a1\", \"title\": …, \"content\": …}}"
+                    ))),
+                });
+            match read {
+                Ok((id, v)) => (id, Ok(v)),
+                Err(e) => (String::new(), Err(e)),
+            }
+        })
+        .collect();
+    if lines.iter().all(|(_, a)| a.is_err()) {
+        return Err(ApiError::bad_request(match lines.first() {
+            Some((_, Err(e))) => format!(
+                "no line is an article: send JSON Lines, one article with its `id` per line ({})",
+                e.message
+            ),
+            _ => "no articles: send JSON Lines, one article with its `id` per line".to_owned(),
+        }));
+    }
+    if lines.len() > MAX_BULK_ARTICLES {
+        return Err(ApiError::bad_request(format!(
+            "{} articles in one request; send at most {MAX_BULK_ARTICLES} per request",
+            lines.len()
+        )));
+    }
+    Ok(lines)
 }
 
 /// `?dedupe=true` and the tolerance of the duplicate check.

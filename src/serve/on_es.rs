@@ -11,13 +11,11 @@ use axum::Json;
 use serde_json::{json, Value};
 
 use super::{ApiError, ErrorCode, Found, Metrics, ServeConfig, WriteOptions};
-use crate::es::schema::band_term;
 use crate::es::{
-    self, EsError, EsIndexer, FieldNames, IndexMeta, Refresh, RetryPolicy, Similar, SimilarOptions,
+    self, ClaimError, Claims, DedupeError, EsError, EsIndexer, FieldNames, Inserted, NewArticle,
+    Refresh, RetryPolicy, Similar, SimilarOptions,
 };
-use crate::es::{ClaimError, Claims};
-use crate::method::sort_matches;
-use crate::{Sketch, Sketches, Tolerance};
+use crate::{Sketches, Tolerance};
 
 /// The Elasticsearch cluster the service answers from.
 #[derive(Clone, Debug)]
@@ -197,32 +195,160 @@ impl EsSide {
         }
         let refresh = refresh.max(w.dedupe_refresh);
         let tolerance = self.tolerance(&m, &index, given).await?;
-        if let Tolerance::Distance(k) = tolerance {
-            if k > 3 {
-                return Err(ApiError::bad_request(format!(
-                    "dedupe with SimHash needs k ≤ 3 (an equal block to claim); got k = {k}"
-                )));
-            }
-        }
-        let method = tolerance.method();
-        if !w.indexer.meta().has(method) {
-            return Err(ApiError::method_not_held(
-                &format!("index `{index}`"),
-                w.indexer.meta().default_method(),
-                method,
-            ));
-        }
-        let Ok(sketch) = sketches.clone().into_sketch(method) else {
-            // Too short to fingerprint: nothing can be near it.
-            return w.store(&m, &id, &article, &sketches, refresh).await;
-        };
         // In a task of its own: a request that times out must not leave its claims behind
         // mid-way, so the insert runs to its end (and releases) whatever happens to the answer.
         let task = tokio::spawn(async move {
-            self.insert_unless_near(&m, &w, &id, &article, &sketches, sketch, tolerance, refresh)
-                .await
+            let one = [NewArticle {
+                id: &id,
+                article: &article,
+                sketches: &sketches,
+            }];
+            let mut done = self
+                .insert(
+                    &m,
+                    &w,
+                    &one,
+                    tolerance,
+                    refresh,
+                    &format!("{id} (pid {})", std::process::id()),
+                )
+                .await?;
+            match done.pop().expect("one answer per article") {
+                Inserted::Written(r) => Ok(super::stored(
+                    w.indexer.index(),
+                    &r.id,
+                    r.result == "created",
+                )),
+                Inserted::Duplicate(matches) => Err(ApiError::duplicate(matches)),
+                Inserted::Failed(e) => Err(failed(&m, e)),
+            }
         });
         task.await.map_err(|e| ApiError::internal(e.to_string()))?
+    }
+
+    /// `POST /v1/{index}/articles/_bulk`: writes the readable articles (`(id, article or why
+    /// it cannot be read)`) in one `_bulk`; with dedupe, each only unless a near-duplicate is
+    /// stored or earlier in the batch. Per article: whether it was created (else replaced),
+    /// or why it was not written.
+    pub(super) async fn bulk(
+        self: Arc<Self>,
+        m: Arc<Metrics>,
+        index: String,
+        articles: Vec<(String, Result<Value, ApiError>)>,
+        opts: WriteOptions,
+    ) -> Result<Vec<Result<bool, ApiError>>, ApiError> {
+        let w = self.writer(&m, &index).await?;
+        let tolerance = match opts.dedupe {
+            true => Some(self.tolerance(&m, &index, opts.given).await?),
+            false => None,
+        };
+        let refresh = match opts.dedupe {
+            true => opts.refresh.max(w.dedupe_refresh),
+            false => opts.refresh,
+        };
+        // Sketched on the blocking pool; the insert in a task of its own, as a PUT's.
+        let task = tokio::spawn(async move {
+            let fields = self.similar.options().text_fields.clone();
+            let w2 = w.clone();
+            let sketched = tokio::task::spawn_blocking(move || {
+                articles
+                    .into_iter()
+                    .map(|(id, a)| {
+                        let s = a.and_then(|a| {
+                            let s = w2
+                                .indexer
+                                .sketch(&a, &fields)
+                                .map_err(|e| ApiError::unprocessable(e.to_string()))?;
+                            Ok((a, s))
+                        });
+                        (id, s)
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .await
+            .map_err(|e| ApiError::internal(e.to_string()))?;
+            let readable: Vec<(usize, &str, &Value, &Sketches)> = sketched
+                .iter()
+                .enumerate()
+                .filter_map(|(i, (id, s))| s.as_ref().ok().map(|(a, sk)| (i, id.as_str(), a, sk)))
+                .collect();
+            let answers: Vec<Result<bool, ApiError>> = match tolerance {
+                None => {
+                    let batch: Vec<(&str, &Value, &Sketches)> =
+                        readable.iter().map(|&(_, id, a, s)| (id, a, s)).collect();
+                    w.indexer
+                        .index_articles(&batch, refresh)
+                        .await
+                        .map_err(|e| failed(&m, e))?
+                        .into_iter()
+                        .map(|r| r.map(|r| r.result == "created").map_err(|e| failed(&m, e)))
+                        .collect()
+                }
+                Some(t) => {
+                    let batch: Vec<NewArticle> = readable
+                        .iter()
+                        .map(|&(_, id, article, sketches)| NewArticle {
+                            id,
+                            article,
+                            sketches,
+                        })
+                        .collect();
+                    let holder = format!("bulk of {} (pid {})", batch.len(), std::process::id());
+                    self.insert(&m, &w, &batch, t, refresh, &holder)
+                        .await?
+                        .into_iter()
+                        .map(|done| match done {
+                            Inserted::Written(r) => Ok(r.result == "created"),
+                            Inserted::Duplicate(matches) => Err(ApiError::duplicate(matches)),
+                            Inserted::Failed(e) => Err(failed(&m, e)),
+                        })
+                        .collect()
+                }
+            };
+            let mut answers = answers.into_iter();
+            let mut out = Vec::with_capacity(sketched.len());
+            for (_, s) in sketched {
+                out.push(match s {
+                    Ok(_) => answers.next().expect("one answer per readable article"),
+                    Err(e) => Err(e),
+                });
+            }
+            Ok(out)
+        });
+        task.await.map_err(|e| ApiError::internal(e.to_string()))?
+    }
+
+    /// [`es::insert_unless_near`] with `w`, waiting for claimed keys up to the request's
+    /// timeout; its failures as answers.
+    async fn insert(
+        &self,
+        m: &Metrics,
+        w: &Writer,
+        articles: &[NewArticle<'_>],
+        tolerance: Tolerance,
+        refresh: Refresh,
+        holder: &str,
+    ) -> Result<Vec<Inserted>, ApiError> {
+        let deadline = Instant::now() + self.timeout;
+        es::insert_unless_near(
+            &w.indexer,
+            &w.claims,
+            &self.similar,
+            articles,
+            tolerance,
+            refresh,
+            holder,
+            deadline,
+        )
+        .await
+        .map_err(|e| match e {
+            DedupeError::Claim(e @ ClaimError::Timeout { .. }) => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                ErrorCode::Busy,
+                format!("{e}: another insert of a near-duplicate is in progress"),
+            ),
+            DedupeError::Claim(ClaimError::Es(e)) | DedupeError::Es(e) => failed(m, e),
+        })
     }
 
     /// The writer of `index`: its `EsIndexer` (what `_meta` says it holds), its claims
@@ -265,80 +391,6 @@ impl EsSide {
             .insert(index.to_owned(), (Instant::now(), w.clone()));
         Ok(w)
     }
-
-    /// Stores `article` as `id` with `w` unless something near `sketch` is stored: claims the
-    /// keys a near-duplicate must share with it, searches and reads the recent inserts the
-    /// keys' records list (by id), writes, then releases the claims, listing the article in
-    /// them. See [`crate::es::Claims`] for why this is race-free.
-    #[allow(clippy::too_many_arguments)]
-    async fn insert_unless_near(
-        &self,
-        m: &Metrics,
-        w: &Writer,
-        id: &str,
-        article: &Value,
-        sketches: &Sketches,
-        sketch: Sketch,
-        tolerance: Tolerance,
-        refresh: Refresh,
-    ) -> Result<Response, ApiError> {
-        let index = w.indexer.index();
-        let keys = claim_keys(&sketch, w.indexer.meta())?;
-        let holder = format!("{id} (pid {})", std::process::id());
-        let deadline = Instant::now() + self.timeout;
-        let held = w
-            .claims
-            .acquire(&keys, &holder, deadline)
-            .await
-            .map_err(|e| match e {
-                ClaimError::Timeout { .. } => ApiError::new(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    ErrorCode::Busy,
-                    format!("{e}: another insert of a near-duplicate is in progress"),
-                ),
-                ClaimError::Es(e) => failed(m, e),
-            })?;
-        let mut written = false;
-        let outcome = async {
-            let recent = held.recent_ids();
-            let (found, listed) = tokio::join!(
-                self.similar
-                    .by_fingerprint(index, sketch.clone(), tolerance),
-                self.similar.among_ids(index, &recent, sketch, tolerance)
-            );
-            let mut matches = found.map_err(|e| failed(m, e))?.matches;
-            matches.extend(listed.map_err(|e| failed(m, e))?);
-            matches.retain(|m| m.id != id);
-            sort_matches(&mut matches);
-            matches.dedup_by(|a, b| a.id == b.id && a.index == b.index);
-            if !matches.is_empty() {
-                return Err(ApiError::duplicate(matches));
-            }
-            // From here the article may be stored even if the answer is lost: list it.
-            written = true;
-            w.store(m, id, article, sketches, refresh).await
-        }
-        .await;
-        if written {
-            w.claims.release_recording(held, id).await;
-        } else {
-            w.claims.release(held).await;
-        }
-        if w.claims.sweep_due() {
-            let claims = w.claims.clone();
-            tokio::spawn(async move {
-                match claims.sweep().await {
-                    Ok(deleted) => {
-                        tracing::debug!(deleted, claims = claims.index(), "swept old claim records")
-                    }
-                    Err(e) => {
-                        tracing::warn!(error = %e, "could not sweep old claim records; the next sweep will")
-                    }
-                }
-            });
-        }
-        outcome
-    }
 }
 
 impl Writer {
@@ -363,28 +415,4 @@ impl Writer {
             r.result == "created",
         ))
     }
-}
-
-/// The keys two near-duplicates must share, to claim before a dedupe insert: the LSH band
-/// terms of a MinHash signature; the four block values of a SimHash (k ≤ 3: two fingerprints
-/// within distance 3 have an equal block).
-fn claim_keys(sketch: &Sketch, meta: &IndexMeta) -> Result<Vec<String>, ApiError> {
-    Ok(match sketch {
-        Sketch::MinHash(sig) => {
-            let params =
-                meta.minhash.as_ref().map(|m| m.params).ok_or_else(|| {
-                    ApiError::bad_request("the index holds no MinHash fingerprints")
-                })?;
-            sig.band_keys(&params)
-                .into_iter()
-                .map(|k| format!("m{}", band_term(k)))
-                .collect()
-        }
-        Sketch::SimHash(f) => f
-            .blocks16()
-            .iter()
-            .enumerate()
-            .map(|(i, b)| format!("s{i}:{b}"))
-            .collect(),
-    })
 }

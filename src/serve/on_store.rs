@@ -252,6 +252,24 @@ impl StoreBackend {
         dedupe: bool,
         given: Option<Tolerance>,
     ) -> Result<Response, ApiError> {
+        let mut done = self
+            .write(index, vec![(id.clone(), Ok(texts))], dedupe, given)
+            .await?;
+        let created = done.pop().expect("one answer per article")?;
+        Ok(super::stored(&self.name, &id, created))
+    }
+
+    /// Stores the sketches of articles (`(id, its texts or why they cannot be read)`), in
+    /// order; with `dedupe`, each only unless a near-duplicate is stored (or earlier in the
+    /// batch): all checked and written in one transaction. Per article: whether it was
+    /// created (else replaced), or why it was not stored.
+    pub(super) async fn write(
+        &self,
+        index: &str,
+        articles: Vec<(String, Result<Vec<String>, ApiError>)>,
+        dedupe: bool,
+        given: Option<Tolerance>,
+    ) -> Result<Vec<Result<bool, ApiError>>, ApiError> {
         self.check_index(index)?;
         let tolerance = if dedupe {
             Some(self.tolerance(given)?)
@@ -259,30 +277,55 @@ impl StoreBackend {
             None
         };
         self.blocking(move |b| {
-            let sketch = b.sketch(&texts).map_err(|why| {
-                ApiError::new(
-                    StatusCode::UNPROCESSABLE_ENTITY,
-                    ErrorCode::TooShort,
-                    format!(
-                        "not stored: the article is too short to fingerprint ({why}), and a local store keeps only fingerprints"
-                    ),
-                )
-            })?;
-            let created = match tolerance {
-                None => b.store.upsert(&id, sketch)?.inserted > 0,
-                Some(t) => {
-                    let r = b
-                        .store
-                        .check(&[(id.as_str(), sketch)], t, true)?
-                        .pop()
-                        .expect("one result per document");
-                    if !r.inserted {
-                        return Err(ApiError::duplicate(b.named(r.matches)));
+            let mut out: Vec<Option<Result<bool, ApiError>>> = Vec::new();
+            let mut sketched = Vec::new();
+            let mut ids = Vec::new();
+            for (i, (id, texts)) in articles.into_iter().enumerate() {
+                ids.push(id);
+                let sketch = texts.and_then(|t| {
+                    b.sketch(&t).map_err(|why| {
+                        ApiError::new(
+                            StatusCode::UNPROCESSABLE_ENTITY,
+                            ErrorCode::TooShort,
+                            format!(
+                                "not stored: the article is too short to fingerprint ({why}), and a local store keeps only fingerprints"
+                            ),
+                        )
+                    })
+                });
+                match sketch {
+                    Ok(s) => {
+                        sketched.push((i, s));
+                        out.push(None);
                     }
-                    !r.replaced
+                    Err(e) => out.push(Some(Err(e))),
                 }
-            };
-            Ok(super::stored(&b.name, &id, created))
+            }
+            match tolerance {
+                None => {
+                    for (i, sketch) in sketched {
+                        out[i] = Some(Ok(b.store.upsert(&ids[i], sketch)?.inserted > 0));
+                    }
+                }
+                Some(t) => {
+                    let (order, docs): (Vec<usize>, Vec<(&str, Sketch)>) = sketched
+                        .into_iter()
+                        .map(|(i, s)| (i, (ids[i].as_str(), s)))
+                        .unzip();
+                    let results = b.store.check(&docs, t, true)?;
+                    for (i, r) in order.into_iter().zip(results) {
+                        out[i] = Some(if r.inserted {
+                            Ok(!r.replaced)
+                        } else {
+                            Err(ApiError::duplicate(b.named(r.matches)))
+                        });
+                    }
+                }
+            }
+            Ok(out
+                .into_iter()
+                .map(|o| o.expect("every article has an answer"))
+                .collect())
         })
         .await
     }

@@ -10,10 +10,11 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use axum::Router;
 use common::serve::{
-    call, created_among, http, post_json, put_json, sigterm, start_serving, variants,
+    assert_bulk_writes_and_dedupes, call, created_among, http, post_json, put_json, sigterm,
+    start_serving, variants,
 };
 use neardup::serve::{ServeConfig, Service, StoreBackend};
-use neardup::store::{OpenOptions, Store};
+use neardup::store::{OpenOptions, Store, StoreConfig};
 use neardup::{Fingerprinter, Profile};
 use serde_json::{json, Value};
 
@@ -441,4 +442,31 @@ fn the_description_names_every_operation_and_lists_the_error_codes() {
         .map(|c| c.as_str())
         .collect();
     assert_eq!(listed, codes, "the description's ErrorCode enum");
+}
+
+/// `POST /v1/{index}/articles/_bulk` on a new MinHash store: the same rules and statuses as on
+/// Elasticsearch (the shared assertions); the batch is checked and written in one transaction.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bulk_writes_and_dedupes_on_a_store() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("bulk");
+    let fp = Fingerprinter::for_profile(Profile::Default);
+    let config = StoreConfig::for_method(&fp, neardup::Method::MinHash, false, 0);
+    drop(Store::create_or_open(&dir, &config, &OpenOptions::default()).unwrap());
+    let (app, backend) = service(&dir);
+    assert_bulk_writes_and_dedupes(&app, "bulk").await;
+    // b0, the example article and b3 (written without dedupe).
+    assert_eq!(backend.store().len().unwrap(), 3);
+    // A store keeps only fingerprints: an article too short for one is 422 on its own.
+    let (status, body, _) = call(
+        &app,
+        common::serve::post_ndjson(
+            "/v1/bulk/articles/_bulk",
+            &[json!({"id": "tiny", "title": "短"}).to_string()],
+        ),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["items"][0]["status"], 422, "{body}");
+    assert_eq!(body["items"][0]["error"]["code"], "too_short");
 }

@@ -173,3 +173,94 @@ pub async fn assert_other_method_is_409(
         );
     }
 }
+
+pub fn post_ndjson(path: &str, lines: &[String]) -> Request<Body> {
+    Request::post(path)
+        .header(header::CONTENT_TYPE, "application/x-ndjson")
+        .body(Body::from(lines.join("\n") + "\n"))
+        .unwrap()
+}
+
+/// `POST /v1/{index}/articles/_bulk` on either backend: a batch is deduplicated within
+/// itself (in order) and against what is stored, each line answered on its own (a bad line
+/// does not stop the others), ids kept; the same rules and statuses on both backends.
+/// `index` is empty (a store) or an index `es-init` made; the test articles are written there.
+pub async fn assert_bulk_writes_and_dedupes(app: &Router, index: &str) {
+    let v = variants(4);
+    let (other_id, other) = super::es::example_articles().into_iter().next().unwrap();
+    let line = |id: &str, a: &Value| {
+        let mut a = a.clone();
+        a["id"] = json!(id);
+        a.to_string()
+    };
+    let path = |q: &str| format!("/v1/{index}/articles/_bulk{q}");
+    let batch = [
+        line("b0", &v[0]),
+        line("b1", &v[1]),
+        "not json".to_owned(),
+        json!({"title": "没有编号"}).to_string(),
+        line(&other_id, &other),
+    ];
+    let (status, body, _) = call(app, post_ndjson(&path("?dedupe=true"), &batch)).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["errors"], true);
+    let items = body["items"].as_array().unwrap();
+    assert_eq!(items.len(), 5, "{body}");
+    assert_eq!(
+        (items[0]["id"].as_str(), items[0]["status"].as_u64()),
+        (Some("b0"), Some(201))
+    );
+    assert_eq!(items[0]["result"], "created");
+    // Near the earlier article of the same batch: refused, naming it.
+    assert_eq!(items[1]["status"], 409, "{body}");
+    assert_eq!(items[1]["error"]["code"], "duplicate");
+    assert_eq!(items[1]["matches"][0]["id"], "b0");
+    for bad in &items[2..4] {
+        assert_eq!(bad["status"], 400, "{bad}");
+        assert!(bad.get("id").is_none(), "{bad}");
+        assert!(
+            bad["error"]["message"].as_str().unwrap().contains("`id`"),
+            "{bad}"
+        );
+    }
+    assert_eq!(items[4]["status"], 201, "{body}");
+
+    // Against what is stored (no refresh in between on Elasticsearch); the same id again is
+    // not its own duplicate.
+    let (status, body, _) = call(
+        app,
+        post_ndjson(
+            &path("?dedupe=true"),
+            &[line("b2", &v[2]), line("b0", &v[0])],
+        ),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let items = body["items"].as_array().unwrap();
+    assert_eq!(items[0]["status"], 409, "{body}");
+    assert_eq!(items[0]["matches"][0]["id"], "b0");
+    assert_eq!(
+        (items[1]["status"].as_u64(), items[1]["result"].as_str()),
+        (Some(200), Some("updated"))
+    );
+
+    // Without dedupe a near-duplicate is written.
+    let (status, body, _) = call(app, post_ndjson(&path(""), &[line("b3", &v[3])])).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["errors"], false);
+    assert_eq!(body["items"][0]["status"], 201);
+
+    // The request itself is refused when nothing in it is an article, or it holds too many.
+    for (lines, says) in [
+        (vec![], "no articles"),
+        (vec!["[1, 2]".to_owned()], "no line is an article"),
+        (vec![line("x", &other); 1001], "at most 1000"),
+    ] {
+        let (status, body, _) = call(app, post_ndjson(&path(""), &lines)).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+        assert!(
+            body["error"]["message"].as_str().unwrap().contains(says),
+            "{body}"
+        );
+    }
+}

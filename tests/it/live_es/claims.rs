@@ -20,6 +20,13 @@ async fn claims(idx: &TestIndex) -> Claims {
     c
 }
 
+/// `id` written under each of `keys`, for `Claims::release_recording`.
+fn under(keys: &[&str], id: &str) -> std::collections::BTreeMap<String, Vec<String>> {
+    keys.iter()
+        .map(|k| (k.to_string(), vec![id.to_owned()]))
+        .collect()
+}
+
 fn keys(k: &[&str]) -> Vec<String> {
     k.iter().map(|s| s.to_string()).collect()
 }
@@ -184,10 +191,12 @@ async fn releases_list_recent_inserts_until_the_horizon() {
     let soon = || Instant::now() + Duration::from_secs(5);
     let first = c.acquire(&keys(&["a", "b"]), "w1", soon()).await.unwrap();
     assert!(first.recent_ids().is_empty());
-    c.release_recording(first, "article-1").await;
+    c.release_recording(first, &under(&["a", "b"], "article-1"))
+        .await;
     let second = c.acquire(&keys(&["b", "c"]), "w2", soon()).await.unwrap();
     assert_eq!(second.recent_ids(), ["article-1"]);
-    c.release_recording(second, "article-2").await;
+    c.release_recording(second, &under(&["b", "c"], "article-2"))
+        .await;
     let third = c
         .acquire(&keys(&["a", "b", "c"]), "w3", soon())
         .await
@@ -197,7 +206,11 @@ async fn releases_list_recent_inserts_until_the_horizon() {
     c.release(third).await;
     let held = c.acquire(&keys(&["c"]), "w4", soon()).await.unwrap();
     assert_eq!(held.recent_ids(), ["article-2"]);
-    c.release_recording(held, "article-2").await;
+    // Each article is listed under the keys given for it only.
+    c.release_recording(held, &under(&["c"], "article-2")).await;
+    let a_only = c.acquire(&keys(&["a"]), "w4b", soon()).await.unwrap();
+    assert_eq!(a_only.recent_ids(), ["article-1"]);
+    c.release(a_only).await;
 
     // A holder keeps the records of keys it took over while another waits for them.
     let holder = c.acquire(&keys(&["b"]), "w5", soon()).await.unwrap();
@@ -240,7 +253,7 @@ async fn releases_list_recent_inserts_until_the_horizon() {
 
     // The sweep deletes free records older than the horizon, and leaves held ones.
     let d = c.acquire(&keys(&["d"]), "w8", soon()).await.unwrap();
-    c.release_recording(d, "article-3").await;
+    c.release_recording(d, &under(&["d"], "article-3")).await;
     let e = c.acquire(&keys(&["e"]), "w9", soon()).await.unwrap();
     tokio::time::sleep(Duration::from_millis(400)).await;
     t::refresh(&client, c.index()).await;

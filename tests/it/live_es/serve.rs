@@ -12,8 +12,8 @@ use axum::http::{header, Request, StatusCode};
 use axum::Router;
 use common::es as t;
 use common::serve::{
-    assert_other_method_is_409, call, created_among, http, post_json, put_json, sigterm,
-    start_serving, variants,
+    assert_bulk_writes_and_dedupes, assert_other_method_is_409, call, created_among, http,
+    post_json, put_json, sigterm, start_serving, variants,
 };
 use neardup::es::{EsConfig, RetryPolicy, Secret};
 use neardup::serve::{self, EsBackend, ServeConfig, Service};
@@ -729,6 +729,44 @@ async fn writes_do_not_wait_for_a_refresh_and_dedupe_still_sees_them() {
     drop_claims(&idx.name).await;
 }
 
+/// `POST /v1/{index}/articles/_bulk` on Elasticsearch: the same rules and statuses as on a
+/// store (the shared assertions), with no refresh between the batches; what was written is
+/// in the index, with its fingerprint fields.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bulk_writes_and_dedupes_on_elasticsearch() {
+    let idx = index_refreshing_every("serve-bulk", "60s").await;
+    let app = service(ServeConfig::default()).await;
+    assert_bulk_writes_and_dedupes(&app, &idx.name).await;
+    let c = t::client().await;
+    t::refresh(&c, &idx.name).await;
+    // b0, the example article and b3 (written without dedupe).
+    assert_eq!(t::count(&c, &idx.name).await, 3);
+    let doc = neardup::es::send(
+        &c,
+        elasticsearch::http::Method::Get,
+        &format!("/{}/_doc/b0", idx.name),
+        &[],
+        None,
+    )
+    .await
+    .unwrap()
+    .body;
+    assert_eq!(doc["_source"]["id"], "b0");
+    assert_eq!(doc["_source"]["minHashBands"].as_array().unwrap().len(), 42);
+    // An article too short to fingerprint is written (nothing can be near it), as by PUT.
+    let (status, body, _) = call(
+        &app,
+        common::serve::post_ndjson(
+            &format!("/v1/{}/articles/_bulk?dedupe=true", idx.name),
+            &[json!({"id": "tiny", "title": "短"}).to_string()],
+        ),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["items"][0]["status"], 201, "{body}");
+    drop_claims(&idx.name).await;
+}
+
 /// An index that refreshes rarely keeps the records longer, and still needs no refresh per
 /// write; one that never refreshes on its own has each dedupe write refresh it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -776,6 +814,64 @@ async fn concurrent_near_duplicates_through_two_services_create_exactly_one() {
         assert_eq!(t::count(&t::client().await, &idx.name).await, 1);
         drop_claims(&idx.name).await;
     }
+}
+
+/// Bulk dedupe races too: two services take 10 concurrent `_bulk` requests of 5 variants of
+/// one article each (and single `PUT`s of 10 more at the same time): exactly one is created.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_bulk_batches_through_two_services_create_exactly_one() {
+    let v = variants(60);
+    let config = || ServeConfig {
+        timeout: Duration::from_secs(120),
+        ..ServeConfig::default()
+    };
+    let idx = both_methods_index("serve-race-bulk").await;
+    let apps = [service(config()).await, service(config()).await];
+    let mut tasks = Vec::new();
+    for (b, chunk) in v[..50].chunks(5).enumerate() {
+        let lines: Vec<String> = chunk
+            .iter()
+            .enumerate()
+            .map(|(i, a)| {
+                let mut a = a.clone();
+                a["id"] = json!(format!("b{b}-{i}"));
+                a.to_string()
+            })
+            .collect();
+        let (app, req) = (
+            apps[b % 2].clone(),
+            common::serve::post_ndjson(
+                &format!("/v1/{}/articles/_bulk?dedupe=true", idx.name),
+                &lines,
+            ),
+        );
+        tasks.push(tokio::spawn(async move { call(&app, req).await }));
+    }
+    let singles = {
+        let (apps, name, rest) = (apps.clone(), idx.name.clone(), v[50..].to_vec());
+        tokio::spawn(async move {
+            created_among(&apps, &rest, |i| {
+                format!("/v1/{name}/articles/p{i}?dedupe=true")
+            })
+            .await
+        })
+    };
+    let mut created = singles.await.unwrap();
+    for task in tasks {
+        let (status, body, _) = task.await.unwrap();
+        assert_eq!(status, StatusCode::OK, "{body}");
+        for item in body["items"].as_array().unwrap() {
+            match item["status"].as_u64() {
+                Some(201) => created += 1,
+                Some(409) => assert_eq!(item["error"]["code"], "duplicate"),
+                _ => panic!("{item}"),
+            }
+        }
+    }
+    assert_eq!(created, 1);
+    t::refresh(&t::client().await, &idx.name).await;
+    assert_eq!(t::count(&t::client().await, &idx.name).await, 1);
+    drop_claims(&idx.name).await;
 }
 
 /// The review page in a real headless browser (Debian's Chromium; `NEARDUP_TEST_CHROMIUM`

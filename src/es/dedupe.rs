@@ -1,0 +1,221 @@
+//! Dedupe on insert: write articles unless a near-duplicate is stored, race-free across
+//! processes and without a refresh per write ([`Claims`] says why), one article or a batch.
+//!
+//! For a batch, the keys of every article are claimed at once; each article is searched for
+//! and checked against the recent inserts the keys' records list; then, in the batch's order,
+//! an article is refused when something stored is near it or an earlier article of the batch
+//! that is written (naming them) — what inserting them one by one would do. The rest are
+//! written in one `_bulk`, and the claims released listing each article written under its own
+//! keys.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::Instant;
+
+use futures_util::StreamExt;
+use serde_json::Value;
+
+use super::schema::band_term;
+use super::{ClaimError, Claims, EsError, EsIndexer, IndexMeta, IndexedArticle, Refresh, Similar};
+use crate::method::{sort_matches, Match};
+use crate::{Sketch, Sketches, Tolerance};
+
+/// One article to write: its id, its JSON object, and its sketches
+/// ([`EsIndexer::sketch`]).
+#[derive(Clone, Copy, Debug)]
+pub struct NewArticle<'a> {
+    pub id: &'a str,
+    pub article: &'a Value,
+    pub sketches: &'a Sketches,
+}
+
+/// What became of one article.
+#[derive(Debug)]
+pub enum Inserted {
+    /// Written (`result` says `created` or `updated`).
+    Written(IndexedArticle),
+    /// Not written: these are stored (or earlier in the batch and written), nearest first.
+    Duplicate(Vec<Match>),
+    /// Not written: Elasticsearch refused it ([`EsError::BadDocument`] for the article's own
+    /// fault).
+    Failed(EsError),
+}
+
+/// Why a dedupe write failed as a whole (nothing of it was written).
+#[derive(Debug, thiserror::Error)]
+pub enum DedupeError {
+    #[error(transparent)]
+    Claim(#[from] ClaimError),
+    #[error(transparent)]
+    Es(#[from] EsError),
+}
+
+/// Searches run at once per batch.
+const SEARCHES_IN_FLIGHT: usize = 8;
+
+/// The keys two near-duplicates must share, to claim before a dedupe insert: the LSH band
+/// terms of a MinHash signature; the four block values of a SimHash (k ≤ 3: two fingerprints
+/// within distance 3 have an equal block).
+pub fn claim_keys(sketch: &Sketch, meta: &IndexMeta) -> Result<Vec<String>, EsError> {
+    Ok(match sketch {
+        Sketch::MinHash(sig) => {
+            let params =
+                meta.minhash.as_ref().map(|m| m.params).ok_or_else(|| {
+                    EsError::Config("the index holds no MinHash fingerprints".into())
+                })?;
+            sig.band_keys(&params)
+                .into_iter()
+                .map(|k| format!("m{}", band_term(k)))
+                .collect()
+        }
+        Sketch::SimHash(f) => f
+            .blocks16()
+            .iter()
+            .enumerate()
+            .map(|(i, b)| format!("s{i}:{b}"))
+            .collect(),
+    })
+}
+
+/// Writes `articles` into the indexer's index unless a near-duplicate (at `tolerance`) is
+/// stored or earlier in the batch. `claims` are the index's ([`Claims::new`] with the same
+/// index), `similar` answers the searches, `holder` names this writer in the claims it
+/// holds, and claimed keys are waited for until `deadline`. An article too short to
+/// fingerprint has no near-duplicate and is written. SimHash needs k ≤ 3 (a block to claim).
+#[allow(clippy::too_many_arguments)]
+pub async fn insert_unless_near(
+    indexer: &EsIndexer,
+    claims: &Claims,
+    similar: &Similar,
+    articles: &[NewArticle<'_>],
+    tolerance: Tolerance,
+    refresh: Refresh,
+    holder: &str,
+    deadline: Instant,
+) -> Result<Vec<Inserted>, DedupeError> {
+    if let Tolerance::Distance(k) = tolerance {
+        if k > 3 {
+            return Err(EsError::DedupeDistance { k }.into());
+        }
+    }
+    let method = tolerance.method();
+    let index = indexer.index();
+    let meta = indexer.meta();
+    if !meta.has(method) {
+        return Err(EsError::MethodNotHeld {
+            index: index.to_owned(),
+            held: meta.default_method(),
+            asked: method,
+        }
+        .into());
+    }
+    let sketches: Vec<Option<Sketch>> = articles
+        .iter()
+        .map(|a| a.sketches.clone().into_sketch(method).ok())
+        .collect();
+    let mut outcome: Vec<Option<Inserted>> = articles.iter().map(|_| None).collect();
+    let keys_of: Vec<Vec<String>> = sketches
+        .iter()
+        .map(|s| {
+            Ok(s.as_ref()
+                .map(|s| claim_keys(s, meta))
+                .transpose()?
+                .unwrap_or_default())
+        })
+        .collect::<Result<_, EsError>>()?;
+
+    // Holding every key of the batch: what is stored near each article (searched, or listed
+    // by the keys' records), then the batch in order, each article also checked against the
+    // earlier ones that are written.
+    let checked: Vec<usize> = (0..articles.len())
+        .filter(|&i| sketches[i].is_some())
+        .collect();
+    let all_keys: Vec<String> = checked
+        .iter()
+        .flat_map(|&i| keys_of[i].iter().cloned())
+        .collect();
+    let held = claims.acquire(&all_keys, holder, deadline).await?;
+    let mut written_ids: Vec<usize> = Vec::new();
+    let result = async {
+        let queries: Vec<Sketch> = checked
+            .iter()
+            .map(|&i| sketches[i].clone().expect("checked articles have sketches"))
+            .collect();
+        let recent = held.recent_ids();
+        let listed = similar.among_ids(index, &recent, &queries, tolerance);
+        let searched = futures_util::stream::iter(queries.iter().cloned())
+            .map(|q| similar.by_fingerprint(index, q, tolerance))
+            .buffered(SEARCHES_IN_FLIGHT)
+            .collect::<Vec<_>>();
+        let (listed, searched) = tokio::join!(listed, searched);
+        let mut stored_near: Vec<Vec<Match>> = vec![Vec::new(); articles.len()];
+        for ((&i, found), listed) in checked.iter().zip(searched).zip(listed?) {
+            let mut matches = found?.matches;
+            matches.extend(listed);
+            stored_near[i] = matches;
+        }
+        let mut by_key: HashMap<&str, Vec<usize>> = HashMap::new();
+        for &i in &checked {
+            let s = sketches[i]
+                .as_ref()
+                .expect("checked articles have sketches");
+            let mut near = std::mem::take(&mut stored_near[i]);
+            let mut seen = std::collections::HashSet::new();
+            for k in &keys_of[i] {
+                for &j in by_key.get(k.as_str()).into_iter().flatten() {
+                    if !seen.insert(j) {
+                        continue;
+                    }
+                    let other = sketches[j].as_ref().expect("keyed articles have sketches");
+                    if let Some(score) = s.score(other, tolerance) {
+                        near.push(Match::in_index(articles[j].id, index, score));
+                    }
+                }
+            }
+            // An article is never its own duplicate (a stored copy, or an earlier line).
+            near.retain(|m| m.id != articles[i].id);
+            if near.is_empty() {
+                for k in &keys_of[i] {
+                    by_key.entry(k.as_str()).or_default().push(i);
+                }
+            } else {
+                sort_matches(&mut near);
+                near.dedup_by(|a, b| a.id == b.id && a.index == b.index);
+                outcome[i] = Some(Inserted::Duplicate(near));
+            }
+        }
+        let to_write: Vec<usize> = (0..articles.len())
+            .filter(|&i| outcome[i].is_none())
+            .collect();
+        let batch: Vec<(&str, &Value, &Sketches)> = to_write
+            .iter()
+            .map(|&i| (articles[i].id, articles[i].article, articles[i].sketches))
+            .collect();
+        // From here the articles may be stored even if the answer is lost: list them.
+        written_ids.clone_from(&to_write);
+        let answers = indexer.index_articles(&batch, refresh).await?;
+        for (i, a) in to_write.into_iter().zip(answers) {
+            outcome[i] = Some(match a {
+                Ok(w) => Inserted::Written(w),
+                Err(e) => Inserted::Failed(e),
+            });
+        }
+        Ok::<(), DedupeError>(())
+    }
+    .await;
+    let mut listed: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for &i in &written_ids {
+        for k in &keys_of[i] {
+            listed
+                .entry(k.clone())
+                .or_default()
+                .push(articles[i].id.to_owned());
+        }
+    }
+    claims.release_recording(held, &listed).await;
+    claims.sweep_when_due();
+    result?;
+    Ok(outcome
+        .into_iter()
+        .map(|o| o.expect("every article has an outcome"))
+        .collect())
+}
