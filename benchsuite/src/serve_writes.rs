@@ -6,7 +6,9 @@
 //! Modes: `direct` (`PUT /{index}/_doc/{id}` of the article alone, what an application does
 //! without neardup), `put` (`PUT /v1/{index}/articles/{id}`) and `dedupe` (the same with
 //! `?dedupe=true`; near-duplicates of earlier articles are answered 409, which counts as
-//! answered). The service is the real binary (`--neardup`, by default the `neardup` beside
+//! answered); and in batches of `--batch`: `direct-bulk` (Elasticsearch's `_bulk`), `bulk`
+//! (`POST /v1/{index}/articles/_bulk`) and `bulk-dedupe`. Rates count articles; latencies are
+//! per request. The service is the real binary (`--neardup`, by default the `neardup` beside
 //! this benchmark), started once, as it runs in production.
 
 use std::io::BufRead;
@@ -41,6 +43,9 @@ pub struct ServeWritesBench {
     /// Modes, in the order run (each round runs them all).
     #[arg(long, value_delimiter = ',', default_values = ["direct", "put", "dedupe"])]
     modes: Vec<Mode>,
+    /// Articles per request of the bulk modes.
+    #[arg(long, default_value_t = 100, value_name = "N")]
+    batch: usize,
     /// Rounds; medians over rounds are reported when more than one.
     #[arg(long, default_value_t = 1)]
     rounds: usize,
@@ -54,6 +59,9 @@ enum Mode {
     Direct,
     Put,
     Dedupe,
+    DirectBulk,
+    Bulk,
+    BulkDedupe,
 }
 
 impl Mode {
@@ -62,7 +70,18 @@ impl Mode {
             Mode::Direct => "direct Elasticsearch PUT",
             Mode::Put => "service PUT",
             Mode::Dedupe => "service PUT ?dedupe=true",
+            Mode::DirectBulk => "direct Elasticsearch _bulk",
+            Mode::Bulk => "service _bulk",
+            Mode::BulkDedupe => "service _bulk ?dedupe=true",
         }
+    }
+
+    fn is_bulk(self) -> bool {
+        matches!(self, Mode::DirectBulk | Mode::Bulk | Mode::BulkDedupe)
+    }
+
+    fn is_direct(self) -> bool {
+        matches!(self, Mode::Direct | Mode::DirectBulk)
     }
 }
 
@@ -88,8 +107,8 @@ impl Drop for Served {
 
 pub fn run(args: ServeWritesBench) -> CmdResult {
     common::ensure_usage(
-        args.concurrency > 0 && args.docs > 0 && args.rounds > 0,
-        "--docs, --concurrency and --rounds must be positive",
+        args.concurrency > 0 && args.docs > 0 && args.rounds > 0 && args.batch > 0,
+        "--docs, --concurrency, --rounds and --batch must be positive",
     )?;
     let articles = Arc::new(read_articles(&args.input, args.docs)?);
     let (config, client) = args.es.client()?;
@@ -106,8 +125,9 @@ pub fn run(args: ServeWritesBench) -> CmdResult {
             for &mode in &args.modes {
                 let index = format!("neardup-bench-writes-{round}-{}", mode_slug(mode));
                 fresh_index(&client, &index).await?;
-                let target = if mode == Mode::Direct { &client } else { &service };
-                let r = write_all(target, &index, &articles, mode, args.concurrency).await?;
+                let target = if mode.is_direct() { &client } else { &service };
+                let r = write_all(target, &index, &articles, mode, args.concurrency, args.batch)
+                    .await?;
                 eprintln!(
                     "round {}: {}: {:.0} articles/s, p50 {:.1} ms, p99 {:.1} ms, {:?}",
                     round + 1,
@@ -132,8 +152,9 @@ pub fn run(args: ServeWritesBench) -> CmdResult {
         );
         println!("| mode | articles/s | × direct | p50 ms | p99 ms | answers |");
         println!("|---|---|---|---|---|---|");
-        let direct = median_of(&runs, Mode::Direct, |r| r.rate);
         for &mode in &args.modes {
+            let baseline = if mode.is_bulk() { Mode::DirectBulk } else { Mode::Direct };
+            let direct = median_of(&runs, baseline, |r| r.rate);
             let rate = median_of(&runs, mode, |r| r.rate).unwrap_or(0.0);
             let statuses = runs
                 .iter()
@@ -160,6 +181,9 @@ fn mode_slug(mode: Mode) -> &'static str {
         Mode::Direct => "direct",
         Mode::Put => "put",
         Mode::Dedupe => "dedupe",
+        Mode::DirectBulk => "direct-bulk",
+        Mode::Bulk => "bulk",
+        Mode::BulkDedupe => "bulk-dedupe",
     }
 }
 
@@ -258,14 +282,17 @@ async fn drop_index(client: &elasticsearch::Elasticsearch, index: &str) {
     let _ = es::send(client, Http::Delete, &claims, &[], None).await;
 }
 
-/// Writes every article with `concurrency` writers and times each answer.
+/// Writes every article with `concurrency` writers (one article per request, or `batch` in the
+/// bulk modes) and times each answer.
 async fn write_all(
     target: &elasticsearch::Elasticsearch,
     index: &str,
     articles: &Arc<Vec<(String, String)>>,
     mode: Mode,
     concurrency: usize,
+    batch: usize,
 ) -> anyhow::Result<Run> {
+    let per_request = if mode.is_bulk() { batch } else { 1 };
     let next = Arc::new(AtomicUsize::new(0));
     let started = Instant::now();
     let mut tasks = Vec::new();
@@ -280,36 +307,27 @@ async fn write_all(
             let mut timed = Vec::new();
             let mut statuses = Vec::new();
             loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some((id, article)) = articles.get(i) else {
+                let from = next.fetch_add(per_request, Ordering::Relaxed);
+                if from >= articles.len() {
                     break;
-                };
-                let path = match mode {
-                    Mode::Direct => format!("/{index}/_doc/{}", es::path_segment(id)),
-                    Mode::Put | Mode::Dedupe => {
-                        format!("/v1/{index}/articles/{}", es::path_segment(id))
-                    }
-                };
-                let query: &[(&str, &str)] = if mode == Mode::Dedupe {
-                    &[("dedupe", "true")]
-                } else {
-                    &[]
-                };
-                let body: Value = serde_json::from_str(article).expect("read as JSON");
+                }
+                let chunk = &articles[from..(from + per_request).min(articles.len())];
                 let t = Instant::now();
-                let r = es::send(&target, Http::Put, &path, query, Some(&Body::Json(body))).await?;
+                let answers = send_chunk(&target, &index, chunk, mode).await?;
                 timed.push(t.elapsed());
-                statuses.push(r.status.as_u16());
+                statuses.extend(answers);
             }
             anyhow::Ok((timed, statuses))
         }));
     }
     let mut lat: Vec<Duration> = Vec::new();
     let mut statuses = std::collections::BTreeMap::new();
+    let mut written = 0;
     for t in tasks {
         let (timed, st) = t.await??;
         lat.extend(timed);
         for s in st {
+            written += 1;
             *statuses.entry(s).or_insert(0) += 1;
         }
     }
@@ -318,9 +336,77 @@ async fn write_all(
     let ms = |q| percentile(&lat, q).as_secs_f64() * 1e3;
     Ok(Run {
         mode,
-        rate: lat.len() as f64 / elapsed.as_secs_f64(),
+        rate: written as f64 / elapsed.as_secs_f64(),
         p50: ms(0.5),
         p99: ms(0.99),
         statuses,
     })
+}
+
+/// One request for `chunk`; the status of each article.
+async fn send_chunk(
+    target: &elasticsearch::Elasticsearch,
+    index: &str,
+    chunk: &[(String, String)],
+    mode: Mode,
+) -> anyhow::Result<Vec<u16>> {
+    let dedupe: &[(&str, &str)] = if matches!(mode, Mode::Dedupe | Mode::BulkDedupe) {
+        &[("dedupe", "true")]
+    } else {
+        &[]
+    };
+    if !mode.is_bulk() {
+        let (id, article) = &chunk[0];
+        let path = match mode {
+            Mode::Direct => format!("/{index}/_doc/{}", es::path_segment(id)),
+            _ => format!("/v1/{index}/articles/{}", es::path_segment(id)),
+        };
+        let body: Value = serde_json::from_str(article).expect("read as JSON");
+        let r = es::send(target, Http::Put, &path, dedupe, Some(&Body::Json(body))).await?;
+        return Ok(vec![r.status.as_u16()]);
+    }
+    let mut lines = String::new();
+    for (id, article) in chunk {
+        if mode == Mode::DirectBulk {
+            lines.push_str(&serde_json::json!({ "index": { "_id": id } }).to_string());
+            lines.push('\n');
+            lines.push_str(article);
+        } else {
+            let mut a: Value = serde_json::from_str(article).expect("read as JSON");
+            a["id"] = Value::String(id.clone());
+            lines.push_str(&a.to_string());
+        }
+        lines.push('\n');
+    }
+    let path = match mode {
+        Mode::DirectBulk => format!("/{index}/_bulk"),
+        _ => format!("/v1/{index}/articles/_bulk"),
+    };
+    let r = es::send(
+        target,
+        Http::Post,
+        &path,
+        dedupe,
+        Some(&Body::NdJson(lines)),
+    )
+    .await?;
+    anyhow::ensure!(
+        r.status.is_success(),
+        "{path}: HTTP {}: {}",
+        r.status,
+        r.body
+    );
+    Ok(r.body["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|i| {
+            let status = if mode == Mode::DirectBulk {
+                &i["index"]["status"]
+            } else {
+                &i["status"]
+            };
+            status.as_u64().unwrap_or(0) as u16
+        })
+        .collect())
 }

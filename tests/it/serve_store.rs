@@ -425,6 +425,7 @@ fn the_description_names_every_operation_and_lists_the_error_codes() {
     assert_eq!(named.len(), ids.len(), "operationIds repeat: {ids:?}");
     for id in [
         "putArticle",
+        "bulkArticles",
         "similarById",
         "similarByArticle",
         "fingerprint",

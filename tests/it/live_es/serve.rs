@@ -390,7 +390,7 @@ async fn every_path_in_the_openapi_description_is_served() {
             routes += 1;
         }
     }
-    assert_eq!(routes, 9, "documented routes");
+    assert_eq!(routes, 10, "documented routes");
 }
 
 /// The binary: `--token-file`, JSON logs on stderr (one object per line, the token in none),
