@@ -28,8 +28,10 @@
 //! writers take turns. Across processes, redb locks the file: a second process that opens a
 //! store in use gets [`StoreError::InUse`], or waits for it with [`OpenOptions::wait`].
 
+mod compact;
 mod config;
 mod error;
+mod migrate;
 mod probe;
 mod stats;
 mod tables;
@@ -43,6 +45,7 @@ use redb::Database;
 pub use crate::method::{sort_matches, Match};
 pub use config::{OpenOptions, StoreConfig, FILE_NAME, FORMAT, MINHASH_PROFILE};
 pub use error::{StoreError, StoreResult};
+pub use migrate::{migrate, write_format_1, Migration, MIGRATING_FILE_NAME};
 pub use probe::{Plan, Snapshot};
 pub use stats::{BlockStats, StoreStats};
 pub use writer::{CheckResult, Op, WriteCounts};
@@ -50,7 +53,7 @@ pub use writer::{CheckResult, Op, WriteCounts};
 use crate::method::Sketch;
 use crate::method::{Method, Query, Tolerance};
 use crate::simhash::BlockLayout;
-use config::{init_meta, open_db, read_meta};
+use config::{init_meta, open_db, open_db_file, read_meta};
 use error::DbContext;
 use tables::Keys;
 
@@ -109,6 +112,14 @@ impl Store {
         let store = Store::with(db, dir.to_owned(), stored)?;
         store.ensure_config(config)?;
         Ok(store)
+    }
+
+    /// A new store for `config` in the database file `file` (which must not exist), named
+    /// `dir` in errors: the store a migration builds beside the one it replaces.
+    fn create_file(dir: &Path, file: &Path, config: &StoreConfig) -> StoreResult<Store> {
+        let db = open_db_file(dir, file, true, Default::default())?;
+        let stored = init_meta(&db, dir, config)?;
+        Store::with(db, dir.to_owned(), stored)
     }
 
     /// A store in memory only, gone when dropped: for tests and short-lived jobs.
