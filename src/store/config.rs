@@ -147,7 +147,8 @@ pub(super) fn open_db_file(
     let deadline = Instant::now() + wait;
     let mut pause = Duration::from_millis(10);
     loop {
-        let builder = Database::builder();
+        let mut builder = Database::builder();
+        builder.create_with_file_format_v3(true);
         let result = if create {
             builder.create(&file)
         } else {

@@ -25,6 +25,10 @@ pub struct StoreStats {
     pub file_bytes: Option<u64>,
     /// `file_bytes` per document.
     pub bytes_per_document: Option<f64>,
+    /// Bytes of the database's pages in use. The rest of the file is free pages that redb
+    /// keeps for later writes: it shortens a file only when at least half of it is free at
+    /// its end, so after a compaction the file can still be up to about twice this.
+    pub used_bytes: u64,
     /// SimHash blocks or MinHash bands.
     pub blocks: Vec<BlockStats>,
 }
@@ -105,6 +109,13 @@ impl Store {
             }
         }
         let documents = snap.len()?;
+        drop(snap);
+        let used_bytes = {
+            let txn = self.db.begin_write().at(path)?;
+            let s = txn.stats().at(path)?;
+            txn.abort().at(path)?;
+            s.allocated_pages() * s.page_size() as u64
+        };
         let file_bytes = std::fs::metadata(self.path.join(FILE_NAME))
             .ok()
             .map(|m| m.len());
@@ -116,6 +127,7 @@ impl Store {
             bytes_per_document: file_bytes
                 .filter(|_| documents > 0)
                 .map(|b| b as f64 / documents as f64),
+            used_bytes,
             blocks,
         })
     }
