@@ -131,7 +131,7 @@ pub fn run(args: Args) -> CmdResult {
     args.run.init_threads()?;
     let source = neardup::input::open(&args.input.input)?;
     let pre = args.input.pre_tokenized;
-    let (store, fp, tolerance) = if args.insert {
+    let (mut store, fp, tolerance) = if args.insert {
         // An existing store keeps its k whatever the query distance; a new one takes -k.
         let store_k = if Store::exists(&args.store.store) {
             DistanceArg { k: None }
@@ -197,6 +197,9 @@ pub fn run(args: Args) -> CmdResult {
     let counts = counts?;
     batch.flush(&store)?;
     common::flush(&mut batch.out)?;
+    if args.insert {
+        store_args::compact_after(&mut store, batch.tally.inserted, false)?;
+    }
     if !args.run.quiet {
         let t = &batch.tally;
         let inserted = if args.insert {

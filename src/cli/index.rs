@@ -79,7 +79,7 @@ pub fn run(args: Args) -> CmdResult {
     common::ensure_usage(args.batch > 0, "--batch must be at least 1")?;
     args.run.init_threads()?;
     let source = neardup::input::open(&args.input.input)?;
-    let (store, fp) = store_args::open_for_writing(
+    let (mut store, fp) = store_args::open_for_writing(
         &args.store,
         &args.profile,
         &args.method,
@@ -133,6 +133,12 @@ pub fn run(args: Args) -> CmdResult {
     }
     let counts = counts?;
     pending.commit(&store, args.verbose)?;
+    let w = pending.counts;
+    store_args::compact_after(
+        &mut store,
+        w.inserted + w.replaced + w.deleted,
+        args.verbose,
+    )?;
     if !args.run.quiet {
         let stats = store.stats()?;
         let w = pending.counts;

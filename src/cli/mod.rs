@@ -18,6 +18,7 @@ pub mod eval;
 mod eval_plot;
 mod fingerprint;
 mod index;
+mod migrate;
 #[cfg(feature = "serve")]
 mod serve;
 mod similar;
@@ -69,6 +70,8 @@ enum Command {
     Dedupe(dedupe::Args),
     /// Size, settings and bucket skew of a local store (JSON).
     Stats(stats::Args),
+    /// Rewrite a local store made by an older neardup (format 1) in the current format, keeping every document.
+    Migrate(migrate::Args),
     /// Learn the boilerplate lines of a corpus or an index (a site's disclaimer, links, footer).
     Boilerplate(boilerplate::Args),
     /// Measure detection quality on labelled pairs, or generate the synthetic benchmark.
@@ -98,6 +101,7 @@ pub fn main() -> i32 {
         Command::Delete(args) => delete::run(args),
         Command::Dedupe(args) => dedupe::run(args),
         Command::Stats(args) => stats::run(args),
+        Command::Migrate(args) => migrate::run(args),
         Command::Eval(args) => eval::run(args),
         Command::Backfill(args) => backfill::run(args),
         #[cfg(feature = "serve")]

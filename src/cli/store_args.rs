@@ -180,3 +180,31 @@ pub fn describe(c: &StoreConfig) -> String {
 pub fn shown(path: &Path) -> String {
     path.display().to_string()
 }
+
+/// Writes below this many documents never compact: a small run leaves little to give back.
+const COMPACT_MIN_CHANGES: u64 = 1000;
+
+/// After a run that wrote `changed` documents (inserted, replaced or removed): compacts the
+/// store ([`Store::compact`]) when that is at least a tenth of what it holds. The rewrite
+/// costs a pass over the whole store (about a tenth of the time the writes took, when they
+/// filled it), so it pays when the run added or churned a good share of the pages, and is
+/// skipped for small top-ups of a large store, whose few split pages are not worth it.
+pub fn compact_after(store: &mut Store, changed: u64, verbose: bool) -> anyhow::Result<()> {
+    let documents = store.len()?;
+    if changed < COMPACT_MIN_CHANGES || changed.saturating_mul(10) < documents {
+        return Ok(());
+    }
+    let file = store.path().join(neardup::store::FILE_NAME);
+    let size = || std::fs::metadata(&file).map(|m| m.len()).unwrap_or(0);
+    let (before, started) = (size(), std::time::Instant::now());
+    store.compact()?;
+    if verbose {
+        eprintln!(
+            "compacted: {:.1} MB -> {:.1} MB in {:.2} s",
+            before as f64 / 1e6,
+            size() as f64 / 1e6,
+            started.elapsed().as_secs_f64()
+        );
+    }
+    Ok(())
+}

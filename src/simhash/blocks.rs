@@ -61,6 +61,11 @@ impl BlockLayout {
         self.parts[i].1
     }
 
+    /// Position of block `i`'s lowest bit.
+    pub fn shift(&self, i: usize) -> u32 {
+        self.parts[i].0
+    }
+
     /// Value of block `i` of `fp`, right-aligned.
     #[inline]
     pub fn block(&self, fp: SimHash, i: usize) -> u64 {

@@ -8,7 +8,7 @@ use redb::{Database, DatabaseError, ReadableTable};
 use serde::Serialize;
 
 use super::error::{DbContext, StoreError, StoreResult};
-use super::tables::{Keys, BANDS, BLOCKS, DOCS, META, SIGNATURES};
+use super::tables::{Keys, BANDS, BLOCKS, DOCS, IDS, META, NEXT_DOC};
 use crate::method::Method;
 use crate::minhash::MinHashParams;
 use crate::simhash::BlockLayout;
@@ -19,7 +19,11 @@ use crate::Fingerprinter;
 pub const FILE_NAME: &str = "neardup.redb";
 
 /// Version of the on-disk layout described in the module docs.
-pub const FORMAT: &str = "1";
+pub const FORMAT: &str = "2";
+
+/// The layout before documents were numbered (ids in every key table); `neardup migrate`
+/// rewrites it as [`FORMAT`].
+pub const FORMAT_1: &str = "1";
 
 /// What a store is built for. Fixed when the store is created.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -128,11 +132,23 @@ pub struct OpenOptions {
 }
 
 pub(super) fn open_db(dir: &Path, create: bool, wait: Duration) -> StoreResult<Database> {
-    let file = dir.join(FILE_NAME);
+    open_db_file(dir, &dir.join(FILE_NAME), create, wait)
+}
+
+/// [`open_db`] of a database file other than the store's own (`dir` names the store in
+/// errors).
+pub(super) fn open_db_file(
+    dir: &Path,
+    file: &Path,
+    create: bool,
+    wait: Duration,
+) -> StoreResult<Database> {
+    let file = file.to_owned();
     let deadline = Instant::now() + wait;
     let mut pause = Duration::from_millis(10);
     loop {
-        let builder = Database::builder();
+        let mut builder = Database::builder();
+        builder.create_with_file_format_v3(true);
         let result = if create {
             builder.create(&file)
         } else {
@@ -180,12 +196,14 @@ fn meta_from(
     meta: &impl ReadableTable<&'static str, &'static str>,
     path: &Path,
 ) -> StoreResult<Option<StoreConfig>> {
-    let get = |key: &str| -> StoreResult<Option<String>> {
-        Ok(meta.get(key).at(path)?.map(|g| g.value().to_owned()))
-    };
-    let Some(format) = get("format")? else {
+    let Some((format, config)) = settings_of_any_format(meta, path)? else {
         return Ok(None);
     };
+    if format == FORMAT_1 {
+        return Err(StoreError::NeedsMigration {
+            path: path.to_owned(),
+        });
+    }
     if format != FORMAT {
         return Err(StoreError::Format {
             path: path.to_owned(),
@@ -193,6 +211,20 @@ fn meta_from(
             supported: FORMAT,
         });
     }
+    Ok(Some(config))
+}
+
+/// The format and settings, whatever the format (formats 1 and 2 record the same settings).
+pub(super) fn settings_of_any_format(
+    meta: &impl ReadableTable<&'static str, &'static str>,
+    path: &Path,
+) -> StoreResult<Option<(String, StoreConfig)>> {
+    let get = |key: &str| -> StoreResult<Option<String>> {
+        Ok(meta.get(key).at(path)?.map(|g| g.value().to_owned()))
+    };
+    let Some(format) = get("format")? else {
+        return Ok(None);
+    };
     let missing = |key: &str| StoreError::NotAStore {
         path: path.to_owned(),
         reason: format!("its settings lack `{key}`"),
@@ -215,27 +247,30 @@ fn meta_from(
             })?,
         ),
     };
-    Ok(Some(StoreConfig {
-        method,
-        profile: get("profile")?.ok_or_else(|| missing("profile"))?,
-        version: get("version")?.ok_or_else(|| missing("version"))?,
-        k: k_text.parse().map_err(|_| StoreError::NotAStore {
-            path: path.to_owned(),
-            reason: format!("its k `{k_text}` is not a number"),
-        })?,
-        minhash,
-        // Stores made before folding existed have no `fold`: they never folded.
-        fold: get("fold")?.is_some_and(|f| f == "true"),
-        boilerplate: match get("boilerplate")? {
-            None => None,
-            Some(text) => Some(Arc::new(serde_json::from_str(&text).map_err(|e| {
-                StoreError::NotAStore {
-                    path: path.to_owned(),
-                    reason: format!("its boilerplate does not parse: {e}"),
-                }
-            })?)),
+    Ok(Some((
+        format,
+        StoreConfig {
+            method,
+            profile: get("profile")?.ok_or_else(|| missing("profile"))?,
+            version: get("version")?.ok_or_else(|| missing("version"))?,
+            k: k_text.parse().map_err(|_| StoreError::NotAStore {
+                path: path.to_owned(),
+                reason: format!("its k `{k_text}` is not a number"),
+            })?,
+            minhash,
+            // Stores made before folding existed have no `fold`: they never folded.
+            fold: get("fold")?.is_some_and(|f| f == "true"),
+            boilerplate: match get("boilerplate")? {
+                None => None,
+                Some(text) => Some(Arc::new(serde_json::from_str(&text).map_err(|e| {
+                    StoreError::NotAStore {
+                        path: path.to_owned(),
+                        reason: format!("its boilerplate does not parse: {e}"),
+                    }
+                })?)),
+            },
         },
-    }))
+    )))
 }
 
 /// Writes the settings and creates the tables if the database has none yet; returns the
@@ -256,44 +291,51 @@ pub(super) fn init_meta(
         if let Some(stored) = meta_from(&meta, path)? {
             stored
         } else {
-            let k = config.k.to_string();
-            let minhash = config
-                .minhash
-                .map(|p| serde_json::to_string(&p).expect("parameters serialise"));
-            for (key, value) in [
-                ("format", FORMAT),
-                ("method", config.method.name()),
-                ("profile", config.profile.as_str()),
-                ("version", config.version.as_str()),
-                ("k", k.as_str()),
-                ("created_by", concat!("neardup ", env!("CARGO_PKG_VERSION"))),
-            ] {
-                meta.insert(key, value).at(path)?;
-            }
-            if let Some(m) = &minhash {
-                meta.insert("minhash", m.as_str()).at(path)?;
-            }
-            if config.fold {
-                meta.insert("fold", "true").at(path)?;
-            }
-            if let Some(b) = &config.boilerplate {
-                let json =
-                    serde_json::to_string(&b.without_texts()).expect("boilerplate serialises");
-                meta.insert("boilerplate", json.as_str()).at(path)?;
-            }
+            write_settings(&mut meta, config, FORMAT, path)?;
+            meta.insert(NEXT_DOC, "0").at(path)?;
+            txn.open_table(DOCS).at(path)?;
+            txn.open_table(IDS).at(path)?;
             match config.method {
-                Method::SimHash => {
-                    txn.open_table(DOCS).at(path)?;
-                    txn.open_multimap_table(BLOCKS).at(path)?;
-                }
-                Method::MinHash => {
-                    txn.open_table(SIGNATURES).at(path)?;
-                    txn.open_multimap_table(BANDS).at(path)?;
-                }
+                Method::SimHash => drop(txn.open_table(BLOCKS).at(path)?),
+                Method::MinHash => drop(txn.open_table(BANDS).at(path)?),
             }
             config.clone()
         }
     };
     txn.commit().at(path)?;
     Ok(stored)
+}
+
+/// Writes the settings of `config` as a store of `format`.
+pub(super) fn write_settings(
+    meta: &mut redb::Table<'_, &'static str, &'static str>,
+    config: &StoreConfig,
+    format: &str,
+    path: &Path,
+) -> StoreResult<()> {
+    let k = config.k.to_string();
+    let minhash = config
+        .minhash
+        .map(|p| serde_json::to_string(&p).expect("parameters serialise"));
+    for (key, value) in [
+        ("format", format),
+        ("method", config.method.name()),
+        ("profile", config.profile.as_str()),
+        ("version", config.version.as_str()),
+        ("k", k.as_str()),
+        ("created_by", concat!("neardup ", env!("CARGO_PKG_VERSION"))),
+    ] {
+        meta.insert(key, value).at(path)?;
+    }
+    if let Some(m) = &minhash {
+        meta.insert("minhash", m.as_str()).at(path)?;
+    }
+    if config.fold {
+        meta.insert("fold", "true").at(path)?;
+    }
+    if let Some(b) = &config.boilerplate {
+        let json = serde_json::to_string(&b.without_texts()).expect("boilerplate serialises");
+        meta.insert("boilerplate", json.as_str()).at(path)?;
+    }
+    Ok(())
 }

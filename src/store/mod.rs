@@ -7,16 +7,22 @@
 //!   parameters (`k` for SimHash, the MinHash parameters). A store only ever holds sketches
 //!   of one version, so they are all comparable; opening it with another method, profile,
 //!   version or `k` is an error ([`StoreError::Mismatch`]), never silent mixing.
-//! - SimHash: `docs` (document id → fingerprint) and `blocks`, the pigeonhole tables. For
-//!   `k + 1` blocks (see [`BlockLayout`]), the key `(block number, block value)` lists
-//!   `(fingerprint, id)` of every document with that block value. Two fingerprints within
-//!   `k` share at least one block, so looking up the query's `k + 1` blocks finds every
-//!   neighbour; the full fingerprint next to the id lets the distance be checked without a
-//!   second lookup.
-//! - MinHash: `signatures` (document id → signature, 4 bytes per minimum) and `bands`, the
-//!   LSH tables: the key `(band number, band key)` lists the ids of every document with that
-//!   band. A query looks up its bands and keeps the candidates whose estimated Jaccard
-//!   similarity reaches the threshold: exactly "shares a band and estimated Jaccard ≥ t".
+//! - `docs` and `ids`: documents are numbered inside the store (never reused); `docs` maps a
+//!   number to the sketch and the id, `ids` finds the number of an id. The key tables hold
+//!   numbers, not ids (see the `tables` module for the exact layout, format 2).
+//! - SimHash: `blocks`, the pigeonhole table. For `k + 1` blocks (see [`BlockLayout`]),
+//!   every document is filed under each of its block values, with its full fingerprint in
+//!   the key. Two fingerprints within `k` share at least one block, so looking up the query's
+//!   `k + 1` blocks finds every neighbour, and the distance is checked without a second
+//!   lookup.
+//! - MinHash: `bands`, the LSH table: every document is filed under the 32-bit prefix of
+//!   each of its band keys. A query looks up its bands, keeps the candidates whose full band
+//!   key is the query's, and of those the ones whose estimated Jaccard similarity reaches
+//!   the threshold: exactly "shares a band and estimated Jaccard ≥ t".
+//!
+//! Stores of format 1 (ids in every key table) are refused with
+//! [`StoreError::NeedsMigration`]; [`migrate`] rewrites them. [`Store::compact`] gives back
+//! the space a bulk load leaves.
 //!
 //! Every change ([`Store::write`], [`Store::check`] with `insert`) is one ACID transaction:
 //! a process killed mid-write leaves the store as of its last commit, with no document
@@ -28,8 +34,10 @@
 //! writers take turns. Across processes, redb locks the file: a second process that opens a
 //! store in use gets [`StoreError::InUse`], or waits for it with [`OpenOptions::wait`].
 
+mod compact;
 mod config;
 mod error;
+mod migrate;
 mod probe;
 mod stats;
 mod tables;
@@ -43,6 +51,7 @@ use redb::Database;
 pub use crate::method::{sort_matches, Match};
 pub use config::{OpenOptions, StoreConfig, FILE_NAME, FORMAT, MINHASH_PROFILE};
 pub use error::{StoreError, StoreResult};
+pub use migrate::{migrate, write_format_1, Migration, MIGRATING_FILE_NAME};
 pub use probe::{Plan, Snapshot};
 pub use stats::{BlockStats, StoreStats};
 pub use writer::{CheckResult, Op, WriteCounts};
@@ -50,7 +59,7 @@ pub use writer::{CheckResult, Op, WriteCounts};
 use crate::method::Sketch;
 use crate::method::{Method, Query, Tolerance};
 use crate::simhash::BlockLayout;
-use config::{init_meta, open_db, read_meta};
+use config::{init_meta, open_db, open_db_file, read_meta};
 use error::DbContext;
 use tables::Keys;
 
@@ -109,6 +118,14 @@ impl Store {
         let store = Store::with(db, dir.to_owned(), stored)?;
         store.ensure_config(config)?;
         Ok(store)
+    }
+
+    /// A new store for `config` in the database file `file` (which must not exist), named
+    /// `dir` in errors: the store a migration builds beside the one it replaces.
+    fn create_file(dir: &Path, file: &Path, config: &StoreConfig) -> StoreResult<Store> {
+        let db = open_db_file(dir, file, true, Default::default())?;
+        let stored = init_meta(&db, dir, config)?;
+        Store::with(db, dir.to_owned(), stored)
     }
 
     /// A store in memory only, gone when dropped: for tests and short-lived jobs.

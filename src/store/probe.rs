@@ -1,11 +1,14 @@
 //! Queries: the block and band lookups, and the snapshots they read.
 
+use std::collections::HashSet;
 use std::path::Path;
 
-use redb::{ReadTransaction, ReadableMultimapTable, ReadableTable, ReadableTableMetadata};
+use redb::{ReadTransaction, ReadableTable, ReadableTableMetadata};
 
 use super::error::{DbContext, StoreResult};
-use super::tables::{decode_signature, Keys, BANDS, BLOCKS, DOCS, SIGNATURES};
+use super::tables::{
+    band_prefix, block_fingerprint, block_range, find, Keys, BANDS, BLOCKS, DOCS, IDS,
+};
 use super::{query_mismatch, store_query, Store};
 use crate::method::{sort_matches, Match, Query, Score, Sketch, Tolerance};
 use crate::minhash::MinHashParams;
@@ -36,10 +39,7 @@ impl Snapshot<'_> {
     /// Number of documents.
     pub fn len(&self) -> StoreResult<u64> {
         let path = &self.store.path;
-        match &self.store.keys {
-            Keys::Blocks(_) => self.txn.open_table(DOCS).at(path)?.len().at(path),
-            Keys::Bands(_) => self.txn.open_table(SIGNATURES).at(path)?.len().at(path),
-        }
+        self.txn.open_table(DOCS).at(path)?.len().at(path)
     }
 
     /// Whether the store holds no document.
@@ -50,22 +50,13 @@ impl Snapshot<'_> {
     /// The sketch stored for `id`.
     pub fn get(&self, id: &str) -> StoreResult<Option<Sketch>> {
         let path = &self.store.path;
-        match &self.store.keys {
-            Keys::Blocks(_) => {
-                let docs = self.txn.open_table(DOCS).at(path)?;
-                Ok(docs
-                    .get(id)
-                    .at(path)?
-                    .map(|g| Sketch::SimHash(SimHash(g.value()))))
-            }
-            Keys::Bands(p) => {
-                let sigs = self.txn.open_table(SIGNATURES).at(path)?;
-                let found = sigs.get(id).at(path)?;
-                found
-                    .map(|g| decode_signature(g.value(), p, id, path).map(Sketch::MinHash))
-                    .transpose()
-            }
-        }
+        let keys = &self.store.keys;
+        let ids = self.txn.open_table(IDS).at(path)?;
+        let docs = self.txn.open_table(DOCS).at(path)?;
+        Ok(find(&ids, &docs, keys, id, path)?.map(|(doc, bytes)| {
+            let (sketch, _) = keys.split(&bytes, doc, path).expect("checked by find");
+            keys.sketch(sketch)
+        }))
     }
 
     /// See [`Store::similar`].
@@ -88,16 +79,22 @@ impl Snapshot<'_> {
     ) -> StoreResult<Vec<Match>> {
         let path = &self.store.path;
         let query = store_query(path, self.store.method(), sketch, tolerance)?;
+        let docs = self.txn.open_table(DOCS).at(path)?;
         match (&self.store.keys, &query) {
-            (Keys::Blocks(layout), &Query::SimHash { fingerprint, k }) => {
-                let docs = self.txn.open_table(DOCS).at(path)?;
-                let blocks = self.txn.open_multimap_table(BLOCKS).at(path)?;
-                probe_blocks(&blocks, &docs, layout, fingerprint, k, exclude, plan).at(path)
+            (keys @ Keys::Blocks(layout), &Query::SimHash { fingerprint, k }) => {
+                let blocks = self.txn.open_table(BLOCKS).at(path)?;
+                let probe = BlockProbe {
+                    layout,
+                    fp: fingerprint,
+                    k,
+                    exclude,
+                    plan,
+                };
+                probe.run(&blocks, &docs, keys, path)
             }
-            (Keys::Bands(p), Query::MinHash { .. }) => {
-                let sigs = self.txn.open_table(SIGNATURES).at(path)?;
-                let bands = self.txn.open_multimap_table(BANDS).at(path)?;
-                probe_bands(&bands, &sigs, p, &query, exclude, plan, path)
+            (keys @ Keys::Bands(p), Query::MinHash { .. }) => {
+                let bands = self.txn.open_table(BANDS).at(path)?;
+                probe_bands(&bands, &docs, keys, p, &query, exclude, plan, path)
             }
             (_, q) => Err(query_mismatch(path, self.store.method(), q.method())),
         }
@@ -114,36 +111,30 @@ impl Snapshot<'_> {
     /// Every document, in id order.
     pub fn documents(&self) -> StoreResult<Vec<(String, Sketch)>> {
         let path = &self.store.path;
+        let keys = &self.store.keys;
+        let docs = self.txn.open_table(DOCS).at(path)?;
         let mut out = Vec::new();
-        match &self.store.keys {
-            Keys::Blocks(_) => {
-                let docs = self.txn.open_table(DOCS).at(path)?;
-                for entry in docs.iter().at(path)? {
-                    let (id, fp) = entry.at(path)?;
-                    out.push((id.value().to_owned(), Sketch::SimHash(SimHash(fp.value()))));
-                }
-            }
-            Keys::Bands(p) => {
-                let sigs = self.txn.open_table(SIGNATURES).at(path)?;
-                for entry in sigs.iter().at(path)? {
-                    let (id, sig) = entry.at(path)?;
-                    let id = id.value();
-                    let sig = decode_signature(sig.value(), p, id, path)?;
-                    out.push((id.to_owned(), Sketch::MinHash(sig)));
-                }
-            }
+        for entry in docs.iter().at(path)? {
+            let (doc, bytes) = entry.at(path)?;
+            let (sketch, id) = keys.split(bytes.value(), doc.value(), path)?;
+            out.push((id.to_owned(), keys.sketch(sketch)));
         }
+        out.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         Ok(out)
     }
 }
 
 /// The MinHash query: every document sharing a band with the query's signature whose
 /// estimated Jaccard similarity reaches its threshold (or, with [`Plan::Scan`], every document
-/// that reaches it, band or not). Each candidate is read once, however many bands it shares.
-/// A SimHash query finds nothing here.
-pub(super) fn probe_bands<B, S>(
+/// that reaches it, band or not). Each candidate is scored once, however many bands it
+/// shares. A document under the query's 32-bit key prefix in band `i` shares band `i` only if
+/// its full key, recomputed from its signature, is the query's: prefix collisions are read
+/// and dropped, never answered. A SimHash query finds nothing here.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn probe_bands<B, D>(
     bands: &B,
-    sigs: &S,
+    docs: &D,
+    keys: &Keys,
     params: &MinHashParams,
     query: &Query,
     exclude: Option<&str>,
@@ -151,45 +142,63 @@ pub(super) fn probe_bands<B, S>(
     path: &Path,
 ) -> StoreResult<Vec<Match>>
 where
-    B: ReadableMultimapTable<(u8, u64), &'static str>,
-    S: ReadableTable<&'static str, &'static [u8]>,
+    B: ReadableTable<(u8, u32, u32), ()>,
+    D: ReadableTable<u32, &'static [u8]>,
 {
     let Query::MinHash { signature: sig, .. } = query else {
         return Ok(Vec::new());
     };
     let mut out = Vec::new();
-    let mut consider = |id: &str, bytes: &[u8]| -> StoreResult<()> {
-        if exclude == Some(id) {
-            return Ok(());
+    let mut consider = |id: &str, other: Sketch| {
+        if exclude != Some(id) {
+            if let Some(score) = query.score(&other) {
+                out.push(Match::new(id, score));
+            }
         }
-        let other = Sketch::MinHash(decode_signature(bytes, params, id, path)?);
-        if let Some(score) = query.score(&other) {
-            out.push(Match::new(id, score));
-        }
-        Ok(())
     };
     if plan == Plan::Scan {
-        for entry in sigs.iter().at(path)? {
-            let (id, bytes) = entry.at(path)?;
-            consider(id.value(), bytes.value())?;
+        for entry in docs.iter().at(path)? {
+            let (doc, bytes) = entry.at(path)?;
+            let (sketch, id) = keys.split(bytes.value(), doc.value(), path)?;
+            consider(id, keys.sketch(sketch));
         }
     } else {
-        let mut seen = std::collections::HashSet::new();
+        let mut seen = HashSet::new();
         for (i, key) in sig.band_keys(params).into_iter().enumerate() {
-            for entry in bands.get((i as u8, key)).at(path)? {
-                let entry = entry.at(path)?;
-                let id = entry.value();
-                if !seen.insert(id.to_owned()) {
+            let (band, prefix) = (i as u8, band_prefix(key));
+            for entry in bands
+                .range((band, prefix, 0)..=(band, prefix, u32::MAX))
+                .at(path)?
+            {
+                let doc = entry.at(path)?.0.value().2;
+                if seen.contains(&doc) {
                     continue;
                 }
-                if let Some(bytes) = sigs.get(id).at(path)? {
-                    consider(id, bytes.value())?;
+                let Some(bytes) = docs.get(doc).at(path)? else {
+                    return Err(missing_doc(path, doc));
+                };
+                let (sketch, id) = keys.split(bytes.value(), doc, path)?;
+                let Sketch::MinHash(other) = keys.sketch(sketch) else {
+                    unreachable!("a band store holds signatures")
+                };
+                if other.band_key(params, i) != key {
+                    // Only the 32-bit prefix is shared: not a band.
+                    continue;
                 }
+                seen.insert(doc);
+                consider(id, Sketch::MinHash(other));
             }
         }
     }
     sort_matches(&mut out);
     Ok(out)
+}
+
+pub(super) fn missing_doc(path: &Path, doc: u32) -> super::StoreError {
+    super::StoreError::Inconsistent {
+        path: path.to_owned(),
+        detail: format!("a key table lists document #{doc}, which is not stored"),
+    }
 }
 
 /// Number of values within `r` bits of a `width`-bit value: Σ C(width, j), j ≤ r.
@@ -235,72 +244,138 @@ fn flip_from<E>(
     Ok(())
 }
 
-/// The query. With `k + 1` blocks of the store's layout and a query distance `d`, two
+/// A SimHash query. With `k + 1` blocks of the store's layout and a query distance `d`, two
 /// fingerprints within `d` have a block in which they differ in at most `r = d / (k + 1)`
 /// bits (pigeonhole). So probing, for each block, every value within `r` bits of the query's
 /// finds every neighbour; with `d ≤ k` that is just the query's own block values. A candidate
 /// is counted only in the first block where it is within `r`, so none comes out twice.
-pub(super) fn probe_blocks<B, D>(
-    blocks: &B,
-    docs: &D,
-    layout: &BlockLayout,
-    fp: SimHash,
-    k: u32,
-    exclude: Option<&str>,
-    plan: Plan,
-) -> Result<Vec<Match>, redb::StorageError>
-where
-    B: ReadableMultimapTable<(u8, u64), (u64, &'static str)>,
-    D: ReadableTable<&'static str, u64>,
-{
-    let r = k / layout.len() as u32;
-    let lookups: u64 = (0..layout.len())
-        .map(|i| ball_size(layout.width(i), r))
-        .sum();
-    let scan = match plan {
-        Plan::Scan => true,
-        Plan::Index => false,
-        // A lookup costs about as much as reading a few dozen documents in order.
-        Plan::Auto => r > 0 && lookups.saturating_mul(32) > docs.len()?,
-    };
-    let mut out = Vec::new();
-    if scan {
-        for entry in docs.iter()? {
-            let (id, v) = entry?;
-            let d = hamming(v.value(), fp.0);
-            let id = id.value();
-            if d <= k && exclude != Some(id) {
-                out.push(Match::new(id, Score::Distance(d)));
-            }
-        }
-    } else {
-        let q: Vec<u64> = layout.blocks(fp).collect();
-        for (i, &qi) in q.iter().enumerate() {
-            for_each_within(qi, layout.width(i), r, &mut |value| {
-                for entry in blocks.get((i as u8, value))? {
-                    let entry = entry?;
-                    let (c, id) = entry.value();
-                    let d = hamming(c, fp.0);
-                    if d > k || exclude == Some(id) {
-                        continue;
-                    }
-                    let c = SimHash(c);
-                    if (0..i).any(|j| hamming(layout.block(c, j), q[j]) <= r) {
-                        continue;
-                    }
+pub(super) struct BlockProbe<'a> {
+    pub layout: &'a BlockLayout,
+    pub fp: SimHash,
+    pub k: u32,
+    pub exclude: Option<&'a str>,
+    pub plan: Plan,
+}
+
+impl BlockProbe<'_> {
+    pub(super) fn run<B, D>(
+        &self,
+        blocks: &B,
+        docs: &D,
+        keys: &Keys,
+        path: &Path,
+    ) -> StoreResult<Vec<Match>>
+    where
+        B: ReadableTable<(u8, u64, u32), ()>,
+        D: ReadableTable<u32, &'static [u8]>,
+    {
+        let (layout, fp, k) = (self.layout, self.fp, self.k);
+        let r = k / layout.len() as u32;
+        let lookups: u64 = (0..layout.len())
+            .map(|i| ball_size(layout.width(i), r))
+            .sum();
+        let scan = match self.plan {
+            Plan::Scan => true,
+            Plan::Index => false,
+            // A lookup costs about as much as reading a few dozen documents in order.
+            Plan::Auto => r > 0 && lookups.saturating_mul(32) > docs.len().at(path)?,
+        };
+        let mut out = Vec::new();
+        if scan {
+            for entry in docs.iter().at(path)? {
+                let (doc, bytes) = entry.at(path)?;
+                let (sketch, id) = keys.split(bytes.value(), doc.value(), path)?;
+                let Sketch::SimHash(c) = keys.sketch(sketch) else {
+                    unreachable!("a block store holds fingerprints")
+                };
+                let d = hamming(c.0, fp.0);
+                if d <= k && self.exclude != Some(id) {
                     out.push(Match::new(id, Score::Distance(d)));
                 }
-                Ok::<(), redb::StorageError>(())
-            })?;
+            }
+        } else {
+            let q: Vec<u64> = layout.blocks(fp).collect();
+            for (i, &qi) in q.iter().enumerate() {
+                for_each_within(qi, layout.width(i), r, &mut |value| {
+                    let (lo, hi) = block_range(layout, i, value);
+                    let b = i as u8;
+                    for entry in blocks.range((b, lo, 0)..=(b, hi, u32::MAX)).at(path)? {
+                        let (key, doc) = {
+                            let e = entry.at(path)?;
+                            let v = e.0.value();
+                            (v.1, v.2)
+                        };
+                        let c = block_fingerprint(layout, key, i);
+                        let d = hamming(c.0, fp.0);
+                        if d > k || (0..i).any(|j| hamming(layout.block(c, j), q[j]) <= r) {
+                            continue;
+                        }
+                        let Some(bytes) = docs.get(doc).at(path)? else {
+                            return Err(missing_doc(path, doc));
+                        };
+                        let (_, id) = keys.split(bytes.value(), doc, path)?;
+                        if self.exclude != Some(id) {
+                            out.push(Match::new(id, Score::Distance(d)));
+                        }
+                    }
+                    Ok::<(), super::StoreError>(())
+                })?;
+            }
         }
+        sort_matches(&mut out);
+        Ok(out)
     }
-    sort_matches(&mut out);
-    Ok(out)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Two documents whose band keys share their stored 32-bit prefix but not the full key
+    /// do not share the band: the index must not answer one for the other.
+    #[test]
+    fn a_band_key_prefix_collision_is_not_a_shared_band() {
+        use crate::minhash::{MinHashParams, Signature};
+        use crate::store::StoreConfig;
+        use crate::Method;
+        let p: MinHashParams = "n=6;bands=2x3".parse().unwrap();
+        // Birthday search for two band-0 triples with the same key prefix.
+        let mut seen = std::collections::HashMap::new();
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let (a, b) = loop {
+            x = x.wrapping_mul(0x5851_f42d_4c95_7f2d).wrapping_add(1);
+            let t = [(x >> 32) as u32, x as u32, (x >> 16) as u32];
+            let sig = Signature::from_values(vec![t[0], t[1], t[2], 7, 8, 9]);
+            let key = sig.band_key(&p, 0);
+            match seen.insert(band_prefix(key), (t, key)) {
+                Some((other, k)) if k != key => break (other, t),
+                _ => {}
+            }
+        };
+        // They agree on the second band's values, but its key is made to differ too.
+        let sa = Signature::from_values(vec![a[0], a[1], a[2], 7, 8, 9]);
+        let sb = Signature::from_values(vec![b[0], b[1], b[2], 7, 8, 10]);
+        let config = StoreConfig {
+            method: Method::MinHash,
+            profile: "minhash".into(),
+            version: "t".into(),
+            k: 0,
+            minhash: Some(p),
+            fold: false,
+            boilerplate: None,
+        };
+        let store = Store::in_memory(&config).unwrap();
+        store.upsert_batch(&[("a", sa.clone()), ("b", sb)]).unwrap();
+        assert_eq!(store.verify().unwrap(), 2);
+        let t = Tolerance::Similarity(crate::Threshold::new(0.3).unwrap());
+        let snap = store.snapshot().unwrap();
+        let q = Sketch::MinHash(sa);
+        // b estimates 2/6 ≥ 0.3 but shares no band with a: only a scan finds it.
+        let index = snap.similar_with(&q, t, Some("a"), Plan::Index).unwrap();
+        assert!(index.is_empty(), "{index:?}");
+        let scan = snap.similar_with(&q, t, Some("a"), Plan::Scan).unwrap();
+        assert_eq!(scan.len(), 1);
+    }
 
     #[test]
     fn ball_sizes() {

@@ -2,14 +2,17 @@
 
 use std::path::Path;
 
-use redb::{ReadableMultimapTable, ReadableTableMetadata};
+use redb::{ReadableTable, ReadableTableMetadata};
 use serde::Serialize;
 
 use super::config::{StoreConfig, FILE_NAME};
 use super::error::{DbContext, StoreError, StoreResult};
-use super::tables::{decode_signature, Keys, BANDS, BLOCKS, DOCS, SIGNATURES};
+use super::tables::{
+    band_prefix, block_fingerprint, block_key, id_hash, Keys, BANDS, BLOCKS, DOCS, IDS, META,
+    NEXT_DOC,
+};
 use super::Store;
-use crate::simhash::SimHash;
+use crate::method::Sketch;
 
 /// Size and skew of the key tables (SimHash blocks or MinHash bands).
 #[derive(Clone, Debug, Serialize)]
@@ -22,6 +25,10 @@ pub struct StoreStats {
     pub file_bytes: Option<u64>,
     /// `file_bytes` per document.
     pub bytes_per_document: Option<f64>,
+    /// Bytes of the database's pages in use. The rest of the file is free pages that redb
+    /// keeps for later writes: it shortens a file only when at least half of it is free at
+    /// its end, so after a compaction the file can still be up to about twice this.
+    pub used_bytes: u64,
     /// SimHash blocks or MinHash bands.
     pub blocks: Vec<BlockStats>,
 }
@@ -32,7 +39,7 @@ pub struct StoreStats {
 pub struct BlockStats {
     /// Block number (0 = highest bits) or band number.
     pub block: usize,
-    /// Width in bits (SimHash blocks; 64 for band keys).
+    /// Width in bits (SimHash blocks; 32 for the stored prefix of band keys).
     pub width: u32,
     /// Distinct block values in use.
     pub buckets: u64,
@@ -66,26 +73,49 @@ impl StoreStats {
 }
 
 impl Store {
-    /// Document count and the spread of every key table (cheap: one read per bucket).
+    /// Document count and the spread of every key table (cheap: one pass over the keys).
     pub fn stats(&self) -> StoreResult<StoreStats> {
         let snap = self.snapshot()?;
         let path = &self.path;
         let mut blocks = Vec::new();
         match &self.keys {
             Keys::Blocks(layout) => {
-                let t = snap.txn.open_multimap_table(BLOCKS).at(path)?;
+                let t = snap.txn.open_table(BLOCKS).at(path)?;
                 for i in 0..layout.len() {
-                    blocks.push(key_stats(&t, i, layout.width(i), path)?);
+                    let b = i as u8;
+                    let w = layout.width(i);
+                    let values = t.range((b, 0, 0)..=(b, u64::MAX, u32::MAX)).at(path)?;
+                    let values = values.map(|e| {
+                        e.map(|(k, _)| {
+                            let key = k.value().1;
+                            if w >= 64 {
+                                key
+                            } else {
+                                key >> (64 - w)
+                            }
+                        })
+                    });
+                    blocks.push(key_stats(values, i, w, path)?);
                 }
             }
             Keys::Bands(p) => {
-                let t = snap.txn.open_multimap_table(BANDS).at(path)?;
+                let t = snap.txn.open_table(BANDS).at(path)?;
                 for i in 0..usize::from(p.bands) {
-                    blocks.push(key_stats(&t, i, 64, path)?);
+                    let b = i as u8;
+                    let values = t.range((b, 0, 0)..=(b, u32::MAX, u32::MAX)).at(path)?;
+                    let values = values.map(|e| e.map(|(k, _)| u64::from(k.value().1)));
+                    blocks.push(key_stats(values, i, 32, path)?);
                 }
             }
         }
         let documents = snap.len()?;
+        drop(snap);
+        let used_bytes = {
+            let txn = self.db.begin_write().at(path)?;
+            let s = txn.stats().at(path)?;
+            txn.abort().at(path)?;
+            s.allocated_pages() * s.page_size() as u64
+        };
         let file_bytes = std::fs::metadata(self.path.join(FILE_NAME))
             .ok()
             .map(|m| m.len());
@@ -97,75 +127,104 @@ impl Store {
             bytes_per_document: file_bytes
                 .filter(|_| documents > 0)
                 .map(|b| b as f64 / documents as f64),
+            used_bytes,
             blocks,
         })
     }
 
-    /// Checks that the key tables and the documents agree exactly: every document is filed
-    /// under each of its keys and nothing else is filed. Returns the document count.
+    /// Checks that the tables agree exactly: every document is found by its id and filed
+    /// under each of its keys, nothing else is listed, and no document has a number the
+    /// store would hand out again. Returns the document count.
     pub fn verify(&self) -> StoreResult<u64> {
         let snap = self.snapshot()?;
         let path = &self.path;
+        let keys = &self.keys;
         let bad = |detail: String| StoreError::Inconsistent {
             path: self.path.clone(),
             detail,
         };
-        let (n, entries, per_doc) = match &self.keys {
+        let docs = snap.txn.open_table(DOCS).at(path)?;
+        let ids = snap.txn.open_table(IDS).at(path)?;
+        let meta = snap.txn.open_table(META).at(path)?;
+        let next: u64 = meta
+            .get(NEXT_DOC)
+            .at(path)?
+            .and_then(|g| g.value().parse().ok())
+            .ok_or_else(|| bad("its next document number is missing".into()))?;
+        let n = docs.len().at(path)?;
+        // The sketch of a listed document, checking that it is stored.
+        let sketch_of = |doc: u32| -> StoreResult<(Sketch, String)> {
+            let bytes = docs
+                .get(doc)
+                .at(path)?
+                .ok_or_else(|| bad(format!("document #{doc} is listed but not stored")))?;
+            let (sketch, id) = keys.split(bytes.value(), doc, path)?;
+            Ok((keys.sketch(sketch), id.to_owned()))
+        };
+        let mut seen_ids = std::collections::HashSet::new();
+        for entry in docs.iter().at(path)? {
+            let (doc, bytes) = entry.at(path)?;
+            let doc = doc.value();
+            if u64::from(doc) >= next {
+                return Err(bad(format!(
+                    "document #{doc} is not below the next number {next}"
+                )));
+            }
+            let (_, id) = keys.split(bytes.value(), doc, path)?;
+            if !seen_ids.insert(id.to_owned()) {
+                return Err(bad(format!("`{id}` is stored twice")));
+            }
+            if ids.get((id_hash(id), doc)).at(path)?.is_none() {
+                return Err(bad(format!("`{id}` (#{doc}) is missing from the id table")));
+            }
+        }
+        if ids.len().at(path)? != n {
+            return Err(bad(format!(
+                "{n} documents, but the id table lists {}",
+                ids.len().at(path)?
+            )));
+        }
+        let mut entries = 0u64;
+        match keys {
             Keys::Blocks(layout) => {
-                let docs = snap.txn.open_table(DOCS).at(path)?;
-                let blocks = snap.txn.open_multimap_table(BLOCKS).at(path)?;
-                let mut entries = 0u64;
+                let blocks = snap.txn.open_table(BLOCKS).at(path)?;
                 for entry in blocks.iter().at(path)? {
-                    let (key, values) = entry.at(path)?;
-                    let (block, value) = key.value();
-                    for v in values {
-                        let v = v.at(path)?;
-                        let (fp, id) = v.value();
-                        entries += 1;
-                        let stored = docs.get(id).at(path)?.map(|g| g.value());
-                        if stored != Some(fp) {
-                            return Err(bad(format!(
-                                "block {block} lists `{id}` with {fp:016x}, but the document table has {stored:?}"
-                            )));
-                        }
-                        if layout.block(SimHash(fp), block as usize) != value {
-                            return Err(bad(format!(
-                                "`{id}` is filed under the wrong value of block {block}"
-                            )));
-                        }
+                    let (block, key, doc) = entry.at(path)?.0.value();
+                    entries += 1;
+                    let i = usize::from(block);
+                    let (sketch, id) = sketch_of(doc)?;
+                    let Sketch::SimHash(fp) = sketch else {
+                        unreachable!("a block store holds fingerprints")
+                    };
+                    if i >= layout.len() || block_key(layout, fp, i) != key {
+                        return Err(bad(format!(
+                            "block {block} lists `{id}` with {:016x}, but the document table has {:016x}",
+                            block_fingerprint(layout, key, i.min(layout.len() - 1)).0,
+                            fp.0
+                        )));
                     }
                 }
-                (docs.len().at(path)?, entries, layout.len() as u64)
             }
             Keys::Bands(p) => {
-                let sigs = snap.txn.open_table(SIGNATURES).at(path)?;
-                let bands = snap.txn.open_multimap_table(BANDS).at(path)?;
-                let mut entries = 0u64;
+                let bands = snap.txn.open_table(BANDS).at(path)?;
                 for entry in bands.iter().at(path)? {
-                    let (key, values) = entry.at(path)?;
-                    let (band, value) = key.value();
-                    for v in values {
-                        let v = v.at(path)?;
-                        let id = v.value();
-                        entries += 1;
-                        let sig = match sigs.get(id).at(path)? {
-                            Some(g) => decode_signature(g.value(), p, id, path)?,
-                            None => {
-                                return Err(bad(format!(
-                                    "band {band} lists `{id}`, which has no signature"
-                                )))
-                            }
-                        };
-                        if sig.band_key(p, usize::from(band)) != value {
-                            return Err(bad(format!(
-                                "`{id}` is filed under the wrong key of band {band}"
-                            )));
-                        }
+                    let (band, prefix, doc) = entry.at(path)?.0.value();
+                    entries += 1;
+                    let (sketch, id) = sketch_of(doc)?;
+                    let Sketch::MinHash(sig) = sketch else {
+                        unreachable!("a band store holds signatures")
+                    };
+                    if u16::from(band) >= p.bands
+                        || band_prefix(sig.band_key(p, usize::from(band))) != prefix
+                    {
+                        return Err(bad(format!(
+                            "`{id}` is filed under the wrong key of band {band}"
+                        )));
                     }
                 }
-                (sigs.len().at(path)?, entries, u64::from(p.bands))
             }
-        };
+        }
+        let per_doc = keys.per_doc();
         if entries != n * per_doc {
             return Err(bad(format!(
                 "{n} documents need {} key entries, found {entries}",
@@ -176,12 +235,13 @@ impl Store {
     }
 }
 
-/// The spread of one key table's values.
-fn key_stats<T, V>(t: &T, i: usize, width: u32, path: &Path) -> StoreResult<BlockStats>
-where
-    T: ReadableMultimapTable<(u8, u64), V>,
-    V: redb::Key + 'static,
-{
+/// The spread of one key table's values, given in order.
+fn key_stats(
+    values: impl Iterator<Item = Result<u64, redb::StorageError>>,
+    i: usize,
+    width: u32,
+    path: &Path,
+) -> StoreResult<BlockStats> {
     let mut b = BlockStats {
         block: i,
         width,
@@ -191,15 +251,28 @@ where
         mean: 0.0,
     };
     let mut total = 0u64;
-    for entry in t.range((i as u8, 0u64)..=(i as u8, u64::MAX)).at(path)? {
-        let (key, values) = entry.at(path)?;
-        let n = values.len();
+    let mut current: Option<(u64, u64)> = None;
+    let mut close = |b: &mut BlockStats, (value, n): (u64, u64)| {
         b.buckets += 1;
         total += n;
         if n > b.largest {
             b.largest = n;
-            b.largest_value = key.value().1;
+            b.largest_value = value;
         }
+    };
+    for v in values {
+        let v = v.at(path)?;
+        current = match current {
+            Some((value, n)) if value == v => Some((value, n + 1)),
+            Some(done) => {
+                close(&mut b, done);
+                Some((v, 1))
+            }
+            None => Some((v, 1)),
+        };
+    }
+    if let Some(done) = current {
+        close(&mut b, done);
     }
     if b.buckets > 0 {
         b.mean = total as f64 / b.buckets as f64;

@@ -2,16 +2,17 @@
 
 use std::path::Path;
 
-use redb::WriteTransaction;
+use redb::{ReadableTable, WriteTransaction};
 use serde::Serialize;
 
 use super::error::{DbContext, StoreError, StoreResult};
-use super::probe::{probe_bands, probe_blocks, Plan};
-use super::tables::{decode_signature, Keys, BANDS, BLOCKS, DOCS, SIGNATURES};
+use super::probe::{probe_bands, BlockProbe, Plan};
+use super::tables::{
+    band_prefix, block_key, check_signature, find, id_hash, Keys, BANDS, BLOCKS, DOCS, IDS, META,
+    NEXT_DOC,
+};
 use super::{method_mismatch, query_mismatch, store_query, Store};
 use crate::method::{Match, Method, Query, Sketch, Tolerance};
-use crate::minhash::{MinHashParams, Signature};
-use crate::simhash::{BlockLayout, SimHash};
 
 /// A change to apply with [`Store::write`].
 #[derive(Clone, Copy, Debug)]
@@ -68,9 +69,10 @@ impl Store {
             for op in ops {
                 counts.add(match *op {
                     Op::Upsert(id, sketch) => w.upsert(id, sketch)?,
-                    Op::Delete(id) => w.delete(id).at(&self.path)?,
+                    Op::Delete(id) => w.delete(id)?,
                 });
             }
+            w.finish()?;
         }
         txn.commit().at(&self.path)?;
         Ok(counts)
@@ -141,6 +143,7 @@ impl Store {
                     replaced,
                 });
             }
+            w.finish()?;
         }
         txn.commit().at(&self.path)?;
         Ok(out)
@@ -154,171 +157,169 @@ impl Store {
 
     pub(super) fn writer<'t>(&'t self, txn: &'t WriteTransaction) -> StoreResult<Writer<'t>> {
         let path = &self.path;
-        Ok(match &self.keys {
-            Keys::Blocks(layout) => Writer::Blocks {
-                docs: txn.open_table(DOCS).at(path)?,
-                blocks: txn.open_multimap_table(BLOCKS).at(path)?,
-                layout,
-                path,
-            },
-            Keys::Bands(params) => Writer::Bands {
-                sigs: txn.open_table(SIGNATURES).at(path)?,
-                bands: txn.open_multimap_table(BANDS).at(path)?,
-                params,
-                path,
-            },
+        let key_table = match &self.keys {
+            Keys::Blocks(_) => KeyTable::Blocks(txn.open_table(BLOCKS).at(path)?),
+            Keys::Bands(_) => KeyTable::Bands(txn.open_table(BANDS).at(path)?),
+        };
+        Ok(Writer {
+            docs: txn.open_table(DOCS).at(path)?,
+            ids: txn.open_table(IDS).at(path)?,
+            meta: txn.open_table(META).at(path)?,
+            key_table,
+            keys: &self.keys,
+            next: None,
+            path,
+            method: self.config.method,
         })
     }
 }
 
-/// The data tables of a write transaction.
-pub(super) enum Writer<'t> {
-    Blocks {
-        docs: redb::Table<'t, &'static str, u64>,
-        blocks: redb::MultimapTable<'t, (u8, u64), (u64, &'static str)>,
-        layout: &'t BlockLayout,
-        path: &'t Path,
-    },
-    Bands {
-        sigs: redb::Table<'t, &'static str, &'static [u8]>,
-        bands: redb::MultimapTable<'t, (u8, u64), &'static str>,
-        params: &'t MinHashParams,
-        path: &'t Path,
-    },
+/// The key table of a write transaction.
+pub(super) enum KeyTable<'t> {
+    Blocks(redb::Table<'t, (u8, u64, u32), ()>),
+    Bands(redb::Table<'t, (u8, u32, u32), ()>),
+}
+
+/// The tables of a write transaction.
+pub(super) struct Writer<'t> {
+    docs: redb::Table<'t, u32, &'static [u8]>,
+    ids: redb::Table<'t, (u64, u32), ()>,
+    meta: redb::Table<'t, &'static str, &'static str>,
+    key_table: KeyTable<'t>,
+    keys: &'t Keys,
+    /// The next document number, once read (and written back by [`Writer::finish`]).
+    next: Option<(u32, bool)>,
+    path: &'t Path,
+    method: Method,
 }
 
 impl Writer<'_> {
     fn path(&self) -> &Path {
-        match self {
-            Writer::Blocks { path, .. } | Writer::Bands { path, .. } => path,
-        }
+        self.path
     }
 
     /// The method of the store being written.
     fn method(&self) -> Method {
-        match self {
-            Writer::Blocks { .. } => Method::SimHash,
-            Writer::Bands { .. } => Method::MinHash,
+        self.method
+    }
+
+    /// A new document number.
+    fn number(&mut self) -> StoreResult<u32> {
+        let (next, _) = match self.next {
+            Some(n) => n,
+            None => {
+                let text = self
+                    .meta
+                    .get(NEXT_DOC)
+                    .at(self.path)?
+                    .map(|g| g.value().to_owned());
+                let n = text.as_deref().unwrap_or("0").parse::<u32>().map_err(|_| {
+                    StoreError::Inconsistent {
+                        path: self.path.to_owned(),
+                        detail: format!("its next document number {text:?} is not a number"),
+                    }
+                })?;
+                (n, false)
+            }
+        };
+        let after = next
+            .checked_add(1)
+            .ok_or_else(|| StoreError::Inconsistent {
+                path: self.path.to_owned(),
+                detail: "all 2³² document numbers are used; `neardup migrate` renumbers a store"
+                    .into(),
+            })?;
+        self.next = Some((after, true));
+        Ok(next)
+    }
+
+    /// Writes back the next document number; call once, before committing.
+    pub(super) fn finish(&mut self) -> StoreResult<()> {
+        if let Some((n, true)) = self.next {
+            self.meta
+                .insert(NEXT_DOC, n.to_string().as_str())
+                .at(self.path)?;
+            self.next = Some((n, false));
         }
+        Ok(())
+    }
+
+    /// Files document `doc` under every key of `sketch` (`insert`) or removes it from them.
+    fn file(&mut self, doc: u32, sketch: &Sketch, insert: bool) -> StoreResult<()> {
+        let path = self.path;
+        match (&mut self.key_table, self.keys, sketch) {
+            (KeyTable::Blocks(t), Keys::Blocks(layout), Sketch::SimHash(fp)) => {
+                for i in 0..layout.len() {
+                    let key = (i as u8, block_key(layout, *fp, i), doc);
+                    if insert {
+                        t.insert(key, ()).at(path)?;
+                    } else {
+                        t.remove(key).at(path)?;
+                    }
+                }
+            }
+            (KeyTable::Bands(t), Keys::Bands(p), Sketch::MinHash(sig)) => {
+                for (i, k) in sig.band_keys(p).into_iter().enumerate() {
+                    let key = (i as u8, band_prefix(k), doc);
+                    if insert {
+                        t.insert(key, ()).at(path)?;
+                    } else {
+                        t.remove(key).at(path)?;
+                    }
+                }
+            }
+            (_, _, s) => return Err(method_mismatch(path, self.method, s.method())),
+        }
+        Ok(())
     }
 
     fn upsert(&mut self, id: &str, sketch: &Sketch) -> StoreResult<WriteCounts> {
-        let path = self.path().to_owned();
-        let mut c = WriteCounts::default();
-        match (self, sketch) {
-            (
-                Writer::Blocks {
-                    docs,
-                    blocks,
-                    layout,
-                    ..
-                },
-                Sketch::SimHash(fp),
-            ) => {
-                let old = docs.insert(id, fp.0).at(&path)?.map(|g| g.value());
-                match old {
-                    Some(o) if o == fp.0 => {
-                        c.unchanged = 1;
-                        return Ok(c);
-                    }
-                    Some(o) => {
-                        for (i, v) in layout.blocks(SimHash(o)).enumerate() {
-                            blocks.remove((i as u8, v), (o, id)).at(&path)?;
-                        }
-                        c.replaced = 1;
-                    }
-                    None => c.inserted = 1,
-                }
-                for (i, v) in layout.blocks(*fp).enumerate() {
-                    blocks.insert((i as u8, v), (fp.0, id)).at(&path)?;
-                }
-            }
-            (
-                Writer::Bands {
-                    sigs,
-                    bands,
-                    params,
-                    ..
-                },
-                Sketch::MinHash(sig),
-            ) => {
-                if sig.len() != usize::from(params.hashes) {
-                    return Err(StoreError::Mismatch {
-                        path,
-                        what: "signature length",
-                        stored: params.hashes.to_string(),
-                        requested: sig.len().to_string(),
-                        hint: "signatures of other MinHash parameters are not comparable: index into a new --store",
-                    });
-                }
-                let bytes = sig.to_le_bytes();
-                let old = sigs
-                    .insert(id, bytes.as_slice())
-                    .at(&path)?
-                    .map(|g| g.value().to_vec());
-                match old {
-                    Some(o) if o == bytes => {
-                        c.unchanged = 1;
-                        return Ok(c);
-                    }
-                    Some(o) => {
-                        let old = decode_signature(&o, params, id, &path)?;
-                        for (i, key) in old.band_keys(params).into_iter().enumerate() {
-                            bands.remove((i as u8, key), id).at(&path)?;
-                        }
-                        c.replaced = 1;
-                    }
-                    None => c.inserted = 1,
-                }
-                for (i, key) in sig.band_keys(params).into_iter().enumerate() {
-                    bands.insert((i as u8, key), id).at(&path)?;
-                }
-            }
-            (w, s) => return Err(method_mismatch(&path, w.method(), s.method())),
+        let path = self.path;
+        if sketch.method() != self.method {
+            return Err(method_mismatch(path, self.method, sketch.method()));
         }
+        if let (Keys::Bands(p), Sketch::MinHash(sig)) = (self.keys, sketch) {
+            check_signature(sig, p, path)?;
+        }
+        let mut c = WriteCounts::default();
+        let bytes = self.keys.encode(sketch, id);
+        let doc = match find(&self.ids, &self.docs, self.keys, id, path)? {
+            Some((_, old)) if old == bytes => {
+                c.unchanged = 1;
+                return Ok(c);
+            }
+            Some((doc, old)) => {
+                let (old_sketch, _) = self.keys.split(&old, doc, path)?;
+                let old_sketch = self.keys.sketch(old_sketch);
+                self.file(doc, &old_sketch, false)?;
+                c.replaced = 1;
+                doc
+            }
+            None => {
+                let doc = self.number()?;
+                self.ids.insert((id_hash(id), doc), ()).at(path)?;
+                c.inserted = 1;
+                doc
+            }
+        };
+        self.docs.insert(doc, bytes.as_slice()).at(path)?;
+        self.file(doc, sketch, true)?;
         Ok(c)
     }
 
-    fn delete(&mut self, id: &str) -> Result<WriteCounts, redb::StorageError> {
+    fn delete(&mut self, id: &str) -> StoreResult<WriteCounts> {
+        let path = self.path;
         let mut c = WriteCounts::default();
-        let found = match self {
-            Writer::Blocks {
-                docs,
-                blocks,
-                layout,
-                ..
-            } => match docs.remove(id)?.map(|g| g.value()) {
-                Some(o) => {
-                    for (i, v) in layout.blocks(SimHash(o)).enumerate() {
-                        blocks.remove((i as u8, v), (o, id))?;
-                    }
-                    true
-                }
-                None => false,
-            },
-            Writer::Bands {
-                sigs,
-                bands,
-                params,
-                ..
-            } => match sigs.remove(id)?.map(|g| g.value().to_vec()) {
-                Some(o) => {
-                    if let Some(old) = Signature::from_le_bytes(&o) {
-                        if old.len() == usize::from(params.hashes) {
-                            for (i, key) in old.band_keys(params).into_iter().enumerate() {
-                                bands.remove((i as u8, key), id)?;
-                            }
-                        }
-                    }
-                    true
-                }
-                None => false,
-            },
-        };
-        if found {
-            c.deleted = 1;
-        } else {
-            c.missing = 1;
+        match find(&self.ids, &self.docs, self.keys, id, path)? {
+            Some((doc, old)) => {
+                let (old_sketch, _) = self.keys.split(&old, doc, path)?;
+                let old_sketch = self.keys.sketch(old_sketch);
+                self.file(doc, &old_sketch, false)?;
+                self.ids.remove((id_hash(id), doc)).at(path)?;
+                self.docs.remove(doc).at(path)?;
+                c.deleted = 1;
+            }
+            None => c.missing = 1,
         }
         Ok(c)
     }
@@ -331,27 +332,25 @@ impl Writer<'_> {
         exclude: Option<&str>,
         plan: Plan,
     ) -> StoreResult<Vec<Match>> {
-        let query = store_query(self.path(), self.method(), sketch, tolerance)?;
-        match (self, &query) {
+        let path = self.path();
+        let query = store_query(path, self.method(), sketch, tolerance)?;
+        match (&self.key_table, self.keys, &query) {
             (
-                Writer::Blocks {
-                    docs,
-                    blocks,
-                    layout,
-                    path,
-                },
+                KeyTable::Blocks(blocks),
+                Keys::Blocks(layout),
                 &Query::SimHash { fingerprint, k },
-            ) => probe_blocks(blocks, docs, layout, fingerprint, k, exclude, plan).at(path),
-            (
-                Writer::Bands {
-                    sigs,
-                    bands,
-                    params,
-                    path,
-                },
-                Query::MinHash { .. },
-            ) => probe_bands(bands, sigs, params, &query, exclude, plan, path),
-            (w, q) => Err(query_mismatch(w.path(), w.method(), q.method())),
+            ) => BlockProbe {
+                layout,
+                fp: fingerprint,
+                k,
+                exclude,
+                plan,
+            }
+            .run(blocks, &self.docs, self.keys, path),
+            (KeyTable::Bands(bands), Keys::Bands(p), Query::MinHash { .. }) => {
+                probe_bands(bands, &self.docs, self.keys, p, &query, exclude, plan, path)
+            }
+            (_, _, q) => Err(query_mismatch(path, self.method(), q.method())),
         }
     }
 }

@@ -857,7 +857,7 @@ fn stats_show_the_method_and_minhash_parameters() {
     assert_eq!(stats["documents"], 38);
     let bands = stats["blocks"].as_array().unwrap();
     assert_eq!(bands.len(), 42);
-    assert!(bands.iter().all(|b| b["width"] == 64), "{stats}");
+    assert!(bands.iter().all(|b| b["width"] == 32), "{stats}");
     assert!(err.contains("verify: 38 documents"), "{err}");
 
     // A SimHash store says so, and has no MinHash parameters.

@@ -20,6 +20,7 @@ mod serve_store;
 mod stability;
 mod store;
 mod store_crash;
+mod store_migrate;
 
 /// Against a live node (`NEARDUP_TEST_ES`, started by `scripts/es-up`).
 mod live_es {

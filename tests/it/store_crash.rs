@@ -168,3 +168,71 @@ fn killed_simhash_index_runs_leave_whole_batches_only() {
 fn killed_minhash_index_runs_leave_whole_batches_only() {
     killed_runs_leave_whole_batches_only(Method::MinHash);
 }
+
+/// Starts `neardup index -v` on a new store and, `delay` after it reports its last commit
+/// (while it compacts), kills it. Returns the compaction's reported duration when it
+/// finished first.
+fn index_and_kill_while_compacting(
+    store: &Path,
+    input: &Path,
+    method: Method,
+    delay: Option<std::time::Duration>,
+) -> Option<f64> {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_neardup"))
+        .args(["index", "--pre-tokenized", "-v", "-j", "1", "--method"])
+        .arg(method.name())
+        .arg("--store")
+        .arg(store)
+        .arg("--input")
+        .arg(input)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = BufReader::new(child.stderr.take().unwrap());
+    let last = format!("index: committed {DOCS} ");
+    for line in stderr.lines() {
+        let line = line.unwrap();
+        if let (true, Some(delay)) = (line.starts_with(&last), delay) {
+            std::thread::sleep(delay);
+            child.kill().unwrap();
+            child.wait().unwrap();
+            return None;
+        }
+        if let Some(rest) = line.strip_prefix("compacted: ") {
+            let secs = rest.split(" in ").nth(1).unwrap().trim_end_matches(" s");
+            assert!(child.wait().unwrap().success());
+            return Some(secs.parse().unwrap());
+        }
+    }
+    panic!("index neither compacted nor was killed: {:?}", child.wait());
+}
+
+/// A bulk `index` ends with a compaction; killed anywhere in it, the store opens (redb
+/// repairs it if the kill hit its own compaction) and holds every document, exactly.
+#[test]
+fn a_kill_during_the_compaction_after_index_loses_nothing() {
+    let method = Method::MinHash;
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.jsonl");
+    let docs = write_input(&input, 0);
+    let fp = Fingerprinter::for_profile(Profile::Default);
+    let expected: HashMap<String, Sketch> = docs
+        .iter()
+        .map(|(id, t)| {
+            let sketch = fp.sketch_tokens(Methods::only(method), t);
+            (id.clone(), sketch.into_sketch(method).unwrap())
+        })
+        .collect();
+    let whole = index_and_kill_while_compacting(&dir.path().join("whole"), &input, method, None)
+        .expect("an uninterrupted run compacts");
+    for (i, share) in [0.1, 0.5, 0.9].into_iter().enumerate() {
+        let store = dir.path().join(format!("killed-{i}"));
+        let delay = std::time::Duration::from_secs_f64(whole * share);
+        index_and_kill_while_compacting(&store, &input, method, Some(delay));
+        assert_eq!(
+            check_store(&store, std::slice::from_ref(&expected), DOCS),
+            DOCS
+        );
+    }
+}
