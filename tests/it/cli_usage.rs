@@ -144,6 +144,7 @@ fn every_subcommand_has_a_working_help() {
             "delete",
             "dedupe",
             "stats",
+            "migrate",
             "boilerplate",
             "eval",
             "backfill",
