@@ -47,7 +47,7 @@
 //!
 //! **Records are bounded.** A release drops entries older than the horizon and deletes a
 //! record left with none; [`Claims::sweep`] deletes free records whose newest entry is older
-//! than the horizon (a `_delete_by_query` that skips any record changed meanwhile).
+//! than the horizon (guarded deletes, which skip any record changed meanwhile).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -521,31 +521,66 @@ impl Claims {
     }
 
     /// Deletes the free records whose newest insert is older than the horizon: their articles
-    /// are searchable. A record claimed or changed since the sweep's search is skipped
-    /// (`conflicts=proceed`). Returns how many were deleted.
+    /// are searchable. Each is deleted guarded by the version the search found, so a record
+    /// claimed or changed since is skipped. (A search and a `_bulk` of guarded deletes rather
+    /// than `_delete_by_query`, which needs the reindex module some clusters leave out.) At most
+    /// 10 pages of 1,000 per call: the next sweep goes on. Returns how many were deleted.
     pub async fn sweep(&self) -> Result<u64, EsError> {
+        const PAGE: usize = 1000;
         let before = now_ms() - self.horizon.as_millis() as i64;
-        let body = Body::Json(json!({ "query": { "bool": {
-            "must_not": { "exists": { "field": "holder" } },
-            "filter": { "range": { "idle_since": { "lt": before } } }
-        } } }));
-        let path = format!("/{}/_delete_by_query", path_segment(&self.index));
+        let body = Body::Json(json!({
+            "size": PAGE,
+            "_source": false,
+            "seq_no_primary_term": true,
+            "query": { "bool": {
+                "must_not": { "exists": { "field": "holder" } },
+                "filter": { "range": { "idle_since": { "lt": before } } }
+            } }
+        }));
+        let path = format!("/{}/_search", path_segment(&self.index));
         let what = format!("claims index `{}`: sweep", self.index);
-        let reply = self
-            .retry
-            .run(|| async {
-                let r = send(
-                    &self.client,
-                    Method::Post,
-                    &path,
-                    &[("conflicts", "proceed")],
-                    Some(&body),
-                )
+        let mut deleted = 0;
+        for _ in 0..10 {
+            let reply = self
+                .retry
+                .run(|| async {
+                    let r = send(&self.client, Method::Post, &path, &[], Some(&body)).await?;
+                    check(&what, r)
+                })
                 .await?;
-                check(&what, r)
-            })
-            .await?;
-        Ok(reply["deleted"].as_u64().unwrap_or(0))
+            let hits = reply["hits"]["hits"]
+                .as_array()
+                .map(Vec::as_slice)
+                .unwrap_or(&[]);
+            let actions: Vec<Action> = hits
+                .iter()
+                .filter_map(|h| {
+                    Some(Action::Delete(
+                        h["_id"].as_str()?,
+                        h["_seq_no"].as_u64()?,
+                        h["_primary_term"].as_u64()?,
+                    ))
+                })
+                .collect();
+            if actions.is_empty() {
+                break;
+            }
+            let items = self.bulk(&what, &actions).await?;
+            deleted += items
+                .iter()
+                .filter(|i| (200..300).contains(&i["status"].as_u64().unwrap_or(0)))
+                .count() as u64;
+            if hits.len() < PAGE {
+                break;
+            }
+            // The deleted records leave the search at the next refresh of the claims index.
+            let refresh = format!("/{}/_refresh", path_segment(&self.index));
+            check(
+                &what,
+                send(&self.client, Method::Post, &refresh, &[], None).await?,
+            )?;
+        }
+        Ok(deleted)
     }
 
     /// The source of a record held by `holder`, listing `recent`.
