@@ -58,7 +58,7 @@ use elasticsearch::Elasticsearch;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use super::{check, path_segment, send, Body, EsError, Refresh, RetryPolicy};
+use super::{check, path_segment, request, send, Body, EsError, Refresh, RetryPolicy};
 
 /// Claims for one article index, kept in their own index.
 #[derive(Clone, Debug)]
@@ -234,12 +234,16 @@ impl Claims {
             let mapping = Body::Json(json!({ "properties": { "idle_since": { "type": "long" } } }));
             let path = format!("{path}/_mapping");
             let what = format!("claims index `{}`: map idle_since", self.index);
-            self.retry
-                .run(|| async {
-                    let r = send(&self.client, Method::Put, &path, &[], Some(&mapping)).await?;
-                    check(&what, r).map(|_| ())
-                })
-                .await?;
+            request(
+                &self.client,
+                &self.retry,
+                &what,
+                Method::Put,
+                &path,
+                &[],
+                Some(&mapping),
+            )
+            .await?;
         }
         Ok(())
     }
@@ -384,14 +388,18 @@ impl Claims {
         loop {
             let record = self.read(&[key]).await?.pop().flatten();
             let now = now_ms();
-            let action = match &record {
-                None => Action::Create(key, self.held_source(holder, &[])),
+            let (action, recent) = match &record {
+                None => (
+                    Action::Create(key, self.held_source(holder, &[])),
+                    Vec::new(),
+                ),
                 Some(r) if r.is_free(now) => {
                     if r.holder.is_some() {
                         tracing::info!(claim = %key, holder = ?r.holder, "taking over an expired claim");
                     }
                     let recent = self.pruned(r.recent.clone(), now, &[]);
-                    Action::Replace(key, r.seq_no, r.term, self.held_source(holder, &recent))
+                    let source = self.held_source(holder, &recent);
+                    (Action::Replace(key, r.seq_no, r.term, source), recent)
                 }
                 Some(r) => {
                     if Instant::now() + pause > deadline {
@@ -404,12 +412,6 @@ impl Claims {
                     pause = (pause * 2).min(Duration::from_millis(100));
                     continue;
                 }
-            };
-            let recent = match &action {
-                Action::Replace(.., source) => {
-                    serde_json::from_value(source["recent"].clone()).unwrap_or_default()
-                }
-                _ => Vec::new(),
             };
             let items = self.bulk(&format!("claim `{key}`"), &[action]).await?;
             let r = &items[0];
@@ -541,13 +543,16 @@ impl Claims {
         let what = format!("claims index `{}`: sweep", self.index);
         let mut deleted = 0;
         for _ in 0..10 {
-            let reply = self
-                .retry
-                .run(|| async {
-                    let r = send(&self.client, Method::Post, &path, &[], Some(&body)).await?;
-                    check(&what, r)
-                })
-                .await?;
+            let reply = request(
+                &self.client,
+                &self.retry,
+                &what,
+                Method::Post,
+                &path,
+                &[],
+                Some(&body),
+            )
+            .await?;
             let hits = reply["hits"]["hits"]
                 .as_array()
                 .map(Vec::as_slice)
@@ -611,13 +616,16 @@ impl Claims {
         let path = format!("/{}/_mget", path_segment(&self.index));
         let body = Body::Json(json!({ "ids": keys }));
         let what = format!("claims index `{}`: read {} records", self.index, keys.len());
-        let reply = self
-            .retry
-            .run(|| async {
-                let r = send(&self.client, Method::Post, &path, &[], Some(&body)).await?;
-                check(&what, r)
-            })
-            .await?;
+        let reply = request(
+            &self.client,
+            &self.retry,
+            &what,
+            Method::Post,
+            &path,
+            &[],
+            Some(&body),
+        )
+        .await?;
         let docs = reply["docs"].as_array().map(Vec::as_slice).unwrap_or(&[]);
         if docs.len() != keys.len() {
             return Err(EsError::BadResponse {

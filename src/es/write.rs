@@ -20,7 +20,8 @@ use serde_json::{json, Map, Value};
 
 use super::schema::minhash_fields_json;
 use super::{
-    check, path_segment, send, verify_index, Body, EsError, FieldNames, IndexMeta, RetryPolicy,
+    check, path_segment, request, send, verify_index, Body, EsError, FieldNames, IndexMeta,
+    RetryPolicy,
 };
 use crate::fingerprint::{Methods, Sketches};
 use crate::input::{field_texts, BadTextField};
@@ -341,20 +342,17 @@ impl EsIndexer {
             path_segment(&self.index)
         );
         let what = format!("index `{}`: read refresh_interval", self.index);
-        let reply = self
-            .retry
-            .run(|| async {
-                let r = send(
-                    &self.client,
-                    Method::Get,
-                    &path,
-                    &[("include_defaults", "true"), ("flat_settings", "true")],
-                    None,
-                )
-                .await?;
-                check(&what, r)
-            })
-            .await?;
+        let query = [("include_defaults", "true"), ("flat_settings", "true")];
+        let reply = request(
+            &self.client,
+            &self.retry,
+            &what,
+            Method::Get,
+            &path,
+            &query,
+            None,
+        )
+        .await?;
         let mut longest = Some(std::time::Duration::ZERO);
         for (index, s) in reply.as_object().into_iter().flatten() {
             let v = s["settings"]["index.refresh_interval"]
@@ -543,13 +541,16 @@ impl EsIndexer {
             let query = [("refresh", refresh.param())];
             let what = format!("index `{}`: bulk index of {sent} articles", self.index);
             let body = Body::NdJson(body);
-            let reply = self
-                .retry
-                .run(|| async {
-                    let r = send(&self.client, Method::Post, &path, &query, Some(&body)).await?;
-                    check(&what, r)
-                })
-                .await?;
+            let reply = request(
+                &self.client,
+                &self.retry,
+                &what,
+                Method::Post,
+                &path,
+                &query,
+                Some(&body),
+            )
+            .await?;
             items = reply["items"].as_array().cloned().unwrap_or_default();
             if items.len() != sent {
                 return Err(EsError::BadResponse {
