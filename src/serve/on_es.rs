@@ -267,27 +267,23 @@ impl EsSide {
             })
             .await
             .map_err(|e| ApiError::internal(e.to_string()))?;
-            let readable: Vec<(usize, &str, &Value, &Sketches)> = sketched
+            let readable: Vec<(&str, &Value, &Sketches)> = sketched
                 .iter()
-                .enumerate()
-                .filter_map(|(i, (id, s))| s.as_ref().ok().map(|(a, sk)| (i, id.as_str(), a, sk)))
+                .filter_map(|(id, s)| s.as_ref().ok().map(|(a, sk)| (id.as_str(), a, sk)))
                 .collect();
             let answers: Vec<Result<bool, ApiError>> = match tolerance {
-                None => {
-                    let batch: Vec<(&str, &Value, &Sketches)> =
-                        readable.iter().map(|&(_, id, a, s)| (id, a, s)).collect();
-                    w.indexer
-                        .index_articles(&batch, refresh)
-                        .await
-                        .map_err(|e| failed(&m, e))?
-                        .into_iter()
-                        .map(|r| r.map(|r| r.result == "created").map_err(|e| failed(&m, e)))
-                        .collect()
-                }
+                None => w
+                    .indexer
+                    .index_articles(&readable, refresh)
+                    .await
+                    .map_err(|e| failed(&m, e))?
+                    .into_iter()
+                    .map(|r| r.map(|r| r.result == "created").map_err(|e| failed(&m, e)))
+                    .collect(),
                 Some(t) => {
                     let batch: Vec<NewArticle> = readable
                         .iter()
-                        .map(|&(_, id, article, sketches)| NewArticle {
+                        .map(|&(id, article, sketches)| NewArticle {
                             id,
                             article,
                             sketches,

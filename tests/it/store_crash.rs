@@ -31,15 +31,18 @@ fn write_input(path: &Path, generation: u32) -> Vec<(String, Vec<String>)> {
     docs
 }
 
-/// Starts `neardup index -v --method METHOD` and kills it with SIGKILL once it has reported
-/// `after` commits. Returns how many documents it had reported committed, or `None` if it
-/// finished before that.
-fn index_and_kill(store: &Path, input: &Path, method: Method, after: usize) -> Option<usize> {
+/// Starts `neardup index --pre-tokenized -v -j 1 --method METHOD` with `extra` flags on
+/// `store` from `input`; its stderr, read line by line.
+fn start_index(
+    store: &Path,
+    input: &Path,
+    method: Method,
+    extra: &[&str],
+) -> (std::process::Child, BufReader<std::process::ChildStderr>) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_neardup"))
         .args(["index", "--pre-tokenized", "-v", "-j", "1", "--method"])
         .arg(method.name())
-        .arg("--batch")
-        .arg(BATCH.to_string())
+        .args(extra)
         .arg("--store")
         .arg(store)
         .arg("--input")
@@ -49,6 +52,14 @@ fn index_and_kill(store: &Path, input: &Path, method: Method, after: usize) -> O
         .spawn()
         .unwrap();
     let stderr = BufReader::new(child.stderr.take().unwrap());
+    (child, stderr)
+}
+
+/// Starts `neardup index -v --method METHOD` and kills it with SIGKILL once it has reported
+/// `after` commits. Returns how many documents it had reported committed, or `None` if it
+/// finished before that.
+fn index_and_kill(store: &Path, input: &Path, method: Method, after: usize) -> Option<usize> {
+    let (mut child, stderr) = start_index(store, input, method, &["--batch", &BATCH.to_string()]);
     let mut commits = 0;
     for line in stderr.lines() {
         let line = line.unwrap();
@@ -178,18 +189,7 @@ fn index_and_kill_while_compacting(
     method: Method,
     delay: Option<std::time::Duration>,
 ) -> Option<f64> {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_neardup"))
-        .args(["index", "--pre-tokenized", "-v", "-j", "1", "--method"])
-        .arg(method.name())
-        .arg("--store")
-        .arg(store)
-        .arg("--input")
-        .arg(input)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stderr = BufReader::new(child.stderr.take().unwrap());
+    let (mut child, stderr) = start_index(store, input, method, &[]);
     let last = format!("index: committed {DOCS} ");
     for line in stderr.lines() {
         let line = line.unwrap();
