@@ -2,89 +2,147 @@
 //!
 //! redb splits a full B-tree page in half. Keys that arrive in order (document numbers)
 //! leave every page half full; random keys (band and block keys) about two thirds full.
-//! [`Store::compact`] rewrites each data table in one transaction so that its pages end up
-//! nearly full, then lets redb move the pages to the front of the file and truncate it.
+//! [`Store::compact`] copies every table into a new database file beside the store
+//! (`neardup.redb.compacting`) so that its pages end up nearly full, lets redb move that
+//! file's pages to its front and truncate it, makes it durable, and renames it over the
+//! store's file in one step.
 //!
-//! The rewrite inserts the entries in key order in two passes: first a share `f` just over
+//! Why a copy and not redb's own compaction of the store's file: killed in the middle of
+//! that (a bulk `index` ends with one), redb could leave a file it then refused to open
+//! ("Primary is corrupted despite 2-phase commit"). Here the store's file is only read
+//! until the rename, and a rename is atomic: killed before it, the store is the old one
+//! and the half-built copy is removed when the store is next opened; after it, the new one
+//! is complete. The cost is disk space for a second, compact, copy while it runs.
+//!
+//! The copy inserts the entries in key order in two passes: first a share `f` just over
 //! half of them, evenly spread, then the rest. In the first pass a page fills, splits in
 //! half, and is never touched again, so each page holds about half a page of first-pass
 //! entries; the second pass puts the entries between them into the same pages, which then
 //! hold `1/(2f)` of a page — full, without splitting, when `f` is chosen from the entry size.
 //! Only the size depends on this; the content is the same entries whatever the page layout.
 
-use redb::{Key, ReadableTable, ReadableTableMetadata, TableDefinition, Value, WriteTransaction};
+use std::path::{Path, PathBuf};
 
-use super::error::{DbContext, StoreResult};
-use super::tables::{BANDS, BLOCKS, DOCS, IDS};
+use redb::{
+    Database, Key, ReadTransaction, ReadableTable, ReadableTableMetadata, TableDefinition, Value,
+    WriteTransaction,
+};
+
+use super::config::open_db_file;
+use super::error::{DbContext, StoreError, StoreResult};
+use super::migrate::{remove_if_present, sync};
+use super::tables::{Keys, BANDS, BLOCKS, DOCS, IDS, META};
 use super::Store;
 
 /// redb's page size, and the header of a leaf page.
 const PAGE: usize = 4096;
 const LEAF_HEADER: usize = 4;
 
+/// The suffix of the copy a compaction builds beside the database file.
+const COPY_SUFFIX: &str = ".compacting";
+
 impl Store {
-    /// Rewrites the tables densely (one transaction: all or nothing) and shortens the file
-    /// to what they use. Costs about one pass over the store; worth it after writes that
-    /// changed a good share of it. Needs no other handle on the store (`&mut`); fails with
-    /// an error if a snapshot is still alive.
+    /// Rewrites the store densely into a new file and puts it in place of the old one (see
+    /// the module docs: killed at any point, the store is whole, old or new). Costs about
+    /// one pass over the store and, while it runs, the disk space of the compact copy;
+    /// worth it after writes that changed a good share of it. Needs no other handle on the
+    /// store (`&mut`).
     pub fn compact(&mut self) -> StoreResult<()> {
         let path = self.path.clone();
-        let mut txn = self.db.begin_write().at(&path)?;
-        txn.set_quick_repair(true);
-        repack(&txn, DOCS, "docs.repack", &path)?;
-        repack(&txn, IDS, "ids.repack", &path)?;
-        match &self.keys {
-            super::tables::Keys::Blocks(_) => repack(&txn, BLOCKS, "blocks.repack", &path)?,
-            super::tables::Keys::Bands(_) => repack(&txn, BANDS, "bands.repack", &path)?,
+        let copy = self.file.as_deref().map(copy_path);
+        let mut fresh = match &copy {
+            Some(copy) => {
+                remove_if_present(copy)?;
+                open_db_file(&path, copy, true, Default::default())?
+            }
+            None => Database::builder()
+                .create_with_backend(redb::backends::InMemoryBackend::new())
+                .at(&path)?,
+        };
+        {
+            let src = self.db.begin_read().at(&path)?;
+            let mut dst = fresh.begin_write().at(&path)?;
+            dst.set_quick_repair(true);
+            copy_dense(&src, &dst, META, &path)?;
+            copy_dense(&src, &dst, DOCS, &path)?;
+            copy_dense(&src, &dst, IDS, &path)?;
+            match &self.keys {
+                Keys::Blocks(_) => copy_dense(&src, &dst, BLOCKS, &path)?,
+                Keys::Bands(_) => copy_dense(&src, &dst, BANDS, &path)?,
+            }
+            dst.commit().at(&path)?;
         }
-        txn.commit().at(&path)?;
-        self.db.compact().at(&path)?;
+        fresh.compact().at(&path)?;
+        if let (Some(copy), Some(file)) = (&copy, &self.file) {
+            sync(copy)?;
+            std::fs::rename(copy, file).map_err(|source| StoreError::Io {
+                path: file.clone(),
+                source,
+            })?;
+            if let Some(dir) = file.parent() {
+                sync(dir)?;
+            }
+        }
+        self.db = fresh;
         Ok(())
     }
 }
 
-/// Rewrites `def` densely (see the module docs) under its own name.
-fn repack<K: Key + 'static, V: Value + 'static>(
-    txn: &WriteTransaction,
+/// Where a compaction of the database file `file` builds its copy.
+fn copy_path(file: &Path) -> PathBuf {
+    let mut name = file.as_os_str().to_owned();
+    name.push(COPY_SUFFIX);
+    PathBuf::from(name)
+}
+
+/// Removes what a compaction of `file` killed before its rename left behind. Called once
+/// the store's file is open, so no live compaction can own the copy: that one would hold
+/// the store's file, which redb lets one process open at a time.
+pub(super) fn remove_stale_copy(file: &Path) -> StoreResult<()> {
+    remove_if_present(&copy_path(file))
+}
+
+/// Copies `def` from `src` into `dst` densely (see the module docs).
+fn copy_dense<K: Key + 'static, V: Value + 'static>(
+    src: &ReadTransaction,
+    dst: &WriteTransaction,
     def: TableDefinition<K, V>,
-    tmp: &str,
-    path: &std::path::Path,
+    path: &Path,
 ) -> StoreResult<()> {
-    let tmp_def: TableDefinition<K, V> = TableDefinition::new(tmp);
-    {
-        let old = txn.open_table(def).at(path)?;
-        let n = old.len().at(path)?;
-        if n == 0 {
-            return Ok(());
-        }
-        let entry_bytes = match (K::fixed_width(), V::fixed_width()) {
-            (Some(k), Some(v)) => k + v,
-            _ => {
-                let mut total = 0usize;
-                for e in old.iter().at(path)? {
-                    let (k, v) = e.at(path)?;
-                    total += K::as_bytes(&k.value()).as_ref().len()
-                        + V::as_bytes(&v.value()).as_ref().len();
-                }
-                total / n as usize
-                    + 4 * usize::from(K::fixed_width().is_none())
-                    + 4 * usize::from(V::fixed_width().is_none())
-            }
-        };
-        let first = FirstPass::for_entry(entry_bytes.max(1));
-        let mut new = txn.open_table(tmp_def).at(path)?;
-        for pass in [true, false] {
-            for (i, e) in old.iter().at(path)?.enumerate() {
-                if first.takes(i as u64) != pass {
-                    continue;
-                }
+    let old = match src.open_table(def) {
+        Ok(t) => t,
+        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(()),
+        Err(e) => return Err(e).at(path),
+    };
+    let mut new = dst.open_table(def).at(path)?;
+    let n = old.len().at(path)?;
+    if n == 0 {
+        return Ok(());
+    }
+    let entry_bytes = match (K::fixed_width(), V::fixed_width()) {
+        (Some(k), Some(v)) => k + v,
+        _ => {
+            let mut total = 0usize;
+            for e in old.iter().at(path)? {
                 let (k, v) = e.at(path)?;
-                new.insert(k.value(), v.value()).at(path)?;
+                total +=
+                    K::as_bytes(&k.value()).as_ref().len() + V::as_bytes(&v.value()).as_ref().len();
             }
+            total / n as usize
+                + 4 * usize::from(K::fixed_width().is_none())
+                + 4 * usize::from(V::fixed_width().is_none())
+        }
+    };
+    let first = FirstPass::for_entry(entry_bytes.max(1));
+    for pass in [true, false] {
+        for (i, e) in old.iter().at(path)?.enumerate() {
+            if first.takes(i as u64) != pass {
+                continue;
+            }
+            let (k, v) = e.at(path)?;
+            new.insert(k.value(), v.value()).at(path)?;
         }
     }
-    txn.delete_table(def).at(path)?;
-    txn.rename_table(tmp_def, def).at(path)?;
     Ok(())
 }
 

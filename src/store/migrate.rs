@@ -84,7 +84,7 @@ pub fn migrate(dir: &Path, opts: &OpenOptions) -> StoreResult<Migration> {
     };
     if format == FORMAT {
         drop(txn);
-        let n = Store::with(old, dir.to_owned(), config)?.len()?;
+        let n = Store::with(old, dir.to_owned(), Some(file.clone()), config)?.len()?;
         return Ok(done(n));
     }
     if format != super::config::FORMAT_1 {
@@ -172,7 +172,7 @@ fn copy_documents(
     Ok(n)
 }
 
-fn remove_if_present(file: &Path) -> StoreResult<()> {
+pub(super) fn remove_if_present(file: &Path) -> StoreResult<()> {
     match std::fs::remove_file(file) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(StoreError::Io {
             path: file.to_owned(),
@@ -183,7 +183,7 @@ fn remove_if_present(file: &Path) -> StoreResult<()> {
 }
 
 /// Makes a file's (or a directory's entries') contents durable.
-fn sync(path: &Path) -> StoreResult<()> {
+pub(super) fn sync(path: &Path) -> StoreResult<()> {
     std::fs::File::open(path)
         .and_then(|f| f.sync_all())
         .map_err(|source| StoreError::Io {

@@ -67,6 +67,8 @@ use tables::Keys;
 pub struct Store {
     db: Database,
     path: PathBuf,
+    /// The database file (none for in-memory stores).
+    file: Option<PathBuf>,
     config: StoreConfig,
     keys: Keys,
 }
@@ -98,7 +100,7 @@ impl Store {
             path: dir.to_owned(),
             reason: "it has no settings (the process creating it stopped early); delete it and index again".into(),
         })?;
-        Store::with(db, dir.to_owned(), config)
+        Store::with(db, dir.to_owned(), Some(dir.join(FILE_NAME)), config)
     }
 
     /// Opens the store in `dir`, creating the directory and store if missing. An existing
@@ -115,7 +117,7 @@ impl Store {
         })?;
         let db = open_db(dir, true, opts.wait)?;
         let stored = init_meta(&db, dir, config)?;
-        let store = Store::with(db, dir.to_owned(), stored)?;
+        let store = Store::with(db, dir.to_owned(), Some(dir.join(FILE_NAME)), stored)?;
         store.ensure_config(config)?;
         Ok(store)
     }
@@ -125,7 +127,7 @@ impl Store {
     fn create_file(dir: &Path, file: &Path, config: &StoreConfig) -> StoreResult<Store> {
         let db = open_db_file(dir, file, true, Default::default())?;
         let stored = init_meta(&db, dir, config)?;
-        Store::with(db, dir.to_owned(), stored)
+        Store::with(db, dir.to_owned(), Some(file.to_owned()), stored)
     }
 
     /// A store in memory only, gone when dropped: for tests and short-lived jobs.
@@ -136,14 +138,23 @@ impl Store {
             .create_with_backend(InMemoryBackend::new())
             .at(&path)?;
         let stored = init_meta(&db, &path, config)?;
-        Store::with(db, path, stored)
+        Store::with(db, path, None, stored)
     }
 
-    fn with(db: Database, path: PathBuf, config: StoreConfig) -> StoreResult<Store> {
+    fn with(
+        db: Database,
+        path: PathBuf,
+        file: Option<PathBuf>,
+        config: StoreConfig,
+    ) -> StoreResult<Store> {
         let keys = config.keys(&path)?;
+        if let Some(file) = &file {
+            compact::remove_stale_copy(file)?;
+        }
         Ok(Store {
             db,
             path,
+            file,
             config,
             keys,
         })
