@@ -1,7 +1,7 @@
 //! `neardup es-init`: give an index the fingerprint fields of its methods (or create it with
 //! them) and record what it holds in the mapping's `_meta`.
 
-use neardup::es::{self, BlockType, IndexMeta, InitOutcome, MetaSource, RetryPolicy};
+use neardup::es::{self, BlockType, GroupMeta, IndexMeta, InitOutcome, MetaSource, RetryPolicy};
 use neardup::{FingerprintConfig, Method, Methods, MinHashParams, Profile};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -59,6 +59,14 @@ pub struct Args {
     fields: FieldArgs,
     #[command(flatten)]
     minhash_fields: MinHashFieldArgs,
+    /// The `keyword` field every article's duplicate group label goes into (the id of its
+    /// group's representative; docs/elasticsearch.md "Duplicate groups"). Default: what the
+    /// index records, else `nearDupGroup`.
+    #[arg(long, value_name = "NAME", conflicts_with = "no_groups")]
+    group_field: Option<String>,
+    /// Keep no duplicate group labels (an index that records them keeps them).
+    #[arg(long)]
+    no_groups: bool,
 }
 
 pub fn run(args: Args) -> CmdResult {
@@ -118,7 +126,18 @@ pub fn run(args: Args) -> CmdResult {
                 .find(|m| m.source == MetaSource::Recorded)
                 .and_then(|m| m.boilerplate.clone()),
         };
-        let wanted = IndexMeta::new(
+        let group = (!args.no_groups).then(|| {
+            let recorded_field = recorded
+                .iter()
+                .find_map(|m| m.group.as_ref().map(|g| g.field.clone()));
+            GroupMeta::named(
+                args.group_field
+                    .clone()
+                    .or(recorded_field)
+                    .unwrap_or_else(|| es::schema::DEFAULT_GROUP_FIELD.to_owned()),
+            )
+        });
+        let mut wanted = IndexMeta::new(
             &FingerprintConfig {
                 profile,
                 hmm,
@@ -132,6 +151,7 @@ pub fn run(args: Args) -> CmdResult {
             names,
             minhash_names,
         );
+        wanted.group = group;
         let outcome = match args.upgrade {
             true => es::upgrade_index(&client, &retry, &args.index, &wanted).await?,
             false => es::init_index(&client, &retry, &args.index, &wanted).await?,

@@ -10,7 +10,7 @@ use serde_json::{json, Map, Value};
 
 use std::collections::BTreeMap;
 
-use super::schema::{FieldNames, IndexMeta, META_KEY};
+use super::schema::{FieldNames, GroupMeta, IndexMeta, META_KEY};
 use super::{path_segment, path_segment_keep_patterns, request, send, Body, EsError, RetryPolicy};
 use crate::{FingerprintConfig, Fingerprinter, Profile};
 
@@ -191,6 +191,11 @@ fn upgrade_meta(
     let Some(recorded) = recorded else {
         return Ok(wanted.clone());
     };
+    if let (Some(r), Some(w)) = (&recorded.group, &wanted.group) {
+        if r != w {
+            return Err(group_clash(index, r, w));
+        }
+    }
     let clash = |existing: String, wanted: String, hint: &str| EsError::MetaConflict {
         index: index.to_owned(),
         existing,
@@ -233,7 +238,24 @@ fn upgrade_meta(
             ));
         }
     }
-    Ok(wanted.clone())
+    let mut out = wanted.clone();
+    if out.group.is_none() {
+        out.group.clone_from(&recorded.group);
+    }
+    Ok(out)
+}
+
+/// Two different group fields (or orders) asked of one index.
+fn group_clash(index: &str, recorded: &GroupMeta, wanted: &GroupMeta) -> EsError {
+    EsError::MetaConflict {
+        index: index.to_owned(),
+        existing: format!("groups in `{}` ({:?})", recorded.field, recorded.order),
+        wanted: format!("groups in `{}` ({:?})", wanted.field, wanted.order),
+        hint: format!(
+            "an index keeps one group field: pass --group-field {}",
+            recorded.field
+        ),
+    }
 }
 
 /// `recorded` with `wanted`'s methods added; an error when both describe a method differently.
@@ -288,6 +310,11 @@ fn merge_meta(
             ))
         }
         (None, Some(w)) => out.minhash = Some(w.clone()),
+        _ => {}
+    }
+    match (&recorded.group, &wanted.group) {
+        (Some(r), Some(w)) if r != w => return Err(group_clash(index, r, w)),
+        (None, Some(w)) => out.group = Some(w.clone()),
         _ => {}
     }
     // Both methods share the words: the index folds or not, and drops one boilerplate or

@@ -28,6 +28,7 @@
 pub mod backfill;
 mod claims;
 mod dedupe;
+pub mod group;
 mod init;
 mod retry;
 mod scan;
@@ -58,7 +59,8 @@ pub use init::{
 pub use retry::RetryPolicy;
 pub use scan::{Cursor, Paging, ScanOptions, ScanStats, Scanner};
 pub use schema::{
-    BlockType, FieldNames, IndexMeta, MetaSource, MinHashFieldNames, MinHashMeta, SimHashMeta,
+    BlockType, FieldNames, GroupMeta, GroupOrder, IndexMeta, MetaSource, MinHashFieldNames,
+    MinHashMeta, SimHashMeta,
 };
 pub use similar::{
     FilterMode, IndexList, Match, QueryFingerprint, Similar, SimilarOptions, Similarity, DEFAULT_K,

@@ -304,6 +304,56 @@ impl MinHashFieldNames {
     }
 }
 
+/// `mappings/neardup-group-field.json`: the duplicate group label under its default name.
+pub const MAPPING_GROUP: &str = include_str!("../../mappings/neardup-group-field.json");
+
+/// The default name of the duplicate group field.
+pub const DEFAULT_GROUP_FIELD: &str = "nearDupGroup";
+
+/// Which article of a group is its representative, the one whose id labels the group.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GroupOrder {
+    /// The first fingerprinted: a new article joins the group it is near, and starts one,
+    /// labelled with its own id, when it is near none.
+    #[default]
+    Fingerprinted,
+}
+
+/// The duplicate groups part of [`IndexMeta`]: every article carries, in a `keyword` field,
+/// the id of its group's representative ([`super::group`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GroupMeta {
+    pub field: String,
+    #[serde(default)]
+    pub order: GroupOrder,
+}
+
+impl Default for GroupMeta {
+    fn default() -> Self {
+        GroupMeta {
+            field: DEFAULT_GROUP_FIELD.into(),
+            order: GroupOrder::default(),
+        }
+    }
+}
+
+impl GroupMeta {
+    /// A group field named `field`.
+    pub fn named(field: impl Into<String>) -> GroupMeta {
+        GroupMeta {
+            field: field.into(),
+            ..GroupMeta::default()
+        }
+    }
+
+    /// The `{"properties": …}` mapping of the field, from the shipped JSON file, renamed.
+    pub fn mapping(&self) -> Value {
+        let shipped: Value = serde_json::from_str(MAPPING_GROUP).expect("shipped mapping");
+        json!({ "properties": { &self.field: shipped["properties"][DEFAULT_GROUP_FIELD].clone() } })
+    }
+}
+
 /// How an index's description was obtained.
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
 pub enum MetaSource {
@@ -335,6 +385,10 @@ pub struct IndexMeta {
     pub simhash: Option<SimHashMeta>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub minhash: Option<MinHashMeta>,
+    /// Duplicate groups labelled next to the articles; absent in indices recorded before
+    /// groups existed, and in those made with `es-init --no-groups`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<GroupMeta>,
     #[serde(skip)]
     pub source: MetaSource,
 }
@@ -396,6 +450,7 @@ impl IndexMeta {
                 version: versions.minhash.clone(),
                 fields: minhash_fields,
             }),
+            group: None,
             source: MetaSource::Recorded,
         }
     }
@@ -515,6 +570,9 @@ impl IndexMeta {
         if let Some(m) = &self.minhash {
             all.extend(m.fields.all());
         }
+        if let Some(g) = &self.group {
+            all.push(&g.field);
+        }
         validate_names(&all)
     }
 
@@ -528,6 +586,11 @@ impl IndexMeta {
         }
         if let Some(m) = &self.minhash {
             if let Value::Object(p) = m.fields.mapping()["properties"].take() {
+                props.extend(p);
+            }
+        }
+        if let Some(g) = &self.group {
+            if let Value::Object(p) = g.mapping()["properties"].take() {
                 props.extend(p);
             }
         }
@@ -679,6 +742,9 @@ impl fmt::Display for IndexMeta {
         )?;
         if let Some(b) = &self.boilerplate {
             write!(f, ", boilerplate {b}")?;
+        }
+        if let Some(g) = &self.group {
+            write!(f, ", groups in `{}`", g.field)?;
         }
         Ok(())
     }

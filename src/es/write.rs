@@ -13,11 +13,13 @@
 //! ([`BulkReport::conflicts`]); whoever changed it (or the next worker pass) writes a fresh one.
 
 use std::fmt::Write as _;
+use std::sync::Arc;
 
 use elasticsearch::http::Method;
 use elasticsearch::Elasticsearch;
 use serde_json::{json, Map, Value};
 
+use super::group::Grouper;
 use super::schema::minhash_fields_json;
 use super::{
     check, path_segment, request, send, verify_index, Body, EsError, FieldNames, IndexMeta,
@@ -253,6 +255,8 @@ pub struct EsIndexer {
     retry: RetryPolicy,
     refresh: Refresh,
     detect_noop: bool,
+    /// Labels articles with their duplicate group where the index keeps groups.
+    grouper: Option<Arc<Grouper>>,
 }
 
 impl EsIndexer {
@@ -269,7 +273,7 @@ impl EsIndexer {
         let index = index.into();
         meta.validate()?;
         meta.check_fingerprinter(&index, &fp)?;
-        Ok(EsIndexer {
+        let mut indexer = EsIndexer {
             client,
             index,
             meta,
@@ -277,7 +281,45 @@ impl EsIndexer {
             retry: RetryPolicy::default(),
             refresh: Refresh::No,
             detect_noop: true,
-        })
+            grouper: None,
+        };
+        indexer.regroup_with_settings();
+        Ok(indexer)
+    }
+
+    /// A new grouper for the current `_meta`, retry policy and fingerprinter (it remembers
+    /// nothing yet).
+    fn regroup_with_settings(&mut self) {
+        self.grouper = self.meta.group.clone().map(|g| {
+            Arc::new(Grouper::new(
+                g,
+                self.client.clone(),
+                self.retry.clone(),
+                self.fp.clone(),
+            ))
+        });
+    }
+
+    /// The group labels of articles about to be written (id, sketches), where the index
+    /// keeps groups ([`super::group`]); `None` where it does not.
+    pub async fn group_labels(
+        &self,
+        items: &[(&str, &Sketches)],
+    ) -> Result<Option<Vec<String>>, EsError> {
+        let Some(g) = &self.grouper else {
+            return Ok(None);
+        };
+        if items.is_empty() {
+            return Ok(Some(Vec::new()));
+        }
+        g.labels(&self.index, &self.meta, items, self.refresh_interval())
+            .await
+            .map(Some)
+    }
+
+    /// The group field, where the index keeps groups.
+    pub fn group_field(&self) -> Option<&str> {
+        self.grouper.as_deref().map(Grouper::field)
     }
 
     /// An indexer for `index` (a name or alias): reads what it holds from its `_meta` and
@@ -301,6 +343,7 @@ impl EsIndexer {
     pub fn with_fingerprinter(mut self, fp: Fingerprinter) -> Result<Self, EsError> {
         self.meta.check_fingerprinter(&self.index, &fp)?;
         self.fp = fp;
+        self.regroup_with_settings();
         Ok(self)
     }
 
@@ -330,6 +373,7 @@ impl EsIndexer {
         }
         tracing::info!(index = %self.index, holds = %meta, "the index's _meta changed: writing what it holds now");
         self.meta = meta;
+        self.regroup_with_settings();
         Ok(true)
     }
 
@@ -373,6 +417,7 @@ impl EsIndexer {
 
     pub fn with_retry(mut self, retry: RetryPolicy) -> Self {
         self.retry = retry;
+        self.regroup_with_settings();
         self
     }
 
@@ -451,6 +496,21 @@ impl EsIndexer {
         };
         let mut doc = fields.clone();
         doc.extend(fingerprint_fields_json(&self.meta, sketches));
+        // A new article's group may be its own: it needs its id before it is written.
+        let made_id;
+        let (id, create) = match (id, &self.grouper) {
+            (None, Some(_)) => {
+                made_id = new_id();
+                (Some(made_id.as_str()), true)
+            }
+            (id, _) => (id, false),
+        };
+        if let (Some(id), Some(field)) = (id, self.group_field()) {
+            let labels = self.group_labels(&[(id, sketches)]).await?;
+            if let Some(label) = labels.and_then(|l| l.into_iter().next()) {
+                doc.insert(field.to_owned(), json!(label));
+            }
+        }
         let body = Body::Json(Value::Object(doc));
         let index = path_segment(&self.index);
         let (method, path, retry) = match id {
@@ -466,7 +526,10 @@ impl EsIndexer {
             self.index,
             id.unwrap_or("(new)")
         );
-        let query = [("refresh", refresh.param())];
+        let mut query = vec![("refresh", refresh.param())];
+        if create {
+            query.push(("op_type", "create"));
+        }
         let reply = retry
             .run(|| async {
                 let r = send(&self.client, method, &path, &query, Some(&body)).await?;
@@ -521,6 +584,12 @@ impl EsIndexer {
         }
         let mut body = String::new();
         let mut refused: Vec<Option<EsError>> = articles.iter().map(|_| None).collect();
+        let objects: Vec<(&str, &Sketches)> = articles
+            .iter()
+            .filter(|(_, a, _)| a.is_object())
+            .map(|(id, _, s)| (*id, *s))
+            .collect();
+        let mut labels = self.group_labels(&objects).await?.map(Vec::into_iter);
         for (i, (id, article, sketches)) in articles.iter().enumerate() {
             let Value::Object(fields) = article else {
                 refused[i] = Some(EsError::BadDocument {
@@ -531,6 +600,10 @@ impl EsIndexer {
             };
             let mut doc = fields.clone();
             doc.extend(fingerprint_fields_json(&self.meta, sketches));
+            if let (Some(labels), Some(field)) = (&mut labels, self.group_field()) {
+                let label = labels.next().expect("one label per article");
+                doc.insert(field.to_owned(), json!(label));
+            }
             let _ = writeln!(body, "{}", json!({ "index": { "_id": id } }));
             let _ = writeln!(body, "{}", Value::Object(doc));
         }
@@ -609,10 +682,18 @@ impl EsIndexer {
         updates: &[FingerprintUpdate],
     ) -> Result<BulkReport, EsError> {
         let mut report = BulkReport::default();
+        let items: Vec<(&str, &Sketches)> = updates
+            .iter()
+            .map(|u| (u.id.as_str(), &u.sketches))
+            .collect();
+        let labels: Option<std::collections::HashMap<&str, String>> = self
+            .group_labels(&items)
+            .await?
+            .map(|l| items.iter().map(|(id, _)| *id).zip(l).collect());
         let mut pending: Vec<&FingerprintUpdate> = updates.iter().collect();
         let mut retry = 0u32;
         while !pending.is_empty() {
-            let body = self.bulk_body(&pending);
+            let body = self.bulk_body(&pending, labels.as_ref());
             let path = format!("/{}/_bulk", path_segment(&self.index));
             let query = [("refresh", self.refresh.param())];
             let what = format!(
@@ -689,7 +770,11 @@ impl EsIndexer {
         Ok(report)
     }
 
-    fn bulk_body(&self, updates: &[&FingerprintUpdate]) -> Body {
+    fn bulk_body(
+        &self,
+        updates: &[&FingerprintUpdate],
+        labels: Option<&std::collections::HashMap<&str, String>>,
+    ) -> Body {
         let mut s = String::with_capacity(updates.len() * 256);
         for u in updates {
             let mut action = json!({ "_id": u.id });
@@ -697,7 +782,13 @@ impl EsIndexer {
                 action["if_seq_no"] = json!(seq_no);
                 action["if_primary_term"] = json!(term);
             }
-            let doc = fingerprint_fields_json(&self.meta, &u.sketches);
+            let mut doc = fingerprint_fields_json(&self.meta, &u.sketches);
+            if let (Some(label), Some(field)) = (
+                labels.and_then(|l| l.get(u.id.as_str())),
+                self.group_field(),
+            ) {
+                doc.insert(field.to_owned(), json!(label));
+            }
             // serde_json output has no raw newlines, as NDJSON needs.
             let _ = writeln!(s, "{}", json!({ "update": action }));
             let doc = if self.detect_noop {
@@ -709,6 +800,25 @@ impl EsIndexer {
         }
         Body::NdJson(s)
     }
+}
+
+/// A new document id, for an article written without one into an index that keeps groups:
+/// 22 base64url characters of a 128-bit hash of the time, the process and a counter.
+fn new_id() -> String {
+    use base64::Engine as _;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or_default();
+    let seed = format!(
+        "{nanos}:{}:{}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    );
+    let h = xxhash_rust::xxh3::xxh3_128(seed.as_bytes());
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(h.to_le_bytes())
 }
 
 #[cfg(test)]

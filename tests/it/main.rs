@@ -27,6 +27,7 @@ mod live_es {
     mod backfill;
     mod claims;
     mod deploy;
+    mod groups;
     mod init;
     mod scan;
     mod serve;

@@ -506,7 +506,11 @@ fn an_index_without_folding_keeps_it_until_an_explicit_upgrade() {
         (src["simHashVersion"].clone(), src["minHashVersion"].clone())
     };
 
-    // es-init again, without flags: nothing changes; the index keeps not folding.
+    // es-init again, without flags: it adds the duplicate group field (on by default), and
+    // the index keeps not folding; a second time nothing changes.
+    let (code, out, err) = cli(&["es-init"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("nearDupGroup"), "{out}");
     let (code, out, err) = cli(&["es-init"]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("nothing changed"), "{out}");
@@ -550,7 +554,14 @@ fn an_index_without_folding_keeps_it_until_an_explicit_upgrade() {
             &FieldNames::default(),
         ))
         .unwrap();
-    assert_eq!(read, upgraded);
+    // The groups es-init added before are kept.
+    assert_eq!(
+        read,
+        IndexMeta {
+            group: Some(neardup::es::GroupMeta::default()),
+            ..upgraded.clone()
+        }
+    );
     assert_eq!(
         rt.block_on(meta_json(&client, &idx.name))["neardup"]["fold"],
         true

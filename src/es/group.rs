@@ -1,0 +1,520 @@
+//! Duplicate groups next to the articles: every article carries, in a `keyword` field
+//! (`nearDupGroup` by default, recorded in `_meta.neardup.group`), the id of its group's
+//! representative, so that an article API lists each story once with one `collapse` on it.
+//!
+//! The rules, applied by every writer through [`super::EsIndexer`] (the service's `PUT` and
+//! `_bulk`, `worker`, `backfill`):
+//! - Near means what `similar` links at the index's default tolerance (MinHash at the
+//!   default threshold where the index holds MinHash, else SimHash at k = 3): a shared band
+//!   (or block) and the estimate within the tolerance.
+//! - A new article near stored articles joins the group of the nearest of them (then by
+//!   label): its label is that article's label (an article stored before groups existed
+//!   counts as labelled with its own id).
+//! - Articles written in one batch that are near each other end in one group: the batch's
+//!   links are closed transitively, and a set of linked articles takes the label of the
+//!   nearest stored article any of them is near; near none, the id of its first article.
+//! - An article too short to fingerprint is its own group.
+//! - A write never relabels other articles. An article near two groups joins one; the two
+//!   stay apart until `regroup` recomputes the groups as connected components. A deleted
+//!   representative's id stays the label of its group (a label, not a reference). A
+//!   re-fingerprinted article is labelled again like a new one (without itself).
+//!
+//! Searches see what the last refresh made searchable. So that articles written by this
+//! process moments ago are seen too, a grouper remembers what it labelled for a horizon (a
+//! minute, or ten refresh intervals of the index when longer) and links new articles to
+//! those in memory as well, under one lock: of two near articles labelled by one process, the
+//! second sees the first, whatever the refresh. Writers in different processes at the same
+//! moment can still start two groups; `regroup` joins them.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use elasticsearch::http::Method as HttpMethod;
+use elasticsearch::Elasticsearch;
+use futures_util::StreamExt;
+use serde_json::{json, Value};
+
+use super::schema::GroupMeta;
+use super::{request, Body, EsError, IndexMeta, RetryPolicy, Similar, DEFAULT_K};
+use crate::method::Score;
+use crate::{Fingerprinter, MinHashParams, Sketch, Sketches, Tolerance};
+
+/// Searches run at once per batch.
+const SEARCHES_IN_FLIGHT: usize = 8;
+
+/// How long a grouper remembers what it labelled, at least.
+const MIN_HORIZON: Duration = Duration::from_secs(60);
+
+/// A stored (or remembered) article a new one is near, with its group label.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Linked {
+    pub id: String,
+    pub label: String,
+    pub score: Score,
+}
+
+/// The labels of a batch of new articles (`items`: id and sketch of the tolerance's method,
+/// `None` when too short), given what each is near among the stored articles (`stored`,
+/// one list per item) — the rules of the module docs. Pure: the writers' searches and the
+/// property tests feed it alike.
+pub fn assign_labels(
+    items: &[(&str, Option<&Sketch>)],
+    stored: &[Vec<Linked>],
+    tolerance: Tolerance,
+    params: Option<&MinHashParams>,
+) -> Vec<String> {
+    let n = items.len();
+    let bands: Vec<Vec<u64>> = items
+        .iter()
+        .map(|(_, s)| s.map(|s| band_set(s, params)).unwrap_or_default())
+        .collect();
+    let mut parent: Vec<usize> = (0..n).collect();
+    fn root(parent: &mut [usize], mut i: usize) -> usize {
+        while parent[i] != i {
+            parent[i] = parent[parent[i]];
+            i = parent[i];
+        }
+        i
+    }
+    let union = |parent: &mut Vec<usize>, a: usize, b: usize| {
+        let (ra, rb) = (root(parent, a), root(parent, b));
+        // The smaller index stays the root: a component's root is its first article.
+        if ra != rb {
+            parent[ra.max(rb)] = ra.min(rb);
+        }
+    };
+    let pairs: Vec<(usize, usize)> = match params {
+        Some(_) => {
+            let mut by_band: HashMap<u64, Vec<usize>> = HashMap::new();
+            for (i, b) in bands.iter().enumerate() {
+                for k in b {
+                    by_band.entry(*k).or_default().push(i);
+                }
+            }
+            let mut seen = HashSet::new();
+            for list in by_band.values() {
+                for (x, &i) in list.iter().enumerate() {
+                    for &j in &list[x + 1..] {
+                        if i != j {
+                            seen.insert((i.min(j), i.max(j)));
+                        }
+                    }
+                }
+            }
+            seen.into_iter().collect()
+        }
+        None => (0..n)
+            .flat_map(|i| (i + 1..n).map(move |j| (i, j)))
+            .collect(),
+    };
+    for (i, j) in pairs {
+        if let (Some(a), Some(b)) = (items[i].1, items[j].1) {
+            if a.score(b, tolerance).is_some() {
+                union(&mut parent, i, j);
+            }
+        }
+    }
+    let mut best: HashMap<usize, &Linked> = HashMap::new();
+    for i in 0..n {
+        let r = root(&mut parent, i);
+        for l in &stored[i] {
+            if l.id == items[i].0 {
+                continue;
+            }
+            let better = match best.get(&r) {
+                None => true,
+                Some(b) => l
+                    .score
+                    .nearest_first(&b.score)
+                    .then_with(|| l.label.cmp(&b.label))
+                    .is_lt(),
+            };
+            if better {
+                best.insert(r, l);
+            }
+        }
+    }
+    (0..n)
+        .map(|i| {
+            if items[i].1.is_none() {
+                return items[i].0.to_owned();
+            }
+            let r = root(&mut parent, i);
+            match best.get(&r) {
+                Some(l) => l.label.clone(),
+                None => items[r].0.to_owned(),
+            }
+        })
+        .collect()
+}
+
+/// The band keys of a MinHash sketch, sorted (empty for SimHash).
+fn band_set(s: &Sketch, params: Option<&MinHashParams>) -> Vec<u64> {
+    match (s, params) {
+        (Sketch::MinHash(sig), Some(p)) => {
+            let mut b = sig.band_keys(p);
+            b.sort_unstable();
+            b.dedup();
+            b
+        }
+        _ => Vec::new(),
+    }
+}
+
+fn share_a_band(a: &[u64], b: &[u64]) -> bool {
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() && j < b.len() {
+        match a[i].cmp(&b[j]) {
+            std::cmp::Ordering::Less => i += 1,
+            std::cmp::Ordering::Greater => j += 1,
+            std::cmp::Ordering::Equal => return true,
+        }
+    }
+    false
+}
+
+/// What one process labelled lately (see the module docs).
+#[derive(Default)]
+struct Recent {
+    next: u64,
+    entries: HashMap<u64, Remembered>,
+    order: VecDeque<(Instant, u64)>,
+    by_id: HashMap<String, u64>,
+    by_band: HashMap<u64, Vec<u64>>,
+}
+
+struct Remembered {
+    id: String,
+    sketch: Sketch,
+    bands: Vec<u64>,
+    label: String,
+}
+
+impl Recent {
+    fn forget_older_than(&mut self, cutoff: Instant) {
+        while let Some(&(at, seq)) = self.order.front() {
+            if at >= cutoff {
+                break;
+            }
+            self.order.pop_front();
+            self.remove(seq);
+        }
+    }
+
+    fn remove(&mut self, seq: u64) {
+        if let Some(e) = self.entries.remove(&seq) {
+            if self.by_id.get(&e.id) == Some(&seq) {
+                self.by_id.remove(&e.id);
+            }
+            for b in &e.bands {
+                if let Some(list) = self.by_band.get_mut(b) {
+                    list.retain(|&s| s != seq);
+                    if list.is_empty() {
+                        self.by_band.remove(b);
+                    }
+                }
+            }
+        }
+    }
+
+    fn remember(&mut self, now: Instant, id: &str, sketch: Sketch, bands: Vec<u64>, label: String) {
+        if let Some(old) = self.by_id.remove(id) {
+            self.remove(old);
+        }
+        let seq = self.next;
+        self.next += 1;
+        for b in &bands {
+            self.by_band.entry(*b).or_default().push(seq);
+        }
+        self.by_id.insert(id.to_owned(), seq);
+        self.order.push_back((now, seq));
+        self.entries.insert(
+            seq,
+            Remembered {
+                id: id.to_owned(),
+                sketch,
+                bands,
+                label,
+            },
+        );
+    }
+
+    /// The remembered articles near `sketch` (by the search's rule).
+    fn near(&self, sketch: &Sketch, bands: &[u64], tolerance: Tolerance) -> Vec<Linked> {
+        let candidates: Vec<u64> = match sketch {
+            Sketch::MinHash(_) => {
+                let mut c: Vec<u64> = bands
+                    .iter()
+                    .filter_map(|b| self.by_band.get(b))
+                    .flatten()
+                    .copied()
+                    .collect();
+                c.sort_unstable();
+                c.dedup();
+                c
+            }
+            Sketch::SimHash(_) => self.entries.keys().copied().collect(),
+        };
+        candidates
+            .into_iter()
+            .filter_map(|seq| {
+                let e = &self.entries[&seq];
+                if matches!(sketch, Sketch::MinHash(_)) && !share_a_band(bands, &e.bands) {
+                    return None;
+                }
+                sketch.score(&e.sketch, tolerance).map(|score| Linked {
+                    id: e.id.clone(),
+                    label: e.label.clone(),
+                    score,
+                })
+            })
+            .collect()
+    }
+}
+
+/// Labels articles with their duplicate group for one index (see the module docs); one per
+/// [`super::EsIndexer`], shared by its clones.
+pub(crate) struct Grouper {
+    group: GroupMeta,
+    client: Elasticsearch,
+    retry: RetryPolicy,
+    similar: Similar,
+    recent: Mutex<Recent>,
+    horizon: tokio::sync::OnceCell<Duration>,
+}
+
+impl std::fmt::Debug for Grouper {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Grouper")
+            .field("group", &self.group)
+            .finish()
+    }
+}
+
+impl Grouper {
+    pub(crate) fn new(
+        group: GroupMeta,
+        client: Elasticsearch,
+        retry: RetryPolicy,
+        fp: Fingerprinter,
+    ) -> Grouper {
+        Grouper {
+            group,
+            similar: Similar::new(client.clone(), fp),
+            client,
+            retry,
+            recent: Mutex::new(Recent::default()),
+            horizon: tokio::sync::OnceCell::new(),
+        }
+    }
+
+    pub(crate) fn field(&self) -> &str {
+        &self.group.field
+    }
+
+    /// The group labels of `items` (id, sketches) to be written into `index`: searched,
+    /// linked with the remembered and with each other, then remembered.
+    pub(crate) async fn labels(
+        &self,
+        index: &str,
+        meta: &IndexMeta,
+        items: &[(&str, &Sketches)],
+        refresh_interval: impl std::future::Future<Output = Result<Option<Duration>, EsError>>,
+    ) -> Result<Vec<String>, EsError> {
+        let horizon = *self
+            .horizon
+            .get_or_try_init(|| async {
+                Ok::<_, EsError>(match refresh_interval.await? {
+                    Some(i) => MIN_HORIZON.max(i * 10),
+                    None => MIN_HORIZON * 10,
+                })
+            })
+            .await?;
+        let method = meta.default_method();
+        let tolerance = Tolerance::default_for(method, DEFAULT_K);
+        let params = meta.minhash.as_ref().map(|m| m.params);
+        let params = params.as_ref().filter(|_| method == crate::Method::MinHash);
+        let sketches: Vec<Option<Sketch>> = items
+            .iter()
+            .map(|(_, s)| (*s).clone().into_sketch(method).ok())
+            .collect();
+        let searched = futures_util::stream::iter(sketches.iter().flatten().cloned())
+            .map(|q| self.similar.by_fingerprint(index, q, tolerance))
+            .buffered(SEARCHES_IN_FLIGHT)
+            .collect::<Vec<_>>()
+            .await;
+        let mut found: Vec<Vec<super::Match>> = Vec::with_capacity(items.len());
+        let mut searched = searched.into_iter();
+        for s in &sketches {
+            found.push(match s {
+                Some(_) => searched.next().expect("one search per sketch")?.matches,
+                None => Vec::new(),
+            });
+        }
+        let labels = self.stored_labels(&found).await?;
+        let mut stored: Vec<Vec<Linked>> = found
+            .iter()
+            .map(|ms| {
+                ms.iter()
+                    .map(|m| Linked {
+                        label: labels
+                            .get(&(m.index.clone().unwrap_or_default(), m.id.clone()))
+                            .cloned()
+                            .unwrap_or_else(|| m.id.clone()),
+                        id: m.id.clone(),
+                        score: m.score,
+                    })
+                    .collect()
+            })
+            .collect();
+        let bands: Vec<Vec<u64>> = sketches
+            .iter()
+            .map(|s| s.as_ref().map(|s| band_set(s, params)).unwrap_or_default())
+            .collect();
+        let now = Instant::now();
+        let mut recent = self.recent.lock().expect("group memory lock");
+        recent.forget_older_than(now.checked_sub(horizon).unwrap_or(now));
+        for (i, s) in sketches.iter().enumerate() {
+            if let Some(s) = s {
+                let near = recent.near(s, &bands[i], tolerance);
+                // What this process labelled lately is newer than what a search returned.
+                stored[i].retain(|l| !near.iter().any(|n| n.id == l.id));
+                stored[i].extend(near);
+            }
+        }
+        let refs: Vec<(&str, Option<&Sketch>)> = items
+            .iter()
+            .zip(&sketches)
+            .map(|((id, _), s)| (*id, s.as_ref()))
+            .collect();
+        let out = assign_labels(&refs, &stored, tolerance, params);
+        for (((id, _), s), (label, b)) in items.iter().zip(sketches).zip(out.iter().zip(bands)) {
+            if let Some(s) = s {
+                recent.remember(now, id, s, b, label.clone());
+            }
+        }
+        Ok(out)
+    }
+
+    /// The group labels of the matched stored articles, read by id (realtime), keyed by
+    /// (index, id); an article without a label is absent (its own id is its label).
+    async fn stored_labels(
+        &self,
+        found: &[Vec<super::Match>],
+    ) -> Result<HashMap<(String, String), String>, EsError> {
+        let mut docs: Vec<Value> = Vec::new();
+        let mut seen = HashSet::new();
+        for m in found.iter().flatten() {
+            let key = (m.index.clone().unwrap_or_default(), m.id.clone());
+            if seen.insert(key.clone()) {
+                docs.push(json!({ "_index": key.0, "_id": key.1 }));
+            }
+        }
+        let mut out = HashMap::new();
+        if docs.is_empty() {
+            return Ok(out);
+        }
+        let r = request(
+            &self.client,
+            &self.retry,
+            &format!("read the groups of {} near articles", docs.len()),
+            HttpMethod::Post,
+            "/_mget",
+            &[("_source_includes", self.group.field.as_str())],
+            Some(&Body::Json(json!({ "docs": docs }))),
+        )
+        .await?;
+        for doc in r["docs"].as_array().map(Vec::as_slice).unwrap_or(&[]) {
+            if let (Some(index), Some(id), Some(label)) = (
+                doc["_index"].as_str(),
+                doc["_id"].as_str(),
+                doc["_source"][&self.group.field].as_str(),
+            ) {
+                out.insert((index.to_owned(), id.to_owned()), label.to_owned());
+            }
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::SimHash;
+
+    fn sim(bits: u64) -> Sketch {
+        Sketch::SimHash(SimHash(bits))
+    }
+
+    fn linked(id: &str, label: &str, d: u32) -> Linked {
+        Linked {
+            id: id.into(),
+            label: label.into(),
+            score: Score::Distance(d),
+        }
+    }
+
+    #[test]
+    fn a_batch_of_copies_is_one_group_labelled_by_its_first() {
+        let (a, b, c) = (sim(0), sim(1), sim(u64::MAX));
+        let items = [
+            ("x", Some(&a)),
+            ("y", Some(&b)),
+            ("z", Some(&c)),
+            ("w", None),
+        ];
+        let got = assign_labels(
+            &items,
+            &[vec![], vec![], vec![], vec![]],
+            Tolerance::Distance(3),
+            None,
+        );
+        assert_eq!(got, ["x", "x", "z", "w"]);
+    }
+
+    #[test]
+    fn links_close_transitively_and_take_the_nearest_stored_group() {
+        // a–b–c chain (each step 3 bits, a to c 6): one group; b is near stored s (label
+        // g1) at 2 and c near stored t (label g0) at 1: the nearest wins.
+        let (a, b, c) = (sim(0), sim(0b111), sim(0b111_111));
+        let items = [("a", Some(&a)), ("b", Some(&b)), ("c", Some(&c))];
+        let stored = [
+            vec![],
+            vec![linked("s", "g1", 2)],
+            vec![linked("t", "g0", 1), linked("c", "c", 0)],
+        ];
+        let got = assign_labels(&items, &stored, Tolerance::Distance(3), None);
+        assert_eq!(got, ["g0", "g0", "g0"]);
+    }
+
+    #[test]
+    fn ties_go_to_the_smaller_label_and_an_article_is_not_its_own_link() {
+        let a = sim(0);
+        let items = [("a", Some(&a))];
+        let stored = [vec![
+            linked("a", "a", 0),
+            linked("s", "zz", 1),
+            linked("t", "mm", 1),
+        ]];
+        assert_eq!(
+            assign_labels(&items, &stored, Tolerance::Distance(3), None),
+            ["mm"]
+        );
+    }
+
+    #[test]
+    fn memory_links_by_the_searchs_rule_and_forgets() {
+        let mut r = Recent::default();
+        let t0 = Instant::now();
+        r.remember(t0, "a", sim(0), vec![], "g".into());
+        r.remember(t0, "b", sim(u64::MAX), vec![], "b".into());
+        let near = r.near(&sim(1), &[], Tolerance::Distance(3));
+        assert_eq!(near, vec![linked("a", "g", 1)]);
+        // Remembering an id again replaces it.
+        r.remember(t0, "a", sim(u64::MAX), vec![], "h".into());
+        assert!(r.near(&sim(1), &[], Tolerance::Distance(3)).is_empty());
+        r.forget_older_than(t0 + Duration::from_secs(1));
+        assert!(r.entries.is_empty() && r.by_id.is_empty() && r.order.is_empty());
+    }
+}

@@ -1,0 +1,214 @@
+//! Duplicate groups against a live node: `es-init` keeps them by default, the worker labels
+//! every article (copies in one batch together), the library's writers label new articles
+//! with the group of what they are near (also right after the write, before a refresh), and
+//! the `collapse` search docs/elasticsearch.md gives lists each story once.
+
+use crate::common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::process::Command;
+
+use common::es::{self as t, TestIndex};
+use elasticsearch::http::Method;
+use neardup::es::{EsIndexer, FieldNames, Refresh, RetryPolicy};
+use serde_json::{json, Value};
+
+/// A repost of `article`: the same story with a source line added and the title edited.
+fn repost(article: &Value) -> Value {
+    json!({
+        "title": format!("转载：{}", article["title"].as_str().unwrap_or("")),
+        "content": format!("{}（来源：本网综合）", article["content"].as_str().unwrap_or("")),
+    })
+}
+
+/// `es-init` with its defaults, through the command line.
+fn es_init(index: &str) {
+    let out = Command::new(env!("CARGO_BIN_EXE_neardup"))
+        .args(["es-init", "--index", index])
+        .env("NEARDUP_ES_URL", t::url())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Every document's group label, by id.
+async fn labels(client: &elasticsearch::Elasticsearch, index: &str) -> BTreeMap<String, String> {
+    t::refresh(client, index).await;
+    let r = t::call(
+        client,
+        Method::Post,
+        &format!("/{index}/_search"),
+        Some(json!({ "size": 1000, "_source": ["nearDupGroup"] })),
+    )
+    .await;
+    r["hits"]["hits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| {
+            (
+                h["_id"].as_str().unwrap().to_owned(),
+                h["_source"]["nearDupGroup"]
+                    .as_str()
+                    .unwrap_or_else(|| panic!("{} has no group: {h}", h["_id"]))
+                    .to_owned(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_worker_labels_every_article_and_a_collapse_lists_each_story_once() {
+    let client = t::client().await;
+    let idx = TestIndex::new("groups-worker");
+    let originals = t::shared_articles(60);
+    let mut docs = originals.clone();
+    // Reposts of the first 20, loaded before their originals in the same batch of the
+    // worker, and one too-short article.
+    for (id, a) in originals.iter().take(20) {
+        docs.insert(0, (format!("{id}-repost"), repost(a)));
+    }
+    docs.push(("short".into(), json!({ "title": "短", "content": "" })));
+    t::load(&client, &idx.name, &docs).await;
+    es_init(&idx.name);
+    let out = Command::new(env!("CARGO_BIN_EXE_neardup"))
+        .args(["worker", "--once", "--index", &idx.name])
+        .env("NEARDUP_ES_URL", t::url())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let got = labels(&client, &idx.name).await;
+    assert_eq!(got.len(), docs.len(), "every article is labelled");
+    assert_eq!(
+        got["short"], "short",
+        "a too-short article is its own group"
+    );
+    for (id, _) in originals.iter().take(20) {
+        assert_eq!(
+            got[id],
+            got[&format!("{id}-repost")],
+            "{id} and its repost share a group"
+        );
+    }
+    // A label is the id of a member of its group.
+    for label in got.values() {
+        assert_eq!(
+            got.get(label),
+            Some(label),
+            "label {label} names its representative"
+        );
+    }
+    let groups: BTreeSet<&String> = got.values().collect();
+
+    // The search an article API sends: one hit per group, the others as inner hits.
+    let r = t::call(
+        &client,
+        Method::Post,
+        &format!("/{}/_search", idx.name),
+        Some(json!({
+            "size": 1000,
+            "_source": ["title"],
+            "collapse": {
+                "field": "nearDupGroup",
+                "inner_hits": { "name": "other_sources", "size": 5, "_source": ["title"] }
+            }
+        })),
+    )
+    .await;
+    let hits = r["hits"]["hits"].as_array().unwrap();
+    assert_eq!(hits.len(), groups.len(), "one hit per group");
+    let shown: BTreeSet<&str> = hits.iter().map(|h| h["_id"].as_str().unwrap()).collect();
+    for (id, _) in originals.iter().take(20) {
+        let repost = format!("{id}-repost");
+        assert!(
+            shown.contains(id.as_str()) ^ shown.contains(repost.as_str()),
+            "exactly one of {id} and its repost is listed"
+        );
+    }
+    let with_others = hits
+        .iter()
+        .filter(|h| h["inner_hits"]["other_sources"]["hits"]["total"]["value"].as_u64() >= Some(2))
+        .count();
+    assert!(with_others >= 20, "{with_others} groups list other sources");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn new_articles_join_the_group_they_are_near_even_before_a_refresh() {
+    let client = t::client().await;
+    let idx = TestIndex::new("groups-write");
+    es_init(&idx.name);
+    // Refreshing once a minute: what the indexer wrote a moment ago is not searchable yet.
+    t::call(
+        &client,
+        Method::Put,
+        &format!("/{}/_settings", idx.name),
+        Some(json!({ "index": { "refresh_interval": "60s" } })),
+    )
+    .await;
+    let indexer = EsIndexer::open(
+        client.clone(),
+        &idx.name,
+        RetryPolicy::none(),
+        &FieldNames::default(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(indexer.group_field(), Some("nearDupGroup"));
+    let arts = t::shared_articles(3);
+    let fields = vec!["title".to_owned(), "content".to_owned()];
+    let (a, b) = (&arts[0].1, &arts[1].1);
+    let sk = |v: &Value| indexer.sketch(v, &fields).unwrap();
+    let (sa, sa2, sb) = (sk(a), sk(&repost(a)), sk(b));
+    // One batch: an article and its repost together, another story apart.
+    let written = indexer
+        .index_articles(
+            &[("a", a, &sa), ("a-repost", &repost(a), &sa2), ("b", b, &sb)],
+            Refresh::No,
+        )
+        .await
+        .unwrap();
+    assert!(written.iter().all(Result::is_ok), "{written:?}");
+    // Right after, unrefreshed: a second repost of `a` joins its group, by another writer
+    // call of the same indexer.
+    let again = repost(&repost(a));
+    let s_again = sk(&again);
+    indexer
+        .index_article(Some("a-again"), &again, &s_again)
+        .await
+        .unwrap();
+    // Written without an id: neardup makes one, and the article is its own group.
+    let c = &arts[2].1;
+    let made = indexer.index_article(None, c, &sk(c)).await.unwrap();
+
+    let got = labels(&client, &idx.name).await;
+    assert_eq!(got["a"], "a");
+    assert_eq!(got["a-repost"], "a");
+    assert_eq!(got["a-again"], "a");
+    assert_eq!(got["b"], "b");
+    assert_eq!(got[&made.id], made.id);
+
+    // Later, from a fresh indexer (nothing in memory), a repost of `b` finds it by search.
+    let fresh = EsIndexer::open(
+        client.clone(),
+        &idx.name,
+        RetryPolicy::none(),
+        &FieldNames::default(),
+    )
+    .await
+    .unwrap();
+    let rb = repost(b);
+    fresh
+        .index_article(Some("b-repost"), &rb, &sk(&rb))
+        .await
+        .unwrap();
+    assert_eq!(labels(&client, &idx.name).await["b-repost"], "b");
+}
