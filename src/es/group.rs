@@ -503,6 +503,50 @@ mod tests {
         );
     }
 
+    /// Brute force: the connected components of the pairs within `k`, as sets of indices.
+    fn components(fps: &[u64], k: u32) -> Vec<usize> {
+        let mut comp: Vec<usize> = (0..fps.len()).collect();
+        loop {
+            let mut changed = false;
+            for i in 0..fps.len() {
+                for j in 0..fps.len() {
+                    if (fps[i] ^ fps[j]).count_ones() <= k && comp[j] < comp[i] {
+                        comp[i] = comp[j];
+                        changed = true;
+                    }
+                }
+            }
+            if !changed {
+                return comp;
+            }
+        }
+    }
+
+    proptest::proptest! {
+        /// A batch with nothing stored: articles share a label exactly when they are in one
+        /// connected component of the links, and the label is the component's first id.
+        #[test]
+        fn batch_labels_are_the_connected_components(
+            seeds in proptest::collection::vec((0u64..4, proptest::collection::vec(0u32..64, 0..4)), 1..40)
+        ) {
+            // Few centres, a few flipped bits each: chains and clusters within and across k.
+            let fps: Vec<u64> = seeds
+                .iter()
+                .map(|(c, flips)| flips.iter().fold(c.wrapping_mul(0x9E37_79B9_7F4A_7C15), |f, b| f ^ (1u64 << b)))
+                .collect();
+            let sketches: Vec<Sketch> = fps.iter().map(|&f| sim(f)).collect();
+            let ids: Vec<String> = (0..fps.len()).map(|i| format!("d{i:02}")).collect();
+            let items: Vec<(&str, Option<&Sketch>)> =
+                ids.iter().map(String::as_str).zip(sketches.iter().map(Some)).collect();
+            let stored = vec![Vec::new(); items.len()];
+            let got = assign_labels(&items, &stored, Tolerance::Distance(3), None);
+            let comp = components(&fps, 3);
+            for i in 0..fps.len() {
+                proptest::prop_assert_eq!(&got[i], &ids[comp[i]]);
+            }
+        }
+    }
+
     #[test]
     fn memory_links_by_the_searchs_rule_and_forgets() {
         let mut r = Recent::default();

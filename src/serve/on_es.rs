@@ -126,17 +126,31 @@ impl EsSide {
         id: &str,
         fields: &[String],
     ) -> Result<Value, ApiError> {
-        let fields: Vec<&str> = fields.iter().map(String::as_str).collect();
-        let hit = self
+        // Where the index keeps duplicate groups, the article's group too.
+        let group = self
+            .similar
+            .index_meta(index)
+            .await
+            .map_err(|e| failed(m, e))?
+            .group
+            .map(|g| g.field);
+        let mut fields: Vec<&str> = fields.iter().map(String::as_str).collect();
+        fields.extend(group.as_deref());
+        let mut hit = self
             .similar
             .find_document(&index.into(), id, &fields)
             .await
             .map_err(|e| failed(m, e))?;
-        Ok(json!({
+        let label = group.and_then(|g| hit["_source"].as_object_mut()?.remove(&g));
+        let mut out = json!({
             "id": hit["_id"],
             "index": hit["_index"],
             "article": hit["_source"],
-        }))
+        });
+        if let Some(label) = label.filter(|l| !l.is_null()) {
+            out["group"] = label;
+        }
+        Ok(out)
     }
 
     /// 200 with the cluster's version when Elasticsearch answers, else 503.

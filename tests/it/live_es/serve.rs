@@ -471,7 +471,16 @@ async fn drop_claims(index: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn similar_endpoints_answer_what_the_cli_finds() {
-    let idx = both_methods_index("serve-similar").await;
+    // Keeping duplicate groups, as es-init does by default: the review page shows them.
+    let idx = t::initialised(
+        &t::client().await,
+        "serve-similar",
+        &neardup::es::IndexMeta {
+            group: Some(neardup::es::GroupMeta::default()),
+            ..neardup::es::IndexMeta::default()
+        },
+    )
+    .await;
     let app = service(ServeConfig::default()).await;
     let articles = t::example_articles();
     // All at once, each answer waiting for a refresh (`refresh=wait_for` passed through).
@@ -572,6 +581,10 @@ async fn similar_endpoints_answer_what_the_cli_finds() {
     .await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(body["article"]["title"], a["title"]);
+    // Its group, apart from the text fields; the label is an article of the index.
+    assert_eq!(body["article"].get("nearDupGroup"), None);
+    let label = body["group"].as_str().expect("the article's group");
+    assert!(articles.iter().any(|(id, _)| id == label), "{label}");
 
     for path in [
         format!("/v1/{}/similar/no-such-id", idx.name),
