@@ -61,7 +61,7 @@ pub struct EsRecallBench {
 /// The distinct articles of `pairs` and, per pair, the ids of its two articles. An article
 /// keeps its `id` unless another article with other text already has it; then (and for
 /// articles without one) it gets `{id}#{n}`, or `pair-{i}-{a|b}`.
-fn documents(pairs: &[LabelledPair]) -> (Vec<(String, Value)>, Vec<[String; 2]>) {
+pub(crate) fn documents(pairs: &[LabelledPair]) -> (Vec<(String, Value)>, Vec<[String; 2]>) {
     let mut by_text: HashMap<String, String> = HashMap::new();
     let mut taken: HashMap<String, usize> = HashMap::new();
     let mut docs = Vec::new();

@@ -8,6 +8,7 @@
 
 mod backfill;
 mod es;
+mod es_groups;
 mod es_recall;
 mod es_similar;
 mod es_throughput;
@@ -68,6 +69,9 @@ enum Bench {
     /// Recall and precision of `similar --id` on Elasticsearch over labelled pairs
     /// (`neardup eval --generate`) written into a fresh index by the real writer.
     EsRecall(es_recall::EsRecallBench),
+    /// Duplicate groups after es-init + one worker pass over labelled pairs: articles
+    /// labelled, pairs sharing a group, and the field's bytes per article.
+    EsGroups(es_groups::EsGroupsBench),
     /// `similar --id` lookups per second and p50/p90/p99 at a fixed concurrency through the
     /// library, on an existing index; writes the sampled ids for `scripts/bench-serve`,
     /// which replays them through `neardup serve` with wrk.
@@ -105,6 +109,7 @@ fn run(b: Bench) -> CmdResult {
         Bench::Similar(args) => index::similar(args),
         Bench::EsSimilar(args) => es_similar::run(args),
         Bench::EsRecall(args) => es_recall::run(args),
+        Bench::EsGroups(args) => es_groups::run(args),
         Bench::EsThroughput(args) => es_throughput::run(args),
         Bench::Backfill(args) => backfill::run(args),
         Bench::ServeWrites(args) => serve_writes::run(args),

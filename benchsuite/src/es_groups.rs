@@ -1,0 +1,279 @@
+//! `neardup-bench es-groups`: duplicate groups as an article API meets them.
+//!
+//! The distinct articles of a labelled pairs file (`neardup eval --generate`, a seed you did
+//! not tune on) are bulk-loaded, without fingerprints, into two fresh indices; `es-init`'s
+//! description with and without groups is recorded in them; one worker pass fingerprints
+//! each (the real `Worker`, batches of 500). Then: how many articles carry a label, the share
+//! of positive pairs whose articles share a group (a `collapse` on the field lists them
+//! once) and of negative pairs that do (wrongly merged stories), per pair kind; and the
+//! field's cost, from `_stats` of the two indices force-merged to one segment.
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::BufReader;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::time::Instant;
+
+use anyhow::Context;
+use elasticsearch::http::Method as Http;
+use elasticsearch::Elasticsearch;
+use neardup::es::{
+    self, BlockType, Body, EsIndexer, FieldNames, GroupMeta, IndexMeta, MinHashFieldNames,
+    RetryPolicy, Worker, WorkerConfig,
+};
+use neardup::eval::read_pairs;
+use neardup::Methods;
+use serde_json::{json, Value};
+
+use neardup::cli::common::{self, CmdResult, ProfileArgs, Status};
+use neardup::cli::es_args::{self, EsArgs};
+
+#[derive(clap::Args, Debug)]
+#[command(after_help = "Example:
+  neardup eval --generate --seed 12 -i ../shared/data/zh_articles.jsonl.gz -o pairs-12.jsonl
+  neardup-bench es-groups --es http://127.0.0.1:9200 --pairs pairs-12.jsonl")]
+pub struct EsGroupsBench {
+    #[command(flatten)]
+    es: EsArgs,
+    /// Labelled pairs (JSON Lines, as `neardup eval --generate` writes them).
+    #[arg(long, value_name = "PATH")]
+    pairs: PathBuf,
+    /// Prefix of the two indices (`{prefix}-groups`, `{prefix}-plain`): deleted first, and
+    /// afterwards unless --keep.
+    #[arg(long, default_value = "neardup-bench-groups")]
+    index: String,
+    /// Keep the indices afterwards.
+    #[arg(long)]
+    keep: bool,
+    #[command(flatten)]
+    profile: ProfileArgs,
+}
+
+pub fn run(args: EsGroupsBench) -> CmdResult {
+    let path = args.pairs.display().to_string();
+    let file = std::fs::File::open(&args.pairs).with_context(|| format!("opening {path}"))?;
+    let pairs = read_pairs(BufReader::new(file), &path)?;
+    anyhow::ensure!(!pairs.is_empty(), "{path} holds no pairs");
+    let (docs, ids) = super::es_recall::documents(&pairs);
+    let fp = args.profile.fingerprinter()?;
+    let plain = IndexMeta::new(
+        fp.config(),
+        Methods::BOTH,
+        BlockType::Short,
+        FieldNames::default(),
+        MinHashFieldNames::default(),
+    );
+    let grouped = IndexMeta {
+        group: Some(GroupMeta::default()),
+        ..plain.clone()
+    };
+    let (config, client) = args.es.client()?;
+    let retry = RetryPolicy::default();
+    es_args::runtime()?.block_on(async {
+        let version = es::server_version(&client, &retry).await?;
+        let mut sizes = Vec::new();
+        let mut labels = HashMap::new();
+        for (suffix, meta) in [("groups", &grouped), ("plain", &plain)] {
+            let index = format!("{}-{suffix}", args.index);
+            let _ = es::send(&client, Http::Delete, &format!("/{}", es::path_segment(&index)), &[], None).await?;
+            es::init_index(&client, &retry, &index, meta).await?;
+            load(&client, &index, &docs).await?;
+            let indexer = EsIndexer::new(client.clone(), index.clone(), meta.clone(), fp.clone())?
+                .with_retry(retry.clone());
+            let mut worker = Worker::new(indexer, WorkerConfig::default());
+            let started = Instant::now();
+            let report = worker.pass(&AtomicBool::new(false)).await?;
+            let took = started.elapsed();
+            anyhow::ensure!(report.writes.failed.is_empty(), "{index}: {:?}", report.writes.failed);
+            println!(
+                "{index}: worker pass fingerprinted {} of {} articles ({} too short) in {:.1} s ({:.0} articles/s)",
+                report.fingerprinted,
+                docs.len(),
+                report.too_short,
+                took.as_secs_f64(),
+                report.seen as f64 / took.as_secs_f64()
+            );
+            if meta.group.is_some() {
+                labels = read_labels(&client, &index).await?;
+            }
+            sizes.push(force_merged_bytes(&client, &index).await?);
+            if !args.keep {
+                es::request(&client, &retry, "delete bench index", Http::Delete, &format!("/{}", es::path_segment(&index)), &[], None).await?;
+            }
+        }
+        println!();
+        println!(
+            "Elasticsearch {version} at {}; {} pairs of {path}; {} distinct articles",
+            config.display_urls(),
+            pairs.len(),
+            docs.len()
+        );
+        let labelled = docs.iter().filter(|(id, _)| labels.contains_key(id)).count();
+        println!("labelled: {labelled} of {} articles", docs.len());
+        let groups: std::collections::HashSet<&String> = labels.values().collect();
+        println!("groups: {} (a collapse on the field lists {} articles)", groups.len(), groups.len());
+        let same = |[a, b]: &[String; 2]| labels.get(a).is_some() && labels.get(a) == labels.get(b);
+        let mut kinds: BTreeMap<(bool, String), (usize, usize)> = BTreeMap::new();
+        for (p, pair_ids) in pairs.iter().zip(&ids) {
+            let e = kinds.entry((p.duplicate, p.group())).or_default();
+            e.0 += 1;
+            e.1 += usize::from(same(pair_ids));
+        }
+        let total = |dup: bool| {
+            kinds
+                .iter()
+                .filter(|((d, _), _)| *d == dup)
+                .fold((0, 0), |(n, s), (_, (a, b))| (n + a, s + b))
+        };
+        let (pos, pos_same) = total(true);
+        let (neg, neg_same) = total(false);
+        println!();
+        println!("| pairs | pairs | share a group | share |");
+        println!("|---|---|---|---|");
+        println!("| duplicates (target ≥ 0.99) | {pos} | {pos_same} | {:.4} |", pos_same as f64 / pos.max(1) as f64);
+        println!("| negatives (target ≤ 0.005) | {neg} | {neg_same} | {:.4} |", neg_same as f64 / neg.max(1) as f64);
+        for ((dup, kind), (n, s)) in &kinds {
+            let what = if *dup { "duplicate" } else { "negative" };
+            println!("| {what}: {kind} | {n} | {s} | {:.4} |", *s as f64 / *n as f64);
+        }
+        let (with, without) = (sizes[0], sizes[1]);
+        println!();
+        println!(
+            "store bytes, force-merged to one segment: with groups {with}, without {without}: the field costs {:.1} bytes per article (target ≤ 50)",
+            (with as f64 - without as f64) / docs.len() as f64
+        );
+        Ok(Status::Done)
+    })
+}
+
+/// Bulk-loads `docs` (no fingerprints) and refreshes.
+async fn load(client: &Elasticsearch, index: &str, docs: &[(String, Value)]) -> anyhow::Result<()> {
+    for chunk in docs.chunks(1000) {
+        let mut nd = String::new();
+        for (id, doc) in chunk {
+            nd.push_str(&json!({ "index": { "_id": id } }).to_string());
+            nd.push('\n');
+            nd.push_str(&doc.to_string());
+            nd.push('\n');
+        }
+        let r = es::request(
+            client,
+            &RetryPolicy::default(),
+            "bulk load",
+            Http::Post,
+            &format!("/{}/_bulk", es::path_segment(index)),
+            &[],
+            Some(&Body::NdJson(nd)),
+        )
+        .await?;
+        anyhow::ensure!(r["errors"] == false, "bulk load into {index} failed: {r}");
+    }
+    es::request(
+        client,
+        &RetryPolicy::default(),
+        "refresh",
+        Http::Post,
+        &format!("/{}/_refresh", es::path_segment(index)),
+        &[],
+        None,
+    )
+    .await?;
+    Ok(())
+}
+
+/// Every article's group label, by id (scroll).
+async fn read_labels(
+    client: &Elasticsearch,
+    index: &str,
+) -> anyhow::Result<HashMap<String, String>> {
+    let retry = RetryPolicy::default();
+    es::request(
+        client,
+        &retry,
+        "refresh",
+        Http::Post,
+        &format!("/{}/_refresh", es::path_segment(index)),
+        &[],
+        None,
+    )
+    .await?;
+    let mut out = HashMap::new();
+    let mut r = es::request(
+        client,
+        &retry,
+        "read labels",
+        Http::Post,
+        &format!("/{}/_search", es::path_segment(index)),
+        &[("scroll", "1m")],
+        Some(&Body::Json(
+            json!({ "size": 5000, "_source": ["nearDupGroup"], "sort": ["_doc"] }),
+        )),
+    )
+    .await?;
+    loop {
+        let hits = r["hits"]["hits"].as_array().cloned().unwrap_or_default();
+        if hits.is_empty() {
+            break;
+        }
+        for h in hits {
+            if let (Some(id), Some(label)) =
+                (h["_id"].as_str(), h["_source"]["nearDupGroup"].as_str())
+            {
+                out.insert(id.to_owned(), label.to_owned());
+            }
+        }
+        let scroll_id = r["_scroll_id"].as_str().unwrap_or_default().to_owned();
+        r = es::request(
+            client,
+            &retry,
+            "read labels",
+            Http::Post,
+            "/_search/scroll",
+            &[],
+            Some(&Body::Json(
+                json!({ "scroll": "1m", "scroll_id": scroll_id }),
+            )),
+        )
+        .await?;
+    }
+    Ok(out)
+}
+
+/// Store bytes of the index's primaries after a force merge to one segment.
+async fn force_merged_bytes(client: &Elasticsearch, index: &str) -> anyhow::Result<u64> {
+    let retry = RetryPolicy::default();
+    let p = es::path_segment(index);
+    es::request(
+        client,
+        &retry,
+        "force merge",
+        Http::Post,
+        &format!("/{p}/_forcemerge"),
+        &[("max_num_segments", "1")],
+        None,
+    )
+    .await?;
+    es::request(
+        client,
+        &retry,
+        "refresh",
+        Http::Post,
+        &format!("/{p}/_refresh"),
+        &[],
+        None,
+    )
+    .await?;
+    let r = es::request(
+        client,
+        &retry,
+        "stats",
+        Http::Get,
+        &format!("/{p}/_stats/store"),
+        &[],
+        None,
+    )
+    .await?;
+    Ok(r["_all"]["primaries"]["store"]["size_in_bytes"]
+        .as_u64()
+        .unwrap_or(0))
+}
