@@ -25,7 +25,7 @@ use neardup::eval::read_pairs;
 use neardup::Methods;
 use serde_json::{json, Value};
 
-use neardup::cli::common::{self, CmdResult, ProfileArgs, Status};
+use neardup::cli::common::{CmdResult, ProfileArgs, Status};
 use neardup::cli::es_args::{self, EsArgs};
 
 #[derive(clap::Args, Debug)]
@@ -45,6 +45,12 @@ pub struct EsGroupsBench {
     /// Keep the indices afterwards.
     #[arg(long)]
     keep: bool,
+    /// Fingerprint without learned boilerplate. By default the boilerplate is learned from
+    /// the loaded articles first, as `neardup boilerplate learn --es … --index …` then
+    /// `es-init --boilerplate` do (docs/evaluation.md: without it, the items of one site
+    /// link through their site's boilerplate).
+    #[arg(long)]
+    no_boilerplate: bool,
     #[command(flatten)]
     profile: ProfileArgs,
 }
@@ -55,7 +61,22 @@ pub fn run(args: EsGroupsBench) -> CmdResult {
     let pairs = read_pairs(BufReader::new(file), &path)?;
     anyhow::ensure!(!pairs.is_empty(), "{path} holds no pairs");
     let (docs, ids) = super::es_recall::documents(&pairs);
-    let fp = args.profile.fingerprinter()?;
+    let mut fp = args.profile.fingerprinter()?;
+    if !args.no_boilerplate {
+        let fields = WorkerConfig::default().text_fields;
+        let mut learner = fp.boilerplate_learner(neardup::text::boilerplate::DEFAULT_SAMPLE);
+        for (id, doc) in &docs {
+            let texts = neardup::input::field_texts(doc, &fields)
+                .with_context(|| format!("{path}: article {id}"))?;
+            learner.add(&texts);
+        }
+        let learned = learner.finish(None);
+        println!("boilerplate learned from the articles: {learned}");
+        fp = neardup::Fingerprinter::new(neardup::FingerprintConfig {
+            boilerplate: Some(std::sync::Arc::new(learned)),
+            ..fp.config().clone()
+        });
+    }
     let plain = IndexMeta::new(
         fp.config(),
         Methods::BOTH,
@@ -243,37 +264,40 @@ async fn read_labels(
 async fn force_merged_bytes(client: &Elasticsearch, index: &str) -> anyhow::Result<u64> {
     let retry = RetryPolicy::default();
     let p = es::path_segment(index);
-    es::request(
-        client,
-        &retry,
-        "force merge",
-        Http::Post,
-        &format!("/{p}/_forcemerge"),
-        &[("max_num_segments", "1")],
-        None,
-    )
-    .await?;
-    es::request(
-        client,
-        &retry,
-        "refresh",
-        Http::Post,
-        &format!("/{p}/_refresh"),
-        &[],
-        None,
-    )
-    .await?;
-    let r = es::request(
-        client,
-        &retry,
-        "stats",
-        Http::Get,
-        &format!("/{p}/_stats/store"),
-        &[],
-        None,
-    )
-    .await?;
-    Ok(r["_all"]["primaries"]["store"]["size_in_bytes"]
-        .as_u64()
-        .unwrap_or(0))
+    let call = |what: &'static str,
+                method: Http,
+                path: String,
+                query: &'static [(&'static str, &'static str)]| {
+        let retry = retry.clone();
+        async move { es::request(client, &retry, what, method, &path, query, None).await }
+    };
+    call("refresh", Http::Post, format!("/{p}/_refresh"), &[]).await?;
+    // Until one segment without deleted documents is left (a force merge request can come
+    // back before its merge is done, e.g. when the client times out and retries).
+    for _ in 0..120 {
+        call(
+            "force merge",
+            Http::Post,
+            format!("/{p}/_forcemerge"),
+            &[("max_num_segments", "1")],
+        )
+        .await?;
+        let r = call(
+            "stats",
+            Http::Get,
+            format!("/{p}/_stats/docs,store,segments,merge"),
+            &[],
+        )
+        .await?;
+        let pr = &r["_all"]["primaries"];
+        let n = |v: &Value| v.as_u64().unwrap_or(u64::MAX);
+        if n(&pr["segments"]["count"]) == 1
+            && n(&pr["docs"]["deleted"]) == 0
+            && n(&pr["merges"]["current"]) == 0
+        {
+            return Ok(n(&pr["store"]["size_in_bytes"]));
+        }
+        tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+    }
+    anyhow::bail!("{index} did not merge to one segment without deleted documents in 10 minutes")
 }

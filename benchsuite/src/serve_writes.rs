@@ -52,6 +52,9 @@ pub struct ServeWritesBench {
     /// The `neardup` binary to serve with (default: the one beside this benchmark).
     #[arg(long, value_name = "PATH")]
     neardup: Option<std::path::PathBuf>,
+    /// Indices keep no duplicate groups (`es-init --no-groups`): writes skip labelling.
+    #[arg(long)]
+    no_groups: bool,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -124,7 +127,7 @@ pub fn run(args: ServeWritesBench) -> CmdResult {
         for round in 0..args.rounds {
             for &mode in &args.modes {
                 let index = format!("neardup-bench-writes-{round}-{}", mode_slug(mode));
-                fresh_index(&client, &index).await?;
+                fresh_index(&client, &index, !args.no_groups).await?;
                 let target = if mode.is_direct() { &client } else { &service };
                 let r = write_all(target, &index, &articles, mode, args.concurrency, args.batch)
                     .await?;
@@ -264,15 +267,19 @@ fn serve(bin: &std::path::Path, es: &EsArgs) -> anyhow::Result<(Served, String)>
     Ok((served, format!("http://{addr}")))
 }
 
-async fn fresh_index(client: &elasticsearch::Elasticsearch, index: &str) -> anyhow::Result<()> {
+/// A fresh index as `es-init` makes it by default (with duplicate groups unless `groups` is
+/// false).
+async fn fresh_index(
+    client: &elasticsearch::Elasticsearch,
+    index: &str,
+    groups: bool,
+) -> anyhow::Result<()> {
     drop_index(client, index).await;
-    es::init_index(
-        client,
-        &RetryPolicy::default(),
-        index,
-        &IndexMeta::default(),
-    )
-    .await?;
+    let meta = IndexMeta {
+        group: groups.then(es::GroupMeta::default),
+        ..IndexMeta::default()
+    };
+    es::init_index(client, &RetryPolicy::default(), index, &meta).await?;
     Ok(())
 }
 

@@ -192,7 +192,21 @@ pub async fn insert_unless_near(
             .collect();
         // From here the articles may be stored even if the answer is lost: list them.
         written_ids.clone_from(&to_write);
-        let answers = indexer.index_articles(&batch, refresh).await?;
+        // Nothing stored or earlier is near them: at the grouping tolerance each starts its
+        // own group, without a second search.
+        let objects: Vec<(&str, &Sketches)> = batch
+            .iter()
+            .filter(|(_, a, _)| a.is_object())
+            .map(|(id, _, s)| (*id, *s))
+            .collect();
+        let answers = match indexer.own_group_labels(&objects, tolerance) {
+            Some(labels) => {
+                indexer
+                    .index_labelled_articles(&batch, refresh, Some(labels))
+                    .await?
+            }
+            None => indexer.index_articles(&batch, refresh).await?,
+        };
         for (i, a) in to_write.into_iter().zip(answers) {
             outcome[i] = Some(match a {
                 Ok(w) => Inserted::Written(w),

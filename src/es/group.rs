@@ -397,6 +397,31 @@ impl Grouper {
         Ok(out)
     }
 
+    /// For articles a dedupe write at `tolerance` found nothing near: their own ids, when
+    /// that is the grouping tolerance (then remembered like any label); else `None`.
+    pub(crate) fn own_labels(
+        &self,
+        meta: &IndexMeta,
+        items: &[(&str, &Sketches)],
+        tolerance: Tolerance,
+    ) -> Option<Vec<String>> {
+        let method = meta.default_method();
+        if tolerance != Tolerance::default_for(method, DEFAULT_K) {
+            return None;
+        }
+        let params = meta.minhash.as_ref().map(|m| m.params);
+        let params = params.as_ref().filter(|_| method == crate::Method::MinHash);
+        let now = Instant::now();
+        let mut recent = self.recent.lock().expect("group memory lock");
+        for (id, sketches) in items {
+            if let Ok(s) = (*sketches).clone().into_sketch(method) {
+                let bands = band_set(&s, params);
+                recent.remember(now, id, s, bands, (*id).to_owned());
+            }
+        }
+        Some(items.iter().map(|(id, _)| (*id).to_owned()).collect())
+    }
+
     /// The group labels of the matched stored articles, read by id (realtime), keyed by
     /// (index, id); an article without a label is absent (its own id is its label).
     async fn stored_labels(

@@ -317,6 +317,19 @@ impl EsIndexer {
             .map(Some)
     }
 
+    /// For a dedupe write at `tolerance` that found nothing near `items`: where the index
+    /// keeps groups at that tolerance, each is its own group (remembered as such, see
+    /// [`super::group`]), with no search of its own; `None` otherwise.
+    pub(crate) fn own_group_labels(
+        &self,
+        items: &[(&str, &Sketches)],
+        tolerance: crate::Tolerance,
+    ) -> Option<Vec<String>> {
+        self.grouper
+            .as_ref()?
+            .own_labels(&self.meta, items, tolerance)
+    }
+
     /// The group field, where the index keeps groups.
     pub fn group_field(&self) -> Option<&str> {
         self.grouper.as_deref().map(Grouper::field)
@@ -582,14 +595,27 @@ impl EsIndexer {
         if articles.is_empty() {
             return Ok(Vec::new());
         }
-        let mut body = String::new();
-        let mut refused: Vec<Option<EsError>> = articles.iter().map(|_| None).collect();
         let objects: Vec<(&str, &Sketches)> = articles
             .iter()
             .filter(|(_, a, _)| a.is_object())
             .map(|(id, _, s)| (*id, *s))
             .collect();
-        let mut labels = self.group_labels(&objects).await?.map(Vec::into_iter);
+        let labels = self.group_labels(&objects).await?;
+        self.index_labelled_articles(articles, refresh, labels)
+            .await
+    }
+
+    /// [`EsIndexer::index_articles`] with the group labels known (one per article that is a
+    /// JSON object, in order), or none where the index keeps no groups.
+    pub(crate) async fn index_labelled_articles(
+        &self,
+        articles: &[(&str, &Value, &Sketches)],
+        refresh: Refresh,
+        labels: Option<Vec<String>>,
+    ) -> Result<Vec<Result<IndexedArticle, EsError>>, EsError> {
+        let mut body = String::new();
+        let mut refused: Vec<Option<EsError>> = articles.iter().map(|_| None).collect();
+        let mut labels = labels.map(Vec::into_iter);
         for (i, (id, article, sketches)) in articles.iter().enumerate() {
             let Value::Object(fields) = article else {
                 refused[i] = Some(EsError::BadDocument {

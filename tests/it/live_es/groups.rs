@@ -10,7 +10,10 @@ use std::process::Command;
 
 use common::es::{self as t, TestIndex};
 use elasticsearch::http::Method;
-use neardup::es::{EsIndexer, FieldNames, Refresh, RetryPolicy};
+use neardup::es::{
+    insert_unless_near, Claims, EsIndexer, FieldNames, Inserted, NewArticle, Refresh, RetryPolicy,
+    Similar,
+};
 use serde_json::{json, Value};
 
 /// A repost of `article`: the same story with a source line added and the title edited.
@@ -211,4 +214,44 @@ async fn new_articles_join_the_group_they_are_near_even_before_a_refresh() {
         .await
         .unwrap();
     assert_eq!(labels(&client, &idx.name).await["b-repost"], "b");
+
+    // A dedupe insert writes a new story as its own group without a search of its own, and
+    // remembers it: its repost, written plainly a moment later, joins it.
+    let claims = Claims::new(client.clone(), RetryPolicy::none(), &idx.name);
+    claims.ensure_index().await.unwrap();
+    let similar = Similar::new(client.clone(), fresh.fingerprinter().clone());
+    let d = t::shared_articles(5).pop().unwrap().1;
+    let sd = sk(&d);
+    let tolerance = similar.default_tolerance(idx.name.as_str()).await.unwrap();
+    let done = insert_unless_near(
+        &fresh,
+        &claims,
+        &similar,
+        &[NewArticle {
+            id: "d",
+            article: &d,
+            sketches: &sd,
+        }],
+        tolerance,
+        Refresh::No,
+        "test",
+        std::time::Instant::now() + std::time::Duration::from_secs(10),
+    )
+    .await
+    .unwrap();
+    assert!(matches!(done[0], Inserted::Written(_)), "{done:?}");
+    let rd = repost(&d);
+    fresh
+        .index_article(Some("d-repost"), &rd, &sk(&rd))
+        .await
+        .unwrap();
+    let got = labels(&client, &idx.name).await;
+    assert_eq!((got["d"].as_str(), got["d-repost"].as_str()), ("d", "d"));
+    t::call(
+        &client,
+        Method::Delete,
+        &format!("/neardup-claims-{}", idx.name),
+        None,
+    )
+    .await;
 }
