@@ -133,7 +133,7 @@ pub fn run(args: EsGroupsBench) -> CmdResult {
         println!("labelled: {labelled} of {} articles", docs.len());
         let groups: std::collections::HashSet<&String> = labels.values().collect();
         println!("groups: {} (a collapse on the field lists {} articles)", groups.len(), groups.len());
-        let same = |[a, b]: &[String; 2]| labels.get(a).is_some() && labels.get(a) == labels.get(b);
+        let same = |[a, b]: &[String; 2]| labels.contains_key(a) && labels.get(a) == labels.get(b);
         let mut kinds: BTreeMap<(bool, String), (usize, usize)> = BTreeMap::new();
         for (p, pair_ids) in pairs.iter().zip(&ids) {
             let e = kinds.entry((p.duplicate, p.group())).or_default();

@@ -15,16 +15,17 @@
 //!   nearest stored article any of them is near; near none, the id of its first article.
 //! - An article too short to fingerprint is its own group.
 //! - A write never relabels other articles. An article near two groups joins one; the two
-//!   stay apart until `regroup` recomputes the groups as connected components. A deleted
+//!   stay apart until a regroup recomputes the groups as connected components. A deleted
 //!   representative's id stays the label of its group (a label, not a reference). A
 //!   re-fingerprinted article is labelled again like a new one (without itself).
 //!
 //! Searches see what the last refresh made searchable. So that articles written by this
-//! process moments ago are seen too, a grouper remembers what it labelled for a horizon (a
-//! minute, or ten refresh intervals of the index when longer) and links new articles to
-//! those in memory as well, under one lock: of two near articles labelled by one process, the
+//! process moments ago are seen too, a grouper remembers what it labelled until the index
+//! has surely refreshed (three refresh intervals, at least 5 s; 10 minutes where periodic
+//! refresh is disabled; at most the last 100,000 articles) and links new articles to those
+//! in memory as well, under one lock: of two near articles labelled by one process, the
 //! second sees the first, whatever the refresh. Writers in different processes at the same
-//! moment can still start two groups; `regroup` joins them.
+//! moment can still start two groups; a regroup joins them.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Mutex;
@@ -43,8 +44,16 @@ use crate::{Fingerprinter, MinHashParams, Sketch, Sketches, Tolerance};
 /// Searches run at once per batch.
 const SEARCHES_IN_FLIGHT: usize = 8;
 
-/// How long a grouper remembers what it labelled, at least.
-const MIN_HORIZON: Duration = Duration::from_secs(60);
+/// How long a grouper remembers what it labelled, at least: until the index has refreshed
+/// (three refresh intervals, for replicas refreshing on their own schedule), never less than
+/// this.
+const MIN_HORIZON: Duration = Duration::from_secs(5);
+
+/// How long it remembers on an index whose periodic refresh is disabled (`-1`).
+const HORIZON_WITHOUT_REFRESH: Duration = Duration::from_secs(600);
+
+/// The most articles it remembers (about a kilobyte each for MinHash); the oldest go first.
+const MAX_REMEMBERED: usize = 100_000;
 
 /// A stored (or remembered) article a new one is near, with its group label.
 #[derive(Clone, Debug, PartialEq)]
@@ -238,6 +247,12 @@ impl Recent {
                 label,
             },
         );
+        while self.entries.len() > MAX_REMEMBERED {
+            let Some((_, oldest)) = self.order.pop_front() else {
+                break;
+            };
+            self.remove(oldest);
+        }
     }
 
     /// The remembered articles near `sketch` (by the search's rule).
@@ -326,8 +341,8 @@ impl Grouper {
             .horizon
             .get_or_try_init(|| async {
                 Ok::<_, EsError>(match refresh_interval.await? {
-                    Some(i) => MIN_HORIZON.max(i * 10),
-                    None => MIN_HORIZON * 10,
+                    Some(i) => MIN_HORIZON.max(i * 3),
+                    None => HORIZON_WITHOUT_REFRESH,
                 })
             })
             .await?;
@@ -413,6 +428,9 @@ impl Grouper {
         let params = params.as_ref().filter(|_| method == crate::Method::MinHash);
         let now = Instant::now();
         let mut recent = self.recent.lock().expect("group memory lock");
+        if let Some(h) = self.horizon.get() {
+            recent.forget_older_than(now.checked_sub(*h).unwrap_or(now));
+        }
         for (id, sketches) in items {
             if let Ok(s) = (*sketches).clone().into_sketch(method) {
                 let bands = band_set(&s, params);
