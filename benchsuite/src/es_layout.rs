@@ -30,6 +30,7 @@ use neardup::es::{
     self, fingerprint_fields_json, sketch_source, BlockType, Body, FieldNames, IndexMeta,
     MinHashFieldNames, RetryPolicy, SimilarOptions,
 };
+use neardup::eval::minhash::banded_similarity;
 use neardup::eval::{read_pairs, Confusion};
 use neardup::input::{self, field_texts, Lines};
 use neardup::minhash::Threshold;
@@ -38,7 +39,7 @@ use neardup::{Method, Methods, Signature};
 use rayon::prelude::*;
 use serde_json::{json, Map, Value};
 
-use crate::es_similar::{merge_to_one_segment, stats};
+use crate::es_similar::{bulk_load, merge_to_one_segment, stats};
 use neardup::cli::common::{self, CmdResult, ProfileArgs, Status};
 use neardup::cli::es_args::{self, EsArgs};
 
@@ -611,25 +612,7 @@ fn measure(
                     nd.push_str(&doc);
                     nd.push('\n');
                 }
-                let r = es::request(
-                    &client,
-                    &retry,
-                    "layout bulk load",
-                    Http::Post,
-                    &format!("/{index}/_bulk"),
-                    &[],
-                    Some(&Body::NdJson(nd)),
-                )
-                .await?;
-                if r["errors"] != false {
-                    let failed = r["items"]
-                        .as_array()
-                        .and_then(|items| items.iter().find(|i| i["index"]["error"].is_object()));
-                    anyhow::bail!(
-                        "bulk load into {index} failed: {}",
-                        failed.unwrap_or(&Value::Null)
-                    );
-                }
+                bulk_load(&client, &retry, &index, nd).await?;
             }
             merge_to_one_segment(&client, &retry, &[&index]).await?;
             let s = stats(&client, &index).await?;
@@ -1006,21 +989,13 @@ fn labelled(
         }
         refs.push(r);
     }
-    let sigs: Vec<Option<Signature>> = texts
-        .par_iter()
-        .map(|t| fp.minhash_fields(t).ok().map(|m| m.signature))
-        .collect();
+    let sigs = neardup::eval::minhash::signatures(fp, &texts);
     // Per pair: both signatures when both texts have one and they share a band.
     let banded: Vec<Option<(&Signature, &Signature)>> = refs
         .iter()
         .map(|&[a, b]| {
             let (a, b) = (sigs[a].as_ref()?, sigs[b].as_ref()?);
-            let shared = a
-                .band_keys(params)
-                .iter()
-                .zip(b.band_keys(params).iter())
-                .any(|(x, y)| x == y);
-            shared.then_some((a, b))
+            banded_similarity(a, b, params).map(|_| (a, b))
         })
         .collect();
     let decide = |score: &dyn Fn(&Signature, &Signature) -> bool| -> Vec<bool> {

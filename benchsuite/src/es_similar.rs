@@ -382,25 +382,7 @@ fn load(
         let mut written = 0;
         for bodies in rx {
             for (t, nd) in targets.iter().zip(bodies) {
-                let r = rt.block_on(es::request(
-                    client,
-                    retry,
-                    "bench bulk load",
-                    Http::Post,
-                    &format!("/{}/_bulk", t.index),
-                    &[],
-                    Some(&Body::NdJson(nd)),
-                ))?;
-                if r["errors"] != false {
-                    let failed = r["items"]
-                        .as_array()
-                        .and_then(|items| items.iter().find(|i| i["index"]["error"].is_object()));
-                    anyhow::bail!(
-                        "bulk load into {} failed: {}",
-                        t.index,
-                        failed.unwrap_or(&Value::Null)
-                    );
-                }
+                rt.block_on(bulk_load(client, retry, &t.index, nd))?;
             }
             written += CHUNK.min(n - written);
             if written % 100_000 < CHUNK {
@@ -425,6 +407,35 @@ fn load(
         loaded.as_secs_f64(),
         n as f64 / loaded.as_secs_f64(),
     );
+    Ok(())
+}
+
+/// `POST /{index}/_bulk` with `nd`; an error naming the first failed item if any failed.
+pub(super) async fn bulk_load(
+    client: &Elasticsearch,
+    retry: &RetryPolicy,
+    index: &str,
+    nd: String,
+) -> anyhow::Result<()> {
+    let r = es::request(
+        client,
+        retry,
+        "bench bulk load",
+        Http::Post,
+        &format!("/{index}/_bulk"),
+        &[],
+        Some(&Body::NdJson(nd)),
+    )
+    .await?;
+    if r["errors"] != false {
+        let failed = r["items"]
+            .as_array()
+            .and_then(|items| items.iter().find(|i| i["index"]["error"].is_object()));
+        anyhow::bail!(
+            "bulk load into {index} failed: {}",
+            failed.unwrap_or(&Value::Null)
+        );
+    }
     Ok(())
 }
 
