@@ -156,7 +156,8 @@ pub fn run(args: EsSimilarBench) -> CmdResult {
     if !reused {
         load(&rt, &client, &retry, &targets, &docs, &fp, args.docs)?;
     }
-    rt.block_on(merge_to_one_segment(&client, &retry, &targets))?;
+    let names: Vec<&str> = targets.iter().map(|t| t.index.as_str()).collect();
+    rt.block_on(merge_to_one_segment(&client, &retry, &names))?;
     let real_docs = docs.real.len().min(args.docs);
     println!(
         "Elasticsearch {version} at {}; {} documents per index ({real_docs} corpus articles, {} synthetic, seed {}); 1 shard, 0 replicas, force-merged to 1 segment",
@@ -381,25 +382,7 @@ fn load(
         let mut written = 0;
         for bodies in rx {
             for (t, nd) in targets.iter().zip(bodies) {
-                let r = rt.block_on(es::request(
-                    client,
-                    retry,
-                    "bench bulk load",
-                    Http::Post,
-                    &format!("/{}/_bulk", t.index),
-                    &[],
-                    Some(&Body::NdJson(nd)),
-                ))?;
-                if r["errors"] != false {
-                    let failed = r["items"]
-                        .as_array()
-                        .and_then(|items| items.iter().find(|i| i["index"]["error"].is_object()));
-                    anyhow::bail!(
-                        "bulk load into {} failed: {}",
-                        t.index,
-                        failed.unwrap_or(&Value::Null)
-                    );
-                }
+                rt.block_on(bulk_load(client, retry, &t.index, nd))?;
             }
             written += CHUNK.min(n - written);
             if written % 100_000 < CHUNK {
@@ -427,14 +410,43 @@ fn load(
     Ok(())
 }
 
-/// Force-merges every target to one segment and waits until the merge is done and visible.
+/// `POST /{index}/_bulk` with `nd`; an error naming the first failed item if any failed.
+pub(super) async fn bulk_load(
+    client: &Elasticsearch,
+    retry: &RetryPolicy,
+    index: &str,
+    nd: String,
+) -> anyhow::Result<()> {
+    let r = es::request(
+        client,
+        retry,
+        "bench bulk load",
+        Http::Post,
+        &format!("/{index}/_bulk"),
+        &[],
+        Some(&Body::NdJson(nd)),
+    )
+    .await?;
+    if r["errors"] != false {
+        let failed = r["items"]
+            .as_array()
+            .and_then(|items| items.iter().find(|i| i["index"]["error"].is_object()));
+        anyhow::bail!(
+            "bulk load into {index} failed: {}",
+            failed.unwrap_or(&Value::Null)
+        );
+    }
+    Ok(())
+}
+
+/// Force-merges every index to one segment and waits until the merge is done and visible.
 /// A merge of a million documents outlasts the HTTP timeout (Elasticsearch 7.10 has no
 /// `wait_for_completion=false` for it), so the request runs on its own and the segment count
 /// is polled; a request that timed out while nothing merges is sent again.
-async fn merge_to_one_segment(
+pub(super) async fn merge_to_one_segment(
     client: &Elasticsearch,
     retry: &RetryPolicy,
-    targets: &[Target],
+    indices: &[&str],
 ) -> anyhow::Result<()> {
     let started = Instant::now();
     let force_merge = |index: &str| {
@@ -452,8 +464,8 @@ async fn merge_to_one_segment(
             .await
         })
     };
-    for t in targets {
-        let mut merge = force_merge(&t.index);
+    for &index in indices {
+        let mut merge = force_merge(index);
         let mut answered = false;
         loop {
             es::request(
@@ -461,22 +473,22 @@ async fn merge_to_one_segment(
                 retry,
                 "refresh",
                 Http::Post,
-                &format!("/{}/_refresh", t.index),
+                &format!("/{index}/_refresh"),
                 &[],
                 None,
             )
             .await?;
-            let s = stats(client, &t.index).await?;
+            let s = stats(client, index).await?;
             if s.segments <= 1 && s.merging == 0 {
                 break;
             }
             if merge.is_finished() && s.merging == 0 {
                 match (&mut merge).await? {
-                    Err(e) if e.is_transient() => merge = force_merge(&t.index),
+                    Err(e) if e.is_transient() => merge = force_merge(index),
                     Err(e) => return Err(e.into()),
                     // Answered: the next refresh shows the merged segment, or it did not merge.
                     Ok(_) if answered => {
-                        anyhow::bail!("force merge of {} left {} segments", t.index, s.segments)
+                        anyhow::bail!("force merge of {index} left {} segments", s.segments)
                     }
                     Ok(_) => {
                         answered = true;
@@ -548,15 +560,15 @@ async fn put_settings(
 }
 
 /// `_stats` of an index's primaries.
-struct Stats {
-    docs: u64,
-    segments: u64,
-    bytes: u64,
+pub(super) struct Stats {
+    pub(super) docs: u64,
+    pub(super) segments: u64,
+    pub(super) bytes: u64,
     /// Merges running now.
     merging: u64,
 }
 
-async fn stats(client: &Elasticsearch, index: &str) -> anyhow::Result<Stats> {
+pub(super) async fn stats(client: &Elasticsearch, index: &str) -> anyhow::Result<Stats> {
     let r = es::request(
         client,
         &RetryPolicy::none(),

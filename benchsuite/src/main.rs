@@ -9,6 +9,7 @@
 mod backfill;
 mod es;
 mod es_groups;
+mod es_layout;
 mod es_recall;
 mod es_similar;
 mod es_throughput;
@@ -66,6 +67,11 @@ enum Bench {
     /// without MinHash, on Elasticsearch, over the corpus plus synthetic articles made of its
     /// sentences (1M documents by default).
     EsSimilar(es_similar::EsSimilarBench),
+    /// Bytes per article of compact layouts of the fingerprint fields on Elasticsearch (an
+    /// index per option, against a baseline without them; `_disk_usage` where the engine has
+    /// it), and offline the b-bit signatures' precision and recall and shorter band terms'
+    /// random candidates (issue 21, measurement only).
+    EsLayout(es_layout::EsLayoutBench),
     /// Recall and precision of `similar --id` on Elasticsearch over labelled pairs
     /// (`neardup eval --generate`) written into a fresh index by the real writer.
     EsRecall(es_recall::EsRecallBench),
@@ -108,6 +114,7 @@ fn run(b: Bench) -> CmdResult {
         Bench::Allpairs(args) => index::allpairs(args),
         Bench::Similar(args) => index::similar(args),
         Bench::EsSimilar(args) => es_similar::run(args),
+        Bench::EsLayout(args) => es_layout::run(args),
         Bench::EsRecall(args) => es_recall::run(args),
         Bench::EsGroups(args) => es_groups::run(args),
         Bench::EsThroughput(args) => es_throughput::run(args),
