@@ -117,7 +117,12 @@ pub fn run(args: EsGroupsBench) -> CmdResult {
             if meta.group.is_some() {
                 labels = read_labels(&client, &index).await?;
             }
-            sizes.push(force_merged_bytes(&client, &index).await?);
+            // Measured on a fresh copy: the worker's updates leave soft-deleted versions that
+            // retention leases keep through a force merge.
+            let copy = format!("{index}-copy");
+            copy_index(&client, &index, &copy).await?;
+            sizes.push(force_merged_bytes(&client, &copy).await?);
+            es::request(&client, &retry, "delete copy", Http::Delete, &format!("/{}", es::path_segment(&copy)), &[], None).await?;
             if !args.keep {
                 es::request(&client, &retry, "delete bench index", Http::Delete, &format!("/{}", es::path_segment(&index)), &[], None).await?;
             }
@@ -202,7 +207,49 @@ async fn load(client: &Elasticsearch, index: &str, docs: &[(String, Value)]) -> 
     Ok(())
 }
 
-/// Every article's group label, by id (scroll).
+/// Calls `each` with every hit of `index` (scroll, `_source` as `source` asks).
+async fn scroll(
+    client: &Elasticsearch,
+    index: &str,
+    source: Value,
+    mut each: impl FnMut(&Value),
+) -> anyhow::Result<()> {
+    let retry = RetryPolicy::default();
+    let mut r = es::request(
+        client,
+        &retry,
+        "scroll",
+        Http::Post,
+        &format!("/{}/_search", es::path_segment(index)),
+        &[("scroll", "1m")],
+        Some(&Body::Json(
+            json!({ "size": 1000, "_source": source, "sort": ["_doc"] }),
+        )),
+    )
+    .await?;
+    loop {
+        let hits = r["hits"]["hits"].as_array().cloned().unwrap_or_default();
+        if hits.is_empty() {
+            return Ok(());
+        }
+        hits.iter().for_each(&mut each);
+        let scroll_id = r["_scroll_id"].as_str().unwrap_or_default().to_owned();
+        r = es::request(
+            client,
+            &retry,
+            "scroll",
+            Http::Post,
+            "/_search/scroll",
+            &[],
+            Some(&Body::Json(
+                json!({ "scroll": "1m", "scroll_id": scroll_id }),
+            )),
+        )
+        .await?;
+    }
+}
+
+/// Every article's group label, by id.
 async fn read_labels(
     client: &Elasticsearch,
     index: &str,
@@ -219,45 +266,60 @@ async fn read_labels(
     )
     .await?;
     let mut out = HashMap::new();
-    let mut r = es::request(
+    scroll(client, index, json!(["nearDupGroup"]), |h| {
+        if let (Some(id), Some(label)) = (h["_id"].as_str(), h["_source"]["nearDupGroup"].as_str())
+        {
+            out.insert(id.to_owned(), label.to_owned());
+        }
+    })
+    .await?;
+    Ok(out)
+}
+
+/// Copies `src` (mapping and documents) into a new index `dst` (one shard, no replica).
+async fn copy_index(client: &Elasticsearch, src: &str, dst: &str) -> anyhow::Result<()> {
+    let retry = RetryPolicy::default();
+    let m = es::request(
         client,
         &retry,
-        "read labels",
-        Http::Post,
-        &format!("/{}/_search", es::path_segment(index)),
-        &[("scroll", "1m")],
-        Some(&Body::Json(
-            json!({ "size": 5000, "_source": ["nearDupGroup"], "sort": ["_doc"] }),
-        )),
+        "mapping",
+        Http::Get,
+        &format!("/{}/_mapping", es::path_segment(src)),
+        &[],
+        None,
     )
     .await?;
-    loop {
-        let hits = r["hits"]["hits"].as_array().cloned().unwrap_or_default();
-        if hits.is_empty() {
-            break;
-        }
-        for h in hits {
-            if let (Some(id), Some(label)) =
-                (h["_id"].as_str(), h["_source"]["nearDupGroup"].as_str())
-            {
-                out.insert(id.to_owned(), label.to_owned());
-            }
-        }
-        let scroll_id = r["_scroll_id"].as_str().unwrap_or_default().to_owned();
-        r = es::request(
-            client,
-            &retry,
-            "read labels",
-            Http::Post,
-            "/_search/scroll",
-            &[],
-            Some(&Body::Json(
-                json!({ "scroll": "1m", "scroll_id": scroll_id }),
-            )),
-        )
-        .await?;
-    }
-    Ok(out)
+    let mappings = m[src]["mappings"].clone();
+    let _ = es::send(
+        client,
+        Http::Delete,
+        &format!("/{}", es::path_segment(dst)),
+        &[],
+        None,
+    )
+    .await?;
+    es::request(
+        client,
+        &retry,
+        "create copy",
+        Http::Put,
+        &format!("/{}", es::path_segment(dst)),
+        &[],
+        Some(&Body::Json(json!({
+            "settings": { "number_of_shards": 1, "number_of_replicas": 0 },
+            "mappings": mappings,
+        }))),
+    )
+    .await?;
+    let mut docs = Vec::new();
+    scroll(client, src, json!(true), |h| {
+        docs.push((
+            h["_id"].as_str().unwrap_or_default().to_owned(),
+            h["_source"].clone(),
+        ));
+    })
+    .await?;
+    load(client, dst, &docs).await
 }
 
 /// Store bytes of the index's primaries after a force merge to one segment.
