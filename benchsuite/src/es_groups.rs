@@ -6,7 +6,8 @@
 //! each (the real `Worker`, batches of 500). Then: how many articles carry a label, the share
 //! of positive pairs whose articles share a group (a `collapse` on the field lists them
 //! once) and of negative pairs that do (wrongly merged stories), per pair kind; and the
-//! field's cost, from `_stats` of the two indices force-merged to one segment.
+//! field's cost, from `_stats` of two copies of the grouped index (with and without the
+//! field, the same documents in the same order) force-merged to one segment.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::BufReader;
@@ -116,13 +117,17 @@ pub fn run(args: EsGroupsBench) -> CmdResult {
             );
             if meta.group.is_some() {
                 labels = read_labels(&client, &index).await?;
+                // Measured on two fresh copies of this index, in the same document order,
+                // with and without the field: the worker's updates leave soft-deleted
+                // versions that retention leases keep through a force merge, and `_source`
+                // compresses by blocks of neighbouring documents.
+                for drop in [None, Some("nearDupGroup")] {
+                    let copy = format!("{index}-copy");
+                    copy_index(&client, &index, &copy, drop).await?;
+                    sizes.push(force_merged_bytes(&client, &copy).await?);
+                    es::request(&client, &retry, "delete copy", Http::Delete, &format!("/{}", es::path_segment(&copy)), &[], None).await?;
+                }
             }
-            // Measured on a fresh copy: the worker's updates leave soft-deleted versions that
-            // retention leases keep through a force merge.
-            let copy = format!("{index}-copy");
-            copy_index(&client, &index, &copy).await?;
-            sizes.push(force_merged_bytes(&client, &copy).await?);
-            es::request(&client, &retry, "delete copy", Http::Delete, &format!("/{}", es::path_segment(&copy)), &[], None).await?;
             if !args.keep {
                 es::request(&client, &retry, "delete bench index", Http::Delete, &format!("/{}", es::path_segment(&index)), &[], None).await?;
             }
@@ -165,7 +170,7 @@ pub fn run(args: EsGroupsBench) -> CmdResult {
         let (with, without) = (sizes[0], sizes[1]);
         println!();
         println!(
-            "store bytes, force-merged to one segment: with groups {with}, without {without}: the field costs {:.1} bytes per article (target ≤ 50)",
+            "store bytes of two copies of the grouped index, force-merged to one segment: with the field {with}, without {without}: the field costs {:.1} bytes per article (target ≤ 50)",
             (with as f64 - without as f64) / docs.len() as f64
         );
         Ok(Status::Done)
@@ -276,8 +281,14 @@ async fn read_labels(
     Ok(out)
 }
 
-/// Copies `src` (mapping and documents) into a new index `dst` (one shard, no replica).
-async fn copy_index(client: &Elasticsearch, src: &str, dst: &str) -> anyhow::Result<()> {
+/// Copies `src` (mapping and documents, in `_doc` order) into a new index `dst` (one shard,
+/// no replica), without the field `drop` when given.
+async fn copy_index(
+    client: &Elasticsearch,
+    src: &str,
+    dst: &str,
+    drop: Option<&str>,
+) -> anyhow::Result<()> {
     let retry = RetryPolicy::default();
     let m = es::request(
         client,
@@ -289,7 +300,10 @@ async fn copy_index(client: &Elasticsearch, src: &str, dst: &str) -> anyhow::Res
         None,
     )
     .await?;
-    let mappings = m[src]["mappings"].clone();
+    let mut mappings = m[src]["mappings"].clone();
+    if let (Some(f), Some(props)) = (drop, mappings["properties"].as_object_mut()) {
+        props.remove(f);
+    }
     let _ = es::send(
         client,
         Http::Delete,
@@ -313,10 +327,11 @@ async fn copy_index(client: &Elasticsearch, src: &str, dst: &str) -> anyhow::Res
     .await?;
     let mut docs = Vec::new();
     scroll(client, src, json!(true), |h| {
-        docs.push((
-            h["_id"].as_str().unwrap_or_default().to_owned(),
-            h["_source"].clone(),
-        ));
+        let mut source = h["_source"].clone();
+        if let (Some(f), Some(o)) = (drop, source.as_object_mut()) {
+            o.remove(f);
+        }
+        docs.push((h["_id"].as_str().unwrap_or_default().to_owned(), source));
     })
     .await?;
     load(client, dst, &docs).await
