@@ -480,9 +480,11 @@ impl EsIndexer {
     }
 
     /// Indexes `article` (a JSON object) with the fields of every method the index holds in
-    /// one request, replacing the document `id`; with `id = None` Elasticsearch picks one (and
-    /// the request is then not retried, since a retry after a lost answer could create a
-    /// second copy).
+    /// one request, replacing the document `id`; with `id = None` Elasticsearch picks one, or,
+    /// where the index keeps duplicate groups, neardup does (a new article's group label may
+    /// be its own id) and creates the document with it. Either way the request is then not
+    /// retried, since a retry after a lost answer could create a second copy (or be refused
+    /// as a conflict with the first).
     pub async fn index_article(
         &self,
         id: Option<&str>,
@@ -526,13 +528,16 @@ impl EsIndexer {
         }
         let body = Body::Json(Value::Object(doc));
         let index = path_segment(&self.index);
+        // A create with an id neardup made is not retried either: after a lost answer the
+        // retry would be refused as a conflict with the article it had written.
+        let no_retry = RetryPolicy::none();
         let (method, path, retry) = match id {
             Some(id) => (
                 Method::Put,
                 format!("/{index}/_doc/{}", path_segment(id)),
-                &self.retry,
+                if create { &no_retry } else { &self.retry },
             ),
-            None => (Method::Post, format!("/{index}/_doc"), &RetryPolicy::none()),
+            None => (Method::Post, format!("/{index}/_doc"), &no_retry),
         };
         let what = format!(
             "index `{}`: index document `{}`",
