@@ -690,6 +690,10 @@ impl IndexMeta {
             if m.minhash != out.minhash {
                 out.minhash = None;
             }
+            // Labels are written only where every index keeps the same group field.
+            if m.group != out.group {
+                out.group = None;
+            }
             if m.source == MetaSource::Legacy {
                 out.source = MetaSource::Legacy;
             }
@@ -706,8 +710,10 @@ impl IndexMeta {
     }
 }
 
-/// What `es-init` records by default: both methods, the default SimHash profile and MinHash
-/// parameters, `short` blocks, the default field names.
+/// What `es-init` records by default for the fingerprints: both methods, the default SimHash
+/// profile and MinHash parameters, `short` blocks, the default field names. Without duplicate
+/// groups, which `es-init` adds by default (`IndexMeta { group: Some(GroupMeta::default()),
+/// .. }`) and library callers choose.
 impl Default for IndexMeta {
     fn default() -> Self {
         IndexMeta::new(
@@ -877,6 +883,23 @@ mod tests {
         assert!(c.minhash.is_none());
         assert_eq!(c.simhash, legacy.simhash.take());
         assert_eq!(c.source, MetaSource::Legacy);
+
+        // Groups are kept only where every index keeps the same field.
+        let grouped = |field: &str| IndexMeta {
+            group: Some(GroupMeta::named(field)),
+            ..both()
+        };
+        let mut per = BTreeMap::new();
+        per.insert("a".to_owned(), grouped("g"));
+        per.insert("b".to_owned(), grouped("g"));
+        assert_eq!(
+            IndexMeta::common(&per).unwrap().group,
+            Some(GroupMeta::named("g"))
+        );
+        per.insert("c".to_owned(), grouped("h"));
+        assert_eq!(IndexMeta::common(&per).unwrap().group, None);
+        per.insert("c".to_owned(), both());
+        assert_eq!(IndexMeta::common(&per).unwrap().group, None);
     }
 
     #[test]
