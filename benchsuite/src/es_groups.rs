@@ -331,8 +331,42 @@ async fn copy_index(
 
 /// Store bytes of the index's primaries after a force merge to one segment.
 async fn force_merged_bytes(client: &Elasticsearch, index: &str) -> anyhow::Result<u64> {
-    let path = es::path_segment(index);
-    super::es_similar::merge_to_one_segment(client, &RetryPolicy::default(), &[path.as_ref()])
+    let retry = RetryPolicy::default();
+    let p = es::path_segment(index);
+    let call = |what: &'static str,
+                method: Http,
+                path: String,
+                query: &'static [(&'static str, &'static str)]| {
+        let retry = retry.clone();
+        async move { es::request(client, &retry, what, method, &path, query, None).await }
+    };
+    call("refresh", Http::Post, format!("/{p}/_refresh"), &[]).await?;
+    // Until one segment without deleted documents is left (a force merge request can come
+    // back before its merge is done, e.g. when the client times out and retries).
+    for _ in 0..120 {
+        call(
+            "force merge",
+            Http::Post,
+            format!("/{p}/_forcemerge"),
+            &[("max_num_segments", "1")],
+        )
         .await?;
-    Ok(super::es_similar::stats(client, &path).await?.bytes)
+        let r = call(
+            "stats",
+            Http::Get,
+            format!("/{p}/_stats/docs,store,segments,merge"),
+            &[],
+        )
+        .await?;
+        let pr = &r["_all"]["primaries"];
+        let n = |v: &Value| v.as_u64().unwrap_or(u64::MAX);
+        if n(&pr["segments"]["count"]) == 1
+            && n(&pr["docs"]["deleted"]) == 0
+            && n(&pr["merges"]["current"]) == 0
+        {
+            return Ok(n(&pr["store"]["size_in_bytes"]));
+        }
+        tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+    }
+    anyhow::bail!("{index} did not merge to one segment without deleted documents in 10 minutes")
 }
