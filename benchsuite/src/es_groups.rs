@@ -20,7 +20,7 @@ use elasticsearch::http::Method as Http;
 use elasticsearch::Elasticsearch;
 use neardup::es::{
     self, BlockType, Body, EsIndexer, FieldNames, GroupMeta, IndexMeta, MinHashFieldNames,
-    RetryPolicy, Worker, WorkerConfig,
+    RetryPolicy, ScanOptions, Scanner, Worker, WorkerConfig,
 };
 use neardup::eval::read_pairs;
 use neardup::Methods;
@@ -204,45 +204,23 @@ async fn load(client: &Elasticsearch, index: &str, docs: &[(String, Value)]) -> 
     Ok(())
 }
 
-/// Calls `each` with every hit of `index` (scroll, `_source` as `source` asks).
+/// Calls `each` with every hit of `index` (through the library's one paging layer,
+/// `_source` as `source` asks).
 async fn scroll(
     client: &Elasticsearch,
     index: &str,
     source: Value,
     mut each: impl FnMut(&Value),
 ) -> anyhow::Result<()> {
-    let retry = RetryPolicy::default();
-    let mut r = es::request(
-        client,
-        &retry,
-        "scroll",
-        Http::Post,
-        &format!("/{}/_search", es::path_segment(index)),
-        &[("scroll", "1m")],
-        Some(&Body::Json(
-            json!({ "size": 1000, "_source": source, "sort": ["_doc"] }),
-        )),
-    )
-    .await?;
+    let scanner = Scanner::new(client.clone(), RetryPolicy::default());
+    let mut cursor = scanner.cursor(index, json!({ "_source": source }), &ScanOptions::default());
     loop {
-        let hits = r["hits"]["hits"].as_array().cloned().unwrap_or_default();
+        let hits = cursor.next_page().await?;
         if hits.is_empty() {
+            cursor.close().await;
             return Ok(());
         }
         hits.iter().for_each(&mut each);
-        let scroll_id = r["_scroll_id"].as_str().unwrap_or_default().to_owned();
-        r = es::request(
-            client,
-            &retry,
-            "scroll",
-            Http::Post,
-            "/_search/scroll",
-            &[],
-            Some(&Body::Json(
-                json!({ "scroll": "1m", "scroll_id": scroll_id }),
-            )),
-        )
-        .await?;
     }
 }
 
