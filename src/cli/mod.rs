@@ -19,6 +19,7 @@ mod eval_plot;
 mod fingerprint;
 mod index;
 mod migrate;
+mod regroup;
 #[cfg(feature = "serve")]
 mod serve;
 mod similar;
@@ -32,7 +33,7 @@ use clap::{Parser, Subcommand};
 #[derive(Parser, Debug)]
 #[command(name = "neardup", version, about, long_about = None)]
 #[command(
-    after_help = "Exit codes: 0 success; 1 error; 2 usage error; 3 finished, but some input lines (or, for backfill, documents) were rejected; 4 similar: the query is too short to have a fingerprint."
+    after_help = "Exit codes: 0 success; 1 error; 2 usage error; 3 finished, but some input lines (or, for backfill and regroup, documents) were rejected; 4 similar: the query is too short to have a fingerprint."
 )]
 struct Cli {
     /// Log lines on stderr as `text` or as `json` (one object per line, for log collectors).
@@ -78,6 +79,8 @@ enum Command {
     Eval(eval::Args),
     /// Fingerprint the existing documents of Elasticsearch indices: resumable, throttled, guarded.
     Backfill(backfill::Args),
+    /// Recompute an index's duplicate groups as connected components; write the labels that change.
+    Regroup(regroup::Args),
     /// Serve near-duplicate lookups over HTTP (JSON API, metrics, health) from Elasticsearch or a local store.
     ///
     /// A local store (`--store DIR`) is served as one index named after its directory:
@@ -104,6 +107,7 @@ pub fn main() -> i32 {
         Command::Migrate(args) => migrate::run(args),
         Command::Eval(args) => eval::run(args),
         Command::Backfill(args) => backfill::run(args),
+        Command::Regroup(args) => regroup::run(args),
         #[cfg(feature = "serve")]
         Command::Serve(args) => serve::run(args),
     };

@@ -30,6 +30,7 @@ mod claims;
 mod dedupe;
 pub mod group;
 mod init;
+pub mod regroup;
 mod retry;
 mod scan;
 pub mod schema;
@@ -69,7 +70,7 @@ pub use similar::{
 pub use worker::{PassReport, Watermark, Worker, WorkerConfig};
 pub use write::{
     fingerprint_fields_json, fingerprint_source, simhash_fields_json, sketch_source, BulkReport,
-    EsIndexer, FingerprintUpdate, IndexedArticle, ItemFailure, Refresh,
+    EsIndexer, FingerprintUpdate, GroupLabel, IndexedArticle, ItemFailure, Refresh,
 };
 
 /// A secret (password, API key) that never shows in `Debug` output or logs.

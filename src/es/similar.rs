@@ -487,6 +487,37 @@ impl Similar {
         Ok(found)
     }
 
+    /// The `_source` fields a walk of `indices` reads to get each document's stored sketch
+    /// of `method` ([`Similar::stored_sketch`]).
+    pub(crate) async fn sketch_source_fields(
+        &self,
+        indices: impl Into<IndexList>,
+        method: Method,
+    ) -> Result<Vec<String>, EsError> {
+        let indices = indices.into();
+        let d = self.describe(&indices).await?;
+        check_method(&indices, &d.meta, method)?;
+        Ok(sketch_fields(&d.meta, method)
+            .into_iter()
+            .map(str::to_owned)
+            .collect())
+    }
+
+    /// A walked document's stored sketch of `method` (`hit`: `_id`, `_index` and the
+    /// `_source` of [`Similar::sketch_source_fields`]), read as a search reads its
+    /// candidates; `None` without one.
+    pub(crate) async fn stored_sketch(
+        &self,
+        indices: impl Into<IndexList>,
+        hit: &Value,
+        method: Method,
+    ) -> Result<Option<Sketch>, EsError> {
+        let indices = indices.into();
+        let d = self.describe(&indices).await?;
+        check_method(&indices, &d.meta, method)?;
+        hit_sketch(hit, &d, method)
+    }
+
     /// The filter mode in effect: the configured one, unless the cluster refused scripts.
     pub fn effective_filter(&self) -> FilterMode {
         if self.scripts_refused.load(Ordering::Relaxed) {

@@ -186,6 +186,20 @@ pub struct FingerprintUpdate {
     pub sketches: Sketches,
 }
 
+/// The group label to write into an existing document ([`EsIndexer::write_group_labels`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GroupLabel {
+    pub id: String,
+    /// `(_seq_no, _primary_term)` of the document version read: the label is written only if
+    /// the document has not changed since; without it, always.
+    pub guard: Option<(u64, u64)>,
+    pub label: String,
+}
+
+/// One partial update of a bulk: the document's id, its guard (`_seq_no`, `_primary_term`)
+/// and the fields to merge into its `_source`.
+type PartialUpdate<'a> = (&'a str, Option<(u64, u64)>, Map<String, Value>);
+
 /// A document a bulk update could not write, and why.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ItemFailure {
@@ -712,7 +726,6 @@ impl EsIndexer {
         &self,
         updates: &[FingerprintUpdate],
     ) -> Result<BulkReport, EsError> {
-        let mut report = BulkReport::default();
         let items: Vec<(&str, &Sketches)> = updates
             .iter()
             .map(|u| (u.id.as_str(), &u.sketches))
@@ -721,14 +734,61 @@ impl EsIndexer {
             .group_labels(&items)
             .await?
             .map(|l| items.iter().map(|(id, _)| *id).zip(l).collect());
-        let mut pending: Vec<&FingerprintUpdate> = updates.iter().collect();
+        let docs = updates
+            .iter()
+            .map(|u| {
+                let mut doc = fingerprint_fields_json(&self.meta, &u.sketches);
+                if let (Some(label), Some(field)) = (
+                    labels.as_ref().and_then(|l| l.get(u.id.as_str())),
+                    self.group_field(),
+                ) {
+                    doc.insert(field.to_owned(), json!(label));
+                }
+                (u.id.as_str(), u.guard, doc)
+            })
+            .collect();
+        self.bulk_update(docs, "fingerprints").await
+    }
+
+    /// Writes the group labels of existing documents (`neardup regroup`): one guarded partial
+    /// update each (with `(_seq_no, _primary_term)`, only if the document has not changed
+    /// since it was read), in one `_bulk` request, reported item by item like
+    /// [`EsIndexer::update_fingerprints`]. [`EsError::Config`] where the index keeps no groups.
+    pub async fn write_group_labels(&self, labels: &[GroupLabel]) -> Result<BulkReport, EsError> {
+        let Some(field) = self.group_field() else {
+            return Err(EsError::Config(format!(
+                "index `{}` keeps no duplicate groups (`neardup es-init` adds them)",
+                self.index
+            )));
+        };
+        let docs = labels
+            .iter()
+            .map(|l| {
+                let mut doc = Map::new();
+                doc.insert(field.to_owned(), json!(l.label));
+                (l.id.as_str(), l.guard, doc)
+            })
+            .collect();
+        self.bulk_update(docs, "group labels").await
+    }
+
+    /// Partial updates (`doc` merges; every other field of `_source` is left as it is) in one
+    /// `_bulk` request: transient failures of the whole request, and items rejected with 429,
+    /// are retried with backoff; every other per-item failure is reported with its id.
+    async fn bulk_update(
+        &self,
+        docs: Vec<PartialUpdate<'_>>,
+        what: &str,
+    ) -> Result<BulkReport, EsError> {
+        let mut report = BulkReport::default();
+        let mut pending: Vec<&PartialUpdate<'_>> = docs.iter().collect();
         let mut retry = 0u32;
         while !pending.is_empty() {
-            let body = self.bulk_body(&pending, labels.as_ref());
+            let body = self.bulk_body(&pending);
             let path = format!("/{}/_bulk", path_segment(&self.index));
             let query = [("refresh", self.refresh.param())];
             let what = format!(
-                "index `{}`: bulk update of {} fingerprints",
+                "index `{}`: bulk update of {} {what}",
                 self.index,
                 pending.len()
             );
@@ -768,15 +828,15 @@ impl EsIndexer {
                             report.updated += 1;
                         }
                     }
-                    409 => report.conflicts.push(update.id.clone()),
+                    409 => report.conflicts.push(update.0.to_owned()),
                     404 if item["error"]["type"] == "document_missing_exception" => {
-                        report.missing.push(update.id.clone())
+                        report.missing.push(update.0.to_owned())
                     }
                     429 if retry < self.retry.max_retries => rejected.push(*update),
                     _ => {
                         let (error_type, reason) = super::error_type_reason(item);
                         report.failed.push(ItemFailure {
-                            id: update.id.clone(),
+                            id: update.0.to_owned(),
                             status,
                             error_type,
                             reason,
@@ -801,24 +861,13 @@ impl EsIndexer {
         Ok(report)
     }
 
-    fn bulk_body(
-        &self,
-        updates: &[&FingerprintUpdate],
-        labels: Option<&std::collections::HashMap<&str, String>>,
-    ) -> Body {
-        let mut s = String::with_capacity(updates.len() * 256);
-        for u in updates {
-            let mut action = json!({ "_id": u.id });
-            if let Some((seq_no, term)) = u.guard {
+    fn bulk_body(&self, docs: &[&PartialUpdate<'_>]) -> Body {
+        let mut s = String::with_capacity(docs.len() * 256);
+        for (id, guard, doc) in docs {
+            let mut action = json!({ "_id": id });
+            if let Some((seq_no, term)) = guard {
                 action["if_seq_no"] = json!(seq_no);
                 action["if_primary_term"] = json!(term);
-            }
-            let mut doc = fingerprint_fields_json(&self.meta, &u.sketches);
-            if let (Some(label), Some(field)) = (
-                labels.and_then(|l| l.get(u.id.as_str())),
-                self.group_field(),
-            ) {
-                doc.insert(field.to_owned(), json!(label));
             }
             // serde_json output has no raw newlines, as NDJSON needs.
             let _ = writeln!(s, "{}", json!({ "update": action }));

@@ -41,7 +41,7 @@
 //! it was read) makes the back-fill read the document again and write the fingerprint of its
 //! new text; a 404 (deleted) is counted and skipped.
 
-mod control;
+pub(crate) mod control;
 mod journal;
 mod walk;
 

@@ -1,0 +1,391 @@
+//! `neardup regroup` against a live node: its groups are the connected components of what
+//! `similar` links (computed here by brute force over the stored fingerprints), it writes only
+//! the labels that change, its dry run lists the same groups, and a run killed in the middle
+//! goes on from its work file.
+
+use crate::common;
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use common::es::{self as t, TestIndex};
+use elasticsearch::http::Method;
+use elasticsearch::Elasticsearch;
+use neardup::es::schema::signature_from_base64;
+use neardup::es::DEFAULT_K;
+use neardup::{Method as FpMethod, Sketch, Tolerance};
+use serde_json::{json, Value};
+
+fn neardup(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_neardup"))
+        .args(args)
+        .env("NEARDUP_ES_URL", t::url())
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn ok(args: &[&str]) -> String {
+    let (code, out, err) = neardup(args);
+    assert_eq!(code, 0, "neardup {args:?}: {err}");
+    out
+}
+
+/// The sentences of a text, each with its full stop.
+fn sentences(s: &str) -> Vec<String> {
+    s.split_inclusive('。').map(str::to_owned).collect()
+}
+
+/// 70 real articles, reposts, chains of edits (each step near the last, the ends not always
+/// near each other), articles that splice two stories, and a too-short one: loaded, given the
+/// fields by `es-init` and labelled by `worker --once`; then half the labels are scrambled (a
+/// writer's groups apart, a deleted representative) so that there is something to regroup.
+async fn fixture(client: &Elasticsearch, prefix: &str) -> TestIndex {
+    let idx = TestIndex::new(prefix);
+    let originals = t::shared_articles(70);
+    let mut docs = originals.clone();
+    let text = |a: &Value| a["content"].as_str().unwrap_or("").to_owned();
+    for (i, (id, a)) in originals.iter().enumerate().take(30) {
+        let s = sentences(&text(a));
+        let n = s.len();
+        match i % 3 {
+            0 => docs.push((
+                format!("{id}-repost"),
+                json!({ "title": a["title"], "content": format!("{}（来源：本网综合）", text(a)) }),
+            )),
+            1 => {
+                // A chain: each step drops another fifth of the sentences.
+                for step in 1..=3 {
+                    let keep = s[(n * step / 5).min(n.saturating_sub(1))..].concat();
+                    docs.push((
+                        format!("{id}-edit{step}"),
+                        json!({ "title": a["title"], "content": keep }),
+                    ));
+                }
+            }
+            _ => {
+                // Half of this story and half of the next one.
+                let (_, b) = &originals[i + 1];
+                let sb = sentences(&text(b));
+                let spliced = format!("{}{}", s[..n / 2].concat(), sb[sb.len() / 2..].concat());
+                docs.push((
+                    format!("{id}-spliced"),
+                    json!({ "title": a["title"], "content": spliced }),
+                ));
+            }
+        }
+    }
+    docs.push(("short".into(), json!({ "title": "短", "content": "" })));
+    t::load(client, &idx.name, &docs).await;
+    ok(&["es-init", "--index", &idx.name]);
+    ok(&["worker", "--once", "--index", &idx.name]);
+    // Scramble: every other article its own group; a few under a label nobody carries.
+    let mut body = String::new();
+    for (i, (id, _)) in docs.iter().enumerate() {
+        let label = match i % 4 {
+            0 => id.clone(),
+            1 => "deleted-representative".to_owned(),
+            _ => continue,
+        };
+        body += &format!(
+            "{}\n{}\n",
+            json!({ "update": { "_id": id } }),
+            json!({ "doc": { "nearDupGroup": label } })
+        );
+    }
+    let r = neardup::es::request(
+        client,
+        &neardup::es::RetryPolicy::none(),
+        "scramble labels",
+        Method::Post,
+        &format!("/{}/_bulk", idx.name),
+        &[("refresh", "true")],
+        Some(&neardup::es::Body::NdJson(body)),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r["errors"], false, "{r}");
+    idx
+}
+
+/// A stored MinHash signature and its band terms.
+type Stored = (Sketch, HashSet<String>);
+
+/// Every article's label, and the brute-force components of what `similar` links (a shared
+/// band and the estimate within the index's default tolerance), by id.
+async fn labels_and_components(
+    client: &Elasticsearch,
+    index: &str,
+) -> (BTreeMap<String, String>, BTreeSet<BTreeSet<String>>) {
+    t::refresh(client, index).await;
+    let r = t::call(
+        client,
+        Method::Post,
+        &format!("/{index}/_search"),
+        Some(json!({ "size": 1000, "_source": ["nearDupGroup", "minHashSignature", "minHashBands"] })),
+    )
+    .await;
+    let tolerance = Tolerance::default_for(FpMethod::MinHash, DEFAULT_K);
+    let mut labels = BTreeMap::new();
+    let mut docs: Vec<(String, Option<Stored>)> = Vec::new();
+    for h in r["hits"]["hits"].as_array().unwrap() {
+        let id = h["_id"].as_str().unwrap().to_owned();
+        let s = &h["_source"];
+        labels.insert(
+            id.clone(),
+            s["nearDupGroup"].as_str().unwrap_or("").to_owned(),
+        );
+        let sketch = s["minHashSignature"].as_str().map(|b| {
+            let bands = s["minHashBands"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|b| b.as_str().unwrap().to_owned())
+                .collect();
+            (Sketch::MinHash(signature_from_base64(b).unwrap()), bands)
+        });
+        docs.push((id, sketch));
+    }
+    let n = docs.len();
+    let mut comp: Vec<usize> = (0..n).collect();
+    let mut edges = Vec::new();
+    for i in 0..n {
+        for j in i + 1..n {
+            if let (Some((a, ba)), Some((b, bb))) = (&docs[i].1, &docs[j].1) {
+                if !ba.is_disjoint(bb) && a.score(b, tolerance).is_some() {
+                    edges.push((i, j));
+                }
+            }
+        }
+    }
+    loop {
+        let mut changed = false;
+        for &(a, b) in &edges {
+            let m = comp[a].min(comp[b]);
+            for x in [a, b] {
+                if comp[x] != m {
+                    comp[x] = m;
+                    changed = true;
+                }
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
+    let mut by: BTreeMap<usize, BTreeSet<String>> = BTreeMap::new();
+    for (i, c) in comp.iter().enumerate() {
+        by.entry(*c).or_default().insert(docs[i].0.clone());
+    }
+    (labels, by.into_values().collect())
+}
+
+/// The labels partition the articles exactly as `components` do, and each label is the id of
+/// a member of its component.
+fn assert_labels_are(labels: &BTreeMap<String, String>, components: &BTreeSet<BTreeSet<String>>) {
+    for c in components {
+        let of: BTreeSet<&String> = c.iter().map(|id| &labels[id]).collect();
+        assert_eq!(of.len(), 1, "one label for the component {c:?}: {of:?}");
+        let label = of.into_iter().next().unwrap();
+        assert!(c.contains(label), "label {label} is a member of {c:?}");
+    }
+    let distinct: BTreeSet<&String> = labels.values().collect();
+    assert_eq!(distinct.len(), components.len(), "one label per component");
+}
+
+fn report(dir: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(dir.join("report.json")).unwrap()).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn regroup_makes_the_groups_the_connected_components_and_writes_only_what_changes() {
+    let client = t::client().await;
+    let idx = fixture(&client, "regroup").await;
+    let dir = tempfile::tempdir().unwrap();
+    let (before, components) = labels_and_components(&client, &idx.name).await;
+    let shared: BTreeSet<BTreeSet<String>> = components
+        .iter()
+        .filter(|c| c.len() >= 2)
+        .cloned()
+        .collect();
+    assert!(shared.len() >= 25, "the fixture has groups: {shared:?}");
+    assert!(
+        components.iter().any(|c| c.len() >= 4),
+        "the fixture has chains or splices joining groups"
+    );
+
+    // The dry run lists exactly the components of two or more, and writes nothing.
+    let state = dir.path().join("dry.redb");
+    let out = ok(&[
+        "regroup",
+        "--index",
+        &idx.name,
+        "--dry-run",
+        "--quiet",
+        "--state",
+        state.to_str().unwrap(),
+    ]);
+    let mut listed = BTreeSet::new();
+    let mut representatives = BTreeMap::new();
+    for line in out.lines() {
+        let g: Value = serde_json::from_str(line).unwrap();
+        let members: BTreeSet<String> = g["members"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m.as_str().unwrap().to_owned())
+            .collect();
+        assert_eq!(g["size"].as_u64(), Some(members.len() as u64));
+        let rep = g["representative"].as_str().unwrap().to_owned();
+        assert!(members.contains(&rep), "{line}");
+        for m in &members {
+            representatives.insert(m.clone(), rep.clone());
+        }
+        listed.insert(members);
+    }
+    assert_eq!(listed, shared);
+    let (unchanged, _) = labels_and_components(&client, &idx.name).await;
+    assert_eq!(unchanged, before, "a dry run writes nothing");
+
+    // The run writes the labels that differ, and the groups are the components.
+    let state = dir.path().join("state.redb");
+    let rep_json = dir.path().join("report.json");
+    let args = [
+        "regroup",
+        "--index",
+        &idx.name,
+        "--quiet",
+        "--state",
+        state.to_str().unwrap(),
+        "--report-json",
+        rep_json.to_str().unwrap(),
+    ];
+    ok(&args);
+    let (after, again) = labels_and_components(&client, &idx.name).await;
+    assert_eq!(again, components);
+    assert_labels_are(&after, &components);
+    assert_eq!(
+        after["short"], "short",
+        "a too-short article is its own group"
+    );
+    for (id, rep) in &representatives {
+        assert_eq!(&after[id], rep, "the dry run said {id} goes to {rep}");
+    }
+    let changed = before.iter().filter(|(id, l)| &after[*id] != *l).count() as u64;
+    let r = report(dir.path());
+    assert_eq!(r["changed"].as_u64(), Some(changed), "{r}");
+    assert_eq!(r["written"].as_u64(), Some(changed), "{r}");
+    assert_eq!(
+        r["groups"].as_u64(),
+        Some(components.len() as u64 - 1),
+        "{r}"
+    ); // not `short`
+    assert!(changed > 0);
+
+    // Nothing left to change: a second run writes nothing.
+    ok(&args);
+    let r = report(dir.path());
+    assert_eq!(
+        (r["changed"].as_u64(), r["written"].as_u64()),
+        (Some(0), Some(0)),
+        "{r}"
+    );
+    let (last, _) = labels_and_components(&client, &idx.name).await;
+    assert_eq!(last, after);
+
+    // The collapse search lists each component once.
+    let r = t::call(
+        &client,
+        Method::Post,
+        &format!("/{}/_search", idx.name),
+        Some(json!({ "size": 1000, "_source": false, "collapse": { "field": "nearDupGroup" } })),
+    )
+    .await;
+    assert_eq!(
+        r["hits"]["hits"].as_array().unwrap().len(),
+        components.len()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_regroup_killed_in_the_middle_goes_on_from_its_work_file() {
+    let client = t::client().await;
+    let idx = fixture(&client, "regroup-kill").await;
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state.redb");
+    let rep_json = dir.path().join("report.json");
+    let args = [
+        "regroup",
+        "--index",
+        &idx.name,
+        "--quiet",
+        "--state",
+        state.to_str().unwrap(),
+        "--report-json",
+        rep_json.to_str().unwrap(),
+        "--page-size",
+        "10",
+    ];
+    // Slow (20 searches a second), with a log line per page linked: killed once 30 are.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_neardup"))
+        .args(args)
+        .args(["--max-docs-per-sec", "20", "--log-format", "json"])
+        .env("NEARDUP_ES_URL", t::url())
+        .env("RUST_LOG", "neardup::es::regroup=debug")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut linked = 0;
+    for line in stderr.lines() {
+        let line = line.unwrap();
+        if let Ok(v) = serde_json::from_str::<Value>(&line) {
+            linked = v["fields"]["linked"].as_u64().unwrap_or(linked);
+        }
+        if linked >= 30 {
+            break;
+        }
+    }
+    assert!(linked >= 30, "the run logged its pages");
+    child.kill().unwrap(); // SIGKILL, between two pages or inside one
+    child.wait().unwrap();
+
+    ok(&args);
+    let r = report(dir.path());
+    assert_eq!(r["resumed"], true, "{r}");
+    let articles = r["articles"].as_u64().unwrap();
+    let searched = r["searched"].as_u64().unwrap();
+    assert!(
+        searched + 30 <= articles,
+        "pages linked before the kill are not searched again: {r}"
+    );
+    let (labels, components) = labels_and_components(&client, &idx.name).await;
+    assert_labels_are(&labels, &components);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn regroup_refuses_an_index_without_groups_and_a_pattern_of_several() {
+    let client = t::client().await;
+    let a = TestIndex::new("regroup-nogroups");
+    t::load(&client, &a.name, &t::shared_articles(2)).await;
+    ok(&["es-init", "--index", &a.name, "--no-groups"]);
+    let (code, _, err) = neardup(&["regroup", "--index", &a.name]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("keeps no duplicate groups") && err.contains("es-init"),
+        "{err}"
+    );
+    let b = TestIndex::new("regroup-nogroups");
+    t::load(&client, &b.name, &t::shared_articles(2)).await;
+    let pattern = format!("{},{}", a.name, b.name);
+    let (code, _, err) = neardup(&["regroup", "--index", &pattern]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("one index at a time"), "{err}");
+}
