@@ -1,7 +1,8 @@
 //! Duplicate groups against a live node: `es-init` keeps them by default, the worker labels
 //! every article (copies in one batch together), the library's writers label new articles
 //! with the group of what they are near (also right after the write, before a refresh), and
-//! the `collapse` search docs/elasticsearch.md gives lists each story once.
+//! the `collapse` search docs/elasticsearch.md gives lists each story once; an index whose
+//! groups are ordered by a field (`es-init --group-order`) is labelled by the earliest.
 
 use crate::common;
 
@@ -304,7 +305,7 @@ async fn groups_ordered_by_a_field_are_labelled_by_their_earliest_article() {
     .await
     .unwrap();
     assert_eq!(indexer.group_order_field(), Some("publishDate"));
-    let arts = t::shared_articles(3);
+    let arts = t::shared_articles(4);
     let fields = vec!["title".to_owned(), "content".to_owned()];
     let sk = |v: &Value| indexer.sketch(v, &fields).unwrap();
     // One batch: a copy first, its repost second but published a day earlier.
@@ -360,6 +361,37 @@ async fn groups_ordered_by_a_field_are_labelled_by_their_earliest_article() {
     // An article without a date comes after every dated one.
     assert_eq!(got["c"], "c-repost");
     assert_eq!(got["c-repost"], "c-repost");
+
+    // So does the back-fill.
+    let e = &arts[3].1;
+    t::load(
+        &client,
+        &idx.name,
+        &[
+            ("e".into(), dated(e, "2024-07-02")),
+            ("e-repost".into(), dated(&repost(e), "2024-07-01")),
+        ],
+    )
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_neardup"))
+        .args(["backfill", "--index", &idx.name, "--quiet", "--state"])
+        .arg(dir.path().join("state.jsonl"))
+        .arg("--failed")
+        .arg(dir.path().join("failed.jsonl"))
+        .env("NEARDUP_ES_URL", t::url())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let got = labels(&client, &idx.name).await;
+    assert_eq!(
+        (got["e"].as_str(), got["e-repost"].as_str()),
+        ("e-repost", "e-repost")
+    );
 
     // es-init again keeps the recorded order; another order is a conflict naming the flag.
     let out = es_init_with(&idx.name, &[]);
