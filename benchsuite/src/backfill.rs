@@ -300,6 +300,7 @@ async fn raw_pass(
                 id: h.id,
                 guard: Some((h.seq_no, h.primary_term)),
                 sketches: Sketches { simhash, minhash },
+                order: None,
             }
         })
         .collect();

@@ -1,7 +1,9 @@
 //! `neardup es-init`: give an index the fingerprint fields of its methods (or create it with
 //! them) and record what it holds in the mapping's `_meta`.
 
-use neardup::es::{self, BlockType, GroupMeta, IndexMeta, InitOutcome, MetaSource, RetryPolicy};
+use neardup::es::{
+    self, BlockType, GroupMeta, GroupOrder, IndexMeta, InitOutcome, MetaSource, RetryPolicy,
+};
 use neardup::{FingerprintConfig, Method, Methods, MinHashParams, Profile};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -64,6 +66,15 @@ pub struct Args {
     /// index records, else `nearDupGroup`.
     #[arg(long, value_name = "NAME", conflicts_with = "no_groups")]
     group_field: Option<String>,
+    /// Label each duplicate group with its earliest article by this field of the articles
+    /// (a date, number or string; a dotted path allowed), e.g. `publishDate`: a batch's
+    /// copies near no stored article take the id of the one with the smallest value
+    /// (numbers before strings, a missing value last, then the smaller id). A new article
+    /// joins the group it is near even when it is earlier than its representative (a write
+    /// never relabels others). Default: what the index records, else the first
+    /// fingerprinted. An index keeps the order it was given.
+    #[arg(long, value_name = "FIELD", conflicts_with = "no_groups")]
+    group_order: Option<String>,
     /// Keep no duplicate group labels (an index that records them keeps them).
     #[arg(long)]
     no_groups: bool,
@@ -127,15 +138,20 @@ pub fn run(args: Args) -> CmdResult {
                 .and_then(|m| m.boilerplate.clone()),
         };
         let group = (!args.no_groups).then(|| {
-            let recorded_field = recorded
-                .iter()
-                .find_map(|m| m.group.as_ref().map(|g| g.field.clone()));
-            GroupMeta::named(
-                args.group_field
+            let recorded = recorded.iter().find_map(|m| m.group.clone());
+            GroupMeta {
+                field: args
+                    .group_field
                     .clone()
-                    .or(recorded_field)
+                    .or_else(|| recorded.as_ref().map(|g| g.field.clone()))
                     .unwrap_or_else(|| es::schema::DEFAULT_GROUP_FIELD.to_owned()),
-            )
+                order: match &args.group_order {
+                    Some(field) => GroupOrder::Earliest {
+                        field: field.clone(),
+                    },
+                    None => recorded.map(|g| g.order).unwrap_or_default(),
+                },
+            }
         });
         let mut wanted = IndexMeta::new(
             &FingerprintConfig {

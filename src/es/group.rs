@@ -12,12 +12,17 @@
 //!   counts as labelled with its own id).
 //! - Articles written in one batch that are near each other end in one group: the batch's
 //!   links are closed transitively, and a set of linked articles takes the label of the
-//!   nearest stored article any of them is near; near none, the id of its first article.
+//!   nearest stored article any of them is near; near none, the id of its representative:
+//!   its first article, or, where the index orders groups by a field (`es-init
+//!   --group-order publishDate`, [`GroupOrder::Earliest`]), its earliest article by that
+//!   field ([`earliest_first`], the one rule of that order).
 //! - An article too short to fingerprint is its own group.
 //! - A write never relabels other articles. An article near two groups joins one; the two
 //!   stay apart until a regroup recomputes the groups as connected components. A deleted
 //!   representative's id stays the label of its group (a label, not a reference). A
-//!   re-fingerprinted article is labelled again like a new one (without itself).
+//!   re-fingerprinted article is labelled again like a new one (without itself). An article
+//!   earlier (by the group order) than its group's representative joins the group under the
+//!   existing label: the representative stays until a regroup.
 //!
 //! Searches see what the last refresh made searchable. So that articles written by this
 //! process moments ago are seen too, a grouper remembers what it labelled until the index
@@ -36,7 +41,7 @@ use elasticsearch::Elasticsearch;
 use futures_util::StreamExt;
 use serde_json::{json, Value};
 
-use super::schema::GroupMeta;
+use super::schema::{GroupMeta, GroupOrder};
 use super::{request, Body, EsError, IndexMeta, RetryPolicy, Similar, DEFAULT_K};
 use crate::method::Score;
 use crate::{Fingerprinter, MinHashParams, Sketch, Sketches, Tolerance};
@@ -63,17 +68,92 @@ pub struct Linked {
     pub score: Score,
 }
 
+/// An article's place in a group order by a field ([`GroupOrder::Earliest`]): the field's
+/// value as [`order_key`] reads it. Numbers compare as numbers (as `f64`: exact up to 2^53,
+/// which holds epoch milliseconds), strings as strings (by code point, so ISO 8601 dates of
+/// one format and time zone sort by time), and every number comes before every string.
+#[derive(Clone, Debug)]
+pub enum OrderKey {
+    /// A JSON number (never NaN; `-0` is `0`).
+    Number(f64),
+    /// A JSON string.
+    String(String),
+}
+
+impl Ord for OrderKey {
+    fn cmp(&self, other: &OrderKey) -> std::cmp::Ordering {
+        use std::cmp::Ordering;
+        match (self, other) {
+            (OrderKey::Number(a), OrderKey::Number(b)) => a.total_cmp(b),
+            (OrderKey::Number(_), OrderKey::String(_)) => Ordering::Less,
+            (OrderKey::String(_), OrderKey::Number(_)) => Ordering::Greater,
+            (OrderKey::String(a), OrderKey::String(b)) => a.cmp(b),
+        }
+    }
+}
+
+impl PartialOrd for OrderKey {
+    fn partial_cmp(&self, other: &OrderKey) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl PartialEq for OrderKey {
+    fn eq(&self, other: &OrderKey) -> bool {
+        self.cmp(other).is_eq()
+    }
+}
+
+impl Eq for OrderKey {}
+
+/// The order key of a document field's value: a number or a string; an array by its first
+/// element; `None` for null, a boolean, an object or an empty array (as for a missing
+/// field), which [`earliest_first`] puts after every value.
+pub fn order_key(v: &Value) -> Option<OrderKey> {
+    match v {
+        // Adding 0.0 turns -0.0 into 0.0, so that equal numbers have equal keys.
+        Value::Number(n) => n.as_f64().map(|f| OrderKey::Number(f + 0.0)),
+        Value::String(s) => Some(OrderKey::String(s.clone())),
+        Value::Array(a) => a.first().and_then(order_key),
+        Value::Null | Value::Bool(_) | Value::Object(_) => None,
+    }
+}
+
+/// The order key of `doc`'s field `field` (a dotted path, as text fields are found;
+/// [`crate::input::lookup`]), `None` when it is missing or not an order value.
+pub fn order_key_at(doc: &Value, field: &str) -> Option<OrderKey> {
+    crate::input::lookup(doc, field).and_then(order_key)
+}
+
+/// The one rule of a group order by a field: of two articles (order key, id), which comes
+/// first. By key, a missing key (`None`) after every key; then by id. A group's
+/// representative is its first article by this rule. A total order: equal only for equal
+/// keys and equal ids.
+pub fn earliest_first(
+    a: (Option<&OrderKey>, &str),
+    b: (Option<&OrderKey>, &str),
+) -> std::cmp::Ordering {
+    (a.0.is_none(), a.0, a.1).cmp(&(b.0.is_none(), b.0, b.1))
+}
+
 /// The labels of a batch of new articles (`items`: id and sketch of the tolerance's method,
 /// `None` when too short), given what each is near among the stored articles (`stored`,
-/// one list per item) — the rules of the module docs. Pure: the writers' searches and the
-/// property tests feed it alike.
+/// one list per item) — the rules of the module docs. `order`: each item's order key where
+/// the index orders groups by a field ([`GroupOrder::Earliest`]), so that a batch's linked
+/// set near no stored article is labelled by its earliest article ([`earliest_first`]);
+/// `None` for the first-fingerprinted order (labelled by its first article). Pure: the
+/// writers' searches and the property tests feed it alike.
 pub fn assign_labels(
     items: &[(&str, Option<&Sketch>)],
     stored: &[Vec<Linked>],
     tolerance: Tolerance,
     params: Option<&MinHashParams>,
+    order: Option<&[Option<OrderKey>]>,
 ) -> Vec<String> {
     let n = items.len();
+    if let Some(keys) = order {
+        assert_eq!(keys.len(), n, "one order key (or None) per item");
+    }
     let bands: Vec<Vec<u64>> = items
         .iter()
         .map(|(_, s)| s.map(|s| band_set(s, params)).unwrap_or_default())
@@ -144,6 +224,22 @@ pub fn assign_labels(
             }
         }
     }
+    // A component's representative: its first article (its root), or its earliest by the
+    // order.
+    let mut representative: HashMap<usize, usize> = HashMap::new();
+    if let Some(keys) = order {
+        for i in 0..n {
+            let r = root(&mut parent, i);
+            let e = representative.entry(r).or_insert(i);
+            let i_first = earliest_first(
+                (keys[i].as_ref(), items[i].0),
+                (keys[*e].as_ref(), items[*e].0),
+            );
+            if i_first.is_lt() {
+                *e = i;
+            }
+        }
+    }
     (0..n)
         .map(|i| {
             if items[i].1.is_none() {
@@ -152,7 +248,9 @@ pub fn assign_labels(
             let r = root(&mut parent, i);
             match best.get(&r) {
                 Some(l) => l.label.clone(),
-                None => items[r].0.to_owned(),
+                None => items[representative.get(&r).copied().unwrap_or(r)]
+                    .0
+                    .to_owned(),
             }
         })
         .collect()
@@ -328,13 +426,19 @@ impl Grouper {
         &self.group.field
     }
 
-    /// The group labels of `items` (id, sketches) to be written into `index`: searched,
-    /// linked with the remembered and with each other, then remembered.
+    /// The document field groups are ordered by, where they are.
+    pub(crate) fn order_field(&self) -> Option<&str> {
+        self.group.order.field()
+    }
+
+    /// The group labels of `items` (id, sketches, order key where the index orders groups by
+    /// a field) to be written into `index`: searched, linked with the remembered and with
+    /// each other, then remembered.
     pub(crate) async fn labels(
         &self,
         index: &str,
         meta: &IndexMeta,
-        items: &[(&str, &Sketches)],
+        items: &[(&str, &Sketches, Option<&OrderKey>)],
         refresh_interval: impl std::future::Future<Output = Result<Option<Duration>, EsError>>,
     ) -> Result<Vec<String>, EsError> {
         let horizon = *self
@@ -352,7 +456,7 @@ impl Grouper {
         let params = params.as_ref().filter(|_| method == crate::Method::MinHash);
         let sketches: Vec<Option<Sketch>> = items
             .iter()
-            .map(|(_, s)| (*s).clone().into_sketch(method).ok())
+            .map(|(_, s, _)| (*s).clone().into_sketch(method).ok())
             .collect();
         let searched = futures_util::stream::iter(sketches.iter().flatten().cloned())
             .map(|q| self.similar.by_fingerprint(index, q, tolerance))
@@ -401,10 +505,14 @@ impl Grouper {
         let refs: Vec<(&str, Option<&Sketch>)> = items
             .iter()
             .zip(&sketches)
-            .map(|((id, _), s)| (*id, s.as_ref()))
+            .map(|((id, ..), s)| (*id, s.as_ref()))
             .collect();
-        let out = assign_labels(&refs, &stored, tolerance, params);
-        for (((id, _), s), (label, b)) in items.iter().zip(sketches).zip(out.iter().zip(bands)) {
+        let keys: Option<Vec<Option<OrderKey>>> = match self.group.order {
+            GroupOrder::Fingerprinted => None,
+            GroupOrder::Earliest { .. } => Some(items.iter().map(|(.., k)| k.cloned()).collect()),
+        };
+        let out = assign_labels(&refs, &stored, tolerance, params, keys.as_deref());
+        for (((id, ..), s), (label, b)) in items.iter().zip(sketches).zip(out.iter().zip(bands)) {
             if let Some(s) = s {
                 recent.remember(now, id, s, b, label.clone());
             }
@@ -512,6 +620,7 @@ mod tests {
             &[vec![], vec![], vec![], vec![]],
             Tolerance::Distance(3),
             None,
+            None,
         );
         assert_eq!(got, ["x", "x", "z", "w"]);
     }
@@ -527,7 +636,7 @@ mod tests {
             vec![linked("s", "g1", 2)],
             vec![linked("t", "g0", 1), linked("c", "c", 0)],
         ];
-        let got = assign_labels(&items, &stored, Tolerance::Distance(3), None);
+        let got = assign_labels(&items, &stored, Tolerance::Distance(3), None, None);
         assert_eq!(got, ["g0", "g0", "g0"]);
     }
 
@@ -541,9 +650,182 @@ mod tests {
             linked("t", "mm", 1),
         ]];
         assert_eq!(
-            assign_labels(&items, &stored, Tolerance::Distance(3), None),
+            assign_labels(&items, &stored, Tolerance::Distance(3), None, None),
             ["mm"]
         );
+    }
+
+    fn num(n: f64) -> Option<OrderKey> {
+        Some(OrderKey::Number(n))
+    }
+
+    fn text(s: &str) -> Option<OrderKey> {
+        Some(OrderKey::String(s.into()))
+    }
+
+    #[test]
+    fn a_batch_near_nothing_stored_is_labelled_by_its_earliest() {
+        // x, y, v copies (one component), z apart, w too short.
+        let (a, b, c, d) = (sim(0), sim(1), sim(u64::MAX), sim(3));
+        let items = [
+            ("x", Some(&a)),
+            ("y", Some(&b)),
+            ("z", Some(&c)),
+            ("w", None),
+            ("v", Some(&d)),
+        ];
+        let stored = vec![Vec::new(); items.len()];
+        let label = |keys: &[Option<OrderKey>]| {
+            assign_labels(&items, &stored, Tolerance::Distance(3), None, Some(keys))
+        };
+        // The earliest date labels the component, whatever its place in the batch.
+        let keys = [
+            text("2024-05-02T08:00:00Z"),
+            text("2024-05-01T09:30:00Z"),
+            text("2023-01-01"),
+            text("2000-01-01"),
+            text("2024-05-01T10:00:00Z"),
+        ];
+        assert_eq!(label(&keys), ["y", "y", "z", "w", "y"]);
+        // A missing value comes after every value; numbers before strings.
+        assert_eq!(
+            label(&[None, text("2024"), None, None, num(1e12)]),
+            ["v", "v", "z", "w", "v"]
+        );
+        // Equal keys, or none at all: the smaller id.
+        assert_eq!(
+            label(&[num(5.0), num(5.0), None, None, num(5.0)]),
+            ["v", "v", "z", "w", "v"]
+        );
+        assert_eq!(
+            label(&[None, None, None, None, None]),
+            ["v", "v", "z", "w", "v"]
+        );
+        // The first-fingerprinted order is the first article, unchanged.
+        assert_eq!(
+            assign_labels(&items, &stored, Tolerance::Distance(3), None, None),
+            ["x", "x", "z", "w", "x"]
+        );
+    }
+
+    #[test]
+    fn an_earlier_article_joins_a_stored_group_under_its_label() {
+        // A write never relabels others: near a stored group, the group's label wins over
+        // the batch's earliest.
+        let (a, b) = (sim(0), sim(1));
+        let items = [("old-copy", Some(&a)), ("new", Some(&b))];
+        let stored = [vec![linked("s", "rep", 1)], vec![]];
+        let keys = [text("1999-01-01"), text("2024-01-01")];
+        assert_eq!(
+            assign_labels(&items, &stored, Tolerance::Distance(3), None, Some(&keys)),
+            ["rep", "rep"]
+        );
+    }
+
+    #[test]
+    fn order_keys_of_json_values() {
+        use serde_json::json;
+        assert_eq!(order_key(&json!(3)), num(3.0));
+        assert_eq!(order_key(&json!(-0.0)), num(0.0));
+        assert_eq!(order_key(&json!("2024-05-01")), text("2024-05-01"));
+        assert_eq!(order_key(&json!(["2024-05-01", 3])), text("2024-05-01"));
+        for none in [json!(null), json!(true), json!({"a": 1}), json!([])] {
+            assert_eq!(order_key(&none), None, "{none}");
+        }
+        let doc = json!({ "meta": { "published": 1714550400000u64 }, "publishDate": "2024-05-01" });
+        assert_eq!(order_key_at(&doc, "meta.published"), num(1714550400000.0));
+        assert_eq!(order_key_at(&doc, "publishDate"), text("2024-05-01"));
+        assert_eq!(order_key_at(&doc, "updated"), None);
+        // Numbers compare as numbers, strings as strings, numbers first.
+        assert!(num(9.0) < num(10.0));
+        assert!(text("10") < text("9"));
+        assert!(num(1e300) < text(""));
+        assert!(text("2024-04-30T23:59:59Z") < text("2024-05-01T00:00:00Z"));
+    }
+
+    /// JSON values of every kind an order field may hold.
+    fn json_value() -> impl proptest::strategy::Strategy<Value = Value> {
+        use proptest::prelude::*;
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::from),
+            (-3i64..3).prop_map(Value::from),
+            any::<i64>().prop_map(Value::from),
+            any::<u64>().prop_map(Value::from),
+            (-1e3f64..1e3).prop_map(Value::from),
+            prop_oneof![Just(0.0f64), Just(-0.0), Just(2.0)].prop_map(Value::from),
+            "[0-9a-c:-]{0,4}".prop_map(Value::from),
+        ];
+        leaf.prop_recursive(2, 6, 3, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..3).prop_map(Value::from),
+                inner.prop_map(|v| serde_json::json!({ "x": v })),
+            ]
+        })
+    }
+
+    proptest::proptest! {
+        /// `earliest_first` is a total order on (key, id) consistent with equality: reflexive,
+        /// antisymmetric, transitive, equal exactly for equal keys and ids; a missing key
+        /// comes after every key.
+        #[test]
+        fn the_order_is_total_and_consistent(
+            vals in proptest::collection::vec((json_value(), "[ab]{1,2}"), 2..6)
+        ) {
+            use std::cmp::Ordering;
+            let keys: Vec<(Option<OrderKey>, &str)> =
+                vals.iter().map(|(v, id)| (order_key(v), id.as_str())).collect();
+            let cmp = |i: usize, j: usize| {
+                earliest_first((keys[i].0.as_ref(), keys[i].1), (keys[j].0.as_ref(), keys[j].1))
+            };
+            for i in 0..keys.len() {
+                proptest::prop_assert_eq!(cmp(i, i), Ordering::Equal);
+                for j in 0..keys.len() {
+                    proptest::prop_assert_eq!(cmp(i, j), cmp(j, i).reverse());
+                    proptest::prop_assert_eq!(cmp(i, j).is_eq(), keys[i] == keys[j]);
+                    if keys[i].0.is_some() && keys[j].0.is_none() {
+                        proptest::prop_assert_eq!(cmp(i, j), Ordering::Less);
+                    }
+                    for k in 0..keys.len() {
+                        if cmp(i, j).is_le() && cmp(j, k).is_le() {
+                            proptest::prop_assert!(cmp(i, k).is_le());
+                        }
+                    }
+                }
+            }
+            // The key of a value equals the key of an array starting with it.
+            for (v, _) in &vals {
+                proptest::prop_assert_eq!(order_key(v), order_key(&Value::from(vec![v.clone()])));
+            }
+        }
+
+        /// With an order, a batch's component near nothing stored takes the id of its member
+        /// with the smallest (key, id) — the same components as without one.
+        #[test]
+        fn batch_labels_are_the_earliest_of_each_component(
+            seeds in proptest::collection::vec((0u64..4, proptest::collection::vec(0u32..64, 0..4), proptest::option::of(0i64..5)), 1..30)
+        ) {
+            let fps: Vec<u64> = seeds
+                .iter()
+                .map(|(c, flips, _)| flips.iter().fold(c.wrapping_mul(0x9E37_79B9_7F4A_7C15), |f, b| f ^ (1u64 << b)))
+                .collect();
+            let keys: Vec<Option<OrderKey>> =
+                seeds.iter().map(|(.., k)| k.map(|k| OrderKey::Number(k as f64))).collect();
+            let sketches: Vec<Sketch> = fps.iter().map(|&f| sim(f)).collect();
+            let ids: Vec<String> = (0..fps.len()).map(|i| format!("d{i:02}")).collect();
+            let items: Vec<(&str, Option<&Sketch>)> =
+                ids.iter().map(String::as_str).zip(sketches.iter().map(Some)).collect();
+            let stored = vec![Vec::new(); items.len()];
+            let got = assign_labels(&items, &stored, Tolerance::Distance(3), None, Some(&keys));
+            let comp = components(&fps, 3);
+            for i in 0..fps.len() {
+                let earliest = (0..fps.len())
+                    .filter(|&j| comp[j] == comp[i])
+                    .min_by(|&a, &b| earliest_first((keys[a].as_ref(), &ids[a]), (keys[b].as_ref(), &ids[b])))
+                    .unwrap();
+                proptest::prop_assert_eq!(&got[i], &ids[earliest]);
+            }
+        }
     }
 
     /// Brute force: the connected components of the pairs within `k`, as sets of indices.
@@ -582,7 +864,7 @@ mod tests {
             let items: Vec<(&str, Option<&Sketch>)> =
                 ids.iter().map(String::as_str).zip(sketches.iter().map(Some)).collect();
             let stored = vec![Vec::new(); items.len()];
-            let got = assign_labels(&items, &stored, Tolerance::Distance(3), None);
+            let got = assign_labels(&items, &stored, Tolerance::Distance(3), None, None);
             let comp = components(&fps, 3);
             for i in 0..fps.len() {
                 proptest::prop_assert_eq!(&got[i], &ids[comp[i]]);

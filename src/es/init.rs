@@ -10,7 +10,7 @@ use serde_json::{json, Map, Value};
 
 use std::collections::BTreeMap;
 
-use super::schema::{FieldNames, GroupMeta, IndexMeta, META_KEY};
+use super::schema::{FieldNames, GroupMeta, GroupOrder, IndexMeta, META_KEY};
 use super::{path_segment, path_segment_keep_patterns, request, send, Body, EsError, RetryPolicy};
 use crate::{FingerprintConfig, Fingerprinter, Profile};
 
@@ -247,14 +247,24 @@ fn upgrade_meta(
 
 /// Two different group fields (or orders) asked of one index.
 fn group_clash(index: &str, recorded: &GroupMeta, wanted: &GroupMeta) -> EsError {
-    EsError::MetaConflict {
-        index: index.to_owned(),
-        existing: format!("groups in `{}` ({:?})", recorded.field, recorded.order),
-        wanted: format!("groups in `{}` ({:?})", wanted.field, wanted.order),
-        hint: format!(
+    let hint = if recorded.field != wanted.field {
+        format!(
             "an index keeps one group field: pass --group-field {}",
             recorded.field
-        ),
+        )
+    } else {
+        match &recorded.order {
+            GroupOrder::Earliest { field } => format!(
+                "an index keeps one group order: pass --group-order {field} (or leave it out), or es-init a new index for another order"
+            ),
+            GroupOrder::Fingerprinted => "an index keeps one group order: leave out --group-order (this index's groups are labelled by their first fingerprinted article), or es-init a new index for another order".to_owned(),
+        }
+    };
+    EsError::MetaConflict {
+        index: index.to_owned(),
+        existing: format!("groups in `{}` ({})", recorded.field, recorded.order),
+        wanted: format!("groups in `{}` ({})", wanted.field, wanted.order),
+        hint,
     }
 }
 

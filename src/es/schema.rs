@@ -311,13 +311,74 @@ pub const MAPPING_GROUP: &str = include_str!("../../mappings/neardup-group-field
 pub const DEFAULT_GROUP_FIELD: &str = "nearDupGroup";
 
 /// Which article of a group is its representative, the one whose id labels the group.
-#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+///
+/// Recorded in `_meta.neardup.group.order`: `"fingerprinted"` (or no `order`, as in indices
+/// recorded before orders existed) for the first fingerprinted, `{"field": "publishDate"}`
+/// for the earliest by a field.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "OrderRepr", into = "OrderRepr")]
 pub enum GroupOrder {
     /// The first fingerprinted: a new article joins the group it is near, and starts one,
-    /// labelled with its own id, when it is near none.
+    /// labelled with its own id, when it is near none; articles of one batch near no stored
+    /// one are labelled by the first of them.
     #[default]
     Fingerprinted,
+    /// The earliest by a document field (a dotted path, e.g. `publishDate`), by the one rule
+    /// [`super::group::earliest_first`]: articles of one batch near no stored one are
+    /// labelled by the earliest of them. A new article joins the group it is near like in the
+    /// first-fingerprinted order, even when it is earlier than the group's representative (a
+    /// write never relabels others; a regroup does).
+    Earliest { field: String },
+}
+
+impl GroupOrder {
+    /// The field groups are ordered by, if any.
+    pub fn field(&self) -> Option<&str> {
+        match self {
+            GroupOrder::Fingerprinted => None,
+            GroupOrder::Earliest { field } => Some(field),
+        }
+    }
+}
+
+/// `first fingerprinted`, or `earliest by `publishDate``.
+impl fmt::Display for GroupOrder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            GroupOrder::Fingerprinted => f.write_str("first fingerprinted"),
+            GroupOrder::Earliest { field } => write!(f, "earliest by `{field}`"),
+        }
+    }
+}
+
+/// How [`GroupOrder`] is written in `_meta`: a name, or the field of an order by a field.
+#[derive(Serialize, Deserialize)]
+#[serde(untagged)]
+enum OrderRepr {
+    Name(String),
+    Field { field: String },
+}
+
+impl TryFrom<OrderRepr> for GroupOrder {
+    type Error = String;
+    fn try_from(r: OrderRepr) -> Result<GroupOrder, String> {
+        match r {
+            OrderRepr::Name(n) if n == "fingerprinted" => Ok(GroupOrder::Fingerprinted),
+            OrderRepr::Name(n) => Err(format!(
+                "unknown group order `{n}`: `fingerprinted` or {{\"field\": NAME}}"
+            )),
+            OrderRepr::Field { field } => Ok(GroupOrder::Earliest { field }),
+        }
+    }
+}
+
+impl From<GroupOrder> for OrderRepr {
+    fn from(o: GroupOrder) -> OrderRepr {
+        match o {
+            GroupOrder::Fingerprinted => OrderRepr::Name("fingerprinted".into()),
+            GroupOrder::Earliest { field } => OrderRepr::Field { field },
+        }
+    }
 }
 
 /// The duplicate groups part of [`IndexMeta`]: every article carries, in a `keyword` field,
@@ -561,7 +622,8 @@ impl IndexMeta {
     }
 
     /// Every field name of every method the index holds, checked: non-empty, top-level,
-    /// not metadata, and all distinct.
+    /// not metadata, and all distinct; and the group order field, if any (not metadata, not
+    /// the group field).
     pub fn validate(&self) -> Result<(), EsError> {
         let mut all: Vec<&str> = Vec::new();
         if let Some(s) = &self.simhash {
@@ -572,6 +634,13 @@ impl IndexMeta {
         }
         if let Some(g) = &self.group {
             all.push(&g.field);
+            if let Some(f) = g.order.field() {
+                if f.is_empty() || f.starts_with('_') || f == g.field {
+                    return Err(EsError::Config(format!(
+                        "group order field `{f}` is not allowed: name a field of the articles (a dotted path allowed) that is not the group field and does not start with `_`"
+                    )));
+                }
+            }
         }
         validate_names(&all)
     }
@@ -751,6 +820,9 @@ impl fmt::Display for IndexMeta {
         }
         if let Some(g) = &self.group {
             write!(f, ", groups in `{}`", g.field)?;
+            if g.order != GroupOrder::Fingerprinted {
+                write!(f, " ({})", g.order)?;
+            }
         }
         Ok(())
     }
@@ -957,6 +1029,62 @@ mod tests {
         assert_eq!(m["minHashReason"], "too_short");
         assert_eq!(m["minHashVersion"], fp.minhash_version());
         assert!(signature_from_base64("not base64!").is_none());
+    }
+
+    #[test]
+    fn group_orders_round_trip_and_old_forms_read_as_first_fingerprinted() {
+        let ordered = IndexMeta {
+            group: Some(GroupMeta {
+                field: "nearDupGroup".into(),
+                order: GroupOrder::Earliest {
+                    field: "publishDate".into(),
+                },
+            }),
+            ..both()
+        };
+        ordered.validate().unwrap();
+        let j = ordered.to_json();
+        assert_eq!(
+            j["group"],
+            json!({ "field": "nearDupGroup", "order": { "field": "publishDate" } })
+        );
+        let mapping = json!({ "_meta": { META_KEY: j }, "properties": {} });
+        let back = IndexMeta::from_mapping("i", &mapping, &FieldNames::default()).unwrap();
+        assert_eq!(back, ordered);
+        assert!(back
+            .to_string()
+            .ends_with("groups in `nearDupGroup` (earliest by `publishDate`)"));
+
+        let first = IndexMeta {
+            group: Some(GroupMeta::default()),
+            ..both()
+        };
+        assert_eq!(first.to_json()["group"]["order"], "fingerprinted");
+        // What neardup wrote before orders existed, and an absent `order`: the default.
+        for group in [
+            json!({ "field": "nearDupGroup", "order": "fingerprinted" }),
+            json!({ "field": "nearDupGroup" }),
+        ] {
+            let mut j = first.to_json();
+            j["group"] = group;
+            let mapping = json!({ "_meta": { META_KEY: j }, "properties": {} });
+            let back = IndexMeta::from_mapping("i", &mapping, &FieldNames::default()).unwrap();
+            assert_eq!(back, first);
+            assert_eq!(back.group.unwrap().order, GroupOrder::Fingerprinted);
+        }
+        let mut j = first.to_json();
+        j["group"]["order"] = json!("newest");
+        let mapping = json!({ "_meta": { META_KEY: j }, "properties": {} });
+        let e = IndexMeta::from_mapping("i", &mapping, &FieldNames::default())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("`i`"), "{e}");
+
+        for bad in ["", "_id", "nearDupGroup"] {
+            let mut m = ordered.clone();
+            m.group.as_mut().unwrap().order = GroupOrder::Earliest { field: bad.into() };
+            assert!(m.validate().is_err(), "{bad:?}");
+        }
     }
 
     #[test]

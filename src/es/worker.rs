@@ -30,6 +30,7 @@ use elasticsearch::http::Method;
 use rayon::prelude::*;
 use serde_json::{json, Value};
 
+use super::group::order_key_at;
 use super::scan::{Paging, ScanOptions, Scanner};
 use super::write::{sketch_source, BulkReport, EsIndexer, FingerprintUpdate};
 use super::{path_segment, request, Body, EsError, IndexMeta};
@@ -172,9 +173,12 @@ impl Worker {
         };
         let mut report = PassReport::default();
         let index = self.indexer.index().to_owned();
+        // The text, and the field groups are ordered by where they are.
+        let mut source = self.config.text_fields.clone();
+        source.extend(self.indexer.group_order_field().map(str::to_owned));
         let body = json!({
             "query": self.stale_query(),
-            "_source": self.config.text_fields,
+            "_source": source,
             "seq_no_primary_term": true,
             "track_total_hits": true,
         });
@@ -223,6 +227,7 @@ impl Worker {
         let fp = self.indexer.fingerprinter().clone();
         let methods = self.indexer.meta().methods();
         let fields = self.config.text_fields.clone();
+        let order_field = self.indexer.group_order_field().map(str::to_owned);
         let updates = tokio::task::spawn_blocking(move || {
             hits.par_iter()
                 .filter_map(|h| {
@@ -233,6 +238,9 @@ impl Worker {
                             id,
                             guard,
                             sketches,
+                            order: order_field
+                                .as_deref()
+                                .and_then(|f| order_key_at(&h["_source"], f)),
                         }),
                         Err(bad) => {
                             tracing::warn!(%id, "{bad}: not fingerprinted (fix the document or --field)");

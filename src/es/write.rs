@@ -19,7 +19,7 @@ use elasticsearch::http::Method;
 use elasticsearch::Elasticsearch;
 use serde_json::{json, Map, Value};
 
-use super::group::Grouper;
+use super::group::{order_key_at, Grouper, OrderKey};
 use super::schema::minhash_fields_json;
 use super::{
     check, path_segment, request, send, verify_index, Body, EsError, FieldNames, IndexMeta,
@@ -184,6 +184,11 @@ pub struct FingerprintUpdate {
     /// it the update only applies if the document has not changed since; without it, always.
     pub guard: Option<(u64, u64)>,
     pub sketches: Sketches,
+    /// Where the index orders duplicate groups by a field (`es-init --group-order`): the
+    /// document's order key, read with its text ([`EsIndexer::order_key`]; add
+    /// [`EsIndexer::group_order_field`] to the `_source` fields read). `None` otherwise, and
+    /// when the document has no value there (it then comes after every dated one).
+    pub order: Option<OrderKey>,
 }
 
 /// The group label to write into an existing document ([`EsIndexer::write_group_labels`]).
@@ -314,11 +319,12 @@ impl EsIndexer {
         });
     }
 
-    /// The group labels of articles about to be written (id, sketches), where the index
-    /// keeps groups ([`super::group`]); `None` where it does not.
+    /// The group labels of articles about to be written (id, sketches, order key where the
+    /// index orders groups by a field: [`EsIndexer::order_key`]), where the index keeps
+    /// groups ([`super::group`]); `None` where it does not.
     pub async fn group_labels(
         &self,
-        items: &[(&str, &Sketches)],
+        items: &[(&str, &Sketches, Option<&OrderKey>)],
     ) -> Result<Option<Vec<String>>, EsError> {
         let Some(g) = &self.grouper else {
             return Ok(None);
@@ -347,6 +353,20 @@ impl EsIndexer {
     /// The group field, where the index keeps groups.
     pub fn group_field(&self) -> Option<&str> {
         self.grouper.as_deref().map(Grouper::field)
+    }
+
+    /// The document field duplicate groups are ordered by, where the index keeps groups
+    /// ordered by one (`es-init --group-order`): writers that read documents back read it
+    /// with their text.
+    pub fn group_order_field(&self) -> Option<&str> {
+        self.grouper.as_deref().and_then(Grouper::order_field)
+    }
+
+    /// A document's order key in the index's group order ([`super::group::order_key`] of its
+    /// [`EsIndexer::group_order_field`]); `None` where groups are not ordered by a field or
+    /// the document has no value there.
+    pub fn order_key(&self, doc: &Value) -> Option<OrderKey> {
+        order_key_at(doc, self.group_order_field()?)
     }
 
     /// An indexer for `index` (a name or alias): reads what it holds from its `_meta` and
@@ -535,7 +555,8 @@ impl EsIndexer {
             (id, _) => (id, false),
         };
         if let (Some(id), Some(field)) = (id, self.group_field()) {
-            let labels = self.group_labels(&[(id, sketches)]).await?;
+            let key = self.order_key(article);
+            let labels = self.group_labels(&[(id, sketches, key.as_ref())]).await?;
             if let Some(label) = labels.and_then(|l| l.into_iter().next()) {
                 doc.insert(field.to_owned(), json!(label));
             }
@@ -614,10 +635,16 @@ impl EsIndexer {
         if articles.is_empty() {
             return Ok(Vec::new());
         }
-        let objects: Vec<(&str, &Sketches)> = articles
+        let keys: Vec<Option<OrderKey>> = articles
             .iter()
             .filter(|(_, a, _)| a.is_object())
-            .map(|(id, _, s)| (*id, *s))
+            .map(|(_, a, _)| self.order_key(a))
+            .collect();
+        let objects: Vec<(&str, &Sketches, Option<&OrderKey>)> = articles
+            .iter()
+            .filter(|(_, a, _)| a.is_object())
+            .zip(&keys)
+            .map(|((id, _, s), k)| (*id, *s, k.as_ref()))
             .collect();
         let labels = self.group_labels(&objects).await?;
         self.index_labelled_articles(articles, refresh, labels)
@@ -726,14 +753,14 @@ impl EsIndexer {
         &self,
         updates: &[FingerprintUpdate],
     ) -> Result<BulkReport, EsError> {
-        let items: Vec<(&str, &Sketches)> = updates
+        let items: Vec<(&str, &Sketches, Option<&OrderKey>)> = updates
             .iter()
-            .map(|u| (u.id.as_str(), &u.sketches))
+            .map(|u| (u.id.as_str(), &u.sketches, u.order.as_ref()))
             .collect();
         let labels: Option<std::collections::HashMap<&str, String>> = self
             .group_labels(&items)
             .await?
-            .map(|l| items.iter().map(|(id, _)| *id).zip(l).collect());
+            .map(|l| items.iter().map(|(id, ..)| *id).zip(l).collect());
         let docs = updates
             .iter()
             .map(|u| {

@@ -63,6 +63,7 @@ use tokio::task::JoinSet;
 use self::control::{Aimd, Pace};
 use self::journal::{Entry, JobKey, Journal, Replayed, StateLock};
 pub use self::walk::{Hit, WalkError, WalkSpec, Walker};
+use super::group::order_key_at;
 pub use super::scan::Paging;
 use super::scan::Scanner;
 use super::worker::stale_query;
@@ -355,9 +356,18 @@ enum Prepared {
     Bad { id: String, reason: String },
 }
 
-fn prepare(fp: &Fingerprinter, methods: Methods, fields: &[String], hit: Hit) -> Prepared {
+/// `hit`'s update: its text `fields` sketched with `methods`, and its order key where the
+/// index orders duplicate groups by `order_field`.
+fn prepare(
+    fp: &Fingerprinter,
+    methods: Methods,
+    fields: &[String],
+    order_field: Option<&str>,
+    hit: Hit,
+) -> Prepared {
     match sketch_source(fp, methods, &hit.source, fields) {
         Ok(sketches) => Prepared::Update(FingerprintUpdate {
+            order: order_field.and_then(|f| order_key_at(&hit.source, f)),
             id: hit.id,
             guard: Some((hit.seq_no, hit.primary_term)),
             sketches,
@@ -389,6 +399,14 @@ struct IndexRun {
 }
 
 impl IndexRun {
+    /// The `_source` fields read: the text, and the field groups are ordered by where they
+    /// are.
+    fn source_fields(&self) -> Vec<String> {
+        let mut out = self.fields.clone();
+        out.extend(self.indexer.group_order_field().map(str::to_owned));
+        out
+    }
+
     fn batch_no(&self) -> u64 {
         let mut n = self.next_batch.lock().unwrap();
         *n += 1;
@@ -505,10 +523,11 @@ impl IndexRun {
             let fp = self.indexer.fingerprinter().clone();
             let methods = self.indexer.meta().methods();
             let fields = self.fields.clone();
+            let order_field = self.indexer.group_order_field().map(str::to_owned);
             let prepared = tokio::task::spawn_blocking(move || {
                 found
                     .into_iter()
-                    .map(|h| prepare(&fp, methods, &fields, h))
+                    .map(|h| prepare(&fp, methods, &fields, order_field.as_deref(), h))
                     .collect::<Vec<_>>()
             })
             .await
@@ -536,7 +555,7 @@ impl IndexRun {
             &format!("index `{}`: read changed documents again", self.index),
             Method::Post,
             &format!("/{}/_mget", path_segment(&self.index)),
-            &[("_source_includes", &self.fields.join(","))],
+            &[("_source_includes", &self.source_fields().join(","))],
             Some(&Body::Json(json!({ "ids": ids }))),
         )
         .await?;
@@ -1029,7 +1048,7 @@ impl Backfill {
             let scanner = scanner.clone();
             let segments = segments.to_vec();
             let index = run.index.clone();
-            let fields = cfg.text_fields.clone();
+            let fields = run.source_fields();
             let (page_size, keep_alive) = (cfg.page_size.max(1), cfg.keep_alive);
             let reader_stop = Arc::clone(&reader_stop);
             tokio::spawn(async move {
@@ -1097,9 +1116,10 @@ impl Backfill {
             let fp = self.fp.clone();
             let methods = run.indexer.meta().methods();
             let fields = cfg.text_fields.clone();
+            let order_field = run.indexer.group_order_field().map(str::to_owned);
             let prepared = tokio::task::spawn_blocking(move || {
                 hits.into_par_iter()
-                    .map(|h| prepare(&fp, methods, &fields, h))
+                    .map(|h| prepare(&fp, methods, &fields, order_field.as_deref(), h))
                     .collect::<Vec<_>>()
             })
             .await
@@ -1206,6 +1226,7 @@ mod tests {
             &fp,
             Methods::BOTH,
             &fields,
+            None,
             hit(json!({"title": "t", "content": 42})),
         ) {
             Prepared::Bad { reason, .. } => assert!(reason.contains("`content` holds a number")),
@@ -1215,6 +1236,7 @@ mod tests {
             &fp,
             Methods::BOTH,
             &fields,
+            None,
             hit(json!({"title": ["a", {"x": 1}]})),
         ) {
             Prepared::Bad { reason, .. } => assert!(reason.contains("an object")),
@@ -1225,7 +1247,7 @@ mod tests {
             json!({"title": "", "content": null}),
             json!({"other": 1}),
         ] {
-            match prepare(&fp, Methods::BOTH, &fields, hit(src)) {
+            match prepare(&fp, Methods::BOTH, &fields, None, hit(src)) {
                 Prepared::Update(u) => {
                     let s = &u.sketches;
                     assert!(s.simhash.as_ref().unwrap().is_err(), "too short");

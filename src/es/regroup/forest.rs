@@ -19,12 +19,13 @@ use std::path::{Path, PathBuf};
 use redb::{Database, ReadableTable, ReadableTableMetadata, Table, TableDefinition};
 
 use super::RegroupError;
+use crate::es::group::{earliest_first, OrderKey};
 
 const META: TableDefinition<&str, &str> = TableDefinition::new("meta");
 const COUNTERS: TableDefinition<&str, u64> = TableDefinition::new("counters");
 const IDS: TableDefinition<&str, u64> = TableDefinition::new("ids");
-/// num → (id, seq_no, primary_term, label, has a sketch)
-const NODES: TableDefinition<u64, (&str, u64, u64, Option<&str>, bool)> =
+/// num → (id, seq_no, primary_term, label, has a sketch, order key ([`encode_key`]))
+const NODES: TableDefinition<u64, (&str, u64, u64, Option<&str>, bool, Option<&str>)> =
     TableDefinition::new("nodes");
 const PARENT: TableDefinition<u64, u64> = TableDefinition::new("parent");
 const SEARCHED: TableDefinition<u64, ()> = TableDefinition::new("searched");
@@ -74,6 +75,26 @@ pub struct Node {
     pub primary_term: u64,
     pub label: Option<String>,
     pub has_sketch: bool,
+    /// Its value of the group order's field, where the groups are ordered by one.
+    pub order: Option<OrderKey>,
+}
+
+/// An order key as stored: `n` and the bits of the number in hex, or `s` and the string.
+fn encode_key(k: &OrderKey) -> String {
+    match k {
+        OrderKey::Number(f) => format!("n{:016x}", f.to_bits()),
+        OrderKey::String(s) => format!("s{s}"),
+    }
+}
+
+fn decode_key(s: &str) -> Option<OrderKey> {
+    match s.split_at_checked(1)? {
+        ("n", bits) => u64::from_str_radix(bits, 16)
+            .ok()
+            .map(|b| OrderKey::Number(f64::from_bits(b))),
+        ("s", s) => Some(OrderKey::String(s.to_owned())),
+        _ => None,
+    }
 }
 
 /// A label to write: the article's id, its guard and the label it should carry.
@@ -106,13 +127,16 @@ pub struct Tally {
     pub largest: u64,
 }
 
-/// Which member of a component represents it: the one whose id most members already carry as
-/// their label (so that the fewest labels change; a group written by the rules of
-/// [`crate::es::group`] is labelled with its first fingerprinted member), ties to the smaller
-/// id. Every member is a candidate with no votes.
+/// Which member of a component represents it.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum Rank {
+    /// The first fingerprinted order: the member whose id most members already carry as their
+    /// label (so that the fewest labels change; a group written by the rules of
+    /// [`crate::es::group`] is labelled with its first fingerprinted member), ties to the
+    /// smaller id. Every member is a candidate with no votes.
     MostCarried,
+    /// An order by a field: the earliest member by [`earliest_first`].
+    Earliest,
 }
 
 pub struct Forest {
@@ -311,7 +335,8 @@ impl Forest {
                             n.seq_no,
                             n.primary_term,
                             n.label.as_deref(),
-                            n.has_sketch
+                            n.has_sketch,
+                            n.order.as_ref().map(encode_key).as_deref()
                         )
                     )
                 )?;
@@ -347,7 +372,6 @@ impl Forest {
         members: bool,
         mut progress: impl FnMut(u64),
     ) -> Result<()> {
-        let Rank::MostCarried = rank;
         let mut from = self.counter("chosen")?;
         loop {
             let tx = st!(self, self.db.begin_write())?;
@@ -376,6 +400,14 @@ impl Forest {
                         .map(|v| v.value().0.to_owned())
                         .unwrap_or_default())
                 };
+                let key_of = |n: u64| -> Result<(Option<OrderKey>, String)> {
+                    Ok(st!(self, nodes.get(n))?
+                        .map(|v| {
+                            let v = v.value();
+                            (v.5.and_then(decode_key), v.0.to_owned())
+                        })
+                        .unwrap_or_default())
+                };
                 for (n, label, has_sketch) in &batch {
                     from = n + 1;
                     if !has_sketch {
@@ -392,7 +424,7 @@ impl Forest {
                         st!(self, listed.insert((r, *n), ()))?;
                     }
                     let mut candidates = vec![(*n, 0)];
-                    if let Some(label) = label {
+                    if let (Rank::MostCarried, Some(label)) = (rank, label) {
                         if let Some(m) = st!(self, ids.get(label.as_str()))?.map(|v| v.value()) {
                             let m_sketch = st!(self, nodes.get(m))?.is_some_and(|v| v.value().4);
                             if m_sketch && st!(self, find(&mut parent, m))? == r {
@@ -405,6 +437,10 @@ impl Forest {
                     for (cand, votes) in candidates {
                         let better = match st!(self, reps.get(r))?.map(|v| v.value()) {
                             None => true,
+                            Some((best, _)) if rank == Rank::Earliest => {
+                                let (a, b) = (key_of(cand)?, key_of(best)?);
+                                earliest_first((a.0.as_ref(), &a.1), (b.0.as_ref(), &b.1)).is_lt()
+                            }
                             Some((best, best_votes)) => {
                                 votes > best_votes
                                     || (votes == best_votes
@@ -444,7 +480,7 @@ impl Forest {
             if out.len() == limit {
                 return Ok((out, Some(n)));
             }
-            let (id, seq_no, primary_term, label, has_sketch) = v.value();
+            let (id, seq_no, primary_term, label, has_sketch, _) = v.value();
             let want = if has_sketch {
                 let root = st!(self, parent.get(n))?.map_or(n, |p| p.value());
                 let rep = st!(self, reps.get(root))?.map_or(n, |v| v.value().0);
@@ -567,6 +603,7 @@ mod tests {
             primary_term: 1,
             label: label.map(str::to_owned),
             has_sketch: true,
+            order: None,
         }
     }
 
@@ -575,7 +612,11 @@ mod tests {
     }
 
     fn labels_after(f: &Forest) -> BTreeMap<String, String> {
-        f.choose(Rank::MostCarried, 3, true, |_| {}).unwrap();
+        labels_by(f, Rank::MostCarried)
+    }
+
+    fn labels_by(f: &Forest, rank: Rank) -> BTreeMap<String, String> {
+        f.choose(rank, 3, true, |_| {}).unwrap();
         let (changes, next) = f.changes(0, usize::MAX).unwrap();
         assert_eq!(next, None);
         let mut out = BTreeMap::new();
@@ -674,6 +715,59 @@ mod tests {
     }
 
     #[test]
+    fn ordered_by_a_field_the_earliest_member_represents_its_component() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = forest(&dir);
+        let dated = |id: &str, label: &str, key: Option<OrderKey>| Node {
+            order: key,
+            ..node(id, Some(label))
+        };
+        let n = |x: f64| Some(OrderKey::Number(x));
+        let s = |x: &str| Some(OrderKey::String(x.into()));
+        let nodes = [
+            dated("a", "a", n(20.0)),
+            dated("b", "a", n(-1.5)),
+            dated("c", "a", None),
+            dated("d", "d", s("2024-01-01")),
+            dated("e", "d", s("2023-12-31")),
+            dated("f", "f", None),
+            dated("g", "f", None),
+        ];
+        let links = vec![
+            ("a".to_owned(), vec!["b".to_owned(), "c".to_owned()]),
+            ("d".to_owned(), vec!["e".to_owned()]),
+            ("g".to_owned(), vec!["f".to_owned()]),
+        ];
+        f.record_page(&nodes, &links).unwrap();
+        let got = labels_by(&f, Rank::Earliest);
+        let want = [
+            ("a", "b"),
+            ("b", "b"),
+            ("c", "b"),
+            ("d", "e"),
+            ("e", "e"),
+            ("f", "f"),
+            ("g", "f"),
+        ];
+        for (id, label) in want {
+            assert_eq!(got[id], label, "{id}");
+        }
+    }
+
+    #[test]
+    fn order_keys_are_stored_as_they_were() {
+        for k in [
+            OrderKey::Number(0.0),
+            OrderKey::Number(-1.5e300),
+            OrderKey::Number(1_700_000_000_000.0),
+            OrderKey::String(String::new()),
+            OrderKey::String("2024-05-01T08:00:00Z".into()),
+        ] {
+            assert_eq!(decode_key(&encode_key(&k)), Some(k));
+        }
+    }
+
+    #[test]
     fn the_write_checkpoint_and_the_job_counters_are_apart() {
         let dir = tempfile::tempdir().unwrap();
         let f = forest(&dir);
@@ -712,16 +806,21 @@ mod tests {
 
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
-        /// Whatever the pages, the links and the old labels: articles share a label exactly
-        /// when they are in one component; the label is a member's id, the one most members
-        /// carried (ties: the smaller id); and the dry run lists exactly those components.
+        /// Whatever the pages, the links, the old labels and the order keys: articles share a
+        /// label exactly when they are in one component; the label is a member's id, the one
+        /// most members carried (ties: the smaller id), or the earliest by the order; and the
+        /// dry run lists exactly those components.
         #[test]
         fn labels_are_the_connected_components(
             n in 1usize..40,
             edges in proptest::collection::vec((0usize..40, 0usize..40), 0..60),
             old in proptest::collection::vec(proptest::option::of(0usize..45), 40),
+            keys in proptest::collection::vec(proptest::option::of(-3i32..3), 40),
+            ordered in proptest::bool::ANY,
             page in 1usize..7,
         ) {
+            let rank = if ordered { Rank::Earliest } else { Rank::MostCarried };
+            let key = |i: usize| keys[i].map(|k| OrderKey::Number(f64::from(k)));
             let edges: Vec<(usize, usize)> =
                 edges.into_iter().filter(|(a, b)| *a < n && *b < n).collect();
             let id = |i: usize| format!("d{i:02}");
@@ -731,7 +830,10 @@ mod tests {
             for chunk in all.chunks(page) {
                 let nodes: Vec<Node> = chunk
                     .iter()
-                    .map(|&i| node(&id(i), old[i].map(id).as_deref()))
+                    .map(|&i| Node {
+                        order: key(i),
+                        ..node(&id(i), old[i].map(id).as_deref())
+                    })
                     .collect();
                 // Each article's search finds the articles it has an edge with (both ways,
                 // as `similar`'s rule is symmetric).
@@ -749,17 +851,22 @@ mod tests {
                     .collect();
                 f.record_page(&nodes, &links).unwrap();
             }
-            let got = labels_after(&f);
+            let got = labels_by(&f, rank);
             let comps = components(n, &edges);
             for c in &comps {
                 let labels: BTreeSet<&String> = c.iter().map(|&i| &got[&id(i)]).collect();
                 proptest::prop_assert_eq!(labels.len(), 1);
                 let label = labels.into_iter().next().unwrap();
                 let votes = |m: usize| c.iter().filter(|&&i| old[i] == Some(m)).count();
-                let best = c
-                    .iter()
-                    .max_by(|&&x, &&y| votes(x).cmp(&votes(y)).then_with(|| id(y).cmp(&id(x))))
-                    .unwrap();
+                let best = if ordered {
+                    c.iter()
+                        .min_by(|&&x, &&y| earliest_first((key(x).as_ref(), &id(x)), (key(y).as_ref(), &id(y))))
+                        .unwrap()
+                } else {
+                    c.iter()
+                        .max_by(|&&x, &&y| votes(x).cmp(&votes(y)).then_with(|| id(y).cmp(&id(x))))
+                        .unwrap()
+                };
                 proptest::prop_assert_eq!(label, &id(*best));
             }
             let mut listed = BTreeSet::new();

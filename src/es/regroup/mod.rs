@@ -15,10 +15,13 @@
 //!    union-find (`forest`). Links are symmetric (a shared band and an estimate within the
 //!    tolerance, or a Hamming distance), so a link missed by one side's search (the other
 //!    article was not yet searchable) is found by the other's.
-//! 2. **Choose.** Each component's representative is the member whose id most members
-//!    already carry as their label, so that the fewest labels change (a group the writers
-//!    made is labelled with its first fingerprinted member), ties to the smaller id; a
-//!    member in every case, so a deleted representative's label gives way.
+//! 2. **Choose.** Each component's representative is, where the index orders groups by a
+//!    field (`es-init --group-order`), its earliest member by the writers' one rule
+//!    ([`super::group::earliest_first`]). In the default order (first fingerprinted, which
+//!    no document records), it is the member whose id most members already carry as their
+//!    label, so that the fewest labels change (a group the writers made is labelled with its
+//!    first fingerprinted member; joined groups keep the larger one's label), ties to the
+//!    smaller id. A member in every case, so a deleted representative's label gives way.
 //! 3. **Write.** Each article whose label differs from its representative's id gets it, in
 //!    guarded partial updates (`if_seq_no`/`if_primary_term` of the version read): an
 //!    article changed since (re-fingerprinted, relabelled by a writer) is left as it is and
@@ -56,6 +59,8 @@ pub use self::forest::{Component, Phase};
 use self::forest::{Forest, Node, Rank};
 use super::backfill::control::Pace;
 use super::backfill::{resolve_indices, Paging, WalkError, WalkSpec, Walker};
+use super::group::order_key_at;
+use super::schema::GroupOrder;
 use super::{
     path_segment, request, EsError, EsIndexer, GroupLabel, ItemFailure, RetryPolicy, Similar,
     SimilarOptions, DEFAULT_K,
@@ -257,6 +262,7 @@ pub async fn regroup(
         "field": group.field,
         "tolerance": tolerance.to_string(),
         "version": meta.version(method),
+        "order": group.order.field(),
         "dry_run": config.dry_run,
     })
     .to_string();
@@ -277,6 +283,7 @@ pub async fn regroup(
         refresh(&client, &config.retry, &index).await?;
         let mut fields: Vec<String> = similar.sketch_source_fields(index.as_str(), method).await?;
         fields.push(group.field.clone());
+        fields.extend(group.order.field().map(str::to_owned));
         let spec = WalkSpec {
             index: index.clone(),
             query: json!({ "match_all": {} }),
@@ -321,6 +328,10 @@ pub async fn regroup(
                         primary_term: hit.primary_term,
                         label: hit.source[&group.field].as_str().map(str::to_owned),
                         has_sketch: sketch.is_some(),
+                        order: group
+                            .order
+                            .field()
+                            .and_then(|f| order_key_at(&hit.source, f)),
                     });
                     sketches.push(sketch);
                 }
@@ -369,7 +380,11 @@ pub async fn regroup(
     }
 
     if forest.phase()? == Phase::Choose {
-        forest.choose(Rank::MostCarried, CHOOSE_CHUNK, config.dry_run, |done| {
+        let rank = match group.order {
+            GroupOrder::Fingerprinted => Rank::MostCarried,
+            GroupOrder::Earliest { .. } => Rank::Earliest,
+        };
+        forest.choose(rank, CHOOSE_CHUNK, config.dry_run, |done| {
             progress(&RegroupProgress {
                 phase: Phase::Choose,
                 done,

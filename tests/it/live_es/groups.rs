@@ -1,7 +1,8 @@
 //! Duplicate groups against a live node: `es-init` keeps them by default, the worker labels
 //! every article (copies in one batch together), the library's writers label new articles
 //! with the group of what they are near (also right after the write, before a refresh), and
-//! the `collapse` search docs/elasticsearch.md gives lists each story once.
+//! the `collapse` search docs/elasticsearch.md gives lists each story once; an index whose
+//! groups are ordered by a field (`es-init --group-order`) is labelled by the earliest.
 
 use crate::common;
 
@@ -254,4 +255,165 @@ async fn new_articles_join_the_group_they_are_near_even_before_a_refresh() {
         None,
     )
     .await;
+}
+
+/// `neardup es-init --index INDEX ARGS…`, with its output.
+fn es_init_with(index: &str, args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_neardup"))
+        .args(["es-init", "--index", index])
+        .args(args)
+        .env("NEARDUP_ES_URL", t::url())
+        .output()
+        .unwrap()
+}
+
+/// `article` published at `date`.
+fn dated(article: &Value, date: &str) -> Value {
+    let mut a = article.clone();
+    a["publishDate"] = json!(date);
+    a
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn groups_ordered_by_a_field_are_labelled_by_their_earliest_article() {
+    let client = t::client().await;
+    let idx = TestIndex::new("groups-order");
+    let out = es_init_with(&idx.name, &["--group-order", "publishDate"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mapping = t::call(
+        &client,
+        Method::Get,
+        &format!("/{}/_mapping", idx.name),
+        None,
+    )
+    .await;
+    assert_eq!(
+        mapping[&idx.name]["mappings"]["_meta"]["neardup"]["group"],
+        json!({ "field": "nearDupGroup", "order": { "field": "publishDate" } })
+    );
+
+    let indexer = EsIndexer::open(
+        client.clone(),
+        &idx.name,
+        RetryPolicy::none(),
+        &FieldNames::default(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(indexer.group_order_field(), Some("publishDate"));
+    let arts = t::shared_articles(4);
+    let fields = vec!["title".to_owned(), "content".to_owned()];
+    let sk = |v: &Value| indexer.sketch(v, &fields).unwrap();
+    // One batch: a copy first, its repost second but published a day earlier.
+    let a = dated(&arts[0].1, "2024-05-02T08:00:00Z");
+    let ar = dated(&repost(&arts[0].1), "2024-05-01T08:00:00Z");
+    let written = indexer
+        .index_articles(
+            &[("a", &a, &sk(&a)), ("a-repost", &ar, &sk(&ar))],
+            Refresh::No,
+        )
+        .await
+        .unwrap();
+    assert!(written.iter().all(Result::is_ok), "{written:?}");
+    // Written later but dated earlier still: it joins the group under its label (a write
+    // never relabels others).
+    let older = dated(&repost(&repost(&arts[0].1)), "2020-01-01T00:00:00Z");
+    indexer
+        .index_article(Some("a-older"), &older, &sk(&older))
+        .await
+        .unwrap();
+    let got = labels(&client, &idx.name).await;
+    assert_eq!(got["a"], "a-repost");
+    assert_eq!(got["a-repost"], "a-repost");
+    assert_eq!(got["a-older"], "a-repost");
+
+    // The worker reads the order field with the text: copies loaded without fingerprints,
+    // the later one first, are labelled by the earlier.
+    let (b, c) = (&arts[1].1, &arts[2].1);
+    t::load(
+        &client,
+        &idx.name,
+        &[
+            ("b".into(), dated(b, "2024-06-02")),
+            ("b-repost".into(), dated(&repost(b), "2024-06-01")),
+            ("c".into(), c.clone()),
+            ("c-repost".into(), dated(&repost(c), "2024-06-01")),
+        ],
+    )
+    .await;
+    let out = Command::new(env!("CARGO_BIN_EXE_neardup"))
+        .args(["worker", "--once", "--index", &idx.name])
+        .env("NEARDUP_ES_URL", t::url())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let got = labels(&client, &idx.name).await;
+    assert_eq!(got["b"], "b-repost");
+    assert_eq!(got["b-repost"], "b-repost");
+    // An article without a date comes after every dated one.
+    assert_eq!(got["c"], "c-repost");
+    assert_eq!(got["c-repost"], "c-repost");
+
+    // So does the back-fill.
+    let e = &arts[3].1;
+    t::load(
+        &client,
+        &idx.name,
+        &[
+            ("e".into(), dated(e, "2024-07-02")),
+            ("e-repost".into(), dated(&repost(e), "2024-07-01")),
+        ],
+    )
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_neardup"))
+        .args(["backfill", "--index", &idx.name, "--quiet", "--state"])
+        .arg(dir.path().join("state.jsonl"))
+        .arg("--failed")
+        .arg(dir.path().join("failed.jsonl"))
+        .env("NEARDUP_ES_URL", t::url())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let got = labels(&client, &idx.name).await;
+    assert_eq!(
+        (got["e"].as_str(), got["e-repost"].as_str()),
+        ("e-repost", "e-repost")
+    );
+
+    // es-init again keeps the recorded order; another order is a conflict naming the flag.
+    let out = es_init_with(&idx.name, &[]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains("nothing changed"), "{said}");
+    let out = es_init_with(&idx.name, &["--group-order", "updated_at"]);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{said}");
+    assert!(
+        said.contains("--group-order publishDate") && said.contains("updated_at"),
+        "{said}"
+    );
+    // An index whose groups are first-fingerprinted keeps that order.
+    let plain = TestIndex::new("groups-order-plain");
+    es_init(&plain.name);
+    let out = es_init_with(&plain.name, &["--group-order", "publishDate"]);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{said}");
+    assert!(said.contains("leave out --group-order"), "{said}");
 }

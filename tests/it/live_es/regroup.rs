@@ -389,3 +389,70 @@ async fn regroup_refuses_an_index_without_groups_and_a_pattern_of_several() {
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("one index at a time"), "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ordered_by_a_field_regroup_labels_each_group_with_its_earliest_article() {
+    let client = t::client().await;
+    let idx = TestIndex::new("regroup-ordered");
+    let arts = t::shared_articles(3);
+    let dated = |a: &Value, date: &str| {
+        let mut a = a.clone();
+        a["publishDate"] = json!(date);
+        a
+    };
+    let a = &arts[0].1;
+    let repost = json!({
+        "title": a["title"],
+        "content": format!("{}（来源：本网综合）", a["content"].as_str().unwrap()),
+        "publishDate": "2024-05-01T08:00:00Z",
+    });
+    let docs = vec![
+        ("a".to_owned(), dated(a, "2024-05-02T08:00:00Z")),
+        ("a-repost".to_owned(), repost),
+        ("b".to_owned(), dated(&arts[1].1, "2024-04-01T08:00:00Z")),
+        ("undated".to_owned(), arts[2].1.clone()),
+    ];
+    t::load(&client, &idx.name, &docs).await;
+    ok(&[
+        "es-init",
+        "--index",
+        &idx.name,
+        "--group-order",
+        "publishDate",
+    ]);
+    ok(&["worker", "--once", "--index", &idx.name]);
+    // As a first-fingerprinted writer would have left them: the later article's id.
+    t::refresh(&client, &idx.name).await;
+    let r = t::call(
+        &client,
+        Method::Post,
+        &format!(
+            "/{}/_update_by_query?refresh=true&conflicts=proceed",
+            idx.name
+        ),
+        Some(json!({
+            "query": { "ids": { "values": ["a", "a-repost"] } },
+            "script": { "source": "ctx._source.nearDupGroup = 'a'" }
+        })),
+    )
+    .await;
+    assert_eq!(r["updated"].as_u64(), Some(2), "{r}");
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state.redb");
+    ok(&[
+        "regroup",
+        "--index",
+        &idx.name,
+        "--quiet",
+        "--state",
+        state.to_str().unwrap(),
+    ]);
+    let (labels, components) = labels_and_components(&client, &idx.name).await;
+    assert_labels_are(&labels, &components);
+    assert_eq!(labels["a"], "a-repost");
+    assert_eq!(labels["a-repost"], "a-repost");
+    assert_eq!(
+        (labels["b"].as_str(), labels["undated"].as_str()),
+        ("b", "undated")
+    );
+}

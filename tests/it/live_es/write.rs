@@ -201,6 +201,7 @@ async fn bulk_updates_touch_only_the_fingerprint_fields() {
             id: id.clone(),
             guard: Some(guard),
             sketches: indexer.sketch(&src, &text_fields()).unwrap(),
+            order: None,
         });
     }
     let report = indexer.update_fingerprints(&updates).await.unwrap();
@@ -266,16 +267,19 @@ async fn a_stale_fingerprint_never_overwrites_a_newer_text() {
                 id: docs[0].0.clone(),
                 guard: Some(guard),
                 sketches: stale.clone(),
+                order: None,
             },
             FingerprintUpdate {
                 id: docs[2].0.clone(),
                 guard: Some(guard2),
                 sketches: stale.clone(),
+                order: None,
             },
             FingerprintUpdate {
                 id: "deleted-meanwhile".into(),
                 guard: Some((0, 1)),
                 sketches: stale.clone(),
+                order: None,
             },
         ])
         .await
@@ -355,6 +359,7 @@ async fn per_item_failures_are_reported_with_the_document_id() {
             id: id.clone(),
             guard: None,
             sketches: indexer.sketch(d, &text_fields()).unwrap(),
+            order: None,
         })
         .collect();
     let report = indexer.update_fingerprints(&updates).await.unwrap();
