@@ -24,9 +24,18 @@ use crate::es::group::{earliest_first, OrderKey};
 const META: TableDefinition<&str, &str> = TableDefinition::new("meta");
 const COUNTERS: TableDefinition<&str, u64> = TableDefinition::new("counters");
 const IDS: TableDefinition<&str, u64> = TableDefinition::new("ids");
-/// num → (id, seq_no, primary_term, label, has a sketch, order key ([`encode_key`]))
-const NODES: TableDefinition<u64, (&str, u64, u64, Option<&str>, bool, Option<&str>)> =
-    TableDefinition::new("nodes");
+/// An article as kept: id, `_seq_no`, `_primary_term`, label, whether it has a sketch, order
+/// key ([`encode_key`]).
+type NodeValue = (
+    &'static str,
+    u64,
+    u64,
+    Option<&'static str>,
+    bool,
+    Option<&'static str>,
+);
+/// num → the article
+const NODES: TableDefinition<u64, NodeValue> = TableDefinition::new("nodes");
 const PARENT: TableDefinition<u64, u64> = TableDefinition::new("parent");
 const SEARCHED: TableDefinition<u64, ()> = TableDefinition::new("searched");
 /// (root, candidate) → members of the root carrying the candidate's id as their label
