@@ -83,9 +83,9 @@ pub struct EsSimilarBench {
 const CHUNK: usize = 5_000;
 
 /// Document `n` of the benchmark: the corpus articles, then synthetic ones.
-struct Documents {
-    real: Vec<Article>,
-    synth: Synthesizer,
+pub(super) struct Documents {
+    pub(super) real: Vec<Article>,
+    pub(super) synth: Synthesizer,
 }
 
 impl Documents {
@@ -105,9 +105,9 @@ impl Documents {
 }
 
 /// An index to fill and what it holds.
-struct Target {
-    index: String,
-    meta: IndexMeta,
+pub(super) struct Target {
+    pub(super) index: String,
+    pub(super) meta: IndexMeta,
 }
 
 pub fn run(args: EsSimilarBench) -> CmdResult {
@@ -325,7 +325,7 @@ fn methods_name(meta: &IndexMeta) -> &'static str {
 }
 
 /// Whether `t.index` exists with `docs` documents and the methods and versions of `t.meta`.
-async fn holds(
+pub(super) async fn holds(
     client: &Elasticsearch,
     retry: &RetryPolicy,
     t: &Target,
@@ -350,7 +350,7 @@ async fn holds(
 
 /// Fills fresh `targets` with documents `0..n`: fingerprinting (both methods, one pass, on
 /// rayon's threads) runs ahead of the bulk requests on another thread.
-fn load(
+pub(super) fn load(
     rt: &tokio::runtime::Runtime,
     client: &Elasticsearch,
     retry: &RetryPolicy,

@@ -11,6 +11,7 @@ mod es;
 mod es_groups;
 mod es_layout;
 mod es_recall;
+mod es_regroup;
 mod es_similar;
 mod es_throughput;
 mod index;
@@ -78,6 +79,9 @@ enum Bench {
     /// Duplicate groups after es-init + one worker pass over labelled pairs: articles
     /// labelled, pairs sharing a group, and the field's bytes per article.
     EsGroups(es_groups::EsGroupsBench),
+    /// `neardup regroup` over indices of growing size: time, peak RSS (flat), work file,
+    /// cluster CPU.
+    EsRegroup(es_regroup::EsRegroupBench),
     /// `similar --id` lookups per second and p50/p90/p99 at a fixed concurrency through the
     /// library, on an existing index; writes the sampled ids for `scripts/bench-serve`,
     /// which replays them through `neardup serve` with wrk.
@@ -117,6 +121,7 @@ fn run(b: Bench) -> CmdResult {
         Bench::EsLayout(args) => es_layout::run(args),
         Bench::EsRecall(args) => es_recall::run(args),
         Bench::EsGroups(args) => es_groups::run(args),
+        Bench::EsRegroup(args) => es_regroup::run(args),
         Bench::EsThroughput(args) => es_throughput::run(args),
         Bench::Backfill(args) => backfill::run(args),
         Bench::ServeWrites(args) => serve_writes::run(args),
