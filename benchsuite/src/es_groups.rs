@@ -52,6 +52,10 @@ pub struct EsGroupsBench {
     /// link through their site's boilerplate).
     #[arg(long)]
     no_boilerplate: bool,
+    /// After the worker pass, also run `neardup regroup` on the grouped index (the groups
+    /// become the connected components of what `similar` links) and report the shares again.
+    #[arg(long)]
+    regroup: bool,
     #[command(flatten)]
     profile: ProfileArgs,
 }
@@ -95,6 +99,7 @@ pub fn run(args: EsGroupsBench) -> CmdResult {
         let version = es::server_version(&client, &retry).await?;
         let mut sizes = Vec::new();
         let mut labels = HashMap::new();
+        let mut regrouped = None;
         for (suffix, meta) in [("groups", &grouped), ("plain", &plain)] {
             let index = format!("{}-{suffix}", args.index);
             let _ = es::send(&client, Http::Delete, &format!("/{}", es::path_segment(&index)), &[], None).await?;
@@ -127,6 +132,23 @@ pub fn run(args: EsGroupsBench) -> CmdResult {
                     sizes.push(force_merged_bytes(&client, &copy).await?);
                     es::request(&client, &retry, "delete copy", Http::Delete, &format!("/{}", es::path_segment(&copy)), &[], None).await?;
                 }
+                if args.regroup {
+                    let work = std::env::temp_dir().join(format!("neardup-bench-groups-{}.redb", std::process::id()));
+                    let mut rc = neardup::es::regroup::RegroupConfig::new(&index);
+                    rc.state = work.clone();
+                    rc.restart = true;
+                    let started = Instant::now();
+                    let r = neardup::es::regroup::regroup(client.clone(), &rc, &AtomicBool::new(false), |_| {}, |_| Ok(())).await?;
+                    let _ = std::fs::remove_file(&work);
+                    println!(
+                        "{index}: regroup in {:.1} s: {} groups of two or more (largest {}), {} labels changed",
+                        started.elapsed().as_secs_f64(),
+                        r.shared_groups,
+                        r.largest_group,
+                        r.written
+                    );
+                    regrouped = Some(read_labels(&client, &index).await?);
+                }
             }
             if !args.keep {
                 es::request(&client, &retry, "delete bench index", Http::Delete, &format!("/{}", es::path_segment(&index)), &[], None).await?;
@@ -139,33 +161,9 @@ pub fn run(args: EsGroupsBench) -> CmdResult {
             pairs.len(),
             docs.len()
         );
-        let labelled = docs.iter().filter(|(id, _)| labels.contains_key(id)).count();
-        println!("labelled: {labelled} of {} articles", docs.len());
-        let groups: std::collections::HashSet<&String> = labels.values().collect();
-        println!("groups: {} (a collapse on the field lists {} articles)", groups.len(), groups.len());
-        let same = |[a, b]: &[String; 2]| labels.contains_key(a) && labels.get(a) == labels.get(b);
-        let mut kinds: BTreeMap<(bool, String), (usize, usize)> = BTreeMap::new();
-        for (p, pair_ids) in pairs.iter().zip(&ids) {
-            let e = kinds.entry((p.duplicate, p.group())).or_default();
-            e.0 += 1;
-            e.1 += usize::from(same(pair_ids));
-        }
-        let total = |dup: bool| {
-            kinds
-                .iter()
-                .filter(|((d, _), _)| *d == dup)
-                .fold((0, 0), |(n, s), (_, (a, b))| (n + a, s + b))
-        };
-        let (pos, pos_same) = total(true);
-        let (neg, neg_same) = total(false);
-        println!();
-        println!("| pairs | pairs | share a group | share |");
-        println!("|---|---|---|---|");
-        println!("| duplicates (target ≥ 0.99) | {pos} | {pos_same} | {:.4} |", pos_same as f64 / pos.max(1) as f64);
-        println!("| negatives (target ≤ 0.005) | {neg} | {neg_same} | {:.4} |", neg_same as f64 / neg.max(1) as f64);
-        for ((dup, kind), (n, s)) in &kinds {
-            let what = if *dup { "duplicate" } else { "negative" };
-            println!("| {what}: {kind} | {n} | {s} | {:.4} |", *s as f64 / *n as f64);
+        shares("after es-init + one worker pass", &labels, &docs, &pairs, &ids);
+        if let Some(regrouped) = &regrouped {
+            shares("after a regroup", regrouped, &docs, &pairs, &ids);
         }
         let (with, without) = (sizes[0], sizes[1]);
         println!();
@@ -175,6 +173,63 @@ pub fn run(args: EsGroupsBench) -> CmdResult {
         );
         Ok(Status::Done)
     })
+}
+
+/// How many articles carry a label, and the share of pairs of each kind whose two articles
+/// share a group.
+fn shares(
+    when: &str,
+    labels: &HashMap<String, String>,
+    docs: &[(String, Value)],
+    pairs: &[neardup::eval::LabelledPair],
+    ids: &[[String; 2]],
+) {
+    println!();
+    println!("{when}:");
+    let labelled = docs
+        .iter()
+        .filter(|(id, _)| labels.contains_key(id))
+        .count();
+    println!("labelled: {labelled} of {} articles", docs.len());
+    let groups: std::collections::HashSet<&String> = labels.values().collect();
+    println!(
+        "groups: {} (a collapse on the field lists {} articles)",
+        groups.len(),
+        groups.len()
+    );
+    let same = |[a, b]: &[String; 2]| labels.contains_key(a) && labels.get(a) == labels.get(b);
+    let mut kinds: BTreeMap<(bool, String), (usize, usize)> = BTreeMap::new();
+    for (p, pair_ids) in pairs.iter().zip(ids) {
+        let e = kinds.entry((p.duplicate, p.group())).or_default();
+        e.0 += 1;
+        e.1 += usize::from(same(pair_ids));
+    }
+    let total = |dup: bool| {
+        kinds
+            .iter()
+            .filter(|((d, _), _)| *d == dup)
+            .fold((0, 0), |(n, s), (_, (a, b))| (n + a, s + b))
+    };
+    let (pos, pos_same) = total(true);
+    let (neg, neg_same) = total(false);
+    println!();
+    println!("| pairs | pairs | share a group | share |");
+    println!("|---|---|---|---|");
+    println!(
+        "| duplicates (target ≥ 0.99) | {pos} | {pos_same} | {:.4} |",
+        pos_same as f64 / pos.max(1) as f64
+    );
+    println!(
+        "| negatives (target ≤ 0.005) | {neg} | {neg_same} | {:.4} |",
+        neg_same as f64 / neg.max(1) as f64
+    );
+    for ((dup, kind), (n, s)) in &kinds {
+        let what = if *dup { "duplicate" } else { "negative" };
+        println!(
+            "| {what}: {kind} | {n} | {s} | {:.4} |",
+            *s as f64 / *n as f64
+        );
+    }
 }
 
 /// Bulk-loads `docs` (no fingerprints) and refreshes.
