@@ -148,6 +148,7 @@ fn every_subcommand_has_a_working_help() {
             "boilerplate",
             "eval",
             "backfill",
+            "regroup",
             "serve"
         ],
         "only user commands"
