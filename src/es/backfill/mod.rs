@@ -75,6 +75,26 @@ use super::{
 use crate::fingerprint::Methods;
 use crate::Fingerprinter;
 
+/// Makes what was written to `index` searchable (the back-fill and the regroup, before they
+/// walk it).
+pub(crate) async fn refresh(
+    client: &Elasticsearch,
+    retry: &RetryPolicy,
+    index: &str,
+) -> Result<(), EsError> {
+    request(
+        client,
+        retry,
+        &format!("index `{index}`: refresh"),
+        Method::Post,
+        &format!("/{}/_refresh", path_segment(index)),
+        &[],
+        None,
+    )
+    .await
+    .map(drop)
+}
+
 /// Which documents are walked.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum Mode {
@@ -915,17 +935,7 @@ impl Backfill {
     }
 
     async fn refresh(&self, index: &str) -> Result<(), EsError> {
-        request(
-            &self.client,
-            &self.config.retry,
-            &format!("index `{index}`: refresh"),
-            Method::Post,
-            &format!("/{}/_refresh", path_segment(index)),
-            &[],
-            None,
-        )
-        .await
-        .map(drop)
+        refresh(&self.client, &self.config.retry, index).await
     }
 
     /// Documents the walks of an index match now.

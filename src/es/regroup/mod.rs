@@ -58,7 +58,7 @@ use serde_json::{json, Value};
 pub use self::forest::{Component, Phase};
 use self::forest::{Forest, Node, Rank};
 use super::backfill::control::Pace;
-use super::backfill::{resolve_indices, Paging, WalkError, WalkSpec, Walker};
+use super::backfill::{refresh, resolve_indices, Paging, WalkError, WalkSpec, Walker};
 use super::group::order_key_at;
 use super::schema::GroupOrder;
 use super::{
@@ -484,20 +484,6 @@ async fn one_index(
             indices,
         }),
     }
-}
-
-async fn refresh(client: &Elasticsearch, retry: &RetryPolicy, index: &str) -> Result<(), EsError> {
-    request(
-        client,
-        retry,
-        &format!("index `{index}`: refresh"),
-        HttpMethod::Post,
-        &format!("/{}/_refresh", path_segment(index)),
-        &[],
-        None,
-    )
-    .await
-    .map(|_| ())
 }
 
 async fn count(client: &Elasticsearch, retry: &RetryPolicy, index: &str) -> Result<u64, EsError> {
