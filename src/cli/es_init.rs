@@ -2,7 +2,8 @@
 //! them) and record what it holds in the mapping's `_meta`.
 
 use neardup::es::{
-    self, BlockType, GroupMeta, GroupOrder, IndexMeta, InitOutcome, MetaSource, RetryPolicy,
+    self, BlockType, GroupMeta, GroupOrder, IndexMeta, InitOutcome, MetaSource, MinHashLayout,
+    RetryPolicy,
 };
 use neardup::{FingerprintConfig, Method, Methods, MinHashParams, Profile};
 use std::path::PathBuf;
@@ -53,6 +54,19 @@ pub struct Args {
     /// the default.
     #[arg(long, value_name = "SPEC", value_parser = common::parse_minhash_params)]
     minhash_params: Option<MinHashParams>,
+    /// How the MinHash fields hold a signature: `compact` (band terms of 36 bits in 6
+    /// characters, the lowest --signature-bits bits of each minimum, a version code: about a
+    /// third of the bytes) or `full` (64-bit band terms, whole minima, the version string:
+    /// the layout of indices made before the compact one). Default: what the index records,
+    /// else `compact`. Another layout than the recorded one needs --upgrade, then `neardup
+    /// backfill` (docs/elasticsearch.md, "The compact layout").
+    #[arg(long, value_name = "LAYOUT", value_parser = ["compact", "full"])]
+    layout: Option<String>,
+    /// Bits kept of each MinHash minimum in the compact layout, 1 to 32: 8 changes no
+    /// decision on the held-out pairs; 4 changes a few and saves about 150 B per article.
+    /// Default: what the index records, else 8.
+    #[arg(long, value_name = "BITS")]
+    signature_bits: Option<u8>,
     /// Mapping of the four blocks: `short` (compatible with the older Java service) or
     /// `keyword`. See docs/elasticsearch.md for the measured difference.
     #[arg(long, default_value = "short", value_name = "TYPE")]
@@ -118,6 +132,28 @@ pub fn run(args: Args) -> CmdResult {
         // Folding is kept as recorded unless an upgrade or --no-fold asks otherwise. A new
         // index folds; one written before `_meta` existed (the Java service's, or an early
         // neardup's) did not.
+        let recorded_layout = recorded
+            .iter()
+            .filter_map(|m| m.minhash.as_ref())
+            .find(|m| m.fields == minhash_names)
+            .map(|m| m.layout);
+        let layout = match (args.layout.as_deref(), args.signature_bits) {
+            (Some("full"), Some(_)) => {
+                return Err(common::usage(
+                    "--signature-bits: the full layout keeps whole minima; leave it out, or pass --layout compact",
+                ))
+            }
+            (Some("full"), None) => MinHashLayout::Full,
+            (_, Some(bits)) => MinHashLayout::Compact {
+                signature_bits: bits,
+            },
+            (Some(_), None) => match recorded_layout {
+                Some(l @ MinHashLayout::Compact { .. }) => l,
+                _ => MinHashLayout::NEW,
+            },
+            (None, None) => recorded_layout.unwrap_or(MinHashLayout::NEW),
+        };
+        layout.validate()?;
         let fold = !args.no_fold
             && (args.upgrade
                 || recorded
@@ -153,7 +189,7 @@ pub fn run(args: Args) -> CmdResult {
                 },
             }
         });
-        let mut wanted = IndexMeta::new(
+        let wanted = IndexMeta::new(
             &FingerprintConfig {
                 profile,
                 hmm,
@@ -167,6 +203,7 @@ pub fn run(args: Args) -> CmdResult {
             names,
             minhash_names,
         );
+        let mut wanted = wanted.with_layout(layout);
         wanted.group = group;
         let outcome = match args.upgrade {
             true => es::upgrade_index(&client, &retry, &args.index, &wanted).await?,

@@ -315,8 +315,18 @@ fn merge_meta(
     match (&recorded.minhash, &wanted.minhash) {
         (Some(r), Some(w)) if r != w => {
             return Err(clash(
-                format!("minhash {} (fields {:?})", r.version, r.fields.all()),
-                format!("minhash {} (fields {:?})", w.version, w.fields.all()),
+                format!(
+                    "minhash {} ({} layout, fields {:?})",
+                    r.version,
+                    r.layout,
+                    r.fields.all()
+                ),
+                format!(
+                    "minhash {} ({} layout, fields {:?})",
+                    w.version,
+                    w.layout,
+                    w.fields.all()
+                ),
             ))
         }
         (None, Some(w)) => out.minhash = Some(w.clone()),

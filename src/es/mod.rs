@@ -61,7 +61,7 @@ pub use retry::RetryPolicy;
 pub use scan::{Cursor, Paging, ScanOptions, ScanStats, Scanner};
 pub use schema::{
     BlockType, FieldNames, GroupMeta, GroupOrder, IndexMeta, MetaSource, MinHashFieldNames,
-    MinHashMeta, SimHashMeta,
+    MinHashLayout, MinHashMeta, SimHashMeta,
 };
 pub use similar::{
     FilterMode, IndexList, Match, QueryFingerprint, Similar, SimilarOptions, Similarity, DEFAULT_K,

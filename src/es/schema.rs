@@ -194,8 +194,11 @@ impl FromStr for BlockType {
 
 /// The key under the mapping's `_meta` that neardup owns.
 pub const META_KEY: &str = "neardup";
-/// The layout of `_meta.neardup`; bumped when it changes incompatibly.
-pub const META_FORMAT: u32 = 1;
+/// The newest layout of `_meta.neardup` and the fields this neardup reads; bumped when it
+/// changes incompatibly. Format 2 is format 1 with the MinHash fields in the compact layout
+/// ([`MinHashLayout::Compact`]); an index records the format of its layout
+/// ([`IndexMeta::fields_format`]), so one in the full layout stays readable by older neardups.
+pub const META_FORMAT: u32 = 2;
 
 /// `mappings/neardup-minhash-fields.json`: the MinHash fields under their default names.
 pub const MAPPING_MINHASH: &str = include_str!("../../mappings/neardup-minhash-fields.json");
@@ -216,51 +219,193 @@ pub fn signature_base64(sig: &Signature) -> String {
 /// Inverse of [`signature_base64`]; `None` for text that is not one. Padding is optional:
 /// Elasticsearch returns `binary` doc values (`docvalue_fields`) without it.
 pub fn signature_from_base64(s: &str) -> Option<Signature> {
+    Signature::from_le_bytes(&lenient_base64(s)?)
+}
+
+/// The four MinHash fields for `outcome`, as a JSON object to merge into a document: band
+/// terms, signature, version and a null reason, in the index's [`MinHashLayout`]; a
+/// too-short text gets the version, its reason and null values, so it is not tried again
+/// under the same version. The version written is [`MinHashMeta::stored_version`].
+pub fn minhash_fields_json(meta: &MinHashMeta, outcome: &MinHashOutcome) -> Map<String, Value> {
+    let names = &meta.fields;
+    let mut m = Map::new();
+    match outcome {
+        Ok(f) => {
+            m.insert(names.bands.clone(), json!(meta.band_terms(&f.signature)));
+            m.insert(
+                names.signature.clone(),
+                json!(meta.layout.signature_base64(&f.signature)),
+            );
+            m.insert(names.version.clone(), json!(meta.stored_version()));
+            m.insert(names.reason.clone(), Value::Null);
+        }
+        Err(why) => {
+            m.insert(names.bands.clone(), Value::Null);
+            m.insert(names.signature.clone(), Value::Null);
+            m.insert(names.version.clone(), json!(meta.stored_version()));
+            m.insert(names.reason.clone(), json!(why.code()));
+        }
+    }
+    m
+}
+
+/// How the MinHash fields hold a signature, recorded in `_meta.neardup.minhash.layout`. Both
+/// layouts use the same mapping (`mappings/neardup-minhash-fields.json`); only the values
+/// differ, so an index changes layout in place (`es-init --upgrade --layout`, then
+/// `backfill`). docs/elasticsearch.md, "The compact layout", has the measurements.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MinHashLayout {
+    /// Fields format 1, every index before the compact layout (no `layout` in `_meta`):
+    /// band terms are the 64-bit band keys in 16 hex digits, the signature is the whole
+    /// 32-bit minima, and every document carries the version string.
+    Full,
+    /// Fields format 2: band terms are the keys' highest 36 bits in 6 base64url characters,
+    /// the signature keeps the lowest `signature_bits` bits of each minimum (b-bit minwise
+    /// hashing; similarity corrected for chance agreements, [`Signature::similarity`]), and
+    /// documents carry an 8-character code of the version ([`MinHashMeta::stored_version`]).
+    Compact { signature_bits: u8 },
+}
+
+impl MinHashLayout {
+    /// The layout `es-init` gives a new index.
+    pub const NEW: MinHashLayout = MinHashLayout::Compact { signature_bits: 8 };
+
+    /// The bits of each minimum the index keeps.
+    pub fn signature_bits(self) -> u8 {
+        match self {
+            MinHashLayout::Full => Signature::FULL_BITS,
+            MinHashLayout::Compact { signature_bits } => signature_bits,
+        }
+    }
+
+    /// The `_meta` fields format of indices in this layout: 1 for [`MinHashLayout::Full`], 2
+    /// for [`MinHashLayout::Compact`] (a neardup that reads only format 1 refuses it, rather
+    /// than writing format-1 values into it).
+    pub fn meta_format(self) -> u32 {
+        match self {
+            MinHashLayout::Full => 1,
+            MinHashLayout::Compact { .. } => 2,
+        }
+    }
+
+    /// The term written for a band key: 16 hex digits ([`band_term`]), or the key's highest
+    /// 36 bits in 6 base64url characters. The band number is part of the hashed key either
+    /// way, so equal terms of different bands meet only by chance.
+    pub fn band_term(self, key: u64) -> String {
+        match self {
+            MinHashLayout::Full => band_term(key),
+            MinHashLayout::Compact { .. } => {
+                const URL_SAFE: &[u8; 64] =
+                    b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+                (0..6)
+                    .map(|i| char::from(URL_SAFE[((key >> (58 - 6 * i)) & 63) as usize]))
+                    .collect()
+            }
+        }
+    }
+
+    /// The signature's stored bytes: the whole minima little-endian (4 bytes each), or the
+    /// lowest `signature_bits` bits of each packed little-endian (value `i` at bits
+    /// `i·b … i·b + b − 1` of the byte string, lowest bit first), `⌈n·b / 8⌉` bytes.
+    pub fn signature_bytes(self, sig: &Signature) -> Vec<u8> {
+        let bits = u32::from(self.signature_bits());
+        if bits == 32 {
+            return sig.to_le_bytes();
+        }
+        let n = sig.len();
+        let mut out = vec![0u8; (n * bits as usize).div_ceil(8)];
+        for (i, &v) in sig.values().iter().enumerate() {
+            let v = u64::from(v) & ((1u64 << bits) - 1);
+            let at = i * bits as usize;
+            let shifted = v << (at % 8);
+            for (k, byte) in out[at / 8..].iter_mut().take(5).enumerate() {
+                *byte |= (shifted >> (8 * k)) as u8;
+            }
+        }
+        out
+    }
+
+    /// Inverse of [`MinHashLayout::signature_bytes`] for a signature of `n` values; a whole
+    /// signature (`4·n` bytes, as written before an upgrade to this layout) is read too and
+    /// reduced to the layout's bits, so every stored signature is compared by one rule.
+    /// `None` for any other length.
+    pub fn signature_from_bytes(self, bytes: &[u8], n: usize) -> Option<Signature> {
+        let bits = self.signature_bits();
+        if bytes.len() == 4 * n {
+            return Some(Signature::from_le_bytes(bytes)?.reduced(bits));
+        }
+        let b = usize::from(bits);
+        if bytes.len() != (n * b).div_ceil(8) {
+            return None;
+        }
+        let values: Vec<u32> = (0..n)
+            .map(|i| {
+                let at = i * b;
+                let mut acc = 0u64;
+                for (k, &byte) in bytes[at / 8..].iter().take(5).enumerate() {
+                    acc |= u64::from(byte) << (8 * k);
+                }
+                ((acc >> (at % 8)) & ((1u64 << b) - 1)) as u32
+            })
+            .collect();
+        Some(Signature::from_reduced_values(values, bits))
+    }
+
+    /// The signature as stored in the `binary` field: standard base64 of
+    /// [`MinHashLayout::signature_bytes`].
+    pub fn signature_base64(self, sig: &Signature) -> String {
+        use base64::Engine as _;
+        base64::engine::general_purpose::STANDARD.encode(self.signature_bytes(sig))
+    }
+
+    /// Inverse of [`MinHashLayout::signature_base64`] (padding optional, as Elasticsearch
+    /// returns `binary` doc values without it).
+    pub fn signature_from_base64(self, s: &str, n: usize) -> Option<Signature> {
+        self.signature_from_bytes(&lenient_base64(s)?, n)
+    }
+
+    /// Checks the layout: 1 to 32 signature bits.
+    pub fn validate(self) -> Result<(), EsError> {
+        match self {
+            MinHashLayout::Compact { signature_bits: b } if !(1..=32).contains(&b) => {
+                Err(EsError::Config(format!(
+                    "--signature-bits {b} is out of range: keep 1 to 32 bits of each minimum (8, the default, changes no decision on the held-out pairs; 4 changes a few)"
+                )))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// `full`, or `compact (8-bit minima)`.
+impl fmt::Display for MinHashLayout {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            MinHashLayout::Full => f.write_str("full"),
+            MinHashLayout::Compact { signature_bits } => {
+                write!(f, "compact ({signature_bits}-bit minima)")
+            }
+        }
+    }
+}
+
+fn full_layout() -> MinHashLayout {
+    MinHashLayout::Full
+}
+
+fn is_full_layout(l: &MinHashLayout) -> bool {
+    *l == MinHashLayout::Full
+}
+
+fn lenient_base64(s: &str) -> Option<Vec<u8>> {
     use base64::engine::{general_purpose, DecodePaddingMode, GeneralPurpose};
     use base64::Engine as _;
     const LENIENT: GeneralPurpose = GeneralPurpose::new(
         &base64::alphabet::STANDARD,
         general_purpose::PAD.with_decode_padding_mode(DecodePaddingMode::Indifferent),
     );
-    let bytes = LENIENT.decode(s).ok()?;
-    Signature::from_le_bytes(&bytes)
-}
-
-/// The four MinHash fields for `outcome`, as a JSON object to merge into a document: band
-/// terms, signature, version and a null reason; a too-short text gets `version` (the
-/// fingerprinter's MinHash version), its reason and null values, so it is not tried again
-/// under the same version.
-pub fn minhash_fields_json(
-    names: &MinHashFieldNames,
-    params: &MinHashParams,
-    outcome: &MinHashOutcome,
-    version: &str,
-) -> Map<String, Value> {
-    let mut m = Map::new();
-    match outcome {
-        Ok(f) => {
-            let terms: Vec<String> = f
-                .signature
-                .band_keys(params)
-                .into_iter()
-                .map(band_term)
-                .collect();
-            m.insert(names.bands.clone(), json!(terms));
-            m.insert(
-                names.signature.clone(),
-                json!(signature_base64(&f.signature)),
-            );
-            m.insert(names.version.clone(), json!(&*f.version));
-            m.insert(names.reason.clone(), Value::Null);
-        }
-        Err(why) => {
-            m.insert(names.bands.clone(), Value::Null);
-            m.insert(names.signature.clone(), Value::Null);
-            m.insert(names.version.clone(), json!(version));
-            m.insert(names.reason.clone(), json!(why.code()));
-        }
-    }
-    m
+    LENIENT.decode(s).ok()
 }
 
 /// Names of the MinHash fields.
@@ -470,6 +615,32 @@ pub struct MinHashMeta {
     pub params: MinHashParams,
     pub version: String,
     pub fields: MinHashFieldNames,
+    /// Absent (full) in indices recorded before the compact layout existed.
+    #[serde(default = "full_layout", skip_serializing_if = "is_full_layout")]
+    pub layout: MinHashLayout,
+}
+
+impl MinHashMeta {
+    /// The version value documents carry: the version itself in the full layout; in the
+    /// compact one, `m` and 8 hex digits of a hash of the version and the layout (a layout
+    /// change is a new stored form, so documents of the old one are stale).
+    pub fn stored_version(&self) -> String {
+        match self.layout {
+            MinHashLayout::Full => self.version.clone(),
+            layout => {
+                let code = xxhash_rust::xxh3::xxh3_64(format!("{};{layout}", self.version).as_bytes());
+                format!("m{:08x}", code >> 32)
+            }
+        }
+    }
+
+    /// The band terms of a whole signature in the index's layout, band 0 first.
+    pub fn band_terms(&self, sig: &Signature) -> Vec<String> {
+        sig.band_keys(&self.params)
+            .into_iter()
+            .map(|k| self.layout.band_term(k))
+            .collect()
+    }
 }
 
 fn params_to_str<S: Serializer>(p: &MinHashParams, s: S) -> Result<S::Ok, S::Error> {
@@ -491,8 +662,8 @@ impl IndexMeta {
         minhash_fields: MinHashFieldNames,
     ) -> IndexMeta {
         let versions = Fingerprinter::versions(config);
-        IndexMeta {
-            format: META_FORMAT,
+        let meta = IndexMeta {
+            format: 1,
             hmm: config.hmm,
             fold: config.folds(),
             boilerplate: config
@@ -510,10 +681,13 @@ impl IndexMeta {
                 params: config.minhash,
                 version: versions.minhash.clone(),
                 fields: minhash_fields,
+                layout: MinHashLayout::NEW,
             }),
             group: None,
             source: MetaSource::Recorded,
-        }
+        };
+        let format = meta.fields_format();
+        IndexMeta { format, ..meta }
     }
 
     /// An index holding only the design card's SimHash fields, of `profile`.
@@ -668,7 +842,26 @@ impl IndexMeta {
 
     /// The JSON stored under `_meta.neardup`.
     pub fn to_json(&self) -> Value {
-        serde_json::to_value(self).expect("IndexMeta serialises")
+        let mut v = serde_json::to_value(self).expect("IndexMeta serialises");
+        v["format"] = json!(self.fields_format());
+        v
+    }
+
+    /// This description with the MinHash fields in `layout` (if it holds MinHash).
+    pub fn with_layout(mut self, layout: MinHashLayout) -> IndexMeta {
+        if let Some(m) = &mut self.minhash {
+            m.layout = layout;
+        }
+        self.format = self.fields_format();
+        self
+    }
+
+    /// The `format` recorded in `_meta`: 2 when the MinHash fields are in the compact
+    /// layout, else 1 ([`MinHashLayout::meta_format`]).
+    pub fn fields_format(&self) -> u32 {
+        self.minhash
+            .as_ref()
+            .map_or(1, |m| m.layout.meta_format())
     }
 
     /// The description of one concrete index from its mapping (`{"properties": …, "_meta": …}`).
@@ -684,14 +877,31 @@ impl IndexMeta {
                     index: index.to_owned(),
                     detail: e.to_string(),
                 })?;
-            if meta.format != META_FORMAT {
+            if !(1..=META_FORMAT).contains(&meta.format) {
                 return Err(EsError::BadMeta {
                     index: index.to_owned(),
                     detail: format!(
-                        "format {} is not the one this neardup reads ({META_FORMAT}); use the neardup version that wrote it",
+                        "format {} is not one this neardup reads (1 to {META_FORMAT}); use the neardup version that wrote it",
                         meta.format
                     ),
                 });
+            }
+            if meta.format != meta.fields_format() {
+                return Err(EsError::BadMeta {
+                    index: index.to_owned(),
+                    detail: format!(
+                        "format {} does not go with the MinHash layout it records ({}, format {})",
+                        meta.format,
+                        meta.minhash.as_ref().map_or(MinHashLayout::Full, |m| m.layout),
+                        meta.fields_format()
+                    ),
+                });
+            }
+            if let Some(m) = &meta.minhash {
+                m.layout.validate().map_err(|e| EsError::BadMeta {
+                    index: index.to_owned(),
+                    detail: e.to_string(),
+                })?;
             }
             return Ok(meta);
         }
@@ -803,7 +1013,7 @@ impl fmt::Display for IndexMeta {
             parts.push(format!("simhash {} ({} blocks)", s.version, s.block_type));
         }
         if let Some(m) = &self.minhash {
-            parts.push(format!("minhash {}", m.version));
+            parts.push(format!("minhash {} ({} layout)", m.version, m.layout));
         }
         if parts.is_empty() {
             parts.push("no fingerprints".into());
@@ -1003,12 +1213,9 @@ mod tests {
         let out = fp.minhash(text);
         let sig = out.as_ref().unwrap().signature.clone();
         let params = MinHashParams::DEFAULT;
-        let m = minhash_fields_json(
-            &MinHashFieldNames::default(),
-            &params,
-            &out,
-            fp.minhash_version(),
-        );
+        let full = IndexMeta::default().with_layout(MinHashLayout::Full);
+        let full = full.minhash.as_ref().unwrap();
+        let m = minhash_fields_json(full, &out);
         let bands = m["minHashBands"].as_array().unwrap();
         assert_eq!(bands.len(), 42);
         assert_eq!(bands[0], band_term(sig.band_key(&params, 0)));
@@ -1019,16 +1226,108 @@ mod tests {
         assert_eq!(m["minHashVersion"], fp.minhash_version());
         assert!(m["minHashReason"].is_null());
         let short = fp.minhash("短");
-        let m = minhash_fields_json(
-            &MinHashFieldNames::default(),
-            &params,
-            &short,
-            fp.minhash_version(),
-        );
+        let m = minhash_fields_json(full, &short);
         assert!(m["minHashBands"].is_null() && m["minHashSignature"].is_null());
         assert_eq!(m["minHashReason"], "too_short");
         assert_eq!(m["minHashVersion"], fp.minhash_version());
         assert!(signature_from_base64("not base64!").is_none());
+    }
+
+    #[test]
+    fn compact_fields_hold_short_terms_b_bit_minima_and_a_version_code() {
+        let fp = Fingerprinter::for_profile(Profile::Default);
+        let text = "国家统计局今天发布了最新的经济数据，显示上个月工业生产继续保持增长，消费市场稳步恢复，就业形势总体稳定。";
+        let out = fp.minhash(text);
+        let sig = out.as_ref().unwrap().signature.clone();
+        let meta = IndexMeta::default();
+        let m = meta.minhash.as_ref().unwrap();
+        assert_eq!(m.layout, MinHashLayout::NEW);
+        assert_eq!(meta.to_json()["format"], 2);
+        assert_eq!(meta.to_json()["minhash"]["layout"], json!({ "compact": { "signature_bits": 8 } }));
+        let f = minhash_fields_json(m, &out);
+        let bands = f["minHashBands"].as_array().unwrap();
+        assert_eq!(bands.len(), 42);
+        let key = sig.band_key(&m.params, 0);
+        let first = bands[0].as_str().unwrap();
+        assert_eq!(first.len(), 6);
+        // The term is the key's highest 36 bits, 6 bits a character, highest first.
+        let alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+        let decoded = first
+            .chars()
+            .fold(0u64, |acc, c| acc << 6 | alphabet.find(c).unwrap() as u64);
+        assert_eq!(decoded, key >> 28);
+        let stored = f["minHashSignature"].as_str().unwrap();
+        assert_eq!(stored.len(), 172, "128 bytes in base64");
+        assert_eq!(
+            m.layout.signature_from_base64(stored, 128).unwrap(),
+            sig.reduced(8)
+        );
+        // A whole signature (written before an upgrade to the layout) reads reduced too.
+        assert_eq!(
+            m.layout
+                .signature_from_base64(&signature_base64(&sig), 128)
+                .unwrap(),
+            sig.reduced(8)
+        );
+        assert!(m.layout.signature_from_base64(stored, 127).is_none());
+        let code = f["minHashVersion"].as_str().unwrap();
+        assert_eq!(code, m.stored_version());
+        assert!(code.len() == 9 && code.starts_with('m'), "{code}");
+        let other = MinHashMeta {
+            layout: MinHashLayout::Compact { signature_bits: 4 },
+            ..m.clone()
+        };
+        assert_ne!(other.stored_version(), code, "a layout change makes documents stale");
+        let full = MinHashMeta {
+            layout: MinHashLayout::Full,
+            ..m.clone()
+        };
+        assert_eq!(full.stored_version(), m.version);
+        let short = minhash_fields_json(m, &fp.minhash("短"));
+        assert_eq!(short["minHashVersion"], code);
+        assert_eq!(short["minHashReason"], "too_short");
+    }
+
+    #[test]
+    fn layouts_record_their_format_and_wrong_pairs_are_refused() {
+        let full = IndexMeta::default().with_layout(MinHashLayout::Full);
+        assert_eq!(full.to_json()["format"], 1);
+        assert!(full.to_json()["minhash"].get("layout").is_none());
+        let back = |v: Value| {
+            IndexMeta::from_mapping("i", &json!({ "_meta": { META_KEY: v } }), &FieldNames::default())
+        };
+        assert_eq!(back(full.to_json()).unwrap(), full);
+        let compact = IndexMeta::default().with_layout(MinHashLayout::Compact { signature_bits: 4 });
+        assert_eq!(back(compact.to_json()).unwrap(), compact);
+        let mut wrong = compact.to_json();
+        wrong["format"] = json!(1);
+        let e = back(wrong).unwrap_err().to_string();
+        assert!(e.contains("does not go with"), "{e}");
+        let mut wrong = compact.to_json();
+        wrong["minhash"]["layout"]["compact"]["signature_bits"] = json!(0);
+        assert!(back(wrong).unwrap_err().to_string().contains("out of range"));
+        let simhash = IndexMeta::simhash(Profile::Default, BlockType::Short, FieldNames::default());
+        assert_eq!(simhash.to_json()["format"], 1);
+    }
+
+    proptest::proptest! {
+        /// Packing keeps exactly the lowest bits of each minimum, for any width and length.
+        #[test]
+        fn packed_signatures_read_back_reduced(
+            values in proptest::collection::vec(proptest::prelude::any::<u32>(), 1..200),
+            bits in 1u8..=32,
+        ) {
+            let sig = Signature::from_values(values.clone());
+            let layout = MinHashLayout::Compact { signature_bits: bits };
+            let bytes = layout.signature_bytes(&sig);
+            proptest::prop_assert_eq!(bytes.len(), (values.len() * usize::from(bits)).div_ceil(8));
+            let back = layout.signature_from_bytes(&bytes, values.len()).unwrap();
+            proptest::prop_assert_eq!(back.bits(), bits);
+            proptest::prop_assert_eq!(&back, &sig.reduced(bits));
+            for (b, v) in back.values().iter().zip(&values) {
+                proptest::prop_assert_eq!(u64::from(*b), u64::from(*v) & ((1u64 << bits) - 1));
+            }
+        }
     }
 
     #[test]

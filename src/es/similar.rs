@@ -45,7 +45,7 @@ use serde_json::{json, Map, Value};
 use super::init::mappings;
 use super::path_segment_keep_patterns;
 use super::scan::{Paging, ScanOptions, ScanStats, Scanner};
-use super::schema::{band_term, signature_from_base64, IndexMeta, MinHashMeta, SimHashMeta};
+use super::schema::{IndexMeta, MinHashLayout, MinHashMeta, SimHashMeta};
 use super::{request, BlockType, Body, EsError, FieldNames, RetryPolicy};
 use crate::fingerprint::Methods;
 use crate::input::field_texts;
@@ -441,7 +441,11 @@ impl Similar {
         let indices = IndexList::from(index);
         let d = self.describe(&indices).await?;
         check_method(&indices, &d.meta, method)?;
-        let fields = sketch_fields(&d.meta, method).join(",");
+        let mut fields = sketch_fields(&d.meta, method);
+        if let (Method::MinHash, Some(m)) = (method, &d.meta.minhash) {
+            fields.push(&m.fields.bands);
+        }
+        let fields = fields.join(",");
         let r = request(
             self.scanner.client(),
             self.scanner.retry(),
@@ -452,14 +456,16 @@ impl Similar {
             Some(&Body::Json(json!({ "ids": ids }))),
         )
         .await?;
-        let params = d.meta.minhash.as_ref().map(|m| m.params);
-        let bands = |s: &Sketch| -> HashSet<u64> {
-            match (s, &params) {
-                (Sketch::MinHash(sig), Some(p)) => sig.band_keys(p).into_iter().collect(),
+        // A MinHash candidate must share a band term with the query: the query's terms, and
+        // the document's as stored (a compact signature cannot make them again).
+        let query_bands: Vec<HashSet<String>> = queries
+            .iter()
+            .map(|q| match (q.sketch(), &d.meta.minhash) {
+                (Sketch::MinHash(sig), Some(m)) => m.band_terms(&sig).into_iter().collect(),
                 _ => HashSet::new(),
-            }
-        };
-        let query_bands: Vec<HashSet<u64>> = queries.iter().map(|q| bands(&q.sketch())).collect();
+            })
+            .collect();
+        let bands_field = d.meta.minhash.as_ref().map(|m| m.fields.bands.as_str());
         for doc in r["docs"].as_array().map(Vec::as_slice).unwrap_or(&[]) {
             let (true, Some(index), Some(id)) = (
                 doc["found"] == true,
@@ -471,9 +477,12 @@ impl Similar {
             let Some(other) = hit_sketch(doc, &d, method)? else {
                 continue;
             };
-            let other_bands = bands(&other);
+            let other_bands: HashSet<&str> = bands_field
+                .and_then(|f| doc["_source"][f].as_array())
+                .map(|terms| terms.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
             for ((q, qb), out) in queries.iter().zip(&query_bands).zip(&mut found) {
-                if method == Method::MinHash && qb.is_disjoint(&other_bands) {
+                if method == Method::MinHash && !other_bands.iter().any(|t| qb.contains(*t)) {
                     continue;
                 }
                 if let Some(score) = q.score(&other) {
@@ -497,10 +506,14 @@ impl Similar {
         let indices = indices.into();
         let d = self.describe(&indices).await?;
         check_method(&indices, &d.meta, method)?;
-        Ok(sketch_fields(&d.meta, method)
+        let mut fields: Vec<String> = sketch_fields(&d.meta, method)
             .into_iter()
             .map(str::to_owned)
-            .collect())
+            .collect();
+        if needs_text(&d.meta, method) {
+            fields.extend(self.options.text_fields.iter().cloned());
+        }
+        Ok(fields)
     }
 
     /// A walked document's stored sketch of `method` (`hit`: `_id`, `_index` and the
@@ -515,7 +528,22 @@ impl Similar {
         let indices = indices.into();
         let d = self.describe(&indices).await?;
         check_method(&indices, &d.meta, method)?;
-        hit_sketch(hit, &d, method)
+        let stored = hit_sketch(hit, &d, method)?;
+        if stored.is_none() || !needs_text(&d.meta, method) {
+            return Ok(stored);
+        }
+        // The compact layout's stored signature cannot make a query: make the article's own
+        // from its text, as the writer did.
+        let texts = field_texts(&hit["_source"], &self.options.text_fields).map_err(|bad| {
+            EsError::BadDocument {
+                id: hit["_id"].as_str().unwrap_or("?").to_owned(),
+                reason: format!("{bad}; its signature in the compact layout needs the text"),
+            }
+        })?;
+        Ok(d.fingerprinter
+            .sketch_fields(Methods::only(method), &texts)
+            .into_sketch(method)
+            .ok())
     }
 
     /// The filter mode in effect: the configured one, unless the cluster refused scripts.
@@ -803,8 +831,17 @@ fn check_tolerance(tolerance: Tolerance) -> Result<(), EsError> {
     }
 }
 
-/// The [`Query`] of a sketch at a tolerance, or [`EsError::Config`] when their methods differ.
+/// The [`Query`] of a sketch at a tolerance, or [`EsError::Config`] when their methods differ
+/// or the sketch is a b-bit signature (it cannot make the band terms a search needs).
 fn es_query(sketch: Sketch, tolerance: Tolerance) -> Result<Query, EsError> {
+    if let Sketch::MinHash(sig) = &sketch {
+        if !sig.is_full() {
+            return Err(EsError::Config(format!(
+                "a signature of {}-bit minima cannot be searched for: its band keys need whole minima; give the article's text (or a whole signature)",
+                sig.bits()
+            )));
+        }
+    }
     Query::new(sketch, tolerance).map_err(|e| EsError::Config(e.to_string()))
 }
 
@@ -929,16 +966,17 @@ pub fn block_probes(block: i16, k: u32) -> Vec<i16> {
     out
 }
 
-/// The fewest agreeing positions of two signatures of length `n` whose estimated similarity
-/// reaches `t`: the rule of [`Sketch::score`] in integers, for the server-side script.
-/// `n + 1` when no number of agreements reaches it.
-pub fn min_agreements(n: usize, t: Threshold) -> usize {
+/// The fewest agreeing positions of two signatures of length `n`, compared on their lowest
+/// `bits` bits, whose estimated similarity reaches `t`: the rule of [`Sketch::score`] in
+/// integers, for the server-side script. `n + 1` when no number of agreements reaches it.
+pub fn min_agreements(n: usize, bits: u8, t: Threshold) -> usize {
     (0..=n)
         .find(|&a| {
-            Sketch::MinHash(Signature::from_values(vec![0u32; n]))
+            Sketch::MinHash(Signature::from_reduced_values(vec![0u32; n], bits))
                 .score(
-                    &Sketch::MinHash(Signature::from_values(
+                    &Sketch::MinHash(Signature::from_reduced_values(
                         (0..n).map(|i| u32::from(i >= a)).collect::<Vec<u32>>(),
+                        bits,
                     )),
                     Tolerance::Similarity(t),
                 )
@@ -981,6 +1019,21 @@ for (int i = 0; i < n; i++) { int j = r.offset + 4 * i; \
 int b0 = x[j]; int b1 = x[j + 1]; int b2 = x[j + 2]; int b3 = x[j + 3]; \
 int v = (b0 & 255) | ((b1 & 255) << 8) | ((b2 & 255) << 16) | (b3 << 24); \
 if (v == (int) q.get(i)) { a++; } } \
+return a >= params.m;";
+
+/// The painless MinHash filter of the compact layout: the `binary` signature doc value holds
+/// the lowest `params.b` bits of each minimum, packed little-endian
+/// ([`MinHashLayout::signature_bytes`]), or whole `u32`s in a document written before the
+/// index was upgraded to the layout (compared on the same bits). Count the positions equal to
+/// the query's (`params.q`, its minima's lowest bits) and keep the document when at least
+/// `params.m` agree ([`min_agreements`]). Any other length never matches.
+const SCRIPT_MINHASH_BITS: &str = "if (doc[params.f].size() == 0) { return false; } \
+BytesRef r = doc[params.f].value; List q = params.q; int n = q.size(); int b = params.b; \
+int w; if (r.length == 4 * n) { w = 32; } else if (r.length == (n * b + 7) / 8) { w = b; } else { return false; } \
+byte[] x = r.bytes; int end = r.offset + r.length; long mask = (1L << b) - 1; int a = 0; \
+for (int i = 0; i < n; i++) { long at = (long) i * w; int j = r.offset + (int) (at >> 3); \
+long acc = 0; for (int k = 0; k < 5 && j + k < end; k++) { acc |= ((long) (x[j + k] & 255)) << (8 * k); } \
+if (((acc >>> (int) (at & 7)) & mask) == ((Number) q.get(i)).longValue()) { a++; } } \
 return a >= params.m;";
 
 /// The candidate query (see the module docs), without paging. The indices hold the query's
@@ -1050,20 +1103,31 @@ fn minhash_body(
     sig: &Signature,
     t: Threshold,
 ) -> Value {
-    let terms: Vec<String> = sig
-        .band_keys(&m.params)
-        .into_iter()
-        .map(band_term)
-        .collect();
     let names = &m.fields;
-    let mut filters = vec![json!({ "terms": { &names.bands: terms } })];
+    let mut filters = vec![json!({ "terms": { &names.bands: m.band_terms(sig) } })];
     if filter == FilterMode::Server && d.signature_doc_values {
-        let q: Vec<i32> = sig.values().iter().map(|&v| v as i32).collect();
-        filters.push(json!({ "script": { "script": {
-            "lang": "painless",
-            "source": SCRIPT_MINHASH,
-            "params": { "f": &names.signature, "q": q, "m": min_agreements(sig.len(), t) },
-        } } }));
+        let bits = m.layout.signature_bits();
+        let script = match m.layout {
+            MinHashLayout::Full => {
+                let q: Vec<i32> = sig.values().iter().map(|&v| v as i32).collect();
+                json!({
+                    "source": SCRIPT_MINHASH,
+                    "params": { "f": &names.signature, "q": q, "m": min_agreements(sig.len(), bits, t) },
+                })
+            }
+            MinHashLayout::Compact { .. } => json!({
+                "source": SCRIPT_MINHASH_BITS,
+                "params": {
+                    "f": &names.signature,
+                    "q": sig.reduced(bits).values(),
+                    "b": bits,
+                    "m": min_agreements(sig.len(), bits, t),
+                },
+            }),
+        };
+        let mut script = script;
+        script["lang"] = json!("painless");
+        filters.push(json!({ "script": { "script": script } }));
     }
     let mut body = json!({ "query": { "bool": { "filter": filters } } });
     if d.signature_doc_values {
@@ -1073,6 +1137,16 @@ fn minhash_body(
         body["_source"] = json!([&names.signature]);
     }
     body
+}
+
+/// Whether a stored sketch of `method` is too little to query with, so that a walk needs the
+/// text: MinHash in the compact layout.
+fn needs_text(meta: &IndexMeta, method: Method) -> bool {
+    method == Method::MinHash
+        && meta
+            .minhash
+            .as_ref()
+            .is_some_and(|m| m.layout != MinHashLayout::Full)
 }
 
 /// The fields of `_source` a stored sketch of `method` is read from.
@@ -1134,7 +1208,12 @@ fn source_sketch(
         }
         Method::MinHash => {
             let m = minhash_meta(meta);
-            if source.get(&m.fields.version).and_then(Value::as_str) != Some(m.version.as_str()) {
+            // A compact layout's stored signature keeps only some bits of each minimum, too
+            // few to make band terms: the query is made from the text.
+            if m.layout != MinHashLayout::Full
+                || source.get(&m.fields.version).and_then(Value::as_str)
+                    != Some(m.version.as_str())
+            {
                 return Ok(None);
             }
             signature_value(source.get(&m.fields.signature), &m.fields.signature, m)
@@ -1142,7 +1221,8 @@ fn source_sketch(
     }
 }
 
-/// A stored signature (base64 text of its little-endian bytes) of the indices' length.
+/// A stored signature (base64 text of its bytes in the index's layout) of the indices'
+/// length; in the compact layout, reduced to the layout's bits.
 fn signature_value(
     v: Option<&Value>,
     field: &str,
@@ -1153,15 +1233,13 @@ fn signature_value(
         Some(Value::String(s)) => s,
         Some(other) => return Err(format!("`{field}` is not a base64 signature: {other}")),
     };
-    match signature_from_base64(s) {
-        Some(sig) if sig.len() == usize::from(m.params.hashes) => Ok(Some(Sketch::MinHash(sig))),
-        Some(sig) => Err(format!(
-            "`{field}` holds {} values, but the index's signatures have {} ({})",
-            sig.len(),
-            m.params.hashes,
-            m.params
+    let n = usize::from(m.params.hashes);
+    match m.layout.signature_from_base64(s, n) {
+        Some(sig) => Ok(Some(Sketch::MinHash(sig))),
+        None => Err(format!(
+            "`{field}` is not a base64 signature of {n} values ({}) in the index's {} layout",
+            m.params, m.layout
         )),
-        None => Err(format!("`{field}` is not a base64 signature")),
     }
 }
 
@@ -1214,8 +1292,9 @@ mod tests {
     use crate::Profile;
     use proptest::prelude::*;
 
+    /// Both methods, MinHash in the full layout.
     fn both() -> IndexMeta {
-        IndexMeta::default()
+        IndexMeta::default().with_layout(MinHashLayout::Full)
     }
 
     /// `GET _mapping`'s answer for one index holding `meta`'s fields (as es-init maps them).
@@ -1283,7 +1362,7 @@ mod tests {
         let short = Signature::from_values(vec![1u32, 2]);
         let src = json!({ "minHashSignature": crate::es::schema::signature_base64(&short), "minHashVersion": m.version });
         let e = source_sketch(&src, &meta, Method::MinHash).unwrap_err();
-        assert!(e.contains("2 values") && e.contains("128"), "{e}");
+        assert!(e.contains("128 values"), "{e}");
         let src = json!({ "minHashSignature": 7, "minHashVersion": m.version });
         assert!(source_sketch(&src, &meta, Method::MinHash).is_err());
     }
@@ -1352,7 +1431,10 @@ mod tests {
         assert_eq!(filters.len(), 1);
         let terms = filters[0]["terms"]["minHashBands"].as_array().unwrap();
         assert_eq!(terms.len(), 42);
-        assert_eq!(terms[5], json!(band_term(sig.band_key(&params, 5))));
+        assert_eq!(
+            terms[5],
+            json!(crate::es::schema::band_term(sig.band_key(&params, 5)))
+        );
         assert_eq!(b["docvalue_fields"], json!(["minHashSignature"]));
         assert_eq!(b["_source"], false);
 
@@ -1375,7 +1457,7 @@ mod tests {
     fn min_agreements_is_the_score_rule_in_integers() {
         for n in [1usize, 4, 100, 128] {
             for t in [0.01, 0.25, 0.296875, 0.3, 0.5, 0.75, 0.9, 1.0] {
-                let m = min_agreements(n, th(t));
+                let m = min_agreements(n, 32, th(t));
                 for a in 0..=n {
                     let s = a as f64 / n as f64;
                     assert_eq!(
@@ -1387,8 +1469,58 @@ mod tests {
             }
         }
         // 38/128 = 0.296875 reaches 0.296875 itself, never less.
-        assert_eq!(min_agreements(128, th(0.296875)), 38);
-        assert_eq!(min_agreements(128, th(0.3)), 39);
+        assert_eq!(min_agreements(128, 32, th(0.296875)), 38);
+        assert_eq!(min_agreements(128, 32, th(0.3)), 39);
+        // b bits: (P − 2^-b) / (1 − 2^-b) ≥ t.
+        for bits in [1u8, 4, 8, 16] {
+            let c = 1.0 / f64::from(1u32 << bits);
+            for t in [0.1, 0.3, 0.5, 0.9] {
+                let m = min_agreements(128, bits, th(t));
+                for a in 0..=128usize {
+                    let j = ((a as f64 / 128.0 - c) / (1.0 - c)).max(0.0);
+                    assert_eq!(a >= m, j >= t - crate::minhash::SIMILARITY_EPSILON, "b {bits} t {t} a {a}");
+                }
+            }
+        }
+        assert_eq!(min_agreements(128, 8, th(0.3)), 39);
+        assert_eq!(min_agreements(128, 4, th(0.3)), 44);
+    }
+
+    #[test]
+    fn compact_query_shapes() {
+        let meta = IndexMeta::default();
+        let m = meta.minhash.as_ref().unwrap();
+        let d = described(&meta);
+        let sig = Signature::from_values(
+            (0..128u32)
+                .map(|i| i.wrapping_mul(0x0300_0001))
+                .collect::<Vec<u32>>(),
+        );
+        let q = Query::new(Sketch::MinHash(sig.clone()), th(0.3)).unwrap();
+        let b = query_body(&d, FilterMode::Server, &q);
+        let terms = b["query"]["bool"]["filter"][0]["terms"]["minHashBands"]
+            .as_array()
+            .unwrap();
+        assert_eq!(terms.len(), 42);
+        assert_eq!(terms[3], json!(m.layout.band_term(sig.band_key(&m.params, 3))));
+        let script = &b["query"]["bool"]["filter"][1]["script"]["script"];
+        assert_eq!(script["source"], SCRIPT_MINHASH_BITS);
+        assert_eq!(script["params"]["b"], 8);
+        assert_eq!(script["params"]["m"], 39);
+        assert_eq!(script["params"]["q"][127], json!(127u32.wrapping_mul(0x0300_0001) & 255));
+        // A stored b-bit signature cannot be searched for; by id, the text makes the query.
+        let reduced = Sketch::MinHash(sig.reduced(8));
+        assert!(es_query(reduced, Tolerance::Similarity(th(0.3))).is_err());
+        let src = json!({
+            "minHashSignature": m.layout.signature_base64(&sig),
+            "minHashVersion": m.stored_version(),
+        });
+        assert_eq!(source_sketch(&src, &meta, Method::MinHash), Ok(None));
+        // A candidate's stored signature reads reduced, and scores by the b-bit rule.
+        let hit = json!({ "_id": "a", "_index": "i", "fields": { "minHashSignature": [m.layout.signature_base64(&sig)] } });
+        let got = hit_sketch(&hit, &d, Method::MinHash).unwrap().unwrap();
+        assert_eq!(got, Sketch::MinHash(sig.reduced(8)));
+        assert_eq!(q.score(&got), Some(crate::Score::Similarity(1.0)));
     }
 
     proptest! {

@@ -305,7 +305,7 @@ pub fn stale_query(meta: &IndexMeta) -> Value {
     }
     if let Some(m) = &meta.minhash {
         should.push(json!({
-            "bool": { "must_not": [ { "term": { &m.fields.version: &m.version } } ] }
+            "bool": { "must_not": [ { "term": { &m.fields.version: m.stored_version() } } ] }
         }));
     }
     json!({ "bool": { "should": should, "minimum_should_match": 1 } })
@@ -382,8 +382,13 @@ mod tests {
             q["bool"]["should"],
             json!([
                 { "bool": { "must_not": [ { "term": { "simHashVersion": v.simhash } } ] } },
-                { "bool": { "must_not": [ { "term": { "minHashVersion": v.minhash } } ] } },
+                { "bool": { "must_not": [ { "term": { "minHashVersion": both.minhash.as_ref().unwrap().stored_version() } } ] } },
             ])
+        );
+        let full = IndexMeta::default().with_layout(crate::es::MinHashLayout::Full);
+        assert_eq!(
+            stale_query(&full)["bool"]["should"][1],
+            json!({ "bool": { "must_not": [ { "term": { "minHashVersion": v.minhash } } ] } })
         );
         let seed = IndexMeta::legacy(FieldNames::default(), BlockType::Short);
         let seed_version =

@@ -135,9 +135,7 @@ pub fn fingerprint_fields_json(meta: &IndexMeta, sketches: &Sketches) -> Map<Str
         m.extend(simhash_fields_json(&s.fields, outcome, &s.version));
     }
     if let (Some(h), Some(outcome)) = (&meta.minhash, &sketches.minhash) {
-        m.extend(minhash_fields_json(
-            &h.fields, &h.params, outcome, &h.version,
-        ));
+        m.extend(minhash_fields_json(h, outcome));
     }
     m
 }
@@ -939,7 +937,7 @@ mod tests {
     /// (xxh3-64 of the JSON text), a few values in the clear.
     #[test]
     fn golden_fields_of_a_fixed_article() {
-        let meta = IndexMeta::default();
+        let meta = IndexMeta::default().with_layout(crate::es::MinHashLayout::Full);
         let fp = meta.fingerprinter("golden").unwrap();
         let article = serde_json::json!({
             "title": "国家统计局发布十月经济数据",
@@ -977,6 +975,41 @@ mod tests {
         assert_eq!(m["simHash"], json!(-2155170680333690452i64));
     }
 
+    /// The same article's fields in the compact layout (8-bit minima, the default of a new
+    /// index): the same band keys cut to 36 bits, the signature's lowest bytes, a version code.
+    #[test]
+    fn golden_compact_fields_of_a_fixed_article() {
+        let meta = IndexMeta::default();
+        let fp = meta.fingerprinter("golden").unwrap();
+        let article = serde_json::json!({
+            "title": "国家统计局发布十月经济数据",
+            "content": "国家统计局今天发布了最新的经济数据，显示上个月工业生产继续保持增长，消费市场稳步恢复，就业形势总体稳定。专家表示，随着一系列政策措施落地见效，经济运行有望延续回升向好态势。"
+        });
+        let fields = ["title".to_string(), "content".to_string()];
+        let sketches = sketch_source(&fp, meta.methods(), &article, &fields).unwrap();
+        let m = fingerprint_fields_json(&meta, &sketches);
+        assert_eq!(m.len(), 11);
+        assert_eq!(m["minHashVersion"], "m13f6b70e");
+        let bands = m["minHashBands"].as_array().unwrap();
+        assert_eq!(bands.len(), 42);
+        // 0x7a6b490a6 (the full layout's first key, highest 36 bits) in base64url.
+        assert_eq!(bands[..3], [json!("emtJCm"), json!("avbDKi"), json!("oJtXjG")]);
+        let sig = m["minHashSignature"].as_str().unwrap();
+        assert_eq!(sig.len(), 172);
+        assert_eq!(&sig[..24], "2Je+1+C010uXl0ZVEBCGRtjK");
+        let minhash: Map<String, Value> = m
+            .iter()
+            .filter(|(k, _)| k.starts_with("minHash"))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let text = Value::Object(minhash).to_string();
+        assert_eq!(
+            format!("{:016x}", xxhash_rust::xxh3::xxh3_64(text.as_bytes())),
+            "e7e3c8b28484063f"
+        );
+        assert_eq!(m["simHash"], json!(-2155170680333690452i64));
+    }
+
     /// The same article in Traditional characters (OpenCC s2t, s2twp, s2hk) writes the same
     /// fingerprint fields, by default; an index recorded before folding (`fold` absent from
     /// its `_meta`) keeps its own version and does not fold.
@@ -995,7 +1028,7 @@ mod tests {
             let sketches = sketch_source(&fp, meta.methods(), a, &fields).unwrap();
             fingerprint_fields_json(meta, &sketches)
         };
-        let meta = IndexMeta::default();
+        let meta = IndexMeta::default().with_layout(crate::es::MinHashLayout::Full);
         assert!(meta.fold);
         let original = fields_of(&meta, &article(title, content));
         let f = Folder::shared();
@@ -1025,7 +1058,8 @@ mod tests {
             crate::es::BlockType::Short,
             crate::es::FieldNames::default(),
             crate::es::MinHashFieldNames::default(),
-        );
+        )
+        .with_layout(crate::es::MinHashLayout::Full);
         // What an index recorded before folding existed: no `fold` key, read as `false`.
         assert!(old.to_json().get("fold").is_none());
         assert!(meta.to_json()["fold"] == true);

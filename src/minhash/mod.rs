@@ -234,59 +234,129 @@ impl std::str::FromStr for MinHashParams {
     }
 }
 
-/// A MinHash signature: `hashes` 32-bit minima.
+/// A MinHash signature: `hashes` 32-bit minima, or only their lowest `bits` bits (a b-bit
+/// signature, Li & König, "b-Bit Minwise Hashing", WWW 2010), as Elasticsearch's compact layout
+/// stores them ([`Signature::reduced`]).
 #[derive(Clone, PartialEq, Eq, Hash)]
-pub struct Signature(Arc<[u32]>);
+pub struct Signature {
+    values: Arc<[u32]>,
+    /// How many low bits of each minimum are kept: [`Signature::FULL_BITS`], or fewer.
+    bits: u8,
+}
 
 impl fmt::Debug for Signature {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Signature[{}; {:08x}…]", self.0.len(), self.0[0])
+        write!(
+            f,
+            "Signature[{}; {:08x}…; {} bits]",
+            self.values.len(),
+            self.values.first().copied().unwrap_or(0),
+            self.bits
+        )
     }
 }
 
 impl Signature {
+    /// The bits of a whole minimum.
+    pub const FULL_BITS: u8 = 32;
+
     /// A signature from its values (e.g. read back from a store).
     pub fn from_values(values: impl Into<Arc<[u32]>>) -> Signature {
-        Signature(values.into())
+        Signature {
+            values: values.into(),
+            bits: Self::FULL_BITS,
+        }
     }
 
-    /// The minima.
+    /// A b-bit signature from its values, each below `2^bits` (higher bits are dropped);
+    /// `bits` from 1 to 32.
+    pub fn from_reduced_values(values: impl Into<Arc<[u32]>>, bits: u8) -> Signature {
+        assert!(
+            (1..=Self::FULL_BITS).contains(&bits),
+            "a signature keeps 1 to 32 bits of each minimum, not {bits}"
+        );
+        let values: Arc<[u32]> = values.into();
+        let mask = Self::mask(bits);
+        Signature {
+            values: values.iter().map(|v| v & mask).collect(),
+            bits,
+        }
+    }
+
+    /// The lowest `bits` bits of each minimum (the signature itself when it keeps no more):
+    /// what Elasticsearch's compact layout stores.
+    pub fn reduced(&self, bits: u8) -> Signature {
+        if bits >= self.bits {
+            return self.clone();
+        }
+        Signature::from_reduced_values(self.values.clone(), bits)
+    }
+
+    fn mask(bits: u8) -> u32 {
+        if bits >= Self::FULL_BITS {
+            u32::MAX
+        } else {
+            (1u32 << bits) - 1
+        }
+    }
+
+    /// The minima (only their lowest [`Signature::bits`] bits for a b-bit signature).
     pub fn values(&self) -> &[u32] {
-        &self.0
+        &self.values
+    }
+
+    /// How many low bits of each minimum the signature keeps: 32 for a whole signature.
+    pub fn bits(&self) -> u8 {
+        self.bits
+    }
+
+    /// Whether the signature keeps whole minima (it can make band keys).
+    pub fn is_full(&self) -> bool {
+        self.bits == Self::FULL_BITS
     }
 
     /// Number of minima.
     pub fn len(&self) -> usize {
-        self.0.len()
+        self.values.len()
     }
 
     /// Whether the signature has no value (never true for a signature made from text).
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.values.is_empty()
     }
 
-    /// Number of positions where the two signatures agree.
+    /// Number of positions where the two signatures agree, on the bits both keep.
     #[inline]
     pub fn agreements(&self, other: &Signature) -> u32 {
-        self.0
+        let mask = Self::mask(self.bits.min(other.bits));
+        self.values
             .iter()
-            .zip(other.0.iter())
-            .map(|(a, b)| u32::from(a == b))
+            .zip(other.values.iter())
+            .map(|(a, b)| u32::from((a ^ b) & mask == 0))
             .sum()
     }
 
-    /// Estimated Jaccard similarity: the share of agreeing positions. Signatures of
-    /// different lengths are not comparable and give 0.
+    /// Estimated Jaccard similarity. Of two whole signatures: the share of agreeing
+    /// positions. When either keeps only `b < 32` bits, both are compared on their lowest
+    /// `b` bits, where unrelated minima agree by chance with probability `C = 2^-b`: the
+    /// estimate is then `(P − C) / (1 − C)`, at least 0, with `P` the share agreeing (Li &
+    /// König). Signatures of different lengths are not comparable and give 0.
     pub fn similarity(&self, other: &Signature) -> f64 {
-        if self.0.len() != other.0.len() || self.0.is_empty() {
+        if self.values.len() != other.values.len() || self.values.is_empty() {
             return 0.0;
         }
-        f64::from(self.agreements(other)) / self.0.len() as f64
+        let p = f64::from(self.agreements(other)) / self.values.len() as f64;
+        let bits = self.bits.min(other.bits);
+        if bits >= Self::FULL_BITS {
+            return p;
+        }
+        let chance = 1.0 / f64::from(1u32 << bits);
+        ((p - chance) / (1.0 - chance)).max(0.0)
     }
 
     /// The signature as little-endian bytes (4 per value), the stored form.
     pub fn to_le_bytes(&self) -> Vec<u8> {
-        self.0.iter().flat_map(|v| v.to_le_bytes()).collect()
+        self.values.iter().flat_map(|v| v.to_le_bytes()).collect()
     }
 
     /// Inverse of [`Signature::to_le_bytes`]; `None` if the length is not a multiple of 4.
@@ -294,15 +364,16 @@ impl Signature {
         if !bytes.len().is_multiple_of(4) {
             return None;
         }
-        Some(Signature(
+        Some(Signature::from_values(
             bytes
                 .chunks_exact(4)
                 .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-                .collect(),
+                .collect::<Arc<[u32]>>(),
         ))
     }
 
-    /// The LSH band keys under `params`, band 0 first (see [`Signature::band_key`]).
+    /// The LSH band keys under `params`, band 0 first (see [`Signature::band_key`]). Only a
+    /// whole signature has the right ones: a b-bit signature's are of its reduced values.
     pub fn band_keys(&self, params: &MinHashParams) -> Vec<u64> {
         let mut buf = Vec::with_capacity(2 + 4 * usize::from(params.rows));
         (0..usize::from(params.bands))
@@ -320,7 +391,7 @@ impl Signature {
         let rows = usize::from(params.rows);
         buf.clear();
         buf.extend_from_slice(&(band as u16).to_le_bytes());
-        for v in &self.0[band * rows..(band + 1) * rows] {
+        for v in &self.values[band * rows..(band + 1) * rows] {
             buf.extend_from_slice(&v.to_le_bytes());
         }
         xxh3_64(buf)
@@ -419,11 +490,13 @@ impl MinHasher {
 
     fn finish(&self, mins: &[u64]) -> Signature {
         match self.params.scheme {
-            Scheme::Permutations => Signature(mins.iter().map(|&m| m as u32).collect()),
+            Scheme::Permutations => {
+                Signature::from_values(mins.iter().map(|&m| m as u32).collect::<Arc<[u32]>>())
+            }
             Scheme::Oph => {
                 let n = mins.len();
                 let filled = |i: usize| mins[i] != u64::MAX;
-                Signature(
+                Signature::from_values(
                     (0..n)
                         .map(|bin| {
                             if filled(bin) {
@@ -437,7 +510,7 @@ impl MinHasher {
                                 .expect("a document with a shingle has a non-empty bin");
                             mins[from] as u32
                         })
-                        .collect(),
+                        .collect::<Arc<[u32]>>(),
                 )
             }
         }

@@ -70,7 +70,7 @@ use super::worker::stale_query;
 use super::write::sketch_source;
 use super::{
     path_segment, request, verify_index, Body, EsError, EsIndexer, FieldNames, FingerprintUpdate,
-    IndexMeta, RetryPolicy,
+    IndexMeta, MinHashLayout, RetryPolicy,
 };
 use crate::fingerprint::Methods;
 use crate::Fingerprinter;
@@ -686,8 +686,11 @@ impl Backfill {
             fingerprint_version: self.fp.version().to_owned(),
             minhash_version: metas
                 .values()
-                .any(|m| m.minhash.is_some())
-                .then(|| self.fp.minhash_version().to_owned()),
+                .find_map(|m| m.minhash.as_ref())
+                .map(|m| match m.layout {
+                    MinHashLayout::Full => self.fp.minhash_version().to_owned(),
+                    layout => format!("{} ({layout} layout)", self.fp.minhash_version()),
+                }),
             text_fields: cfg.text_fields.clone(),
             version_field: cfg.names.version.clone(),
         };

@@ -116,6 +116,9 @@ pub struct RegroupConfig {
     pub retry: RetryPolicy,
     /// redb's page cache for the work file, in bytes.
     pub cache_bytes: usize,
+    /// The articles' text fields, fingerprinted where the stored signatures cannot make a
+    /// query (MinHash in the compact layout).
+    pub text_fields: Vec<String>,
 }
 
 impl RegroupConfig {
@@ -134,6 +137,7 @@ impl RegroupConfig {
             keep_alive: Duration::from_secs(300),
             retry: RetryPolicy::default(),
             cache_bytes: 64 << 20,
+            text_fields: SimilarOptions::default().text_fields,
         }
     }
 }
@@ -253,6 +257,7 @@ pub async fn regroup(
         SimilarOptions {
             paging: config.paging,
             keep_alive: config.keep_alive,
+            text_fields: config.text_fields.clone(),
             ..SimilarOptions::default()
         },
         config.retry.clone(),

@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 use common::es::{self as t, TestIndex};
 use elasticsearch::http::Method;
 use neardup::es::schema::minhash_fields_json;
-use neardup::es::MinHashFieldNames;
+use neardup::es::MinHashLayout;
 use neardup::es::{
     simhash_fields_json, BlockType, EsError, FieldNames, FilterMode, IndexMeta, Match, Paging,
     QueryFingerprint, RetryPolicy, Similar, SimilarOptions,
@@ -586,8 +586,9 @@ fn texts(src: &Value) -> [&str; 2] {
     ]
 }
 
-/// `src` with both methods' fields, as a writer of both makes them; and its signature.
-fn doc_both(src: &Value) -> (Value, Option<Signature>) {
+/// `src` with both methods' fields, as a writer of both makes them for `meta` (its MinHash
+/// layout); and its whole signature.
+fn doc_both(src: &Value, meta: &IndexMeta) -> (Value, Option<Signature>) {
     let fp = fingerprinter();
     let mut doc = src.clone();
     let sh = fp.fingerprint_fields(&texts(src));
@@ -597,12 +598,9 @@ fn doc_both(src: &Value) -> (Value, Option<Signature>) {
         fp.version(),
     ));
     let mh = fp.minhash_fields(&texts(src));
-    doc.as_object_mut().unwrap().extend(minhash_fields_json(
-        &MinHashFieldNames::default(),
-        &MinHashParams::DEFAULT,
-        &mh,
-        fp.minhash_version(),
-    ));
+    doc.as_object_mut()
+        .unwrap()
+        .extend(minhash_fields_json(meta.minhash.as_ref().unwrap(), &mh));
     (doc, mh.ok().map(|f| f.signature))
 }
 
@@ -615,13 +613,17 @@ fn prefix(s: &str, share: f64) -> String {
 /// Real articles, and for the first `bases` of them edited copies at several similarities
 /// (shortened, halved, spliced with the next article), plus one copy stored without
 /// fingerprint fields. Returns the documents and every stored `(id, signature)`.
-fn minhash_corpus(articles: usize, bases: usize) -> (Docs, Vec<(String, Signature)>, Vec<String>) {
+fn minhash_corpus(
+    articles: usize,
+    bases: usize,
+    meta: &IndexMeta,
+) -> (Docs, Vec<(String, Signature)>, Vec<String>) {
     let all_articles = t::shared_articles(articles);
     let mut docs = Vec::new();
     let mut sigs = Vec::new();
     let mut base_ids = Vec::new();
     let mut push = |id: String, src: Value, docs: &mut Docs| {
-        let (doc, sig) = doc_both(&src);
+        let (doc, sig) = doc_both(&src, meta);
         if let Some(sig) = sig {
             sigs.push((id.clone(), sig));
         }
@@ -654,26 +656,45 @@ fn minhash_corpus(articles: usize, bases: usize) -> (Docs, Vec<(String, Signatur
     (docs, sigs, base_ids)
 }
 
-/// Every stored document sharing a band with `q` and within `t`, by brute force; `exclude`
-/// left out.
+/// Every stored document sharing a band term with `q` and within `t`, by brute force, in
+/// `layout` (its terms, and its signature bits: agreements of the lowest bits, corrected for
+/// chance, Li & König); `exclude` left out.
 fn expected_minhash(
     sigs: &[(String, Signature)],
     index: &str,
     q: &Signature,
     t: f64,
     exclude: Option<&str>,
+    layout: MinHashLayout,
 ) -> Vec<Match> {
     let params = MinHashParams::DEFAULT;
-    let bands = q.band_keys(&params);
+    let terms = |s: &Signature| -> BTreeSet<String> {
+        s.band_keys(&params)
+            .into_iter()
+            .map(|k| layout.band_term(k))
+            .collect()
+    };
+    let bands = terms(q);
     let query = Sketch::MinHash(q.clone());
+    let bits = layout.signature_bits();
     let mut m: Vec<Match> = sigs
         .iter()
         .filter(|(id, _)| Some(id.as_str()) != exclude)
-        .filter(|(_, s)| s.band_keys(&params).iter().zip(&bands).any(|(a, b)| a == b))
+        .filter(|(_, s)| !terms(s).is_disjoint(&bands))
         .filter_map(|(id, s)| {
+            let stored: Vec<u32> = s
+                .values()
+                .iter()
+                .map(|v| if bits == 32 { *v } else { v & ((1 << bits) - 1) })
+                .collect();
+            let stored = if bits == 32 {
+                Signature::from_values(stored)
+            } else {
+                Signature::from_reduced_values(stored, bits)
+            };
             query
                 .score(
-                    &Sketch::MinHash(s.clone()),
+                    &Sketch::MinHash(stored),
                     Tolerance::similarity(t).unwrap(),
                 )
                 .map(|score| Match::in_index(id, index, score))
@@ -685,9 +706,24 @@ fn expected_minhash(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn minhash_finds_exactly_the_brute_force_answer_with_both_filters() {
+    minhash_brute_force(MinHashLayout::NEW).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn minhash_in_the_full_layout_finds_exactly_the_brute_force_answer() {
+    minhash_brute_force(MinHashLayout::Full).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn minhash_with_4_bit_minima_finds_exactly_the_brute_force_answer() {
+    minhash_brute_force(MinHashLayout::Compact { signature_bits: 4 }).await;
+}
+
+async fn minhash_brute_force(layout: MinHashLayout) {
     let client = t::client().await;
-    let idx = new_both_index(&client, "similar-minhash").await;
-    let (mut docs, sigs, bases) = minhash_corpus(150, 8);
+    let meta = both_meta().with_layout(layout);
+    let idx = t::initialised(&client, "similar-minhash", &meta).await;
+    let (mut docs, sigs, bases) = minhash_corpus(150, 8, &meta);
     // A copy stored with its text only (no bands, so never a candidate): its signature is
     // computed when it is the query.
     let (first, first_src) = &t::shared_articles(1)[0];
@@ -713,11 +749,18 @@ async fn minhash_finds_exactly_the_brute_force_answer_with_both_filters() {
                     .by_id(idx.name.as_str(), base, Tolerance::similarity(t).unwrap())
                     .await
                     .unwrap();
+                // The full layout's stored signature is the query; the compact layout's is
+                // too short to make band terms, so the text makes it (the same one).
+                let sketch = Sketch::MinHash(sig_of(base));
                 assert_eq!(
                     found.query,
-                    QueryFingerprint::Stored(Sketch::MinHash(sig_of(base)))
+                    match layout {
+                        MinHashLayout::Full => QueryFingerprint::Stored(sketch),
+                        _ => QueryFingerprint::Computed(sketch),
+                    }
                 );
-                let want = expected_minhash(&sigs, &idx.name, &sig_of(base), t, Some(base));
+                let want =
+                    expected_minhash(&sigs, &idx.name, &sig_of(base), t, Some(base), layout);
                 assert_eq!(found.matches, want, "{filter} t={t} base {base}");
                 assert!(found.matches.iter().all(|m| m.similarity().is_some()));
                 transferred[f] += found.transferred;
@@ -752,7 +795,7 @@ async fn minhash_finds_exactly_the_brute_force_answer_with_both_filters() {
         );
         assert_eq!(
             found.matches,
-            expected_minhash(&sigs, &idx.name, &sig_of(first), 0.3, None)
+            expected_minhash(&sigs, &idx.name, &sig_of(first), 0.3, None, layout)
         );
         assert!(found
             .matches
@@ -761,7 +804,7 @@ async fn minhash_finds_exactly_the_brute_force_answer_with_both_filters() {
 
         // A free text and a given signature: the same answer, the article itself included.
         let text = format!("{}\n{}", texts(first_src)[0], texts(first_src)[1]);
-        let want = expected_minhash(&sigs, &idx.name, &sig_of(first), 0.3, None);
+        let want = expected_minhash(&sigs, &idx.name, &sig_of(first), 0.3, None, layout);
         let by_text = s
             .by_text(
                 idx.name.as_str(),
@@ -811,7 +854,7 @@ async fn minhash_finds_exactly_the_brute_force_answer_with_both_filters() {
 async fn fingerprints_of_another_version_are_never_compared() {
     let client = t::client().await;
     let idx = new_both_index(&client, "similar-versions").await;
-    let (docs, _, bases) = minhash_corpus(5, 1);
+    let (docs, _, bases) = minhash_corpus(5, 1, &both_meta());
     t::load(&client, &idx.name, &docs).await;
 
     // A fingerprinter of another profile is refused, naming both versions.
@@ -1186,7 +1229,7 @@ fn the_cli_uses_the_indices_method_and_looks_up_many_ids() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let client = rt.block_on(t::client());
     let idx = rt.block_on(new_both_index(&client, "similar-cli-minhash"));
-    let (docs, _, bases) = minhash_corpus(40, 3);
+    let (docs, _, bases) = minhash_corpus(40, 3, &both_meta());
     rt.block_on(t::load(&client, &idx.name, &docs));
     let url = t::url();
     let base = [
