@@ -28,7 +28,7 @@ use elasticsearch::http::Method as Http;
 use elasticsearch::Elasticsearch;
 use neardup::es::{
     self, fingerprint_fields_json, sketch_source, BlockType, Body, FieldNames, IndexMeta,
-    MinHashFieldNames, RetryPolicy, SimilarOptions,
+    MinHashFieldNames, MinHashLayout, RetryPolicy, SimilarOptions,
 };
 use neardup::eval::minhash::banded_similarity;
 use neardup::eval::{read_pairs, Confusion};
@@ -131,6 +131,11 @@ struct Layout {
     bands: Bands,
     sig: Sig,
     versions: Versions,
+    /// The library's MinHash layout the fields start from: the full one for the options
+    /// measured before neardup wrote another; the options `neardup-compact-b8`/`-b4` are the
+    /// compact layout exactly as the library writes it (their axes stay at "today", which
+    /// then changes nothing).
+    library: MinHashLayout,
 }
 
 const NONE: Methods = Methods {
@@ -148,6 +153,7 @@ fn layouts() -> Vec<Layout> {
         bands,
         sig,
         versions,
+        library: MinHashLayout::Full,
     };
     let today = |name, methods| Layout {
         name,
@@ -155,6 +161,11 @@ fn layouts() -> Vec<Layout> {
         bands: Bands::Hex64,
         sig: TODAY_SIG,
         versions: Versions::Full,
+        library: MinHashLayout::Full,
+    };
+    let library = |name, signature_bits| Layout {
+        library: MinHashLayout::Compact { signature_bits },
+        ..today(name, Methods::BOTH)
     };
     let (hex, full) = (Bands::Hex64, Versions::Full);
     let low = |bits, doc_values| Sig::Low { bits, doc_values };
@@ -163,6 +174,8 @@ fn layouts() -> Vec<Layout> {
         today("today-both", Methods::BOTH),
         today("today-simhash", Methods::only(Method::SimHash)),
         today("today-minhash", Methods::only(Method::MinHash)),
+        library("neardup-compact-b8", 8),
+        library("neardup-compact-b4", 4),
         both(
             "bands-b64url32-keyword",
             Bands::Keyword(32),
@@ -262,6 +275,7 @@ impl Layout {
             FieldNames::default(),
             MinHashFieldNames::default(),
         )
+        .with_layout(self.library)
     }
 
     /// The `properties` of the option's fields: today's mapping, changed per axis.

@@ -10,7 +10,9 @@ use serde_json::{json, Map, Value};
 
 use std::collections::BTreeMap;
 
-use super::schema::{FieldNames, GroupMeta, GroupOrder, IndexMeta, META_KEY};
+use super::schema::{
+    FieldNames, GroupMeta, GroupOrder, IndexMeta, MinHashLayout, MinHashMeta, META_KEY,
+};
 use super::{path_segment, path_segment_keep_patterns, request, send, Body, EsError, RetryPolicy};
 use crate::{FingerprintConfig, Fingerprinter, Profile};
 
@@ -242,7 +244,67 @@ fn upgrade_meta(
     if out.group.is_none() {
         out.group.clone_from(&recorded.group);
     }
+    // From the full to the compact layout: queries keep finding the documents not rewritten
+    // yet until the back-fill is done.
+    if let (Some(r), Some(o)) = (&recorded.minhash, &mut out.minhash) {
+        o.from_full =
+            o.layout != MinHashLayout::Full && (r.from_full || r.layout == MinHashLayout::Full);
+    }
     Ok(out)
+}
+
+/// Ends an upgrade from the full to the compact MinHash layout on `index` (a concrete index)
+/// once no document is stale ([`super::worker::stale_query`]): `_meta` stops recording
+/// [`MinHashMeta::from_full`], and queries send only the compact terms. The back-fill calls
+/// it after walking an index. `Ok(true)` when it was ended now; `Ok(false)` when there was
+/// none, or documents are left.
+pub async fn finish_layout_upgrade(
+    client: &Elasticsearch,
+    retry: &RetryPolicy,
+    index: &str,
+) -> Result<bool, EsError> {
+    let all = mappings(client, retry, index).await?;
+    let Some((concrete, m)) = all.iter().next() else {
+        return Ok(false);
+    };
+    let mut meta = IndexMeta::from_mapping(concrete, &m["mappings"], &FieldNames::default())?;
+    if !meta.minhash.as_ref().is_some_and(|m| m.from_full) {
+        return Ok(false);
+    }
+    let r = request(
+        client,
+        retry,
+        &format!("index `{concrete}`: count documents not rewritten"),
+        Method::Post,
+        &format!("/{}/_count", path_segment(concrete)),
+        &[],
+        Some(&Body::Json(
+            json!({ "query": super::worker::stale_query(&meta) }),
+        )),
+    )
+    .await?;
+    if r["count"].as_u64() != Some(0) {
+        return Ok(false);
+    }
+    if let Some(m) = &mut meta.minhash {
+        m.from_full = false;
+    }
+    let mut all_meta = m["mappings"]["_meta"]
+        .as_object()
+        .cloned()
+        .unwrap_or_default();
+    all_meta.insert(META_KEY.to_owned(), meta.to_json());
+    request(
+        client,
+        retry,
+        &format!("index `{concrete}`: record the end of the layout upgrade"),
+        Method::Put,
+        &format!("/{}/_mapping", path_segment(concrete)),
+        &[],
+        Some(&Body::Json(json!({ "_meta": all_meta }))),
+    )
+    .await?;
+    Ok(true)
 }
 
 /// Two different group fields (or orders) asked of one index.
@@ -313,6 +375,14 @@ fn merge_meta(
         _ => {}
     }
     match (&recorded.minhash, &wanted.minhash) {
+        // An upgrade in progress is not a difference a caller names.
+        (Some(r), Some(w))
+            if r.from_full != w.from_full
+                && *r
+                    == MinHashMeta {
+                        from_full: r.from_full,
+                        ..w.clone()
+                    } => {}
         (Some(r), Some(w)) if r != w => {
             return Err(clash(
                 format!(

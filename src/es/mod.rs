@@ -55,7 +55,8 @@ use serde_json::Value;
 pub use claims::{ClaimError, Claims, Held, RecentInsert};
 pub use dedupe::{claim_keys, insert_unless_near, DedupeError, Inserted, NewArticle};
 pub use init::{
-    existing_profile, init_index, read_each, read_meta, upgrade_index, verify_index, InitOutcome,
+    existing_profile, finish_layout_upgrade, init_index, read_each, read_meta, upgrade_index,
+    verify_index, InitOutcome,
 };
 pub use retry::RetryPolicy;
 pub use scan::{Cursor, Paging, ScanOptions, ScanStats, Scanner};

@@ -618,6 +618,12 @@ pub struct MinHashMeta {
     /// Absent (full) in indices recorded before the compact layout existed.
     #[serde(default = "full_layout", skip_serializing_if = "is_full_layout")]
     pub layout: MinHashLayout,
+    /// Set by `es-init --upgrade` from the full to the compact layout, until a back-fill has
+    /// rewritten every document ([`super::finish_layout_upgrade`]): queries also send the
+    /// full layout's band terms, so documents not rewritten yet are still found (compared by
+    /// the compact rule on their whole minima's lowest bits).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub from_full: bool,
 }
 
 impl MinHashMeta {
@@ -628,18 +634,31 @@ impl MinHashMeta {
         match self.layout {
             MinHashLayout::Full => self.version.clone(),
             layout => {
-                let code = xxhash_rust::xxh3::xxh3_64(format!("{};{layout}", self.version).as_bytes());
+                let code =
+                    xxhash_rust::xxh3::xxh3_64(format!("{};{layout}", self.version).as_bytes());
                 format!("m{:08x}", code >> 32)
             }
         }
     }
 
-    /// The band terms of a whole signature in the index's layout, band 0 first.
+    /// The band terms of a whole signature in the index's layout, band 0 first: what a
+    /// writer stores.
     pub fn band_terms(&self, sig: &Signature) -> Vec<String> {
         sig.band_keys(&self.params)
             .into_iter()
             .map(|k| self.layout.band_term(k))
             .collect()
+    }
+
+    /// The terms a query looks for: [`MinHashMeta::band_terms`], and during an upgrade from
+    /// the full layout ([`MinHashMeta::from_full`]) the full layout's too.
+    pub fn query_terms(&self, sig: &Signature) -> Vec<String> {
+        let keys = sig.band_keys(&self.params);
+        let mut terms: Vec<String> = keys.iter().map(|&k| self.layout.band_term(k)).collect();
+        if self.from_full && self.layout != MinHashLayout::Full {
+            terms.extend(keys.iter().map(|&k| MinHashLayout::Full.band_term(k)));
+        }
+        terms
     }
 }
 
@@ -682,6 +701,7 @@ impl IndexMeta {
                 version: versions.minhash.clone(),
                 fields: minhash_fields,
                 layout: MinHashLayout::NEW,
+                from_full: false,
             }),
             group: None,
             source: MetaSource::Recorded,
@@ -851,6 +871,7 @@ impl IndexMeta {
     pub fn with_layout(mut self, layout: MinHashLayout) -> IndexMeta {
         if let Some(m) = &mut self.minhash {
             m.layout = layout;
+            m.from_full &= layout != MinHashLayout::Full;
         }
         self.format = self.fields_format();
         self
@@ -859,9 +880,7 @@ impl IndexMeta {
     /// The `format` recorded in `_meta`: 2 when the MinHash fields are in the compact
     /// layout, else 1 ([`MinHashLayout::meta_format`]).
     pub fn fields_format(&self) -> u32 {
-        self.minhash
-            .as_ref()
-            .map_or(1, |m| m.layout.meta_format())
+        self.minhash.as_ref().map_or(1, |m| m.layout.meta_format())
     }
 
     /// The description of one concrete index from its mapping (`{"properties": …, "_meta": …}`).
@@ -892,7 +911,9 @@ impl IndexMeta {
                     detail: format!(
                         "format {} does not go with the MinHash layout it records ({}, format {})",
                         meta.format,
-                        meta.minhash.as_ref().map_or(MinHashLayout::Full, |m| m.layout),
+                        meta.minhash
+                            .as_ref()
+                            .map_or(MinHashLayout::Full, |m| m.layout),
                         meta.fields_format()
                     ),
                 });
@@ -1243,7 +1264,10 @@ mod tests {
         let m = meta.minhash.as_ref().unwrap();
         assert_eq!(m.layout, MinHashLayout::NEW);
         assert_eq!(meta.to_json()["format"], 2);
-        assert_eq!(meta.to_json()["minhash"]["layout"], json!({ "compact": { "signature_bits": 8 } }));
+        assert_eq!(
+            meta.to_json()["minhash"]["layout"],
+            json!({ "compact": { "signature_bits": 8 } })
+        );
         let f = minhash_fields_json(m, &out);
         let bands = f["minHashBands"].as_array().unwrap();
         assert_eq!(bands.len(), 42);
@@ -1277,7 +1301,11 @@ mod tests {
             layout: MinHashLayout::Compact { signature_bits: 4 },
             ..m.clone()
         };
-        assert_ne!(other.stored_version(), code, "a layout change makes documents stale");
+        assert_ne!(
+            other.stored_version(),
+            code,
+            "a layout change makes documents stale"
+        );
         let full = MinHashMeta {
             layout: MinHashLayout::Full,
             ..m.clone()
@@ -1294,10 +1322,15 @@ mod tests {
         assert_eq!(full.to_json()["format"], 1);
         assert!(full.to_json()["minhash"].get("layout").is_none());
         let back = |v: Value| {
-            IndexMeta::from_mapping("i", &json!({ "_meta": { META_KEY: v } }), &FieldNames::default())
+            IndexMeta::from_mapping(
+                "i",
+                &json!({ "_meta": { META_KEY: v } }),
+                &FieldNames::default(),
+            )
         };
         assert_eq!(back(full.to_json()).unwrap(), full);
-        let compact = IndexMeta::default().with_layout(MinHashLayout::Compact { signature_bits: 4 });
+        let compact =
+            IndexMeta::default().with_layout(MinHashLayout::Compact { signature_bits: 4 });
         assert_eq!(back(compact.to_json()).unwrap(), compact);
         let mut wrong = compact.to_json();
         wrong["format"] = json!(1);
@@ -1305,7 +1338,10 @@ mod tests {
         assert!(e.contains("does not go with"), "{e}");
         let mut wrong = compact.to_json();
         wrong["minhash"]["layout"]["compact"]["signature_bits"] = json!(0);
-        assert!(back(wrong).unwrap_err().to_string().contains("out of range"));
+        assert!(back(wrong)
+            .unwrap_err()
+            .to_string()
+            .contains("out of range"));
         let simhash = IndexMeta::simhash(Profile::Default, BlockType::Short, FieldNames::default());
         assert_eq!(simhash.to_json()["format"], 1);
     }

@@ -461,7 +461,7 @@ impl Similar {
         let query_bands: Vec<HashSet<String>> = queries
             .iter()
             .map(|q| match (q.sketch(), &d.meta.minhash) {
-                (Sketch::MinHash(sig), Some(m)) => m.band_terms(&sig).into_iter().collect(),
+                (Sketch::MinHash(sig), Some(m)) => m.query_terms(&sig).into_iter().collect(),
                 _ => HashSet::new(),
             })
             .collect();
@@ -1104,7 +1104,7 @@ fn minhash_body(
     t: Threshold,
 ) -> Value {
     let names = &m.fields;
-    let mut filters = vec![json!({ "terms": { &names.bands: m.band_terms(sig) } })];
+    let mut filters = vec![json!({ "terms": { &names.bands: m.query_terms(sig) } })];
     if filter == FilterMode::Server && d.signature_doc_values {
         let bits = m.layout.signature_bits();
         let script = match m.layout {
@@ -1211,8 +1211,7 @@ fn source_sketch(
             // A compact layout's stored signature keeps only some bits of each minimum, too
             // few to make band terms: the query is made from the text.
             if m.layout != MinHashLayout::Full
-                || source.get(&m.fields.version).and_then(Value::as_str)
-                    != Some(m.version.as_str())
+                || source.get(&m.fields.version).and_then(Value::as_str) != Some(m.version.as_str())
             {
                 return Ok(None);
             }
@@ -1478,7 +1477,11 @@ mod tests {
                 let m = min_agreements(128, bits, th(t));
                 for a in 0..=128usize {
                     let j = ((a as f64 / 128.0 - c) / (1.0 - c)).max(0.0);
-                    assert_eq!(a >= m, j >= t - crate::minhash::SIMILARITY_EPSILON, "b {bits} t {t} a {a}");
+                    assert_eq!(
+                        a >= m,
+                        j >= t - crate::minhash::SIMILARITY_EPSILON,
+                        "b {bits} t {t} a {a}"
+                    );
                 }
             }
         }
@@ -1502,12 +1505,18 @@ mod tests {
             .as_array()
             .unwrap();
         assert_eq!(terms.len(), 42);
-        assert_eq!(terms[3], json!(m.layout.band_term(sig.band_key(&m.params, 3))));
+        assert_eq!(
+            terms[3],
+            json!(m.layout.band_term(sig.band_key(&m.params, 3)))
+        );
         let script = &b["query"]["bool"]["filter"][1]["script"]["script"];
         assert_eq!(script["source"], SCRIPT_MINHASH_BITS);
         assert_eq!(script["params"]["b"], 8);
         assert_eq!(script["params"]["m"], 39);
-        assert_eq!(script["params"]["q"][127], json!(127u32.wrapping_mul(0x0300_0001) & 255));
+        assert_eq!(
+            script["params"]["q"][127],
+            json!(127u32.wrapping_mul(0x0300_0001) & 255)
+        );
         // A stored b-bit signature cannot be searched for; by id, the text makes the query.
         let reduced = Sketch::MinHash(sig.reduced(8));
         assert!(es_query(reduced, Tolerance::Similarity(th(0.3))).is_err());

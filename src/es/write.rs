@@ -993,7 +993,10 @@ mod tests {
         let bands = m["minHashBands"].as_array().unwrap();
         assert_eq!(bands.len(), 42);
         // 0x7a6b490a6 (the full layout's first key, highest 36 bits) in base64url.
-        assert_eq!(bands[..3], [json!("emtJCm"), json!("avbDKi"), json!("oJtXjG")]);
+        assert_eq!(
+            bands[..3],
+            [json!("emtJCm"), json!("avbDKi"), json!("oJtXjG")]
+        );
         let sig = m["minHashSignature"].as_str().unwrap();
         assert_eq!(sig.len(), 172);
         assert_eq!(&sig[..24], "2Je+1+C010uXl0ZVEBCGRtjK");

@@ -29,6 +29,7 @@ mod live_es {
     mod deploy;
     mod groups;
     mod init;
+    mod layout;
     mod regroup;
     mod scan;
     mod serve;

@@ -684,13 +684,12 @@ impl Backfill {
             pattern: cfg.pattern.clone(),
             mode: cfg.mode.key().into(),
             fingerprint_version: self.fp.version().to_owned(),
-            minhash_version: metas
-                .values()
-                .find_map(|m| m.minhash.as_ref())
-                .map(|m| match m.layout {
+            minhash_version: metas.values().find_map(|m| m.minhash.as_ref()).map(|m| {
+                match m.layout {
                     MinHashLayout::Full => self.fp.minhash_version().to_owned(),
                     layout => format!("{} ({layout} layout)", self.fp.minhash_version()),
-                }),
+                }
+            }),
             text_fields: cfg.text_fields.clone(),
             version_field: cfg.names.version.clone(),
         };
@@ -809,6 +808,12 @@ impl Backfill {
                 .add(&run.counts.lock().unwrap());
             if interrupted {
                 break;
+            }
+            if !cfg.dry_run && super::finish_layout_upgrade(&self.client, retry, &index).await? {
+                tracing::info!(
+                    index,
+                    "every document is in the compact layout now: queries send only its terms"
+                );
             }
             if let Some(j) = &journal {
                 j.record(&Entry::IndexDone {

@@ -258,24 +258,37 @@ pub async fn capabilities(client: &Elasticsearch, index: &str) -> Capabilities {
 }
 
 /// Checks the four MinHash fields (default names) of a stored `_source` against
-/// [`neardup::Fingerprinter::sketch_fields`] of `texts`: one band term per band
-/// (`band_term(band_keys)`), the signature's bytes back from base64, the version, the reason;
-/// or, for a too-short text, the version, `too_short` and null values.
+/// [`neardup::Fingerprinter::sketch_fields`] of `texts`, in the compact layout a new index
+/// gets ([`MinHashLayout::NEW`]): one 6-character term per band (the band key's highest 36
+/// bits), the signature's lowest 8 bits of each minimum back from base64, the version code,
+/// the reason; or, for a too-short text, the version code, `too_short` and null values.
 pub fn assert_minhash_fields(src: &Value, fp: &neardup::Fingerprinter, texts: &[&str], id: &str) {
-    use neardup::es::schema::{band_term, signature_from_base64};
+    use neardup::es::{MinHashFieldNames, MinHashLayout, MinHashMeta};
+    let meta = MinHashMeta {
+        params: fp.config().minhash,
+        version: fp.minhash_version().to_owned(),
+        fields: MinHashFieldNames::default(),
+        layout: MinHashLayout::NEW,
+        from_full: false,
+    };
     let sketches = fp.sketch_fields(neardup::Methods::BOTH, texts);
-    assert_eq!(src["minHashVersion"], fp.minhash_version(), "{id}: {src}");
+    assert_eq!(src["minHashVersion"], meta.stored_version(), "{id}: {src}");
     match sketches.minhash.unwrap() {
         Ok(f) => {
             let terms: Vec<String> = f
                 .signature
                 .band_keys(&fp.config().minhash)
                 .into_iter()
-                .map(band_term)
+                .map(|k| MinHashLayout::NEW.band_term(k))
                 .collect();
+            assert!(terms.iter().all(|t| t.len() == 6), "{terms:?}");
             assert_eq!(src["minHashBands"], serde_json::json!(terms), "{id}");
             let stored = src["minHashSignature"].as_str().expect("signature stored");
-            assert_eq!(signature_from_base64(stored), Some(f.signature), "{id}");
+            assert_eq!(
+                MinHashLayout::NEW.signature_from_base64(stored, f.signature.len()),
+                Some(f.signature.reduced(8)),
+                "{id}"
+            );
             assert_eq!(src["minHashReason"], Value::Null, "{id}");
         }
         Err(_) => {

@@ -277,7 +277,12 @@ async fn the_index_records_what_it_holds_in_meta_and_every_reader_gets_it_back()
     assert_eq!(props["minHashSignature"]["type"], "binary");
     assert_eq!(props["simHashA"]["type"], "short");
     let meta = meta_json(&client, &idx.name).await;
-    assert_eq!(meta["neardup"]["format"], 1);
+    // MinHash in the compact layout, fields format 2.
+    assert_eq!(meta["neardup"]["format"], 2);
+    assert_eq!(
+        meta["neardup"]["minhash"]["layout"],
+        json!({ "compact": { "signature_bits": 8 } })
+    );
     assert_eq!(
         meta["neardup"]["minhash"]["params"],
         "shingle=w2;n=128;sig=oph;bands=42x3"
@@ -522,9 +527,12 @@ fn an_index_without_folding_keeps_it_until_an_explicit_upgrade() {
     );
     assert_eq!(
         minhash_v,
-        unfolded.version(neardup::Method::MinHash).unwrap()
+        unfolded.minhash.as_ref().unwrap().stored_version()
     );
-    assert!(!minhash_v.as_str().unwrap().contains("t2s"));
+    assert!(!unfolded
+        .version(neardup::Method::MinHash)
+        .unwrap()
+        .contains("t2s"));
     assert!(!similar_ids().contains(&"ex-001-tw".to_string()));
 
     // Asking an unfolded index for folding without --upgrade is refused and changes nothing.
@@ -574,7 +582,7 @@ fn an_index_without_folding_keeps_it_until_an_explicit_upgrade() {
     );
     assert_eq!(
         minhash_v,
-        upgraded.version(neardup::Method::MinHash).unwrap()
+        upgraded.minhash.as_ref().unwrap().stored_version()
     );
     assert!(similar_ids().contains(&"ex-001-tw".to_string()));
 

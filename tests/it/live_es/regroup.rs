@@ -13,7 +13,7 @@ use std::process::{Command, Stdio};
 use common::es::{self as t, TestIndex};
 use elasticsearch::http::Method;
 use elasticsearch::Elasticsearch;
-use neardup::es::schema::signature_from_base64;
+use neardup::es::MinHashLayout;
 use neardup::es::DEFAULT_K;
 use neardup::{Method as FpMethod, Sketch, Tolerance};
 use serde_json::{json, Value};
@@ -148,7 +148,10 @@ async fn labels_and_components(
                 .iter()
                 .map(|b| b.as_str().unwrap().to_owned())
                 .collect();
-            (Sketch::MinHash(signature_from_base64(b).unwrap()), bands)
+            (
+                Sketch::MinHash(MinHashLayout::NEW.signature_from_base64(b, 128).unwrap()),
+                bands,
+            )
         });
         docs.push((id, sketch));
     }

@@ -685,7 +685,13 @@ fn expected_minhash(
             let stored: Vec<u32> = s
                 .values()
                 .iter()
-                .map(|v| if bits == 32 { *v } else { v & ((1 << bits) - 1) })
+                .map(|v| {
+                    if bits == 32 {
+                        *v
+                    } else {
+                        v & ((1 << bits) - 1)
+                    }
+                })
                 .collect();
             let stored = if bits == 32 {
                 Signature::from_values(stored)
@@ -693,10 +699,7 @@ fn expected_minhash(
                 Signature::from_reduced_values(stored, bits)
             };
             query
-                .score(
-                    &Sketch::MinHash(stored),
-                    Tolerance::similarity(t).unwrap(),
-                )
+                .score(&Sketch::MinHash(stored), Tolerance::similarity(t).unwrap())
                 .map(|score| Match::in_index(id, index, score))
         })
         .collect();
@@ -759,8 +762,7 @@ async fn minhash_brute_force(layout: MinHashLayout) {
                         _ => QueryFingerprint::Computed(sketch),
                     }
                 );
-                let want =
-                    expected_minhash(&sigs, &idx.name, &sig_of(base), t, Some(base), layout);
+                let want = expected_minhash(&sigs, &idx.name, &sig_of(base), t, Some(base), layout);
                 assert_eq!(found.matches, want, "{filter} t={t} base {base}");
                 assert!(found.matches.iter().all(|m| m.similarity().is_some()));
                 transferred[f] += found.transferred;
