@@ -254,7 +254,7 @@ fn upgrade_meta(
 }
 
 /// Ends an upgrade from the full to the compact MinHash layout on `index` (a concrete index)
-/// once no document is stale ([`super::worker::stale_query`]): `_meta` stops recording
+/// once no document is stale (its version, or a method, missing or of another version): `_meta` stops recording
 /// [`MinHashMeta::from_full`], and queries send only the compact terms. The back-fill calls
 /// it after walking an index. `Ok(true)` when it was ended now; `Ok(false)` when there was
 /// none, or documents are left.
