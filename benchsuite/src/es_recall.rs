@@ -17,8 +17,8 @@ use std::time::Instant;
 use anyhow::Context;
 use elasticsearch::http::Method as Http;
 use neardup::es::{
-    self, BlockType, EsIndexer, FieldNames, FilterMode, IndexMeta, MinHashFieldNames, RetryPolicy,
-    Similar, SimilarOptions,
+    self, BlockType, EsIndexer, FieldNames, FilterMode, IndexMeta, MinHashFieldNames,
+    MinHashLayout, RetryPolicy, Similar, SimilarOptions,
 };
 use neardup::eval::{read_pairs, Confusion, LabelledPair};
 use neardup::input::field_texts;
@@ -54,6 +54,13 @@ pub struct EsRecallBench {
     /// Keep the index afterwards.
     #[arg(long)]
     keep: bool,
+    /// The MinHash layout of the index (`es-init --layout`): `compact` (the default of a new
+    /// index) or `full`.
+    #[arg(long, default_value = "compact", value_parser = ["compact", "full"])]
+    layout: String,
+    /// Bits of each minimum the compact layout keeps (`es-init --signature-bits`).
+    #[arg(long, default_value_t = 8)]
+    signature_bits: u8,
     #[command(flatten)]
     profile: ProfileArgs,
 }
@@ -110,7 +117,13 @@ pub fn run(args: EsRecallBench) -> CmdResult {
         BlockType::Short,
         FieldNames::default(),
         MinHashFieldNames::default(),
-    );
+    )
+    .with_layout(match args.layout.as_str() {
+        "full" => MinHashLayout::Full,
+        _ => MinHashLayout::Compact {
+            signature_bits: args.signature_bits,
+        },
+    });
     let method = args.method.for_index(meta.default_method())?;
     let tolerance = args.method.tolerance(method, Searched::Elasticsearch)?;
     // Both methods' sketches of each article, in one pass; the writer adds the fields.

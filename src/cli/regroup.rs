@@ -26,11 +26,6 @@ pub struct Args {
     /// (`neardup es-init` records them by default).
     #[arg(long, value_name = "NAME")]
     index: String,
-    /// Text field of the articles (dotted paths allowed); repeat for several, joined in order.
-    /// Read where the index keeps MinHash in the compact layout, whose stored signatures
-    /// cannot make a query: the articles' own are recomputed from their text.
-    #[arg(long = "field", value_name = "NAME", default_values = ["title", "content"])]
-    fields: Vec<String>,
     /// Compute the groups and print each of two or more articles as a JSON line
     /// (`{"representative", "members", "size"}`) on stdout; write nothing.
     #[arg(long)]
@@ -93,7 +88,6 @@ pub fn run(args: Args) -> CmdResult {
         .clone()
         .unwrap_or_else(|| default_state_path(&args.index, args.dry_run));
     config.dry_run = args.dry_run;
-    config.text_fields = args.fields.clone();
     config.restart = args.restart;
     config.page_size = args.page_size;
     config.searches_in_flight = args.searches;

@@ -316,14 +316,21 @@ impl Similar {
         check_tolerance(tolerance)?;
         let d = self.describe(&indices).await?;
         check_method(&indices, &d.meta, tolerance.method())?;
-        let (index, query) = self
+        let (index, query, terms) = self
             .query_document(&indices, &d, id, tolerance.method())
             .await?;
         match query.sketch() {
             None => Ok(Similarity::empty(query, tolerance)),
             Some(q) => {
-                let q = es_query(q.clone(), tolerance)?;
-                let mut s = self.search(&indices, &d, &q, Some((&index, id))).await?;
+                let q = match terms {
+                    // A compact stored signature: searched for with its stored band terms.
+                    Some(_) => Query::new(q.clone(), tolerance)
+                        .map_err(|e| EsError::Config(e.to_string()))?,
+                    None => es_query(q.clone(), tolerance)?,
+                };
+                let mut s = self
+                    .search(&indices, &d, &q, terms.as_deref(), Some((&index, id)))
+                    .await?;
                 s.query = query;
                 Ok(s)
             }
@@ -381,7 +388,13 @@ impl Similar {
             }
         };
         let mut s = self
-            .search(&indices, &d, &es_query(query.clone(), tolerance)?, None)
+            .search(
+                &indices,
+                &d,
+                &es_query(query.clone(), tolerance)?,
+                None,
+                None,
+            )
             .await?;
         s.query = QueryFingerprint::Computed(query);
         Ok(s)
@@ -411,7 +424,7 @@ impl Similar {
                 )));
             }
         }
-        self.search(&indices, &d, &query, None).await
+        self.search(&indices, &d, &query, None, None).await
     }
 
     /// For each of `queries`, the documents among `ids` in `index` near it, read by id once
@@ -443,7 +456,9 @@ impl Similar {
         check_method(&indices, &d.meta, method)?;
         let mut fields = sketch_fields(&d.meta, method);
         if let (Method::MinHash, Some(m)) = (method, &d.meta.minhash) {
-            fields.push(&m.fields.bands);
+            if !fields.contains(&m.fields.bands.as_str()) {
+                fields.push(&m.fields.bands);
+            }
         }
         let fields = fields.join(",");
         let r = request(
@@ -506,44 +521,56 @@ impl Similar {
         let indices = indices.into();
         let d = self.describe(&indices).await?;
         check_method(&indices, &d.meta, method)?;
-        let mut fields: Vec<String> = sketch_fields(&d.meta, method)
+        Ok(sketch_fields(&d.meta, method)
             .into_iter()
             .map(str::to_owned)
-            .collect();
-        if needs_text(&d.meta, method) {
-            fields.extend(self.options.text_fields.iter().cloned());
-        }
-        Ok(fields)
+            .collect())
     }
 
     /// A walked document's stored sketch of `method` (`hit`: `_id`, `_index` and the
-    /// `_source` of [`Similar::sketch_source_fields`]), read as a search reads its
-    /// candidates; `None` without one.
+    /// `_source` of [`Similar::sketch_source_fields`]), as [`Similar::by_id`] reads it:
+    /// `None` without one of the indices' version.
     pub(crate) async fn stored_sketch(
         &self,
         indices: impl Into<IndexList>,
         hit: &Value,
         method: Method,
-    ) -> Result<Option<Sketch>, EsError> {
+    ) -> Result<Option<StoredQuery>, EsError> {
         let indices = indices.into();
         let d = self.describe(&indices).await?;
         check_method(&indices, &d.meta, method)?;
-        let stored = hit_sketch(hit, &d, method)?;
-        if stored.is_none() || !needs_text(&d.meta, method) {
-            return Ok(stored);
-        }
-        // The compact layout's stored signature cannot make a query: make the article's own
-        // from its text, as the writer did.
-        let texts = field_texts(&hit["_source"], &self.options.text_fields).map_err(|bad| {
-            EsError::BadDocument {
-                id: hit["_id"].as_str().unwrap_or("?").to_owned(),
-                reason: format!("{bad}; its signature in the compact layout needs the text"),
+        let bad = |detail: String| EsError::BadDocument {
+            id: hit["_id"].as_str().unwrap_or("?").to_owned(),
+            reason: format!("in `{}`: {detail}", hit["_index"].as_str().unwrap_or("?")),
+        };
+        Ok(source_sketch(&hit["_source"], &d.meta, method)
+            .map_err(bad)?
+            .map(|sketch| StoredQuery {
+                terms: stored_terms(&hit["_source"], &d.meta, &sketch),
+                sketch,
+            }))
+    }
+
+    /// Every document near a stored sketch ([`Similar::stored_sketch`]): what
+    /// [`Similar::by_id`] finds for its document, that document included.
+    pub(crate) async fn by_stored(
+        &self,
+        indices: impl Into<IndexList>,
+        stored: StoredQuery,
+        tolerance: Tolerance,
+    ) -> Result<Similarity, EsError> {
+        let indices = indices.into();
+        check_tolerance(tolerance)?;
+        let d = self.describe(&indices).await?;
+        check_method(&indices, &d.meta, tolerance.method())?;
+        let query = match &stored.terms {
+            Some(_) => {
+                Query::new(stored.sketch, tolerance).map_err(|e| EsError::Config(e.to_string()))?
             }
-        })?;
-        Ok(d.fingerprinter
-            .sketch_fields(Methods::only(method), &texts)
-            .into_sketch(method)
-            .ok())
+            None => es_query(stored.sketch, tolerance)?,
+        };
+        self.search(&indices, &d, &query, stored.terms.as_deref(), None)
+            .await
     }
 
     /// The filter mode in effect: the configured one, unless the cluster refused scripts.
@@ -555,19 +582,25 @@ impl Similar {
         }
     }
 
+    /// `terms`: the band terms of a compact stored signature (which cannot make them); the
+    /// query's own otherwise.
     async fn search(
         &self,
         indices: &IndexList,
         d: &Described,
         query: &Query,
+        terms: Option<&[String]>,
         exclude: Option<(&str, &str)>,
     ) -> Result<Similarity, EsError> {
         let filter = self.effective_filter();
-        match self.search_with(filter, indices, d, query, exclude).await {
+        match self
+            .search_with(filter, indices, d, query, terms, exclude)
+            .await
+        {
             Err(e) if filter == FilterMode::Server && script_refused(&e) => {
                 tracing::warn!(error = %e, "the cluster refused the server-side filter script; filtering on the client from now on");
                 self.scripts_refused.store(true, Ordering::Relaxed);
-                self.search_with(FilterMode::Client, indices, d, query, exclude)
+                self.search_with(FilterMode::Client, indices, d, query, terms, exclude)
                     .await
             }
             r => r,
@@ -580,9 +613,10 @@ impl Similar {
         indices: &IndexList,
         d: &Described,
         query: &Query,
+        terms: Option<&[String]>,
         exclude: Option<(&str, &str)>,
     ) -> Result<Similarity, EsError> {
-        let body = query_body(d, filter, query);
+        let body = query_body(d, filter, query, terms);
         let scan_options = ScanOptions {
             page_size: self.options.page_size,
             keep_alive: self.options.keep_alive,
@@ -642,7 +676,7 @@ impl Similar {
         d: &Described,
         id: &str,
         method: Method,
-    ) -> Result<(String, QueryFingerprint), EsError> {
+    ) -> Result<(String, QueryFingerprint, Option<Vec<String>>), EsError> {
         let hit = self
             .find_document(indices, id, &sketch_fields(&d.meta, method))
             .await?;
@@ -653,7 +687,8 @@ impl Similar {
                 reason: format!("in `{index}`: {detail}"),
             }
         })? {
-            return Ok((index, QueryFingerprint::Stored(s)));
+            let terms = stored_terms(&hit["_source"], &d.meta, &s);
+            return Ok((index, QueryFingerprint::Stored(s), terms));
         }
         let fields: Vec<&str> = self
             .options
@@ -678,6 +713,7 @@ impl Similar {
                 Ok(s) => QueryFingerprint::Computed(s),
                 Err(why) => QueryFingerprint::TooShort(why),
             },
+            None,
         ))
     }
 
@@ -1038,7 +1074,7 @@ return a >= params.m;";
 
 /// The candidate query (see the module docs), without paging. The indices hold the query's
 /// method (checked by the callers).
-fn query_body(d: &Described, filter: FilterMode, query: &Query) -> Value {
+fn query_body(d: &Described, filter: FilterMode, query: &Query, terms: Option<&[String]>) -> Value {
     match query {
         &Query::SimHash { fingerprint, k } => {
             simhash_body(&simhash_meta(&d.meta).fields, d, filter, fingerprint, k)
@@ -1046,7 +1082,14 @@ fn query_body(d: &Described, filter: FilterMode, query: &Query) -> Value {
         Query::MinHash {
             signature,
             threshold,
-        } => minhash_body(minhash_meta(&d.meta), d, filter, signature, *threshold),
+        } => minhash_body(
+            minhash_meta(&d.meta),
+            d,
+            filter,
+            signature,
+            terms,
+            *threshold,
+        ),
     }
 }
 
@@ -1101,10 +1144,12 @@ fn minhash_body(
     d: &Described,
     filter: FilterMode,
     sig: &Signature,
+    terms: Option<&[String]>,
     t: Threshold,
 ) -> Value {
     let names = &m.fields;
-    let mut filters = vec![json!({ "terms": { &names.bands: m.query_terms(sig) } })];
+    let terms = terms.map_or_else(|| m.query_terms(sig), <[String]>::to_vec);
+    let mut filters = vec![json!({ "terms": { &names.bands: terms } })];
     if filter == FilterMode::Server && d.signature_doc_values {
         let bits = m.layout.signature_bits();
         let script = match m.layout {
@@ -1139,14 +1184,30 @@ fn minhash_body(
     body
 }
 
-/// Whether a stored sketch of `method` is too little to query with, so that a walk needs the
-/// text: MinHash in the compact layout.
-fn needs_text(meta: &IndexMeta, method: Method) -> bool {
-    method == Method::MinHash
-        && meta
-            .minhash
-            .as_ref()
-            .is_some_and(|m| m.layout != MinHashLayout::Full)
+/// A stored sketch and, for a compact signature (whose band keys cannot be made again from its
+/// lowest bits), the band terms stored beside it.
+pub(crate) struct StoredQuery {
+    pub(crate) sketch: Sketch,
+    terms: Option<Vec<String>>,
+}
+
+/// The band terms stored in `source` when `sketch` is a compact signature (its own cannot be
+/// made); `None` otherwise.
+fn stored_terms(source: &Value, meta: &IndexMeta, sketch: &Sketch) -> Option<Vec<String>> {
+    match (sketch, &meta.minhash) {
+        (Sketch::MinHash(sig), Some(m)) if !sig.is_full() => Some(
+            source[&m.fields.bands]
+                .as_array()
+                .map(|a| {
+                    a.iter()
+                        .filter_map(Value::as_str)
+                        .map(str::to_owned)
+                        .collect()
+                })
+                .unwrap_or_default(),
+        ),
+        _ => None,
+    }
 }
 
 /// The fields of `_source` a stored sketch of `method` is read from.
@@ -1159,8 +1220,12 @@ fn sketch_fields(meta: &IndexMeta, method: Method) -> Vec<&str> {
             f
         }
         Method::MinHash => {
-            let names = &minhash_meta(meta).fields;
-            vec![names.signature.as_str(), names.version.as_str()]
+            let m = minhash_meta(meta);
+            let mut f = vec![m.fields.signature.as_str(), m.fields.version.as_str()];
+            if m.layout != MinHashLayout::Full {
+                f.push(&m.fields.bands);
+            }
+            f
         }
     }
 }
@@ -1208,10 +1273,11 @@ fn source_sketch(
         }
         Method::MinHash => {
             let m = minhash_meta(meta);
-            // A compact layout's stored signature keeps only some bits of each minimum, too
-            // few to make band terms: the query is made from the text.
-            if m.layout != MinHashLayout::Full
-                || source.get(&m.fields.version).and_then(Value::as_str) != Some(m.version.as_str())
+            // During an upgrade to the compact layout, a compact signature's stored terms
+            // would not find the documents still in the full layout: the text makes the query.
+            if m.from_full
+                || source.get(&m.fields.version).and_then(Value::as_str)
+                    != Some(m.stored_version().as_str())
             {
                 return Ok(None);
             }
@@ -1375,7 +1441,12 @@ mod tests {
         let d = described(&both());
         let fp = SimHash(0x0001_0002_0003_0004);
         let q = Sketch::SimHash(fp);
-        let b = query_body(&d, FilterMode::Client, &Query::new(q.clone(), 3).unwrap());
+        let b = query_body(
+            &d,
+            FilterMode::Client,
+            &Query::new(q.clone(), 3).unwrap(),
+            None,
+        );
         let filters = b["query"]["bool"]["filter"].as_array().unwrap();
         assert_eq!(filters.len(), 1);
         assert_eq!(filters[0]["bool"]["minimum_should_match"], 1);
@@ -1386,14 +1457,24 @@ mod tests {
         assert_eq!(b["_source"], false);
         assert_eq!(b["docvalue_fields"][0], "simHashA");
 
-        let b = query_body(&d, FilterMode::Server, &Query::new(q.clone(), 2).unwrap());
+        let b = query_body(
+            &d,
+            FilterMode::Server,
+            &Query::new(q.clone(), 2).unwrap(),
+            None,
+        );
         let script = &b["query"]["bool"]["filter"][1]["script"]["script"];
         assert_eq!(script["params"]["k"], 2);
         assert_eq!(script["params"]["q"], fp.as_i64());
         assert_eq!(script["source"], SCRIPT_LONG_OR_BLOCKS);
 
         // k ≥ 4: each block with its 16 one-bit flips.
-        let b = query_body(&d, FilterMode::Server, &Query::new(q.clone(), 7).unwrap());
+        let b = query_body(
+            &d,
+            FilterMode::Server,
+            &Query::new(q.clone(), 7).unwrap(),
+            None,
+        );
         let terms = &b["query"]["bool"]["filter"][0]["bool"]["should"][3]["terms"]["simHashD"];
         let probes: Vec<i64> = terms
             .as_array()
@@ -1425,6 +1506,7 @@ mod tests {
             &d,
             FilterMode::Client,
             &Query::new(q.clone(), th(0.3)).unwrap(),
+            None,
         );
         let filters = b["query"]["bool"]["filter"].as_array().unwrap();
         assert_eq!(filters.len(), 1);
@@ -1441,6 +1523,7 @@ mod tests {
             &d,
             FilterMode::Server,
             &Query::new(q.clone(), th(0.3)).unwrap(),
+            None,
         );
         let script = &b["query"]["bool"]["filter"][1]["script"]["script"];
         assert_eq!(script["source"], SCRIPT_MINHASH);
@@ -1500,7 +1583,7 @@ mod tests {
                 .collect::<Vec<u32>>(),
         );
         let q = Query::new(Sketch::MinHash(sig.clone()), th(0.3)).unwrap();
-        let b = query_body(&d, FilterMode::Server, &q);
+        let b = query_body(&d, FilterMode::Server, &q, None);
         let terms = b["query"]["bool"]["filter"][0]["terms"]["minHashBands"]
             .as_array()
             .unwrap();
@@ -1517,14 +1600,45 @@ mod tests {
             script["params"]["q"][127],
             json!(127u32.wrapping_mul(0x0300_0001) & 255)
         );
-        // A stored b-bit signature cannot be searched for; by id, the text makes the query.
+        // A stored b-bit signature cannot make its band terms: a caller's is refused; by id,
+        // the stored terms come with it (none during an upgrade from the full layout, when
+        // the text makes the query).
         let reduced = Sketch::MinHash(sig.reduced(8));
-        assert!(es_query(reduced, Tolerance::Similarity(th(0.3))).is_err());
+        assert!(es_query(reduced.clone(), Tolerance::Similarity(th(0.3))).is_err());
+        let terms = m.band_terms(&sig);
         let src = json!({
             "minHashSignature": m.layout.signature_base64(&sig),
             "minHashVersion": m.stored_version(),
+            "minHashBands": terms,
         });
-        assert_eq!(source_sketch(&src, &meta, Method::MinHash), Ok(None));
+        assert_eq!(
+            source_sketch(&src, &meta, Method::MinHash),
+            Ok(Some(reduced.clone()))
+        );
+        assert_eq!(stored_terms(&src, &meta, &reduced), Some(terms.clone()));
+        let stored_q = Query::new(reduced.clone(), th(0.3)).unwrap();
+        let b = query_body(&d, FilterMode::Server, &stored_q, Some(&terms));
+        assert_eq!(
+            b["query"]["bool"]["filter"][0]["terms"]["minHashBands"],
+            json!(terms)
+        );
+        assert_eq!(
+            b["query"]["bool"]["filter"][1]["script"]["script"]["params"]["q"][127],
+            json!(127u32.wrapping_mul(0x0300_0001) & 255)
+        );
+        let stale =
+            json!({ "minHashSignature": src["minHashSignature"], "minHashVersion": m.version });
+        assert_eq!(source_sketch(&stale, &meta, Method::MinHash), Ok(None));
+        let mut upgrading = meta.clone();
+        upgrading.minhash.as_mut().unwrap().from_full = true;
+        assert_eq!(source_sketch(&src, &upgrading, Method::MinHash), Ok(None));
+        let both_terms = upgrading.minhash.as_ref().unwrap().query_terms(&sig);
+        assert_eq!(both_terms.len(), 84);
+        assert_eq!(both_terms[..42], terms[..]);
+        assert_eq!(
+            both_terms[42],
+            crate::es::schema::band_term(sig.band_key(&m.params, 0))
+        );
         // A candidate's stored signature reads reduced, and scores by the b-bit rule.
         let hit = json!({ "_id": "a", "_index": "i", "fields": { "minHashSignature": [m.layout.signature_base64(&sig)] } });
         let got = hit_sketch(&hit, &d, Method::MinHash).unwrap().unwrap();

@@ -61,6 +61,7 @@ use super::backfill::control::Pace;
 use super::backfill::{refresh, resolve_indices, Paging, WalkError, WalkSpec, Walker};
 use super::group::order_key_at;
 use super::schema::GroupOrder;
+use super::similar::StoredQuery;
 use super::{
     path_segment, request, EsError, EsIndexer, GroupLabel, ItemFailure, RetryPolicy, Similar,
     SimilarOptions, DEFAULT_K,
@@ -90,6 +91,8 @@ pub enum RegroupError {
     NoGroups(String),
     #[error("cannot write the groups: {0}")]
     Output(std::io::Error),
+    #[error("index `{0}` is being moved to the compact MinHash layout: run `neardup backfill --index {0}` to the end first (it records when every document is moved), then regroup")]
+    LayoutUpgrade(String),
 }
 
 /// How a regroup runs.
@@ -116,9 +119,6 @@ pub struct RegroupConfig {
     pub retry: RetryPolicy,
     /// redb's page cache for the work file, in bytes.
     pub cache_bytes: usize,
-    /// The articles' text fields, fingerprinted where the stored signatures cannot make a
-    /// query (MinHash in the compact layout).
-    pub text_fields: Vec<String>,
 }
 
 impl RegroupConfig {
@@ -137,7 +137,6 @@ impl RegroupConfig {
             keep_alive: Duration::from_secs(300),
             retry: RetryPolicy::default(),
             cache_bytes: 64 << 20,
-            text_fields: SimilarOptions::default().text_fields,
         }
     }
 }
@@ -250,6 +249,9 @@ pub async fn regroup(
         .clone()
         .ok_or_else(|| RegroupError::NoGroups(index.clone()))?;
     let method = meta.default_method();
+    if meta.minhash.as_ref().is_some_and(|m| m.from_full) {
+        return Err(RegroupError::LayoutUpgrade(index.clone()));
+    }
     let tolerance = Tolerance::default_for(method, DEFAULT_K);
     let similar = Similar::with_options(
         client.clone(),
@@ -257,7 +259,6 @@ pub async fn regroup(
         SimilarOptions {
             paging: config.paging,
             keep_alive: config.keep_alive,
-            text_fields: config.text_fields.clone(),
             ..SimilarOptions::default()
         },
         config.retry.clone(),
@@ -341,7 +342,7 @@ pub async fn regroup(
                     sketches.push(sketch);
                 }
                 let ids: Vec<&str> = nodes.iter().map(|n| n.id.as_str()).collect();
-                let todo: Vec<(String, crate::Sketch)> = forest
+                let todo: Vec<(String, StoredQuery)> = forest
                     .unsearched(&ids)?
                     .into_iter()
                     .zip(nodes.iter().zip(sketches))
@@ -353,9 +354,8 @@ pub async fn regroup(
                         .map(|(id, sketch)| {
                             let (similar, index) = (&similar, &index);
                             async move {
-                                let s = similar
-                                    .by_fingerprint(index.as_str(), sketch, tolerance)
-                                    .await?;
+                                let s =
+                                    similar.by_stored(index.as_str(), sketch, tolerance).await?;
                                 let near = s
                                     .matches
                                     .into_iter()

@@ -536,8 +536,7 @@ async fn similar_endpoints_answer_what_the_cli_finds() {
             assert_eq!(body["query"], "too_short", "{id}: {body}");
             assert!(cli["error"].as_str().unwrap().contains("too short"));
         } else {
-            // The compact layout's stored signature cannot make a query: the text does.
-            assert_eq!(body["query"], "computed", "{id}: {body}");
+            assert_eq!(body["query"], "stored", "{id}: {body}");
         }
         assert_eq!(
             body["matches"],

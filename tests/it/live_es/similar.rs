@@ -752,15 +752,13 @@ async fn minhash_brute_force(layout: MinHashLayout) {
                     .by_id(idx.name.as_str(), base, Tolerance::similarity(t).unwrap())
                     .await
                     .unwrap();
-                // The full layout's stored signature is the query; the compact layout's is
-                // too short to make band terms, so the text makes it (the same one).
-                let sketch = Sketch::MinHash(sig_of(base));
+                // The stored signature is the query (the compact layout's lowest bits, with
+                // its stored band terms).
                 assert_eq!(
                     found.query,
-                    match layout {
-                        MinHashLayout::Full => QueryFingerprint::Stored(sketch),
-                        _ => QueryFingerprint::Computed(sketch),
-                    }
+                    QueryFingerprint::Stored(Sketch::MinHash(
+                        sig_of(base).reduced(layout.signature_bits())
+                    ))
                 );
                 let want = expected_minhash(&sigs, &idx.name, &sig_of(base), t, Some(base), layout);
                 assert_eq!(found.matches, want, "{filter} t={t} base {base}");
