@@ -322,12 +322,7 @@ impl Similar {
         match query.sketch() {
             None => Ok(Similarity::empty(query, tolerance)),
             Some(q) => {
-                let q = match terms {
-                    // A compact stored signature: searched for with its stored band terms.
-                    Some(_) => Query::new(q.clone(), tolerance)
-                        .map_err(|e| EsError::Config(e.to_string()))?,
-                    None => es_query(q.clone(), tolerance)?,
-                };
+                let q = stored_query(q.clone(), terms.as_deref(), tolerance)?;
                 let mut s = self
                     .search(&indices, &d, &q, terms.as_deref(), Some((&index, id)))
                     .await?;
@@ -563,12 +558,7 @@ impl Similar {
         check_tolerance(tolerance)?;
         let d = self.describe(&indices).await?;
         check_method(&indices, &d.meta, tolerance.method())?;
-        let query = match &stored.terms {
-            Some(_) => {
-                Query::new(stored.sketch, tolerance).map_err(|e| EsError::Config(e.to_string()))?
-            }
-            None => es_query(stored.sketch, tolerance)?,
-        };
+        let query = stored_query(stored.sketch, stored.terms.as_deref(), tolerance)?;
         self.search(&indices, &d, &query, stored.terms.as_deref(), None)
             .await
     }
@@ -879,6 +869,19 @@ fn es_query(sketch: Sketch, tolerance: Tolerance) -> Result<Query, EsError> {
         }
     }
     Query::new(sketch, tolerance).map_err(|e| EsError::Config(e.to_string()))
+}
+
+/// The [`Query`] of a stored sketch: a compact signature comes with its stored band `terms`
+/// (it cannot make them, so [`es_query`] would refuse it); any other is [`es_query`]'s.
+fn stored_query(
+    sketch: Sketch,
+    terms: Option<&[String]>,
+    tolerance: Tolerance,
+) -> Result<Query, EsError> {
+    match terms {
+        Some(_) => Query::new(sketch, tolerance).map_err(|e| EsError::Config(e.to_string())),
+        None => es_query(sketch, tolerance),
+    }
 }
 
 /// [`EsError::MethodNotHeld`] unless the indices hold `method`.
