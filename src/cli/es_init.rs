@@ -129,9 +129,8 @@ pub fn run(args: Args) -> CmdResult {
                 .map(|m| m.params)
                 .unwrap_or_default(),
         };
-        // Folding is kept as recorded unless an upgrade or --no-fold asks otherwise. A new
-        // index folds; one written before `_meta` existed (the Java service's, or an early
-        // neardup's) did not.
+        // The MinHash layout is kept as recorded unless asked otherwise (another one needs
+        // --upgrade); a new index gets the compact one.
         let recorded_layout = recorded
             .iter()
             .filter_map(|m| m.minhash.as_ref())
@@ -153,7 +152,9 @@ pub fn run(args: Args) -> CmdResult {
             },
             (None, None) => recorded_layout.unwrap_or(MinHashLayout::NEW),
         };
-        layout.validate()?;
+        // Folding is kept as recorded unless an upgrade or --no-fold asks otherwise. A new
+        // index folds; one written before `_meta` existed (the Java service's, or an early
+        // neardup's) did not.
         let fold = !args.no_fold
             && (args.upgrade
                 || recorded

@@ -254,10 +254,10 @@ fn upgrade_meta(
 }
 
 /// Ends an upgrade from the full to the compact MinHash layout on `index` (a concrete index)
-/// once no document is stale (its version, or a method, missing or of another version): `_meta` stops recording
-/// [`MinHashMeta::from_full`], and queries send only the compact terms. The back-fill calls
-/// it after walking an index. `Ok(true)` when it was ended now; `Ok(false)` when there was
-/// none, or documents are left.
+/// once no document is stale (a method's fingerprint missing, or of another version or
+/// layout): `_meta` stops recording [`MinHashMeta::from_full`], and queries send only the
+/// compact terms. The back-fill calls it after walking an index. `Ok(true)` when it was ended
+/// now; `Ok(false)` when there was none, or documents are left.
 pub async fn finish_layout_upgrade(
     client: &Elasticsearch,
     retry: &RetryPolicy,

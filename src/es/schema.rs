@@ -816,8 +816,8 @@ impl IndexMeta {
     }
 
     /// Every field name of every method the index holds, checked: non-empty, top-level,
-    /// not metadata, and all distinct; and the group order field, if any (not metadata, not
-    /// the group field).
+    /// not metadata, and all distinct; the MinHash layout's bits; and the group order field,
+    /// if any (not metadata, not the group field).
     pub fn validate(&self) -> Result<(), EsError> {
         let mut all: Vec<&str> = Vec::new();
         if let Some(s) = &self.simhash {
@@ -825,6 +825,7 @@ impl IndexMeta {
         }
         if let Some(m) = &self.minhash {
             all.extend(m.fields.all());
+            m.layout.validate()?;
         }
         if let Some(g) = &self.group {
             all.push(&g.field);
@@ -1344,6 +1345,11 @@ mod tests {
             .contains("out of range"));
         let simhash = IndexMeta::simhash(Profile::Default, BlockType::Short, FieldNames::default());
         assert_eq!(simhash.to_json()["format"], 1);
+        let e = IndexMeta::default()
+            .with_layout(MinHashLayout::Compact { signature_bits: 33 })
+            .validate()
+            .unwrap_err();
+        assert!(e.to_string().contains("--signature-bits 33"), "{e}");
     }
 
     proptest::proptest! {
