@@ -932,12 +932,8 @@ mod tests {
     use crate::{Fingerprint, SimHash, TooShort};
     use std::sync::Arc;
 
-    /// Fingerprints live in indices for years: the fields written for one fixed article must
-    /// never change without a new version. The full MinHash fields are pinned by their hash
-    /// (xxh3-64 of the JSON text), a few values in the clear.
-    #[test]
-    fn golden_fields_of_a_fixed_article() {
-        let meta = IndexMeta::default().with_layout(crate::es::MinHashLayout::Full);
+    /// The fields `meta`'s writers write for one fixed article.
+    fn golden_fields(meta: &IndexMeta) -> Map<String, Value> {
         let fp = meta.fingerprinter("golden").unwrap();
         let article = serde_json::json!({
             "title": "国家统计局发布十月经济数据",
@@ -945,7 +941,27 @@ mod tests {
         });
         let fields = ["title".to_string(), "content".to_string()];
         let sketches = sketch_source(&fp, meta.methods(), &article, &fields).unwrap();
-        let m = fingerprint_fields_json(&meta, &sketches);
+        fingerprint_fields_json(meta, &sketches)
+    }
+
+    /// xxh3-64 of the JSON text of the MinHash fields, in hex.
+    fn minhash_hash(m: &Map<String, Value>) -> String {
+        let minhash: Map<String, Value> = m
+            .iter()
+            .filter(|(k, _)| k.starts_with("minHash"))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let text = Value::Object(minhash).to_string();
+        format!("{:016x}", xxhash_rust::xxh3::xxh3_64(text.as_bytes()))
+    }
+
+    /// Fingerprints live in indices for years: the fields written for one fixed article must
+    /// never change without a new version. The full MinHash fields are pinned by their hash
+    /// (xxh3-64 of the JSON text), a few values in the clear.
+    #[test]
+    fn golden_fields_of_a_fixed_article() {
+        let m = golden_fields(&IndexMeta::default().with_layout(crate::es::MinHashLayout::Full));
+        let fp = IndexMeta::default().fingerprinter("golden").unwrap();
         assert_eq!(m.len(), 11);
         assert_eq!(m["minHashVersion"], fp.minhash_version());
         assert!(m["minHashReason"].is_null());
@@ -962,16 +978,7 @@ mod tests {
         let sig = m["minHashSignature"].as_str().unwrap();
         assert_eq!(sig.len(), 684);
         assert_eq!(&sig[..24], "2I2DopdWuYW+bWYy1/kgGuBt");
-        let minhash: Map<String, Value> = m
-            .iter()
-            .filter(|(k, _)| k.starts_with("minHash"))
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        let text = Value::Object(minhash).to_string();
-        assert_eq!(
-            format!("{:016x}", xxhash_rust::xxh3::xxh3_64(text.as_bytes())),
-            "9a06391185a78993"
-        );
+        assert_eq!(minhash_hash(&m), "9a06391185a78993");
         assert_eq!(m["simHash"], json!(-2155170680333690452i64));
     }
 
@@ -979,15 +986,7 @@ mod tests {
     /// index): the same band keys cut to 36 bits, the signature's lowest bytes, a version code.
     #[test]
     fn golden_compact_fields_of_a_fixed_article() {
-        let meta = IndexMeta::default();
-        let fp = meta.fingerprinter("golden").unwrap();
-        let article = serde_json::json!({
-            "title": "国家统计局发布十月经济数据",
-            "content": "国家统计局今天发布了最新的经济数据，显示上个月工业生产继续保持增长，消费市场稳步恢复，就业形势总体稳定。专家表示，随着一系列政策措施落地见效，经济运行有望延续回升向好态势。"
-        });
-        let fields = ["title".to_string(), "content".to_string()];
-        let sketches = sketch_source(&fp, meta.methods(), &article, &fields).unwrap();
-        let m = fingerprint_fields_json(&meta, &sketches);
+        let m = golden_fields(&IndexMeta::default());
         assert_eq!(m.len(), 11);
         assert_eq!(m["minHashVersion"], "m13f6b70e");
         let bands = m["minHashBands"].as_array().unwrap();
@@ -1000,16 +999,7 @@ mod tests {
         let sig = m["minHashSignature"].as_str().unwrap();
         assert_eq!(sig.len(), 172);
         assert_eq!(&sig[..24], "2Je+1+C010uXl0ZVEBCGRtjK");
-        let minhash: Map<String, Value> = m
-            .iter()
-            .filter(|(k, _)| k.starts_with("minHash"))
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        let text = Value::Object(minhash).to_string();
-        assert_eq!(
-            format!("{:016x}", xxhash_rust::xxh3::xxh3_64(text.as_bytes())),
-            "e7e3c8b28484063f"
-        );
+        assert_eq!(minhash_hash(&m), "e7e3c8b28484063f");
         assert_eq!(m["simHash"], json!(-2155170680333690452i64));
     }
 

@@ -40,6 +40,12 @@ fn similar_ids(index: &str, id: &str) -> BTreeSet<String> {
         .collect()
 }
 
+async fn read_meta(client: &elasticsearch::Elasticsearch, index: &str) -> IndexMeta {
+    es::read_meta(client, &RetryPolicy::none(), index, &Default::default())
+        .await
+        .unwrap()
+}
+
 /// Real articles and an edited copy of each of the first three (the last 10 % cut).
 fn articles() -> Vec<(String, Value)> {
     let mut docs = t::shared_articles(30);
@@ -203,14 +209,7 @@ async fn a_full_layout_index_moves_to_the_compact_one_in_place() {
     let (code, out, err) = cli(&idx.name, &["es-init", "--upgrade", "--layout", "compact"]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("compact (8-bit minima) layout"), "{out}");
-    let meta = es::read_meta(
-        &client,
-        &RetryPolicy::none(),
-        &idx.name,
-        &Default::default(),
-    )
-    .await
-    .unwrap();
+    let meta = read_meta(&client, &idx.name).await;
     let m = meta.minhash.as_ref().unwrap();
     assert!(m.from_full && m.layout == MinHashLayout::NEW, "{m:?}");
     // Before the back-fill: nothing rewritten, and the same articles are found (by the
@@ -242,14 +241,7 @@ async fn a_full_layout_index_moves_to_the_compact_one_in_place() {
         t::assert_minhash_fields(&src, &fp, &texts, id);
     }
     // The back-fill saw every document rewritten and ended the upgrade.
-    let meta = es::read_meta(
-        &client,
-        &RetryPolicy::none(),
-        &idx.name,
-        &Default::default(),
-    )
-    .await
-    .unwrap();
+    let meta = read_meta(&client, &idx.name).await;
     let m = meta.minhash.as_ref().unwrap();
     assert!(!m.from_full && m.layout == MinHashLayout::NEW, "{m:?}");
     for (b, want) in bases.iter().zip(&full_answers) {
