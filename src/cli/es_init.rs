@@ -55,8 +55,8 @@ pub struct Args {
     #[arg(long, value_name = "SPEC", value_parser = common::parse_minhash_params)]
     minhash_params: Option<MinHashParams>,
     /// How the MinHash fields hold a signature: `compact` (band terms of 36 bits in 6
-    /// characters, the lowest --signature-bits bits of each minimum, a version code: about a
-    /// third of the bytes) or `full` (64-bit band terms, whole minima, the version string:
+    /// characters, the lowest --signature-bits bits of each minimum, a version code: about
+    /// 40 % of the bytes) or `full` (64-bit band terms, whole minima, the version string:
     /// the layout of indices made before the compact one). Default: what the index records,
     /// else `compact`. Another layout than the recorded one needs --upgrade, then `neardup
     /// backfill` (docs/elasticsearch.md, "The compact layout").
