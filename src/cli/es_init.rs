@@ -62,7 +62,7 @@ pub struct Args {
     /// backfill` (docs/elasticsearch.md, "The compact layout").
     #[arg(long, value_name = "LAYOUT", value_parser = ["compact", "full"])]
     layout: Option<String>,
-    /// Bits kept of each MinHash minimum in the compact layout, 1 to 32: 8 changes no
+    /// Bits kept of each MinHash minimum in the compact layout, 1 to 28 or 32: 8 changes no
     /// decision on the held-out pairs; 4 changes a few and saves about 150 B per article.
     /// Default: what the index records, else 8.
     #[arg(long, value_name = "BITS")]
