@@ -209,11 +209,11 @@ pub fn band_term(key: u64) -> String {
     format!("{key:016x}")
 }
 
-/// The signature as stored in the `binary` field: standard base64 (with padding) of its
-/// little-endian bytes.
+/// The signature as the full layout stores it in the `binary` field: standard base64 (with
+/// padding) of its little-endian bytes ([`MinHashLayout::signature_base64`] of
+/// [`MinHashLayout::Full`]).
 pub fn signature_base64(sig: &Signature) -> String {
-    use base64::Engine as _;
-    base64::engine::general_purpose::STANDARD.encode(sig.to_le_bytes())
+    MinHashLayout::Full.signature_base64(sig)
 }
 
 /// Inverse of [`signature_base64`]; `None` for text that is not one. Padding is optional:

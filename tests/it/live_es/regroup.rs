@@ -86,13 +86,24 @@ async fn fixture(client: &Elasticsearch, prefix: &str) -> TestIndex {
     ok(&["es-init", "--index", &idx.name]);
     ok(&["worker", "--once", "--index", &idx.name]);
     // Scramble: every other article its own group; a few under a label nobody carries.
+    let labels: Vec<(String, String)> = docs
+        .iter()
+        .enumerate()
+        .filter_map(|(i, (id, _))| match i % 4 {
+            0 => Some((id.clone(), id.clone())),
+            1 => Some((id.clone(), "deleted-representative".to_owned())),
+            _ => None,
+        })
+        .collect();
+    set_labels(client, &idx.name, &labels).await;
+    idx
+}
+
+/// Sets the group label of each `(id, label)` with one bulk update and refreshes (a bulk
+/// update: `_update_by_query` is a module some distributions leave out).
+async fn set_labels(client: &Elasticsearch, index: &str, labels: &[(String, String)]) {
     let mut body = String::new();
-    for (i, (id, _)) in docs.iter().enumerate() {
-        let label = match i % 4 {
-            0 => id.clone(),
-            1 => "deleted-representative".to_owned(),
-            _ => continue,
-        };
+    for (id, label) in labels {
         body += &format!(
             "{}\n{}\n",
             json!({ "update": { "_id": id } }),
@@ -102,16 +113,15 @@ async fn fixture(client: &Elasticsearch, prefix: &str) -> TestIndex {
     let r = neardup::es::request(
         client,
         &neardup::es::RetryPolicy::none(),
-        "scramble labels",
+        "set labels",
         Method::Post,
-        &format!("/{}/_bulk", idx.name),
+        &format!("/{index}/_bulk"),
         &[("refresh", "true")],
         Some(&neardup::es::Body::NdJson(body)),
     )
     .await
     .unwrap();
     assert_eq!(r["errors"], false, "{r}");
-    idx
 }
 
 /// A stored MinHash signature and its band terms.
@@ -424,28 +434,9 @@ async fn ordered_by_a_field_regroup_labels_each_group_with_its_earliest_article(
         "publishDate",
     ]);
     ok(&["worker", "--once", "--index", &idx.name]);
-    // As a first-fingerprinted writer would have left them: the later article's id (a bulk
-    // update: `_update_by_query` is a module some distributions leave out).
-    let mut body = String::new();
-    for id in ["a", "a-repost"] {
-        body += &format!(
-            "{}\n{}\n",
-            json!({ "update": { "_id": id } }),
-            json!({ "doc": { "nearDupGroup": "a" } })
-        );
-    }
-    let r = neardup::es::request(
-        &client,
-        &neardup::es::RetryPolicy::none(),
-        "relabel",
-        Method::Post,
-        &format!("/{}/_bulk", idx.name),
-        &[("refresh", "true")],
-        Some(&neardup::es::Body::NdJson(body)),
-    )
-    .await
-    .unwrap();
-    assert_eq!(r["errors"], false, "{r}");
+    // As a first-fingerprinted writer would have left them: the later article's id.
+    let relabel = ["a", "a-repost"].map(|id| (id.to_owned(), "a".to_owned()));
+    set_labels(&client, &idx.name, &relabel).await;
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("state.redb");
     ok(&[
