@@ -110,5 +110,18 @@ func main() {
 	hex, _ := new(big.Int).SetString(*fp.JSON200.Simhash, 16)
 	check(fp.JSON200.U64 != nil && new(big.Int).SetUint64(*fp.JSON200.U64).Cmp(hex) == 0, "fingerprint u64: %s", fp.Body)
 
+	// Many articles in one request (`{"articles": [...]}`): a near copy is refused on its own
+	// (409 naming the stored article), and written without dedupe (201).
+	copy := neardup.BulkArticle{Id: given.Id + "-bulk", Title: text(given.Title), Content: &parts}
+	batch := neardup.BulkArticles{Articles: []neardup.BulkArticle{copy}}
+	bulk := must(client.BulkArticlesWithResponse(ctx, index, &neardup.BulkArticlesParams{Dedupe: &dedupe}, batch))
+	check(bulk.JSON200 != nil && bulk.JSON200.Errors && len(bulk.JSON200.Items) == 1, "bulk: %d %s", bulk.StatusCode(), bulk.Body)
+	item := bulk.JSON200.Items[0]
+	check(item.Status == http.StatusConflict && item.Id != nil && *item.Id == copy.Id, "bulk item: %s", bulk.Body)
+	check(item.Error != nil && item.Error.Code == neardup.ErrorCodeDuplicate && item.Matches != nil && has(*item.Matches, given.Id),
+		"bulk 409: %s", bulk.Body)
+	bulk = must(client.BulkArticlesWithResponse(ctx, index, &neardup.BulkArticlesParams{}, batch))
+	check(bulk.JSON200 != nil && !bulk.JSON200.Errors && bulk.JSON200.Items[0].Status == http.StatusCreated, "bulk without dedupe: %s", bulk.Body)
+
 	fmt.Printf("go: %d passed, 0 failed\n", checks)
 }

@@ -12,6 +12,10 @@ import dev.neardup.client.api.FingerprintApi;
 import dev.neardup.client.api.ServiceApi;
 import dev.neardup.client.api.SimilarApi;
 import dev.neardup.client.model.Article;
+import dev.neardup.client.model.BulkArticle;
+import dev.neardup.client.model.BulkArticles;
+import dev.neardup.client.model.BulkItem;
+import dev.neardup.client.model.BulkResult;
 import dev.neardup.client.model.ErrorCode;
 import dev.neardup.client.model.ErrorResponse;
 import dev.neardup.client.model.FingerprintRecord;
@@ -103,6 +107,16 @@ public class ClientCheck {
         FingerprintRecord fp = new FingerprintApi(client).fingerprint(article);
         check(fp.getSimhash() != null && fp.getMinhash().size() == 128, "fingerprint: " + fp);
         check(fp.getU64().equals(new BigInteger(fp.getSimhash(), 16)), "fingerprint u64: " + fp);
+
+        // Many articles in one request (`{"articles": [...]}`): a near copy is refused on its
+        // own (409 naming the stored article), and written without dedupe (201).
+        BulkArticle copy = new BulkArticle().id(id + "-bulk").title(new Text(title)).content(new Text(parts));
+        BulkResult bulk = articles.bulkArticles(index, new BulkArticles().addArticlesItem(copy), true, null, null, null);
+        BulkItem item = bulk.getItems().get(0);
+        check(bulk.getErrors() && item.getStatus() == 409 && (id + "-bulk").equals(item.getId()), "bulk item: " + item);
+        check(item.getError().getCode() == ErrorCode.DUPLICATE && has(item.getMatches(), id), "bulk 409: " + item);
+        bulk = articles.bulkArticles(index, new BulkArticles().addArticlesItem(copy), false, null, null, null);
+        check(!bulk.getErrors() && bulk.getItems().get(0).getStatus() == 201, "bulk without dedupe: " + bulk);
 
         System.out.println("java: " + checks + " passed, 0 failed");
     }

@@ -2,17 +2,21 @@
 the service's description (scripts/client-check generates it and runs this against a live
 `neardup serve`). Usage: client_check.py URL INDEX ARTICLE_JSON (an article the index lacks)."""
 
+import io
 import json
 import sys
 from http import HTTPStatus
 
 from neardup_client import Client
-from neardup_client.api.articles import put_article
+from neardup_client.api.articles import bulk_articles, put_article
 from neardup_client.api.fingerprint import fingerprint
 from neardup_client.api.service import health
 from neardup_client.api.similar import similar_by_article, similar_by_id
 from neardup_client.models import (
     Article,
+    BulkArticle,
+    BulkArticles,
+    BulkResult,
     ErrorCode,
     ErrorResponse,
     FingerprintRecord,
@@ -23,6 +27,7 @@ from neardup_client.models import (
     Stored,
     StoredResult,
 )
+from neardup_client.types import File
 
 checks = 0
 
@@ -82,6 +87,21 @@ def main():
     check(isinstance(fp, FingerprintRecord) and isinstance(fp.minhash, list) and len(fp.minhash) == 128,
           f"fingerprint: {fp}")
     check(fp.u64 == int(fp.simhash, 16), f"fingerprint u64: {fp}")
+
+    # Many articles in one request, as JSON (`{"articles": [...]}`): a near copy is refused
+    # on its own (409 naming the stored article), ...
+    copy = BulkArticle(id=new_id + "-bulk", title=given["title"], content=repost.content)
+    r = bulk_articles.sync_detailed(index, client=client, body=BulkArticles(articles=[copy]), dedupe=True)
+    check(r.status_code == HTTPStatus.OK and isinstance(r.parsed, BulkResult), f"bulk (JSON): {r.status_code} {r.content!r}")
+    item = r.parsed.items[0]
+    check(r.parsed.errors and item.status == 409 and item.id == new_id + "-bulk", f"bulk (JSON) item: {item}")
+    check(item.error.code == ErrorCode.DUPLICATE and new_id in ids(item.matches), f"bulk (JSON) 409: {item}")
+    # ... and as JSON Lines (bytes) without dedupe it is written: 201.
+    line = json.dumps({"id": new_id + "-bulk", "title": given["title"], "content": given["content"]}, ensure_ascii=False)
+    lines = File(payload=io.BytesIO((line + "\n").encode()))
+    r = bulk_articles.sync_detailed(index, client=client, body=lines)
+    check(r.status_code == HTTPStatus.OK and not r.parsed.errors and r.parsed.items[0].status == 201,
+          f"bulk (JSON Lines): {r.status_code} {r.content!r}")
 
     print(f"python: {checks} passed, 0 failed")
 

@@ -530,14 +530,17 @@ fn stored(index: &str, id: &str, created: bool) -> Response {
 pub const MAX_BULK_ARTICLES: usize = 1000;
 
 /// `POST /v1/{index}/articles/_bulk`: JSON Lines, one article per line with its `id` (a
-/// string), the same query string as `PUT`. Answers 200 with one item per line, in order:
-/// `{"id", "status", "result"}` when written, `{"id", "status", "error", "matches"?}` when
-/// not (409 a near-duplicate with `dedupe=true`, 400 an unreadable line, 422 an article that
-/// cannot be used); `errors` says whether any item failed.
+/// string), or with `Content-Type: application/json` one object `{"articles": [...]}` (for
+/// clients that cannot send JSON Lines); the same query string as `PUT`. Answers 200 with one
+/// item per article, in order: `{"id", "status", "result"}` when written,
+/// `{"id", "status", "error", "matches"?}` when not (409 a near-duplicate with `dedupe=true`,
+/// 400 an unreadable item, 422 an article that cannot be used); `errors` says whether any item
+/// failed.
 async fn bulk_articles(
     State(svc): State<Arc<Service>>,
     path: Result<Path<String>, PathRejection>,
     params: Result<Query<PutParams>, QueryRejection>,
+    headers: axum::http::HeaderMap,
     body: Result<axum::body::Bytes, axum::extract::rejection::BytesRejection>,
 ) -> Result<Response, ApiError> {
     let Path(index) = path?;
@@ -555,7 +558,19 @@ async fn bulk_articles(
         }
     })?;
     let started = std::time::Instant::now();
-    let lines = bulk_lines(&body)?;
+    let form = BulkBody::of(&headers);
+    let lines = form.items(&body)?;
+    if form == BulkBody::Json {
+        // A typed body is refused whole when an article's text fields are not what the
+        // description says (422, naming the article), as it is when an item has no `id`.
+        for (i, (_, a)) in lines.iter().enumerate() {
+            if let Ok(a) = a {
+                svc.article_texts(a).map_err(|e| {
+                    ApiError::new(e.status, e.code, format!("articles[{i}]: {}", e.message))
+                })?;
+            }
+        }
+    }
     let ids: Vec<String> = lines.iter().map(|(id, _)| id.clone()).collect();
     let answers = match &svc.side {
         Side::Es(es) => {
@@ -614,54 +629,110 @@ async fn bulk_articles(
     .into_response())
 }
 
-/// One line of a `_bulk` body: its id (empty when unreadable) and the article, or why it is
+/// One item of a `_bulk` body: its id (empty when unreadable) and the article, or why it is
 /// not one.
 type BulkLine = (String, Result<Value, ApiError>);
 
-/// The non-empty lines of a `_bulk` body as `(id, article)`; a line that is not a JSON object
-/// with a string `id` is answered 400 on its own (its id empty: its item has none). No
-/// article at all, or more than [`MAX_BULK_ARTICLES`] lines, is 400 for the request.
-fn bulk_lines(body: &[u8]) -> Result<Vec<BulkLine>, ApiError> {
-    let lines: Vec<BulkLine> = body
-        .split(|&b| b == b'\n')
-        .enumerate()
-        .filter(|(_, l)| !l.trim_ascii().is_empty())
-        .map(|(n, l)| {
-            let line = n + 1;
-            let read = serde_json::from_slice::<Value>(l)
-                .map_err(|e| {
-                    ApiError::bad_request(format!(
-                        "line {line} is not JSON ({e}): send one article per line, a JSON object with its `id`"
-                    ))
+/// The two forms a `_bulk` body takes, told apart by its `Content-Type`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum BulkBody {
+    /// JSON Lines, one article per line (`application/x-ndjson`, and any type but JSON): each
+    /// line is read on its own, and one that is not an article is answered on its own.
+    Lines,
+    /// `{"articles": [...]}` (`application/json`), for typed clients: read whole, so a body
+    /// the description refuses (an item without its `id`, a text field of another type) is
+    /// refused whole, and nothing of it is written.
+    Json,
+}
+
+impl BulkBody {
+    fn of(headers: &axum::http::HeaderMap) -> BulkBody {
+        let essence = headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.split(';').next())
+            .map(|v| v.trim().to_ascii_lowercase());
+        match essence.as_deref() {
+            Some("application/json") => BulkBody::Json,
+            _ => BulkBody::Lines,
+        }
+    }
+
+    /// The articles of a body as `(id, article)`, in order. A line that is not a JSON object
+    /// with a non-empty string `id` is answered 400 on its own (its id empty: its item has
+    /// none); such an item of `articles` is 400 for the request. No article at all, or more
+    /// than [`MAX_BULK_ARTICLES`], is 400 for the request.
+    fn items(self, body: &[u8]) -> Result<Vec<BulkLine>, ApiError> {
+        let items: Vec<BulkLine> = match self {
+            BulkBody::Lines => body
+                .split(|&b| b == b'\n')
+                .enumerate()
+                .filter(|(_, l)| !l.trim_ascii().is_empty())
+                .map(|(n, l)| {
+                    let line = n + 1;
+                    match serde_json::from_slice::<Value>(l) {
+                        Ok(v) => Self::article(format!("line {line}"), v),
+                        Err(e) => (
+                            String::new(),
+                            Err(ApiError::bad_request(format!(
+                                "line {line} is not JSON ({e}): send one article per line, a JSON object with its `id`"
+                            ))),
+                        ),
+                    }
                 })
-                .and_then(|v| match v["id"].as_str() {
-                    Some(id) if v.is_object() && !id.is_empty() => Ok((id.to_owned(), v)),
-                    _ => Err(ApiError::bad_request(format!(
-                        "line {line} is not an article with its `id` (a non-empty string): one JSON object per line, e.g. {{\"id\": \"a1\", \"title\": …, \"content\": …}}"
-                    ))),
-                });
-            match read {
-                Ok((id, v)) => (id, Ok(v)),
-                Err(e) => (String::new(), Err(e)),
+                .collect(),
+            BulkBody::Json => {
+                let mut body = serde_json::from_slice::<Value>(body).map_err(|e| {
+                    ApiError::bad_request(format!(
+                        "the body is not JSON ({e}): send {{\"articles\": [...]}}, or JSON Lines with Content-Type: application/x-ndjson"
+                    ))
+                })?;
+                let Some(Value::Array(articles)) = body.get_mut("articles").map(Value::take)
+                else {
+                    return Err(ApiError::bad_request(
+                        "the body has no `articles` array: send {\"articles\": [{\"id\": \"a1\", \"title\": …, \"content\": …}, …]}",
+                    ));
+                };
+                articles
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, v)| match Self::article(format!("articles[{i}]"), v) {
+                        (_, Err(e)) => Err(e),
+                        item => Ok(item),
+                    })
+                    .collect::<Result<_, _>>()?
             }
-        })
-        .collect();
-    if lines.iter().all(|(_, a)| a.is_err()) {
-        return Err(ApiError::bad_request(match lines.first() {
-            Some((_, Err(e))) => format!(
-                "no line is an article: send JSON Lines, one article with its `id` per line ({})",
-                e.message
+        };
+        if items.iter().all(|(_, a)| a.is_err()) {
+            return Err(ApiError::bad_request(match items.first() {
+                Some((_, Err(e))) => format!(
+                    "no line is an article: send each article with its `id` ({})",
+                    e.message
+                ),
+                _ => "no articles: send JSON Lines, one article with its `id` per line, or {\"articles\": [...]} as application/json".to_owned(),
+            }));
+        }
+        if items.len() > MAX_BULK_ARTICLES {
+            return Err(ApiError::bad_request(format!(
+                "{} articles in one request; send at most {MAX_BULK_ARTICLES} per request",
+                items.len()
+            )));
+        }
+        Ok(items)
+    }
+
+    /// One item, `what` naming where it is (`line 3`, `articles[2]`).
+    fn article(what: String, v: Value) -> BulkLine {
+        match v["id"].as_str() {
+            Some(id) if v.is_object() && !id.is_empty() => (id.to_owned(), Ok(v)),
+            _ => (
+                String::new(),
+                Err(ApiError::bad_request(format!(
+                    "{what} is not an article with its `id` (a non-empty string): a JSON object, e.g. {{\"id\": \"a1\", \"title\": …, \"content\": …}}"
+                ))),
             ),
-            _ => "no articles: send JSON Lines, one article with its `id` per line".to_owned(),
-        }));
+        }
     }
-    if lines.len() > MAX_BULK_ARTICLES {
-        return Err(ApiError::bad_request(format!(
-            "{} articles in one request; send at most {MAX_BULK_ARTICLES} per request",
-            lines.len()
-        )));
-    }
-    Ok(lines)
 }
 
 /// `?dedupe=true` and the tolerance of the duplicate check.

@@ -456,8 +456,8 @@ async fn bulk_writes_and_dedupes_on_a_store() {
     drop(Store::create_or_open(&dir, &config, &OpenOptions::default()).unwrap());
     let (app, backend) = service(&dir);
     assert_bulk_writes_and_dedupes(&app, "bulk").await;
-    // b0, the example article and b3 (written without dedupe).
-    assert_eq!(backend.store().len().unwrap(), 3);
+    // b0, the example article, b3 and j2 (written without dedupe).
+    assert_eq!(backend.store().len().unwrap(), 4);
     // A store keeps only fingerprints: an article too short for one is 422 on its own.
     let (status, body, _) = call(
         &app,

@@ -263,4 +263,106 @@ pub async fn assert_bulk_writes_and_dedupes(app: &Router, index: &str) {
             "{body}"
         );
     }
+
+    // The JSON form (`application/json`, for typed clients that cannot send JSON Lines): each
+    // article answered on its own, in order, ...
+    let article = |id: &str, a: &Value| {
+        let mut a = a.clone();
+        a["id"] = json!(id);
+        a
+    };
+    let (status, body, _) = call(
+        app,
+        post_json(
+            &path("?dedupe=true"),
+            &json!({"articles": [article("j0", &v[0]), article("j1", &v[1])]}),
+        ),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let items = body["items"].as_array().unwrap();
+    assert_eq!(items.len(), 2, "{body}");
+    assert_eq!(
+        (items[0]["id"].as_str(), items[0]["status"].as_u64()),
+        (Some("j0"), Some(409)),
+        "{body}"
+    );
+    assert_eq!(items[0]["matches"][0]["id"], "b0", "{body}");
+    assert_eq!(
+        (items[1]["id"].as_str(), items[1]["status"].as_u64()),
+        (Some("j1"), Some(409)),
+        "{body}"
+    );
+    let (status, body, _) = call(
+        app,
+        post_json(&path(""), &json!({"articles": [article("j2", &v[2])]})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(
+        (
+            body["errors"].as_bool(),
+            body["items"][0]["status"].as_u64()
+        ),
+        (Some(false), Some(201)),
+        "{body}"
+    );
+    // ... but a body the description refuses is refused whole, naming the first bad article,
+    // and nothing of it is written (j3 never is: the caller counts what is stored).
+    let too_many: Vec<Value> = (0..1001)
+        .map(|i| article(&format!("x{i}"), &other))
+        .collect();
+    for (request, status, says) in [
+        (json!({"articles": []}), 400, "no articles"),
+        (
+            json!({"articles": [article("j3", &v[3]), {"title": "没有编号"}]}),
+            400,
+            "articles[1] is not an article with its `id`",
+        ),
+        (
+            json!({"articles": [article("j3", &v[3]), {"id": "j4", "title": 7}]}),
+            422,
+            "articles[1]: ",
+        ),
+        (
+            json!({"article": [article("j3", &v[3])]}),
+            400,
+            "no `articles` array",
+        ),
+        (json!([article("j3", &v[3])]), 400, "no `articles` array"),
+        (json!({"articles": too_many}), 400, "at most 1000"),
+    ] {
+        let (got, body, _) = call(app, post_json(&path(""), &request)).await;
+        assert_eq!(got.as_u16(), status, "{request}: {body}");
+        assert!(
+            body["error"]["message"].as_str().unwrap().contains(says),
+            "{request}: {body}"
+        );
+    }
+    let not_json = Request::post(path(""))
+        .header(header::CONTENT_TYPE, "application/json; charset=utf-8")
+        .body(Body::from(line("j4", &v[3])))
+        .unwrap();
+    let (status, body, _) = call(app, not_json).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("no `articles` array"),
+        "{body}"
+    );
+    let bad_json = Request::post(path(""))
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from("{\"articles\": ["))
+        .unwrap();
+    let (status, body, _) = call(app, bad_json).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("the body is not JSON"),
+        "{body}"
+    );
 }

@@ -752,8 +752,8 @@ async fn bulk_writes_and_dedupes_on_elasticsearch() {
     assert_bulk_writes_and_dedupes(&app, &idx.name).await;
     let c = t::client().await;
     t::refresh(&c, &idx.name).await;
-    // b0, the example article and b3 (written without dedupe).
-    assert_eq!(t::count(&c, &idx.name).await, 3);
+    // b0, the example article, b3 and j2 (written without dedupe).
+    assert_eq!(t::count(&c, &idx.name).await, 4);
     let doc = neardup::es::send(
         &c,
         elasticsearch::http::Method::Get,
