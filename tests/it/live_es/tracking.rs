@@ -335,6 +335,11 @@ async fn edits_of_every_kind_are_re_fingerprinted_and_neardup_writes_are_not() {
         .map(|l| l["id"].as_str().unwrap().to_owned())
         .collect();
     assert!(found.contains(id1.as_str()), "{found:?}");
+    // Deleting an index leaves its pipeline: removing tracking deletes it.
+    let off = es::untrack_edits(&client, &RetryPolicy::none(), &idx.name)
+        .await
+        .unwrap();
+    assert_eq!(off[&idx.name], Tracking::Off(true));
 }
 
 /// es-init from the command line: installs tracking by default (or says why not, naming
