@@ -14,6 +14,7 @@ mod es_recall;
 mod es_regroup;
 mod es_similar;
 mod es_throughput;
+mod es_tracking;
 mod index;
 mod serve_writes;
 
@@ -86,6 +87,9 @@ enum Bench {
     /// library, on an existing index; writes the sampled ids for `scripts/bench-serve`,
     /// which replays them through `neardup serve` with wrk.
     EsThroughput(es_throughput::EsThroughputBench),
+    /// The application's bulk writes of whole articles with the edit-tracking final pipeline
+    /// beside without it, alternating in the same run (docs/s medians, the ratio).
+    EsTracking(es_tracking::EsTrackingBench),
     /// Back-fill throughput next to the raw rate of the same bulk updates (docs/s, medians).
     Backfill(backfill::BackfillBench),
     /// Articles written per second through `neardup serve` (plain and dedupe `PUT`s) beside
@@ -123,6 +127,7 @@ fn run(b: Bench) -> CmdResult {
         Bench::EsGroups(args) => es_groups::run(args),
         Bench::EsRegroup(args) => es_regroup::run(args),
         Bench::EsThroughput(args) => es_throughput::run(args),
+        Bench::EsTracking(args) => es_tracking::run(args),
         Bench::Backfill(args) => backfill::run(args),
         Bench::ServeWrites(args) => serve_writes::run(args),
     }

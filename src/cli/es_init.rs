@@ -3,7 +3,7 @@
 
 use neardup::es::{
     self, BlockType, GroupMeta, GroupOrder, IndexMeta, InitOutcome, MetaSource, MinHashLayout,
-    RetryPolicy,
+    RetryPolicy, Tracking,
 };
 use neardup::{FingerprintConfig, Method, Methods, MinHashParams, Profile};
 use std::path::PathBuf;
@@ -92,6 +92,16 @@ pub struct Args {
     /// Keep no duplicate group labels (an index that records them keeps them).
     #[arg(long)]
     no_groups: bool,
+    /// Do not track edits: no final pipeline marks an edited article's fingerprints stale
+    /// (one es-init installed is removed, with its pipeline); the worker then sees edits only
+    /// with --changed-field. Default: track them where the cluster can (docs/elasticsearch.md,
+    /// "Edits").
+    #[arg(long, conflicts_with = "chain_final_pipeline")]
+    no_tracking: bool,
+    /// Where the index already has a final pipeline of its own, run it first inside
+    /// neardup's edit-tracking pipeline (es-init refuses otherwise; it never replaces it).
+    #[arg(long)]
+    chain_final_pipeline: bool,
 }
 
 pub fn run(args: Args) -> CmdResult {
@@ -233,6 +243,33 @@ pub fn run(args: Args) -> CmdResult {
             "{what} on {} (Elasticsearch {version})",
             config.display_urls()
         );
+        let tracking = match args.no_tracking {
+            true => es::untrack_edits(&client, &retry, &args.index).await?,
+            false => {
+                es::track_edits(&client, &retry, &args.index, args.chain_final_pipeline).await?
+            }
+        };
+        for (index, t) in tracking {
+            match t {
+                Tracking::On(t) => match t.chained {
+                    Some(user) => println!(
+                        "index `{index}`: edits tracked by the final pipeline `{}` (after your pipeline `{user}`)",
+                        t.pipeline
+                    ),
+                    None => println!(
+                        "index `{index}`: edits tracked by the final pipeline `{}`",
+                        t.pipeline
+                    ),
+                },
+                Tracking::Unavailable(why) => println!(
+                    "index `{index}`: edits are NOT tracked: {why}; the worker sees edits only with --changed-field"
+                ),
+                Tracking::Off(true) => {
+                    println!("index `{index}`: edit tracking removed (pipeline and setting)")
+                }
+                Tracking::Off(false) => {}
+            }
+        }
         Ok(Status::Done)
     })
 }

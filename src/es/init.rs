@@ -244,6 +244,8 @@ fn upgrade_meta(
     if out.group.is_none() {
         out.group.clone_from(&recorded.group);
     }
+    // Edit tracking is installed and removed on its own (`super::tracking`).
+    out.tracking.clone_from(&recorded.tracking);
     // From the full to the compact layout: queries keep finding the documents not rewritten
     // yet until the back-fill is done.
     if let (Some(r), Some(o)) = (&recorded.minhash, &mut out.minhash) {

@@ -35,6 +35,7 @@ mod retry;
 mod scan;
 pub mod schema;
 mod similar;
+mod tracking;
 mod worker;
 mod write;
 
@@ -61,13 +62,15 @@ pub use init::{
 pub use retry::RetryPolicy;
 pub use scan::{Cursor, Paging, ScanOptions, ScanStats, Scanner};
 pub use schema::{
-    BlockType, FieldNames, GroupMeta, GroupOrder, IndexMeta, MetaSource, MinHashFieldNames,
-    MinHashLayout, MinHashMeta, SimHashMeta,
+    tracking_pipeline, tracking_pipeline_name, BlockType, FieldNames, GroupMeta, GroupOrder,
+    IndexMeta, MetaSource, MinHashFieldNames, MinHashLayout, MinHashMeta, SimHashMeta,
+    TrackingMeta, TRACKING_MARKER,
 };
 pub use similar::{
     FilterMode, IndexList, Match, QueryFingerprint, Similar, SimilarOptions, Similarity, DEFAULT_K,
     FLIPPED_BLOCK_K,
 };
+pub use tracking::{track_edits, untrack_edits, Tracking};
 pub use worker::{PassReport, Watermark, Worker, WorkerConfig};
 pub use write::{
     fingerprint_fields_json, fingerprint_source, simhash_fields_json, sketch_source, BulkReport,

@@ -598,8 +598,71 @@ pub struct IndexMeta {
     /// groups existed, and in those made with `es-init --no-groups`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub group: Option<GroupMeta>,
+    /// Edits tracked by a final pipeline ([`TrackingMeta`]); absent where es-init did not
+    /// install one (`--no-tracking`, a cluster without what it needs, an index recorded
+    /// before tracking existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tracking: Option<TrackingMeta>,
     #[serde(skip)]
     pub source: MetaSource,
+}
+
+/// The field every neardup write carries where the index tracks edits: its final pipeline
+/// ([`tracking_pipeline`]) keeps the version fields of a write that has it, clears them in
+/// any other write, and strips it, so it is never stored.
+pub const TRACKING_MARKER: &str = "neardupWrite";
+
+/// The final pipeline's script: painless, with the marker and the version fields as
+/// parameters.
+const TRACKING_SCRIPT: &str = "if (ctx.containsKey(params.marker)) { ctx.remove(params.marker); } else { for (String f : params.versions) { ctx.remove(f); } }";
+
+/// How an index tracks edits (`_meta.neardup.tracking`): the final pipeline es-init
+/// installed, and the user's final pipeline it runs first, if the index had one.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TrackingMeta {
+    /// The ingest pipeline set as `index.final_pipeline` ([`tracking_pipeline_name`]).
+    pub pipeline: String,
+    /// The user's final pipeline, run by neardup's before its own step (es-init
+    /// `--chain-final-pipeline`); restored as the final pipeline when tracking is removed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chained: Option<String>,
+    /// Whether the cluster runs the final pipeline for the `update` actions of a `_bulk`
+    /// (es-init tries it on a scratch index). Elasticsearch 7.10 and OpenSearch 3 do not: a
+    /// bulk of partial updates is then neither tracked nor marked (the marker would be
+    /// stored), and neardup's bulk partial updates carry no marker.
+    #[serde(default)]
+    pub bulk_updates: bool,
+}
+
+/// The name of the final pipeline that tracks edits in the concrete index `index`.
+pub fn tracking_pipeline_name(index: &str) -> String {
+    format!("neardup-tracking-{index}")
+}
+
+/// The final pipeline that tracks edits in an index holding what `meta` says: a write
+/// without [`TRACKING_MARKER`] loses the version field of every method held (the worker's
+/// "missing or outdated" query then finds it); a write with it keeps them; the marker is
+/// removed either way. `chained` (the user's final pipeline) runs first.
+pub fn tracking_pipeline(meta: &IndexMeta, chained: Option<&str>) -> Value {
+    let versions: Vec<&str> = meta
+        .simhash
+        .iter()
+        .map(|s| s.fields.version.as_str())
+        .chain(meta.minhash.iter().map(|m| m.fields.version.as_str()))
+        .collect();
+    let mut processors = Vec::new();
+    if let Some(p) = chained {
+        processors.push(json!({ "pipeline": { "name": p } }));
+    }
+    processors.push(json!({ "script": {
+        "lang": "painless",
+        "source": TRACKING_SCRIPT,
+        "params": { "marker": TRACKING_MARKER, "versions": versions },
+    } }));
+    json!({
+        "description": "neardup: a write without neardup's marker clears the fingerprint versions (the worker re-fingerprints the article); the marker is never stored",
+        "processors": processors,
+    })
 }
 
 /// The SimHash part of [`IndexMeta`].
@@ -707,6 +770,7 @@ impl IndexMeta {
                 from_full: false,
             }),
             group: None,
+            tracking: None,
             source: MetaSource::Recorded,
         };
         let format = meta.fields_format();
@@ -735,6 +799,19 @@ impl IndexMeta {
                 fields,
                 MinHashFieldNames::default(),
             )
+        }
+    }
+
+    /// Marks `doc` as neardup's own write where the index tracks edits ([`TRACKING_MARKER`]):
+    /// every writer of neardup's sends its documents through here. `bulk_update`: `doc` is
+    /// the partial document of a `_bulk` `update` action, which is marked only where the
+    /// cluster runs the final pipeline for those ([`TrackingMeta::bulk_updates`]); whole
+    /// documents (`index` and `create`) always are.
+    pub fn mark_own_write(&self, doc: &mut Map<String, Value>, bulk_update: bool) {
+        if let Some(t) = &self.tracking {
+            if t.bulk_updates || !bulk_update {
+                doc.insert(TRACKING_MARKER.to_owned(), Value::Bool(true));
+            }
         }
     }
 
@@ -965,6 +1042,9 @@ impl IndexMeta {
             if out.minhash.is_none() {
                 out.minhash.clone_from(&m.minhash);
             }
+            if out.tracking.is_none() {
+                out.tracking.clone_from(&m.tracking);
+            }
             if m.source == MetaSource::Legacy {
                 out.source = MetaSource::Legacy;
             }
@@ -997,6 +1077,11 @@ impl IndexMeta {
             // Labels are written only where every index keeps the same group field.
             if m.group != out.group {
                 out.group = None;
+            }
+            // Writes carry the marker where any index tracks edits: without it, a tracked
+            // index would take neardup's own writes for edits.
+            if out.tracking.is_none() {
+                out.tracking.clone_from(&m.tracking);
             }
             if m.source == MetaSource::Legacy {
                 out.source = MetaSource::Legacy;
@@ -1058,6 +1143,9 @@ impl fmt::Display for IndexMeta {
             if g.order != GroupOrder::Fingerprinted {
                 write!(f, " ({})", g.order)?;
             }
+        }
+        if self.tracking.is_some() {
+            write!(f, ", edits tracked")?;
         }
         Ok(())
     }
@@ -1444,5 +1532,88 @@ mod tests {
         let mut m = both();
         m.minhash.as_mut().unwrap().fields.version = "simHashVersion".into();
         assert!(m.validate().unwrap_err().to_string().contains("twice"));
+    }
+
+    #[test]
+    fn the_tracking_pipeline_clears_the_versions_of_the_methods_held() {
+        let meta = IndexMeta::default();
+        let p = tracking_pipeline(&meta, None);
+        let procs = p["processors"].as_array().unwrap();
+        assert_eq!(procs.len(), 1);
+        let script = &procs[0]["script"];
+        assert_eq!(script["lang"], "painless");
+        assert_eq!(script["params"]["marker"], TRACKING_MARKER);
+        assert_eq!(
+            script["params"]["versions"],
+            json!(["simHashVersion", "minHashVersion"])
+        );
+
+        // Renamed fields, one method: its version field only.
+        let names = FieldNames {
+            version: "fpVersion".into(),
+            ..FieldNames::default()
+        };
+        let simhash = IndexMeta::simhash(Profile::default(), BlockType::Short, names);
+        let p = tracking_pipeline(&simhash, Some("users-final"));
+        let procs = p["processors"].as_array().unwrap();
+        assert_eq!(procs.len(), 2);
+        // The user's final pipeline runs first, then neardup's step.
+        assert_eq!(procs[0], json!({ "pipeline": { "name": "users-final" } }));
+        assert_eq!(
+            procs[1]["script"]["params"]["versions"],
+            json!(["fpVersion"])
+        );
+        assert_eq!(tracking_pipeline_name("news"), "neardup-tracking-news");
+    }
+
+    #[test]
+    fn own_writes_carry_the_marker_only_where_edits_are_tracked() {
+        let mut meta = IndexMeta::default();
+        let mut doc = Map::new();
+        meta.mark_own_write(&mut doc, false);
+        meta.mark_own_write(&mut doc, true);
+        assert!(doc.is_empty());
+        meta.tracking = Some(TrackingMeta {
+            pipeline: tracking_pipeline_name("news"),
+            chained: None,
+            bulk_updates: false,
+        });
+        // A bulk's update actions bypass the pipeline here: no marker (it would be stored).
+        meta.mark_own_write(&mut doc, true);
+        assert!(doc.is_empty());
+        meta.mark_own_write(&mut doc, false);
+        assert_eq!(Value::Object(doc.clone()), json!({ TRACKING_MARKER: true }));
+        meta.tracking.as_mut().unwrap().bulk_updates = true;
+        let mut update = Map::new();
+        meta.mark_own_write(&mut update, true);
+        assert_eq!(update, doc);
+    }
+
+    #[test]
+    fn tracking_is_recorded_in_meta_and_read_back() {
+        let untracked = IndexMeta::default();
+        assert!(untracked.to_json().get("tracking").is_none());
+        let meta = IndexMeta {
+            tracking: Some(TrackingMeta {
+                pipeline: "neardup-tracking-news".into(),
+                chained: Some("users-final".into()),
+                bulk_updates: false,
+            }),
+            ..IndexMeta::default()
+        };
+        let j = meta.to_json();
+        assert_eq!(
+            j["tracking"],
+            json!({ "pipeline": "neardup-tracking-news", "chained": "users-final", "bulk_updates": false })
+        );
+        let mapping = json!({ "_meta": { META_KEY: j } });
+        let read = IndexMeta::from_mapping("news", &mapping, &FieldNames::default()).unwrap();
+        assert_eq!(read, meta);
+        assert!(read.to_string().ends_with(", edits tracked"), "{read}");
+
+        // Indices written together: the marker goes where any of them tracks edits.
+        let both = BTreeMap::from([("a".to_owned(), untracked), ("b".to_owned(), meta.clone())]);
+        assert_eq!(IndexMeta::common(&both).unwrap().tracking, meta.tracking);
+        assert_eq!(IndexMeta::union(&both).unwrap().tracking, meta.tracking);
     }
 }

@@ -6,6 +6,7 @@
 //! - for any method the index holds (its `_meta`), no version field (`simHashVersion`,
 //!   `minHashVersion`) or one other than the version `_meta` records: never fingerprinted, by
 //!   another pipeline version, or written before `es-init` added the method ([`stale_query`]);
+//!   where `es-init` installed edit tracking ([`super::track_edits`]), also edited since;
 //! - with a changed field (`--changed-field updated_at`): changed at or after the watermark,
 //!   the field's highest value when the previous pass started (minus an overlap for dates, to
 //!   cover refresh delays and writers' clock skew).

@@ -543,6 +543,7 @@ impl EsIndexer {
         };
         let mut doc = fields.clone();
         doc.extend(fingerprint_fields_json(&self.meta, sketches));
+        self.meta.mark_own_write(&mut doc, false);
         // A new article's group may be its own: it needs its id before it is written.
         let made_id;
         let (id, create) = match (id, &self.grouper) {
@@ -670,6 +671,7 @@ impl EsIndexer {
             };
             let mut doc = fields.clone();
             doc.extend(fingerprint_fields_json(&self.meta, sketches));
+            self.meta.mark_own_write(&mut doc, false);
             if let (Some(labels), Some(field)) = (&mut labels, self.group_field()) {
                 let label = labels.next().expect("one label per article");
                 doc.insert(field.to_owned(), json!(label));
@@ -799,12 +801,20 @@ impl EsIndexer {
 
     /// Partial updates (`doc` merges; every other field of `_source` is left as it is) in one
     /// `_bulk` request: transient failures of the whole request, and items rejected with 429,
-    /// are retried with backoff; every other per-item failure is reported with its id.
+    /// are retried with backoff; every other per-item failure is reported with its id. Where
+    /// the index tracks edits and the cluster runs its final pipeline for a bulk's update
+    /// actions, each carries neardup's marker ([`IndexMeta::mark_own_write`]): the pipeline
+    /// then keeps the versions the merged document has (fresh ones in a fingerprint write, the
+    /// stored ones, or none, in a label write), and the update is never a `noop` (the marker
+    /// is a change until the pipeline strips it).
     async fn bulk_update(
         &self,
-        docs: Vec<PartialUpdate<'_>>,
+        mut docs: Vec<PartialUpdate<'_>>,
         what: &str,
     ) -> Result<BulkReport, EsError> {
+        for (_, _, doc) in &mut docs {
+            self.meta.mark_own_write(doc, true);
+        }
         let mut report = BulkReport::default();
         let mut pending: Vec<&PartialUpdate<'_>> = docs.iter().collect();
         let mut retry = 0u32;

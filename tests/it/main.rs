@@ -34,6 +34,7 @@ mod live_es {
     mod scan;
     mod serve;
     mod similar;
+    mod tracking;
     mod worker;
     mod write;
 }

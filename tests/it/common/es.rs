@@ -71,6 +71,10 @@ impl Drop for TestIndex {
                 let client = EsConfig::new(&url()).unwrap().client().unwrap();
                 let path = format!("/{}", es::path_segment(&name));
                 let _ = es::send(&client, Method::Delete, &path, &[], None).await;
+                // The edit-tracking pipeline es-init installed outlives its index.
+                let pipeline = es::tracking_pipeline_name(&name);
+                let path = format!("/_ingest/pipeline/{}", es::path_segment(&pipeline));
+                let _ = es::send(&client, Method::Delete, &path, &[], None).await;
             });
         })
         .join();

@@ -562,11 +562,13 @@ fn an_index_without_folding_keeps_it_until_an_explicit_upgrade() {
             &FieldNames::default(),
         ))
         .unwrap();
-    // The groups es-init added before are kept.
+    // The groups es-init added before are kept; the upgrade adds edit tracking where the
+    // node runs it (live_es::tracking tests that).
     assert_eq!(
         read,
         IndexMeta {
             group: Some(neardup::es::GroupMeta::default()),
+            tracking: read.tracking.clone(),
             ..upgraded.clone()
         }
     );
