@@ -18,6 +18,8 @@ mod common;
 mod backfill;
 mod check;
 mod cluster;
+mod jobs;
+mod service;
 
 use std::time::Instant;
 
@@ -51,6 +53,9 @@ fn main() {
             "backfill-full-restart",
             Scenario::Backfill(Fault::FullRestart),
         ),
+        ("worker-kill-primary", Scenario::Worker),
+        ("regroup-kill-primary", Scenario::Regroup),
+        ("dedupe-kill-claims-primary", Scenario::Dedupe),
     ];
     let chosen: Vec<_> = scenarios
         .into_iter()
@@ -65,6 +70,9 @@ fn main() {
         .build()
         .unwrap();
     let cluster = Cluster::start(port, 3);
+    // The shared test helpers (the regroup fixture, its `neardup` runs, `TestIndex`) take the
+    // cluster from here: every node's URL.
+    std::env::set_var("NEARDUP_TEST_ES", cluster.urls());
     let mut rows: Vec<Row> = Vec::new();
     for (name, scenario) in chosen {
         eprintln!("faults: {name} ({docs} articles)");
@@ -90,12 +98,18 @@ fn main() {
 
 enum Scenario {
     Backfill(Fault),
+    Worker,
+    Regroup,
+    Dedupe,
 }
 
 impl Scenario {
     async fn run(&self, c: &Cluster, docs: usize) -> Row {
         match self {
             Scenario::Backfill(f) => backfill::run(c, *f, docs).await,
+            Scenario::Worker => jobs::worker(c, docs).await,
+            Scenario::Regroup => jobs::regroup(c).await,
+            Scenario::Dedupe => service::dedupe(c).await,
         }
     }
 }
