@@ -19,7 +19,6 @@ mod backfill;
 mod check;
 mod cluster;
 mod jobs;
-mod service;
 
 use std::time::Instant;
 
@@ -55,7 +54,6 @@ fn main() {
         ),
         ("worker-kill-primary", Scenario::Worker),
         ("regroup-kill-primary", Scenario::Regroup),
-        ("dedupe-kill-claims-primary", Scenario::Dedupe),
     ];
     let chosen: Vec<_> = scenarios
         .into_iter()
@@ -100,7 +98,6 @@ enum Scenario {
     Backfill(Fault),
     Worker,
     Regroup,
-    Dedupe,
 }
 
 impl Scenario {
@@ -109,7 +106,6 @@ impl Scenario {
             Scenario::Backfill(f) => backfill::run(c, *f, docs).await,
             Scenario::Worker => jobs::worker(c, docs).await,
             Scenario::Regroup => jobs::regroup(c).await,
-            Scenario::Dedupe => service::dedupe(c).await,
         }
     }
 }
