@@ -55,4 +55,5 @@ pub fn json_lines(s: &str) -> Vec<serde_json::Value> {
 }
 
 pub mod es;
+pub mod regroup;
 pub mod serve;

@@ -1,0 +1,42 @@
+package neardup.esup;
+
+import org.codelibs.opensearch.runner.OpenSearchRunner;
+
+/**
+ * One node of an es-up cluster in a JVM of its own (scripts/es-up --nodes N, os3): codelibs'
+ * OpenSearch runner, which would start nodes 1..N in this JVM, starts only node
+ * {@code -Desup.node=I} (its http port, data dir node_I and config as the runner sets them).
+ */
+public class OsOneNode extends OpenSearchRunner {
+    private final int only;
+
+    OsOneNode(int only) {
+        this.only = only;
+    }
+
+    @Override
+    protected void execute(int number) {
+        if (number == only) {
+            super.execute(number);
+        }
+    }
+
+    public static void main(String[] args) {
+        OsOneNode runner = new OsOneNode(Integer.parseInt(System.getProperty("esup.node")));
+        Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+            try {
+                runner.close();
+            } catch (Exception e) {
+                System.err.println("es-one-node: close failed: " + e);
+            }
+        }));
+        runner.build(args);
+        try {
+            while (!runner.isClosed()) {
+                Thread.sleep(5000);
+            }
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+    }
+}
