@@ -6,7 +6,8 @@
 #   docker run --rm -e NEARDUP_ES_URL=http://es-host:9200 neardup es-init --index articles
 #
 # docker-compose.yml runs it beside Elasticsearch. tests/it/live_es/deploy.rs runs this file's
-# ENTRYPOINT, CMD, ENV and HEALTHCHECK against a live node and checks the versions below.
+# ENTRYPOINT, CMD, ENV and HEALTHCHECK against a live node and checks the versions below;
+# scripts/container-check builds the image with podman and runs the container (CI).
 
 # Builder: the official Rust image on Debian bookworm, the release the runtime stage uses, so
 # the binary needs no newer glibc than it finds there. Rust 1.95 is the toolchain the project
