@@ -252,6 +252,7 @@ async fn raw_pass(
         page_size: 5000,
         preference: None,
         keep_alive: std::time::Duration::from_secs(120),
+        slice: None,
     };
     let mut walker = Walker::open(&Scanner::new(client.clone(), retry), Paging::Scroll, spec);
     let mut hits: Vec<Hit> = Vec::new();

@@ -187,6 +187,8 @@ impl Worker {
             keep_alive: self.config.scroll_keep_alive,
             single_request_first: false,
             paging: Paging::Auto,
+
+            slice: None,
         };
         let mut cursor = self.scanner.cursor(&index, body, &options);
         let result = loop {
