@@ -304,6 +304,17 @@ pub enum EsError {
     #[error("index `{index}` has no mapping for the fingerprint fields {fields:?}; run `neardup es-init --index {index}` first (writing them unmapped would let Elasticsearch guess wrong types)")]
     NotInitialised { index: String, fields: Vec<String> },
 
+    /// The index's field limit (`index.mapping.total_fields.limit`) leaves no room for the
+    /// fingerprint fields `es-init` adds; nothing was added.
+    #[error("index `{index}` cannot take the {fields} fingerprint fields: its field limit is reached ({reason}). Nothing was changed. Raise the limit with `PUT /{index}/_settings {{\"index.mapping.total_fields.limit\": {}}}` and run es-init again", room(.enough, .fields))]
+    FieldLimit {
+        index: String,
+        fields: usize,
+        reason: String,
+        /// A limit with room for them, when the error said the current one.
+        enough: Option<usize>,
+    },
+
     #[error("index `{index}`: field `{field}` is already mapped as `{existing}`, but neardup needs `{wanted}`; {hint}")]
     MappingConflict {
         index: String,
@@ -404,6 +415,14 @@ impl EsError {
             _ => None,
         }
     }
+}
+
+/// The field limit to suggest in [`EsError::FieldLimit`]'s message.
+fn room(enough: &Option<usize>, fields: &usize) -> String {
+    enough.map_or_else(
+        || format!("<the fields it has + {fields}>"),
+        |n| n.to_string(),
+    )
 }
 
 /// A request body: JSON, or newline-delimited JSON for `_bulk`.

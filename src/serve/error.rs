@@ -222,7 +222,8 @@ impl From<EsError> for ApiError {
             | EsError::VersionMismatch { .. }
             | EsError::MetaMismatch { .. }
             | EsError::BadMeta { .. }
-            | EsError::MappingConflict { .. } => (StatusCode::CONFLICT, ErrorCode::IndexNotUsable),
+            | EsError::MappingConflict { .. }
+            | EsError::FieldLimit { .. } => (StatusCode::CONFLICT, ErrorCode::IndexNotUsable),
             EsError::Unreachable { .. } | EsError::Exhausted { .. } | EsError::Tls { .. } => {
                 (StatusCode::SERVICE_UNAVAILABLE, ErrorCode::EsUnavailable)
             }
