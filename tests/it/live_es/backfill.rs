@@ -942,6 +942,7 @@ async fn two_slices_of_all_rewrite_every_document_once() {
         let mut c =
             config(&idx.name, dir.path()).with_slice(Some(format!("{i}/2").parse().unwrap()));
         c.state_path = dir.path().join(format!("state-{i}.jsonl"));
+        c.failed_path = dir.path().join(format!("failed-{i}.jsonl"));
         c.mode = Mode::All;
         let r = run(&client, c).await;
         assert_eq!(r.slice.as_deref(), Some(format!("{i}/2").as_str()));
