@@ -49,6 +49,14 @@ pub struct BackfillBench {
     concurrency: usize,
     #[arg(long, default_value_t = 1)]
     shards: u32,
+    /// Replicas of each shard (a cluster of several nodes: `scripts/es-up --nodes 3`).
+    #[arg(long, default_value_t = 0)]
+    replicas: u32,
+    /// Each back-fill pass runs this many slices at once (`backfill --slice I/N`, I = 0..N):
+    /// N jobs in this process, each with its own state file, bulks and reader, as N
+    /// processes on other machines would be.
+    #[arg(long, default_value_t = 1)]
+    slices: u32,
     /// Reuse the index if it already holds --docs documents (named neardup-bench-backfill).
     #[arg(long)]
     keep: bool,
@@ -90,11 +98,13 @@ pub fn run(args: BackfillBench) -> CmdResult {
         let version = es::server_version(&client, &retry).await?;
         load(&client, &retry, &args, &meta, &corpus).await?;
         println!(
-            "Elasticsearch {version} at {}; {} documents ({} real articles cycled), {} shard(s); methods {}; bulk {} x {} in flight; {} threads",
+            "Elasticsearch {version} at {}; {} documents ({} real articles cycled), {} shard(s), {} replica(s); back-fill in {} slice(s); methods {}; bulk {} x {} in flight (per slice); {} threads",
             config.display_urls(),
             args.docs,
             corpus.len(),
             args.shards,
+            args.replicas,
+            args.slices,
             args.methods.iter().map(|m| m.name()).collect::<Vec<_>>().join(","),
             args.bulk_size,
             args.concurrency,
@@ -180,7 +190,7 @@ async fn load(
         &format!("/{INDEX}"),
         &[],
         Some(&Body::Json(json!({
-            "settings": {"number_of_shards": args.shards, "number_of_replicas": 0},
+            "settings": {"number_of_shards": args.shards, "number_of_replicas": args.replicas},
         }))),
     )
     .await?;
@@ -252,6 +262,7 @@ async fn raw_pass(
         page_size: 5000,
         preference: None,
         keep_alive: std::time::Duration::from_secs(120),
+        slice: None,
     };
     let mut walker = Walker::open(&Scanner::new(client.clone(), retry), Paging::Scroll, spec);
     let mut hits: Vec<Hit> = Vec::new();
@@ -336,30 +347,55 @@ async fn raw_pass(
     Ok((n, started.elapsed().as_secs_f64()))
 }
 
-/// Times a back-fill of every document (all stale after a raw pass).
+/// Times a back-fill of every document (all stale after a raw pass): `--slices` jobs at once,
+/// slice I of N each; the rate is every slice's documents over the time until the last ends.
 async fn backfill_pass(
     client: &Elasticsearch,
     args: &BackfillBench,
     fp: &Fingerprinter,
 ) -> anyhow::Result<(usize, f64)> {
     let dir = tempfile_dir()?;
-    let mut c = BackfillConfig::new(INDEX);
-    c.state_path = dir.join("state.jsonl");
-    c.failed_path = dir.join("failed.jsonl");
-    c.bulk_size = args.bulk_size;
-    c.concurrency = args.concurrency;
+    let n = args.slices.max(1);
+    let mut jobs = JoinSet::new();
     let started = Instant::now();
-    let r = Backfill::new(client.clone(), fp.clone(), c)
-        .run(&AtomicBool::new(false), Arc::new(|_| {}))
-        .await?;
+    for i in 0..n {
+        let slice = es::Slice::new(i, n)?;
+        let mut c = BackfillConfig::new(INDEX).with_slice(Some(slice));
+        c.state_path = dir.join(format!("state-{i}.jsonl"));
+        c.failed_path = dir.join(format!("failed-{i}.jsonl"));
+        c.bulk_size = args.bulk_size;
+        c.concurrency = args.concurrency;
+        let job = Backfill::new(client.clone(), fp.clone(), c);
+        jobs.spawn(async move {
+            let r = job.run(&AtomicBool::new(false), Arc::new(|_| {})).await;
+            (i, r)
+        });
+    }
+    let mut scanned = 0;
+    let mut per_slice = Vec::new();
+    while let Some(done) = jobs.join_next().await {
+        let (i, r) = done?;
+        let r = r?;
+        anyhow::ensure!(
+            r.counts.failed + r.counts.bad == 0,
+            "back-fill pass, slice {i}/{n}: {:?}",
+            r.counts
+        );
+        scanned += r.counts.scanned as usize;
+        per_slice.push((i, r.counts.scanned, started.elapsed().as_secs_f64()));
+    }
     let secs = started.elapsed().as_secs_f64();
+    if n > 1 {
+        per_slice.sort_unstable_by_key(|p| p.0);
+        for (i, docs, done) in per_slice {
+            println!(
+                "|   | slice {i}/{n} | {docs} | {done:.2} | {:.0} |",
+                docs as f64 / done
+            );
+        }
+    }
     let _ = std::fs::remove_dir_all(&dir);
-    anyhow::ensure!(
-        r.counts.failed + r.counts.bad == 0,
-        "back-fill pass failed: {:?}",
-        r.counts
-    );
-    Ok((r.counts.scanned as usize, secs))
+    Ok((scanned, secs))
 }
 
 fn tempfile_dir() -> anyhow::Result<std::path::PathBuf> {

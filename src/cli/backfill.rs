@@ -7,10 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
-use neardup::es::backfill::{
-    default_state_path, Backfill, BackfillConfig, BackfillReport, Mode, Paging, Progress,
-};
-use neardup::es::{self, RetryPolicy};
+use neardup::es::backfill::{Backfill, BackfillConfig, BackfillReport, Mode, Paging, Progress};
+use neardup::es::{self, RetryPolicy, Slice};
 
 use super::common::ProfileArgs;
 use super::common::{self, CmdResult, Status};
@@ -53,19 +51,22 @@ pub struct Args {
     /// Read and fingerprint, report what would be written, write nothing.
     #[arg(long)]
     dry_run: bool,
-    /// State file for resuming [default: .neardup-backfill-<index>.jsonl].
+    /// Walk slice I of N of each index (from 0: `--slice 0/2` on one machine, `--slice 1/2` on
+    /// another); the N slices walk every document once between them. Each slice has its own
+    /// state and failed files; run the same command (with its --slice) to resume one.
+    #[arg(long, value_name = "I/N", value_parser = parse_slice)]
+    slice: Option<Slice>,
+    /// State file for resuming [default: .neardup-backfill-<index>.jsonl, or
+    /// .neardup-backfill-<index>-slice-I-of-N.jsonl with --slice].
     #[arg(long, value_name = "PATH")]
     state: Option<PathBuf>,
     /// Discard a state file left by a different back-fill command and start over.
     #[arg(long)]
     restart: bool,
-    /// Failed and bad documents, one JSON object a line.
-    #[arg(
-        long,
-        default_value = "neardup-backfill-failed.jsonl",
-        value_name = "PATH"
-    )]
-    failed: PathBuf,
+    /// Failed and bad documents, one JSON object a line [default:
+    /// neardup-backfill-failed.jsonl, or neardup-backfill-failed-slice-I-of-N.jsonl with --slice].
+    #[arg(long, value_name = "PATH")]
+    failed: Option<PathBuf>,
     /// Also write the final report as JSON here.
     #[arg(long, value_name = "PATH")]
     report_json: Option<PathBuf>,
@@ -109,7 +110,7 @@ pub fn run(args: Args) -> CmdResult {
     }
     let names = args.fields_names.names()?;
     let (es_config, client) = args.es.client()?;
-    let mut config = BackfillConfig::new(&args.index);
+    let mut config = BackfillConfig::new(&args.index).with_slice(args.slice);
     config.text_fields = args.fields.clone();
     config.names = names;
     config.mode = if args.all {
@@ -123,11 +124,12 @@ pub fn run(args: Args) -> CmdResult {
     config.adapt = !args.no_adapt;
     config.max_docs_per_sec = args.max_docs_per_sec;
     config.dry_run = args.dry_run;
-    config.state_path = args
-        .state
-        .clone()
-        .unwrap_or_else(|| default_state_path(&args.index));
-    config.failed_path = args.failed.clone();
+    if let Some(state) = &args.state {
+        config.state_path = state.clone();
+    }
+    if let Some(failed) = &args.failed {
+        config.failed_path = failed.clone();
+    }
     config.restart = args.restart;
     config.keep_alive = args.keep_alive;
     config.paging = args.paging;
@@ -203,13 +205,22 @@ pub fn run(args: Args) -> CmdResult {
     })
 }
 
+/// `--slice I/N`, checked by the library's one rule.
+fn parse_slice(s: &str) -> Result<Slice, String> {
+    s.parse().map_err(|e: es::EsError| e.to_string())
+}
+
 /// The final report, for stderr.
 fn render(r: &BackfillReport) -> String {
     let c = &r.counts;
     let verb = if r.dry_run { "would write" } else { "written" };
     let mut s = format!(
-        "back-fill of `{}` ({} documents, {}{}{}): {}\n",
+        "back-fill of `{}`{} ({} documents, {}{}{}): {}\n",
         r.pattern,
+        r.slice
+            .as_ref()
+            .map(|s| format!(", slice {s}"))
+            .unwrap_or_default(),
         if r.mode == "all" {
             "all"
         } else {

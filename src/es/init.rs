@@ -159,6 +159,23 @@ async fn init(
         )
         .await
         .map_err(|e| match e {
+            // `index.mapping.total_fields.limit` leaves no room for the fingerprint fields.
+            EsError::Status {
+                status: 400,
+                ref reason,
+                ..
+            } if reason.contains("Limit of total fields") => {
+                let limit = reason
+                    .split_once("Limit of total fields [")
+                    .and_then(|(_, r)| r.split_once(']'))
+                    .and_then(|(n, _)| n.parse::<usize>().ok());
+                EsError::FieldLimit {
+                    index: concrete.clone(),
+                    fields: missing.len(),
+                    reason: reason.clone(),
+                    enough: limit.map(|l| l + missing.len()),
+                }
+            }
             // Someone mapped a field differently between our check and our write.
             EsError::Status {
                 status: 400,

@@ -60,7 +60,7 @@ pub use init::{
     verify_index, InitOutcome,
 };
 pub use retry::RetryPolicy;
-pub use scan::{Cursor, Paging, ScanOptions, ScanStats, Scanner};
+pub use scan::{Cursor, Paging, ScanOptions, ScanStats, Scanner, Slice};
 pub use schema::{
     tracking_pipeline, tracking_pipeline_name, BlockType, FieldNames, GroupMeta, GroupOrder,
     IndexMeta, MetaSource, MinHashFieldNames, MinHashLayout, MinHashMeta, SimHashMeta,
@@ -278,6 +278,23 @@ pub enum EsError {
     #[error("cannot reach Elasticsearch ({detail}); check --es / NEARDUP_ES_URL and that the node is up (scripts/es-up starts a local one)")]
     Unreachable { detail: String },
 
+    /// The certificate of an `https://` node was not trusted (signed by a CA this machine does
+    /// not know, e.g. a cluster's own; expired; for another host). Not retried.
+    #[error("the TLS connection to Elasticsearch failed: its certificate is not trusted ({detail}); a cluster whose certificate is signed by its own CA (as Elasticsearch's security setup makes) needs that CA: pass its PEM file with --es-ca-cert or NEARDUP_ES_CA_CERT (e.g. config/certs/http_ca.crt of the node)")]
+    Tls { detail: String },
+
+    /// A block on the index (or cluster) refuses every write (`index.blocks.write`,
+    /// `index.blocks.read_only`, `cluster.blocks.read_only`: 403 `cluster_block_exception`):
+    /// nothing written to it can succeed until it is lifted, so writers stop. The flood-stage
+    /// block (`read_only_allow_delete`, 429) is transient instead: retried with backoff.
+    #[error("index `{index}` is blocked for writes ({reason}); nothing more was sent. Lift the block with `{lift}` and run the same command again: it resumes where it stopped")]
+    Blocked {
+        index: String,
+        reason: String,
+        /// The request that lifts it.
+        lift: String,
+    },
+
     #[error("Elasticsearch refused the credentials (HTTP {status}: {reason}); check NEARDUP_ES_USER / NEARDUP_ES_PASSWORD or NEARDUP_ES_API_KEY and the user's privileges")]
     Unauthorized { status: u16, reason: String },
 
@@ -289,6 +306,17 @@ pub enum EsError {
 
     #[error("index `{index}` has no mapping for the fingerprint fields {fields:?}; run `neardup es-init --index {index}` first (writing them unmapped would let Elasticsearch guess wrong types)")]
     NotInitialised { index: String, fields: Vec<String> },
+
+    /// The index's field limit (`index.mapping.total_fields.limit`) leaves no room for the
+    /// fingerprint fields `es-init` adds; nothing was added.
+    #[error("index `{index}` cannot take the {fields} fingerprint fields: its field limit is reached ({reason}). Nothing was changed. Raise the limit with `PUT /{index}/_settings {{\"index.mapping.total_fields.limit\": {}}}` and run es-init again", room(.enough, .fields))]
+    FieldLimit {
+        index: String,
+        fields: usize,
+        reason: String,
+        /// A limit with room for them, when the error said the current one.
+        enough: Option<usize>,
+    },
 
     #[error("index `{index}`: field `{field}` is already mapped as `{existing}`, but neardup needs `{wanted}`; {hint}")]
     MappingConflict {
@@ -383,12 +411,21 @@ impl EsError {
     pub fn status(&self) -> Option<u16> {
         match self {
             EsError::Status { status, .. } | EsError::Unauthorized { status, .. } => Some(*status),
+            EsError::Blocked { .. } => Some(403),
             EsError::IndexNotFound { .. } => Some(404),
             EsError::Exhausted { last, .. } => last.status(),
             EsError::ContextLost { cause, .. } => cause.status(),
             _ => None,
         }
     }
+}
+
+/// The field limit to suggest in [`EsError::FieldLimit`]'s message.
+fn room(enough: &Option<usize>, fields: &usize) -> String {
+    enough.map_or_else(
+        || format!("<the fields it has + {fields}>"),
+        |n| n.to_string(),
+    )
 }
 
 /// A request body: JSON, or newline-delimited JSON for `_bulk`.
@@ -430,8 +467,13 @@ pub async fn send(
     let response = client
         .send(method, path, headers, Some(query), bytes, None)
         .await
-        .map_err(|e| EsError::Unreachable {
-            detail: error_chain(&e),
+        .map_err(|e| {
+            let detail = error_chain(&e);
+            if untrusted_certificate(&detail) {
+                EsError::Tls { detail }
+            } else {
+                EsError::Unreachable { detail }
+            }
         })?;
     let status = response.status_code();
     let text = response.text().await.map_err(|e| EsError::Unreachable {
@@ -471,6 +513,9 @@ pub fn check(what: &str, reply: Reply) -> Result<Value, EsError> {
         return Ok(reply.body);
     }
     let (error_type, reason) = error_type_reason(&reply.body);
+    if let Some(blocked) = blocked(status, &error_type, &reason, None) {
+        return Err(blocked);
+    }
     if status == 401 || status == 403 {
         return Err(EsError::Unauthorized { status, reason });
     }
@@ -486,6 +531,48 @@ pub fn check(what: &str, reply: Reply) -> Result<Value, EsError> {
         status,
         error_type,
         reason,
+    })
+}
+
+/// [`EsError::Blocked`] when an error (a whole answer's or one bulk item's) is a block that
+/// refuses every write: 403 `cluster_block_exception`. `index` names the index written to
+/// when the reason does not (`index [news] blocked by: [FORBIDDEN/8/index write (api)];`).
+/// The flood-stage block answers 429 and is not one: it is retried.
+pub(crate) fn blocked(
+    status: u16,
+    error_type: &str,
+    reason: &str,
+    index: Option<&str>,
+) -> Option<EsError> {
+    if status != 403 || error_type != "cluster_block_exception" {
+        return None;
+    }
+    let named = reason
+        .split_once("index [")
+        .and_then(|(_, rest)| rest.split_once(']'))
+        .map(|(name, _)| name.to_owned());
+    let index = named
+        .or(index.map(str::to_owned))
+        .unwrap_or_else(|| "?".into());
+    let setting = |s: &str| format!(r#"PUT /{index}/_settings {{"{s}": false}}"#);
+    let lift = if reason.contains("cluster read-only / allow delete") {
+        r#"PUT /_cluster/settings {"persistent": {"cluster.blocks.read_only_allow_delete": false}}"#
+            .to_owned()
+    } else if reason.contains("cluster read-only") {
+        r#"PUT /_cluster/settings {"persistent": {"cluster.blocks.read_only": false}}"#.to_owned()
+    } else if reason.contains("allow delete") {
+        setting("index.blocks.read_only_allow_delete")
+    } else if reason.contains("index read-only") {
+        setting("index.blocks.read_only")
+    } else if reason.contains("index write") {
+        setting("index.blocks.write")
+    } else {
+        format!("PUT /{index}/_settings with the index.blocks.* setting it names set to false (GET /{index}/_settings lists them)")
+    };
+    Some(EsError::Blocked {
+        index,
+        reason: format!("HTTP 403 {error_type}: {reason}"),
+        lift,
     })
 }
 
@@ -616,6 +703,13 @@ fn redact_url_str(s: &str) -> String {
     }
 }
 
+/// Whether a connection failed because the node's certificate was not trusted (rustls's
+/// "invalid peer certificate: UnknownIssuer", "…: Expired", "…: NotValidForName"), as opposed
+/// to a node that is down or a connection that broke.
+fn untrusted_certificate(detail: &str) -> bool {
+    detail.contains("invalid peer certificate") || detail.contains("certificate verify failed")
+}
+
 fn error_chain(e: &dyn std::error::Error) -> String {
     let mut s = e.to_string();
     let mut cur = e.source();
@@ -711,6 +805,52 @@ mod tests {
         assert_eq!(path_segment("news-2024"), "news-2024");
         assert_eq!(path_segment("a/b c"), "a%2Fb%20c");
         assert_eq!(path_segment("文"), "%E6%96%87");
+    }
+
+    #[test]
+    fn a_block_names_the_setting_that_lifts_it() {
+        let write = "index [news-1] blocked by: [FORBIDDEN/8/index write (api)];";
+        let e = blocked(403, "cluster_block_exception", write, Some("news")).unwrap();
+        assert!(!e.is_transient());
+        let text = e.to_string();
+        assert!(
+            text.contains("index `news-1` is blocked for writes"),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"`PUT /news-1/_settings {"index.blocks.write": false}`"#),
+            "{text}"
+        );
+        assert!(text.contains("run the same command again"), "{text}");
+        let lift = |reason: &str| match blocked(403, "cluster_block_exception", reason, Some("n")) {
+            Some(EsError::Blocked { lift, .. }) => lift,
+            other => panic!("{other:?}"),
+        };
+        assert!(
+            lift("index [n] blocked by: [FORBIDDEN/5/index read-only (api)];")
+                .contains(r#""index.blocks.read_only": false"#)
+        );
+        assert!(lift("blocked by: [FORBIDDEN/6/cluster read-only (api)];")
+            .contains(r#""cluster.blocks.read_only": false"#));
+        assert!(
+            lift("index [n] blocked by: [FORBIDDEN/12/index read-only / allow delete (api)];")
+                .contains("read_only_allow_delete")
+        );
+        // The flood stage answers 429: pushed back and retried, not a stop.
+        assert!(blocked(
+            429,
+            "cluster_block_exception",
+            "index [n] blocked by: [TOO_MANY_REQUESTS/12/disk usage exceeded flood-stage watermark, index has read-only-allow-delete block];",
+            None
+        )
+        .is_none());
+        assert!(blocked(403, "security_exception", "no", None).is_none());
+        // A whole answer with the block is the same error, not refused credentials.
+        let reply = Reply {
+            status: StatusCode::FORBIDDEN,
+            body: serde_json::json!({"error": {"type": "cluster_block_exception", "reason": write}, "status": 403}),
+        };
+        assert!(matches!(check("put", reply), Err(EsError::Blocked { .. })));
     }
 
     #[test]

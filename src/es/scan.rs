@@ -39,6 +39,31 @@
 //! A query whose hits fit in one page can skip the paging machinery altogether
 //! ([`ScanOptions::single_request_first`]): one plain search with an exact total answers it,
 //! which saves opening and closing a PIT or scroll (two round trips).
+//!
+//! ## Slices: one query read by N processes
+//!
+//! A read can be one [`Slice`] `I/N` of its query ([`ScanOptions::slice`]): N readers (on N
+//! machines) with the same query and slices `0/N` … `N-1/N` read every hit exactly once
+//! between them. Elasticsearch does the split (a sliced scroll or a sliced PIT); a slice must
+//! be the same set of documents whenever and by whoever it is opened, since the N readers
+//! open their views at different moments, and a resumed job opens new ones:
+//!
+//! - A sliced **scroll** splits by the hash of `_id` within a shard, or gives whole shards to
+//!   slices when the read covers more shards than there are slices: both depend only on the
+//!   document and the index, never on the view.
+//! - A sliced **PIT** would split a shard by Lucene doc ids by default, and those change as
+//!   segments merge between two views: a document could be in slice 0 of one reader's view
+//!   and slice 1 of the other's, and be read by neither. So a sliced PIT names a field,
+//!   `_seq_no` (numeric, with doc values, in every index), hashed like `_id`: a document
+//!   moves to another slice only when it is written again, which the back-fill's query sees
+//!   anyway (a written document no longer matches it, a changed one is walked again by the
+//!   catch-up walk of whichever slice it is in then).
+//!
+//! A sliced read never takes the single-request shortcut: Elasticsearch slices only scrolls
+//! and PITs. How evenly the slices split: by the `_id` hash, evenly, where a shard is split;
+//! by shards where there are at least as many shards in the read as slices (a shard goes to
+//! slice `shard % N`: with 2 slices, an index of 2 or 4 shards splits evenly, one of 3 gives
+//! 2/3 and 1/3).
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -91,6 +116,82 @@ impl std::str::FromStr for Paging {
     }
 }
 
+/// One slice `I/N` of a read: slices `0/N` … `N-1/N` of the same query read every hit exactly
+/// once between them (see the module docs). `0/1` is the whole read.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub struct Slice {
+    id: u32,
+    max: u32,
+}
+
+impl Slice {
+    /// Slice `id` of `max`: an error unless `0 ≤ id < max` (so `max ≥ 1`).
+    pub fn new(id: u32, max: u32) -> Result<Slice, EsError> {
+        if max == 0 {
+            return Err(EsError::Config(format!(
+                "slice `{id}/{max}`: there must be at least one slice (N ≥ 1 in --slice I/N)"
+            )));
+        }
+        if id >= max {
+            return Err(EsError::Config(format!(
+                "slice `{id}/{max}`: the slice number runs from 0 to {} (0 ≤ I < N in --slice I/N: with N = {max}, --slice 0/{max} … --slice {}/{max})",
+                max - 1,
+                max - 1
+            )));
+        }
+        Ok(Slice { id, max })
+    }
+
+    /// The slice number `I`, from 0.
+    pub fn id(self) -> u32 {
+        self.id
+    }
+
+    /// The number of slices `N`.
+    pub fn max(self) -> u32 {
+        self.max
+    }
+
+    /// Whether this is the whole read (`0/1`): nothing to tell Elasticsearch.
+    pub fn is_whole(self) -> bool {
+        self.max == 1
+    }
+
+    /// The request's `slice` object, for the paging method; `None` for the whole read.
+    fn body(self, paging: Paging) -> Option<Value> {
+        if self.is_whole() {
+            return None;
+        }
+        Some(match paging {
+            Paging::Pit => json!({ "id": self.id, "max": self.max, "field": "_seq_no" }),
+            Paging::Scroll | Paging::Auto => json!({ "id": self.id, "max": self.max }),
+        })
+    }
+}
+
+impl std::fmt::Display for Slice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.id, self.max)
+    }
+}
+
+impl std::str::FromStr for Slice {
+    type Err = EsError;
+
+    /// `I/N`, e.g. `0/2`.
+    fn from_str(s: &str) -> Result<Slice, EsError> {
+        let bad = || {
+            EsError::Config(format!(
+                "slice `{s}`: expected I/N, slice I of N counted from 0 (e.g. --slice 0/2 and --slice 1/2 on two machines)"
+            ))
+        };
+        let (i, n) = s.split_once('/').ok_or_else(bad)?;
+        let i = i.trim().parse().map_err(|_| bad())?;
+        let n = n.trim().parse().map_err(|_| bad())?;
+        Slice::new(i, n)
+    }
+}
+
 /// Page size and context lifetimes.
 #[derive(Clone, Debug)]
 pub struct ScanOptions {
@@ -105,6 +206,8 @@ pub struct ScanOptions {
     pub single_request_first: bool,
     /// Paging method (see [`Paging`]).
     pub paging: Paging,
+    /// Read one slice of the hits (see [`Slice`]); `None` reads them all.
+    pub slice: Option<Slice>,
 }
 
 impl Default for ScanOptions {
@@ -114,6 +217,7 @@ impl Default for ScanOptions {
             keep_alive: Duration::from_secs(60),
             single_request_first: false,
             paging: Paging::Auto,
+            slice: None,
         }
     }
 }
@@ -194,6 +298,52 @@ impl Scanner {
             stats: ScanStats::default(),
             total: None,
         }
+    }
+
+    /// How many documents of `indices` match `query` (limited to `preference` when given):
+    /// the count API, or, for a slice, the exact total of the first page of a sliced read
+    /// (Elasticsearch slices only scrolls and PITs), which is then closed.
+    pub async fn count(
+        &self,
+        indices: &str,
+        query: &Value,
+        options: &ScanOptions,
+        preference: Option<&str>,
+    ) -> Result<u64, EsError> {
+        let what = format!("index `{indices}`: count");
+        if options.slice.is_none_or(Slice::is_whole) {
+            let params: Vec<(&str, &str)> =
+                preference.map(|p| ("preference", p)).into_iter().collect();
+            let r = request(
+                &self.client,
+                &self.retry,
+                &what,
+                Method::Post,
+                &format!("/{}/_count", path_segment_keep_patterns(indices)),
+                &params,
+                Some(&Body::Json(json!({ "query": query }))),
+            )
+            .await?;
+            return Ok(r["count"].as_u64().unwrap_or(0));
+        }
+        let body = json!({ "query": query, "_source": false, "track_total_hits": true });
+        let one = ScanOptions {
+            page_size: 1,
+            single_request_first: false,
+            ..options.clone()
+        };
+        let mut cursor = self.cursor(indices, body, &one);
+        if let Some(p) = preference {
+            cursor = cursor.with_preference(p);
+        }
+        let page = cursor.next_page().await;
+        let total = cursor.total();
+        cursor.close().await;
+        page?;
+        total.ok_or_else(|| EsError::BadResponse {
+            what,
+            detail: "no hits.total in the first page of a sliced read".into(),
+        })
     }
 
     /// Calls `on_page` with each page of hits (the raw `hits.hits` objects) of `body` run
@@ -433,6 +583,11 @@ impl Cursor {
         self.options.page_size.max(1)
     }
 
+    /// The `slice` object of this read's requests when paging as `paging`, if it is a slice.
+    fn slice_body(&self, paging: Paging) -> Option<Value> {
+        self.options.slice.and_then(|s| s.body(paging))
+    }
+
     /// Marks the read done, keeping the context to close.
     fn finish(&mut self) {
         self.state = match std::mem::replace(&mut self.state, State::Done(None)) {
@@ -446,7 +601,7 @@ impl Cursor {
     /// The hits of the next page, with the state moved on.
     async fn fetch(&mut self) -> Result<Vec<Value>, EsError> {
         if self.state == State::Start {
-            if self.options.single_request_first {
+            if self.options.single_request_first && self.slice_body(Paging::Scroll).is_none() {
                 if let Some(hits) = self.single_request().await? {
                     self.state = State::Done(None);
                     return Ok(hits);
@@ -569,6 +724,7 @@ impl Cursor {
                     id,
                     &keep_alive,
                     self.after.as_ref(),
+                    self.slice_body(Paging::Pit),
                 ),
                 retryable: true,
             }),
@@ -576,6 +732,9 @@ impl Cursor {
                 let mut body = self.body.clone();
                 body["size"] = json!(self.page_size());
                 body["sort"] = json!(["_doc"]);
+                if let Some(slice) = self.slice_body(Paging::Scroll) {
+                    body["slice"] = slice;
+                }
                 let mut params = vec![("scroll", keep_alive)];
                 params.extend(self.preference_param());
                 Some(Step {
@@ -620,16 +779,21 @@ impl Cursor {
 }
 
 /// The body of one PIT page: the caller's query and fetch fields, plus the PIT, the sort on
-/// `_shard_doc` and, after the first page, the previous page's last sort values. Counting is
-/// wasted work after the first page (and on it, unless the caller asked for it).
+/// `_shard_doc`, the slice (on every page: each is a search of its own) and, after the first
+/// page, the previous page's last sort values. Counting is wasted work after the first page
+/// (and on it, unless the caller asked for it).
 fn pit_page_body(
     body: &Value,
     size: usize,
     pit_id: &str,
     keep_alive: &str,
     after: Option<&Value>,
+    slice: Option<Value>,
 ) -> Value {
     let mut b = body.clone();
+    if let Some(slice) = slice {
+        b["slice"] = slice;
+    }
     b["size"] = json!(size);
     b["pit"] = json!({ "id": pit_id, "keep_alive": keep_alive });
     b["sort"] = json!([{ "_shard_doc": "asc" }]);
@@ -775,7 +939,7 @@ mod tests {
     #[test]
     fn pit_pages_carry_the_pit_sort_and_search_after() {
         let body = json!({ "query": { "match_all": {} }, "_source": false });
-        let b = pit_page_body(&body, 50, "abc", "60s", None);
+        let b = pit_page_body(&body, 50, "abc", "60s", None, None);
         assert_eq!(b["pit"], json!({ "id": "abc", "keep_alive": "60s" }));
         assert_eq!(b["sort"], json!([{ "_shard_doc": "asc" }]));
         assert_eq!(b["size"], 50);
@@ -783,19 +947,75 @@ mod tests {
         assert!(b.get("search_after").is_none());
         assert_eq!(b["query"], body["query"]);
         let after = json!([12345]);
-        let b = pit_page_body(&body, 50, "def", "60s", Some(&after));
+        let b = pit_page_body(&body, 50, "def", "60s", Some(&after), None);
         assert_eq!(b["search_after"], after);
         assert_eq!(b["pit"]["id"], "def");
         // A count asked for comes with the first page only.
         let counted = json!({ "query": { "match_all": {} }, "track_total_hits": true });
         assert_eq!(
-            pit_page_body(&counted, 5, "a", "1s", None)["track_total_hits"],
+            pit_page_body(&counted, 5, "a", "1s", None, None)["track_total_hits"],
             true
         );
         assert_eq!(
-            pit_page_body(&counted, 5, "a", "1s", Some(&after))["track_total_hits"],
+            pit_page_body(&counted, 5, "a", "1s", Some(&after), None)["track_total_hits"],
             false
         );
+    }
+
+    #[test]
+    fn slices_are_validated_once_and_sent_with_every_sliced_request() {
+        let s: Slice = "1/3".parse().unwrap();
+        assert_eq!((s.id(), s.max(), s.to_string()), (1, 3, "1/3".to_owned()));
+        assert!("0/1".parse::<Slice>().unwrap().is_whole());
+        for (bad, says) in [
+            ("2/2", "0 ≤ I < N"),
+            ("5/2", "--slice 1/2"),
+            ("0/0", "at least one slice"),
+            ("1", "expected I/N"),
+            ("-1/2", "expected I/N"),
+            ("a/b", "expected I/N"),
+        ] {
+            let e = bad.parse::<Slice>().unwrap_err().to_string();
+            assert!(e.contains(says) && e.contains(bad), "{bad}: {e}");
+        }
+        // The whole read sends no slice; a PIT slices on `_seq_no`, which no merge changes.
+        assert_eq!(Slice::new(0, 1).unwrap().body(Paging::Scroll), None);
+        assert_eq!(s.body(Paging::Scroll), Some(json!({ "id": 1, "max": 3 })));
+        assert_eq!(
+            s.body(Paging::Pit),
+            Some(json!({ "id": 1, "max": 3, "field": "_seq_no" }))
+        );
+        let client = EsConfig::new("http://127.0.0.1:9")
+            .unwrap()
+            .client()
+            .unwrap();
+        let options = ScanOptions {
+            slice: Some(s),
+            single_request_first: true,
+            ..ScanOptions::default()
+        };
+        let mut c = Scanner::new(client, RetryPolicy::none()).cursor(
+            "news",
+            json!({ "query": { "match_all": {} } }),
+            &options,
+        );
+        assert!(
+            c.slice_body(Paging::Scroll).is_some(),
+            "a sliced read skips the single request (Elasticsearch slices only scrolls and PITs)"
+        );
+        c.state = State::ScrollOpen;
+        assert_eq!(
+            c.next_step().unwrap().body["slice"],
+            json!({ "id": 1, "max": 3 })
+        );
+        c.state = State::Scroll("s1".into());
+        assert!(
+            c.next_step().unwrap().body.get("slice").is_none(),
+            "the scroll keeps it"
+        );
+        c.state = State::Pit("p1".into());
+        c.after = Some(json!([7]));
+        assert_eq!(c.next_step().unwrap().body["slice"]["field"], "_seq_no");
     }
 
     #[test]

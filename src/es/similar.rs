@@ -612,6 +612,8 @@ impl Similar {
             keep_alive: self.options.keep_alive,
             single_request_first: true,
             paging: self.options.paging,
+
+            slice: None,
         };
         let mut matches = Vec::new();
         let mut transferred = 0u64;

@@ -16,7 +16,8 @@
 //!
 //! One pass writes every method the index holds, in one guarded partial update per document.
 //! Each pass starts by reading the index's `_meta` again, so a method `es-init` adds to a
-//! running worker's index is filled in from the next pass on.
+//! running worker's index is filled in from the next pass on, and refreshes the index when
+//! its periodic refresh is off (`refresh_interval: -1`), so the query sees every write.
 //!
 //! Documents are read through the one paging layer ([`Scanner`]: a point in time where the
 //! cluster has one, else a scroll, in index order), fingerprinted on all cores, and written
@@ -168,6 +169,12 @@ impl Worker {
         } else {
             self.indexer.reload().await?;
         }
+        // An index with periodic refresh off (`refresh_interval: -1`, e.g. during a bulk
+        // load) would never show the pass what was written since: refresh it first.
+        if self.indexer.refresh_interval().await?.is_none() {
+            let indexer = &self.indexer;
+            super::backfill::refresh(indexer.client(), indexer.retry(), indexer.index()).await?;
+        }
         let next_watermark = match &self.config.changed_field {
             Some(f) => self.max_changed(f).await?,
             None => None,
@@ -188,6 +195,8 @@ impl Worker {
             keep_alive: self.config.scroll_keep_alive,
             single_request_first: false,
             paging: Paging::Auto,
+
+            slice: None,
         };
         let mut cursor = self.scanner.cursor(&index, body, &options);
         let result = loop {

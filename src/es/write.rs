@@ -723,7 +723,10 @@ impl EsIndexer {
                 }),
                 _ => {
                     let (error_type, reason) = super::error_type_reason(r);
-                    Err(if status == 400 {
+                    let blocked = super::blocked(status, &error_type, &reason, Some(&self.index));
+                    Err(if let Some(blocked) = blocked {
+                        blocked
+                    } else if status == 400 {
                         EsError::BadDocument {
                             id: (*id).to_owned(),
                             reason: format!(
@@ -801,12 +804,15 @@ impl EsIndexer {
 
     /// Partial updates (`doc` merges; every other field of `_source` is left as it is) in one
     /// `_bulk` request: transient failures of the whole request, and items rejected with 429,
-    /// are retried with backoff; every other per-item failure is reported with its id. Where
-    /// the index tracks edits and the cluster runs its final pipeline for a bulk's update
-    /// actions, each carries neardup's marker ([`IndexMeta::mark_own_write`]): the pipeline
-    /// then keeps the versions the merged document has (fresh ones in a fingerprint write, the
-    /// stored ones, or none, in a label write), and the update is never a `noop` (the marker
-    /// is a change until the pipeline strips it).
+    /// are retried with backoff; every other per-item failure is reported with its id, except
+    /// a block that refuses every write to the index ([`EsError::Blocked`]), which ends the
+    /// call with that error: the one rule that stops every bulk writer (the back-fill, the
+    /// worker, regroup) at the first such answer. Where the index tracks edits and the cluster
+    /// runs its final pipeline for a bulk's update actions, each carries neardup's marker
+    /// ([`IndexMeta::mark_own_write`]): the pipeline then keeps the versions the merged
+    /// document has (fresh ones in a fingerprint write, the stored ones, or none, in a label
+    /// write), and the update is never a `noop` (the marker is a change until the pipeline
+    /// strips it).
     async fn bulk_update(
         &self,
         mut docs: Vec<PartialUpdate<'_>>,
@@ -855,6 +861,12 @@ impl EsIndexer {
             for (item, update) in items.iter().zip(&pending) {
                 let item = &item["update"];
                 let status = item["status"].as_u64().unwrap_or(0) as u16;
+                let (error_type, reason) = super::error_type_reason(item);
+                // A block on the index refuses every item of this bulk and of every bulk
+                // after it: stop here rather than fail each document one by one.
+                if let Some(e) = super::blocked(status, &error_type, &reason, Some(&self.index)) {
+                    return Err(e);
+                }
                 match status {
                     200 | 201 => {
                         if item["result"] == "noop" {
@@ -869,7 +881,6 @@ impl EsIndexer {
                     }
                     429 if retry < self.retry.max_retries => rejected.push(*update),
                     _ => {
-                        let (error_type, reason) = super::error_type_reason(item);
                         report.failed.push(ItemFailure {
                             id: update.0.to_owned(),
                             status,

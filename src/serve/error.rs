@@ -222,13 +222,15 @@ impl From<EsError> for ApiError {
             | EsError::VersionMismatch { .. }
             | EsError::MetaMismatch { .. }
             | EsError::BadMeta { .. }
-            | EsError::MappingConflict { .. } => (StatusCode::CONFLICT, ErrorCode::IndexNotUsable),
-            EsError::Unreachable { .. } | EsError::Exhausted { .. } => {
+            | EsError::MappingConflict { .. }
+            | EsError::FieldLimit { .. } => (StatusCode::CONFLICT, ErrorCode::IndexNotUsable),
+            EsError::Unreachable { .. } | EsError::Exhausted { .. } | EsError::Tls { .. } => {
                 (StatusCode::SERVICE_UNAVAILABLE, ErrorCode::EsUnavailable)
             }
             EsError::Unauthorized { .. } => {
                 (StatusCode::BAD_GATEWAY, ErrorCode::EsRefusedCredentials)
             }
+            EsError::Blocked { .. } => (StatusCode::BAD_GATEWAY, ErrorCode::EsError),
             EsError::Status { status, .. } if *status >= 500 || *status == 429 => {
                 (StatusCode::BAD_GATEWAY, ErrorCode::EsError)
             }

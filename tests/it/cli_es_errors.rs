@@ -20,6 +20,7 @@ fn run(args: &[&str], env: &[(&str, &str)]) -> (i32, String) {
         "NEARDUP_ES_USER",
         "NEARDUP_ES_PASSWORD",
         "NEARDUP_ES_API_KEY",
+        "NEARDUP_ES_CA_CERT",
         "RUST_LOG",
     ] {
         cmd.env_remove(var);
@@ -238,4 +239,157 @@ fn basic_auth_over_plain_http_to_another_host_is_warned_about() {
         !out.contains("unencrypted"),
         "loopback is not warned about: {out}"
     );
+}
+
+/// Runs `openssl` with `args` in `dir`; panics with its output when it fails.
+fn openssl(dir: &std::path::Path, args: &[&str]) {
+    let out = Command::new("openssl")
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .expect("the openssl command runs (it makes the test's CA and certificate)");
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// An HTTPS endpoint on loopback whose certificate is signed by a CA of its own (as a
+/// secured Elasticsearch's is): `openssl s_server` with a CA and a certificate for
+/// 127.0.0.1 made in `dir`. Returns the server (kill it when done), its URL and the CA's PEM.
+fn tls_endpoint(dir: &std::path::Path) -> (std::process::Child, String, std::path::PathBuf) {
+    openssl(
+        dir,
+        &[
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.pem",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=neardup-test-ca",
+        ],
+    );
+    openssl(
+        dir,
+        &[
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            "node.key",
+            "-out",
+            "node.csr",
+            "-subj",
+            "/CN=127.0.0.1",
+        ],
+    );
+    std::fs::write(dir.join("ext"), "subjectAltName=IP:127.0.0.1\n").unwrap();
+    openssl(
+        dir,
+        &[
+            "x509",
+            "-req",
+            "-in",
+            "node.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            "node.pem",
+            "-days",
+            "2",
+            "-extfile",
+            "ext",
+        ],
+    );
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut server = Command::new("openssl")
+        .current_dir(dir)
+        .args(["s_server", "-accept", &format!("127.0.0.1:{port}")])
+        .args(["-cert", "node.pem", "-key", "node.key", "-www"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // It prints ACCEPT once it listens.
+    let mut out = BufReader::new(server.stdout.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("ACCEPT") {
+        line.clear();
+        assert!(
+            out.read_line(&mut line).unwrap() > 0,
+            "openssl s_server did not start"
+        );
+    }
+    std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
+    (
+        server,
+        format!("https://127.0.0.1:{port}"),
+        dir.join("ca.pem"),
+    )
+}
+
+/// Issue 32: a TLS error names the flag and the variable that give the cluster's CA, at once
+/// (a certificate problem is not retried), for every command; with the CA given (flag or
+/// variable) the connection gets past TLS (the endpoint is no Elasticsearch, which is the
+/// next error).
+#[test]
+fn an_untrusted_certificate_names_es_ca_cert() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut server, url, ca) = tls_endpoint(dir.path());
+    let state = dir.path().join("state").to_str().unwrap().to_owned();
+    for mut cmd in commands(&state) {
+        cmd.extend(["--es".into(), url.clone()]);
+        let args: Vec<&str> = cmd.iter().map(String::as_str).collect();
+        let (code, out) = run(&args, &[]);
+        assert_eq!(code, 1, "{cmd:?}: {out}");
+        assert!(out.contains("certificate is not trusted"), "{cmd:?}: {out}");
+        assert!(
+            out.contains("--es-ca-cert") && out.contains("NEARDUP_ES_CA_CERT"),
+            "{cmd:?}: {out}"
+        );
+        assert!(!out.contains("retrying"), "{cmd:?}: not retried: {out}");
+    }
+    let ca = ca.to_str().unwrap();
+    let with_flag = run(
+        &[
+            "similar",
+            "--index",
+            "x",
+            "--id",
+            "a",
+            "--es",
+            &url,
+            "--es-ca-cert",
+            ca,
+        ],
+        &[],
+    );
+    let with_env = run(
+        &["similar", "--index", "x", "--id", "a", "--es", &url],
+        &[("NEARDUP_ES_CA_CERT", ca)],
+    );
+    for (code, out) in [with_flag, with_env] {
+        assert_eq!(code, 1, "{out}");
+        assert!(!out.contains("TLS"), "{out}");
+        assert!(out.contains("is this Elasticsearch?"), "past TLS: {out}");
+    }
+    server.kill().unwrap();
+    server.wait().unwrap();
 }

@@ -24,6 +24,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::{BackfillCounts, BackfillError};
+use crate::es::Slice;
 
 /// What identifies a job: the same command line gives the same key.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -37,6 +38,9 @@ pub struct JobKey {
     pub minhash_version: Option<String>,
     pub text_fields: Vec<String>,
     pub version_field: String,
+    /// The slice of each index this job walks (`--slice I/N`); `None`: all of it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slice: Option<Slice>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -331,6 +335,7 @@ mod tests {
             minhash_version: None,
             text_fields: vec!["title".into()],
             version_field: "simHashVersion".into(),
+            slice: None,
         }
     }
 

@@ -65,7 +65,7 @@ use self::journal::{Entry, JobKey, Journal, Replayed, StateLock};
 pub use self::walk::{Hit, WalkError, WalkSpec, Walker};
 use super::group::order_key_at;
 pub use super::scan::Paging;
-use super::scan::Scanner;
+use super::scan::{ScanOptions, Scanner, Slice};
 use super::worker::stale_query;
 use super::write::sketch_source;
 use super::{
@@ -170,6 +170,12 @@ pub enum BackfillError {
     Es(#[from] EsError),
     #[error("state file {}: {reason}", path.display())]
     State { path: PathBuf, reason: String },
+    #[error("state file {} is the journal of slice {theirs} of this back-fill, and this run is slice {ours}: each slice needs its own state file (the default name has the slice in it). Pass --state with another file, or the --slice the file records to continue that slice", path.display())]
+    OtherSlice {
+        path: PathBuf,
+        theirs: String,
+        ours: String,
+    },
     #[error("state file {} belongs to another back-fill ({theirs}); this one is {ours}. Pass --restart to discard it, or --state to use another file", path.display())]
     OtherJob {
         path: PathBuf,
@@ -216,6 +222,9 @@ pub struct BackfillConfig {
     pub keep_alive: Duration,
     /// How pages are read ([`Paging::Auto`]: detected once per job).
     pub paging: Paging,
+    /// Walk only this slice of each index (`--slice I/N`): N jobs, each with its own slice,
+    /// state file and failed file, walk every document once between them. `None`: all.
+    pub slice: Option<Slice>,
     pub retry: RetryPolicy,
 }
 
@@ -223,7 +232,7 @@ impl BackfillConfig {
     pub fn new(pattern: impl Into<String>) -> BackfillConfig {
         let pattern = pattern.into();
         BackfillConfig {
-            state_path: default_state_path(&pattern),
+            state_path: default_state_path(&pattern, None),
             pattern,
             text_fields: vec!["title".into(), "content".into()],
             names: FieldNames::default(),
@@ -234,11 +243,12 @@ impl BackfillConfig {
             adapt: true,
             max_docs_per_sec: None,
             dry_run: false,
-            failed_path: PathBuf::from("neardup-backfill-failed.jsonl"),
+            failed_path: default_failed_path(None),
             restart: false,
             catch_up_rounds: 3,
             keep_alive: Duration::from_secs(300),
             paging: Paging::Auto,
+            slice: None,
             // Patient enough to ride out a node restart (about four minutes).
             retry: RetryPolicy {
                 max_retries: 14,
@@ -248,9 +258,39 @@ impl BackfillConfig {
     }
 }
 
-/// `.neardup-backfill-<pattern>.jsonl` in the working directory, with the pattern's
-/// characters that are awkward in file names replaced.
-pub fn default_state_path(pattern: &str) -> PathBuf {
+impl BackfillConfig {
+    /// The job walks `slice` of each index, with the default state and failed files of that
+    /// slice ([`default_state_path`], [`default_failed_path`]), so that the slices of one
+    /// back-fill run side by side in one directory without sharing a file.
+    pub fn with_slice(mut self, slice: Option<Slice>) -> BackfillConfig {
+        let slice = slice.filter(|s| !s.is_whole());
+        self.slice = slice;
+        self.state_path = default_state_path(&self.pattern, slice);
+        self.failed_path = default_failed_path(slice);
+        self
+    }
+}
+
+/// `-slice-I-of-N` for a slice, nothing for the whole index.
+fn slice_suffix(slice: Option<Slice>) -> String {
+    slice
+        .filter(|s| !s.is_whole())
+        .map(|s| format!("-slice-{}-of-{}", s.id(), s.max()))
+        .unwrap_or_default()
+}
+
+/// `neardup-backfill-failed.jsonl` (`neardup-backfill-failed-slice-I-of-N.jsonl` for a slice)
+/// in the working directory.
+pub fn default_failed_path(slice: Option<Slice>) -> PathBuf {
+    PathBuf::from(format!(
+        "neardup-backfill-failed{}.jsonl",
+        slice_suffix(slice)
+    ))
+}
+
+/// `.neardup-backfill-<pattern>.jsonl` (`….slice-I-of-N.jsonl` for a slice) in the working
+/// directory, with the pattern's characters that are awkward in file names replaced.
+pub fn default_state_path(pattern: &str, slice: Option<Slice>) -> PathBuf {
     let safe: String = pattern
         .chars()
         .map(|c| {
@@ -261,7 +301,10 @@ pub fn default_state_path(pattern: &str) -> PathBuf {
             }
         })
         .collect();
-    PathBuf::from(format!(".neardup-backfill-{safe}.jsonl"))
+    PathBuf::from(format!(
+        ".neardup-backfill-{safe}{}.jsonl",
+        slice_suffix(slice)
+    ))
 }
 
 /// Where a back-fill is, for a progress bar.
@@ -286,6 +329,9 @@ pub struct BackfillReport {
     pub mode: String,
     pub dry_run: bool,
     pub paging: String,
+    /// The slice walked (`I/N`), when the job walks one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slice: Option<String>,
     /// Counts per concrete index.
     pub indices: BTreeMap<String, BackfillCounts>,
     pub counts: BackfillCounts,
@@ -692,6 +738,7 @@ impl Backfill {
             }),
             text_fields: cfg.text_fields.clone(),
             version_field: cfg.names.version.clone(),
+            slice: cfg.slice.filter(|s| !s.is_whole()),
         };
         let (journal, mut state, resumed) = self.open_state(&key)?;
         let failed = Arc::new(FailedFile::open(&cfg.failed_path, !resumed)?);
@@ -738,7 +785,7 @@ impl Backfill {
                 state.indices.get_mut(index).unwrap().counts.add(&c);
             }
             let st = &state.indices[index];
-            let remaining = self.count(index, &segments).await?;
+            let remaining = self.count(&scanner, paging, index, &segments).await?;
             total += st.counts.scanned + remaining;
             plans.push((index.clone(), segments));
         }
@@ -833,7 +880,11 @@ impl Backfill {
             pattern: cfg.pattern.clone(),
             mode: cfg.mode.key().into(),
             dry_run: cfg.dry_run,
-            paging: paging.name().into(),
+            // `--all` walks shard by shard, which pages with scroll.
+            paging: walk_paging(paging, (cfg.mode == Mode::All).then_some("_shards"))
+                .name()
+                .into(),
+            slice: key.slice.map(|s| s.to_string()),
             indices: indices
                 .iter()
                 .map(|i| (i.clone(), state.indices[i].counts.clone()))
@@ -865,6 +916,16 @@ impl Backfill {
         let lock = StateLock::acquire(path)?;
         let old = journal::replay(path)?;
         match &old.key {
+            Some(k) if k.slice != key.slice && !old.finished && !cfg.restart => {
+                let name = |s: Option<Slice>| {
+                    s.map_or("(none: the whole index)".into(), |s| s.to_string())
+                };
+                Err(BackfillError::OtherSlice {
+                    path: path.clone(),
+                    theirs: name(k.slice),
+                    ours: name(key.slice),
+                })
+            }
             Some(k) if k == key && !old.finished => {
                 let j = Journal::compact(path, &old, lock)?;
                 tracing::info!(state = %path.display(), "continuing an interrupted back-fill");
@@ -946,29 +1007,23 @@ impl Backfill {
         refresh(&self.client, &self.config.retry, index).await
     }
 
-    /// Documents the walks of an index match now.
+    /// Documents the walks of an index match now (in the job's slice).
     async fn count(
         &self,
+        scanner: &Scanner,
+        paging: Paging,
         index: &str,
         segments: &[(Option<String>, Value)],
     ) -> Result<u64, EsError> {
         let mut n = 0;
         for (pref, q) in segments {
-            let mut params = vec![];
-            if let Some(p) = pref {
-                params.push(("preference", p.as_str()));
-            }
-            let r = request(
-                &self.client,
-                &self.config.retry,
-                &format!("index `{index}`: count"),
-                Method::Post,
-                &format!("/{}/_count", path_segment(index)),
-                &params,
-                Some(&Body::Json(json!({ "query": q }))),
-            )
-            .await?;
-            n += r["count"].as_u64().unwrap_or(0);
+            let options = ScanOptions {
+                paging: walk_paging(paging, pref.as_deref()),
+                keep_alive: self.config.keep_alive,
+                slice: self.config.slice,
+                ..ScanOptions::default()
+            };
+            n += scanner.count(index, q, &options, pref.as_deref()).await?;
         }
         Ok(n)
     }
@@ -1067,16 +1122,11 @@ impl Backfill {
             let segments = segments.to_vec();
             let index = run.index.clone();
             let fields = run.source_fields();
-            let (page_size, keep_alive) = (cfg.page_size.max(1), cfg.keep_alive);
+            let (page_size, keep_alive, slice) = (cfg.page_size.max(1), cfg.keep_alive, cfg.slice);
             let reader_stop = Arc::clone(&reader_stop);
             tokio::spawn(async move {
                 for (preference, query) in segments {
-                    // PIT cannot be limited to a shard: per-shard walks use scroll.
-                    let paging = if preference.is_some() {
-                        Paging::Scroll
-                    } else {
-                        paging
-                    };
+                    let paging = walk_paging(paging, preference.as_deref());
                     let spec = WalkSpec {
                         index: index.clone(),
                         query,
@@ -1084,6 +1134,7 @@ impl Backfill {
                         page_size,
                         preference,
                         keep_alive,
+                        slice,
                     };
                     let mut walker = Walker::open(&scanner, paging, spec);
                     loop {
@@ -1200,6 +1251,16 @@ impl Backfill {
     }
 }
 
+/// How a walk limited to `preference` pages: a PIT cannot be limited to a shard, so per-shard
+/// walks use scroll.
+fn walk_paging(paging: Paging, preference: Option<&str>) -> Paging {
+    if preference.is_some() {
+        Paging::Scroll
+    } else {
+        paging
+    }
+}
+
 fn flatten(
     r: Result<Result<(), BackfillError>, tokio::task::JoinError>,
 ) -> Result<(), BackfillError> {
@@ -1212,8 +1273,9 @@ fn describe(k: &JobKey) -> String {
         .as_ref()
         .map(|v| format!(", MinHash version {v}"))
         .unwrap_or_default();
+    let slice = k.slice.map(|s| format!(" --slice {s}")).unwrap_or_default();
     format!(
-        "`{}` --{} --field {} (fingerprint version {}{minhash})",
+        "`{}` --{}{slice} --field {} (fingerprint version {}{minhash})",
         k.pattern,
         if k.mode == "all" {
             "all"
@@ -1281,10 +1343,80 @@ mod tests {
     #[test]
     fn state_file_names_and_patterns() {
         assert_eq!(
-            default_state_path("news-*,old"),
+            default_state_path("news-*,old", None),
             PathBuf::from(".neardup-backfill-news-__old.jsonl")
         );
+        // The slices of one job never share a default file.
+        let slice = |s: &str| Some(s.parse::<Slice>().unwrap());
+        assert_eq!(
+            default_state_path("news", slice("1/2")),
+            PathBuf::from(".neardup-backfill-news-slice-1-of-2.jsonl")
+        );
+        let c = BackfillConfig::new("news").with_slice(slice("0/2"));
+        assert_eq!(
+            c.state_path,
+            PathBuf::from(".neardup-backfill-news-slice-0-of-2.jsonl")
+        );
+        assert_eq!(
+            c.failed_path,
+            PathBuf::from("neardup-backfill-failed-slice-0-of-2.jsonl")
+        );
+        let whole = BackfillConfig::new("news").with_slice(slice("0/1"));
+        assert_eq!(whole.slice, None);
+        assert_eq!(whole.state_path, default_state_path("news", None));
+        assert_eq!(whole.failed_path, default_failed_path(None));
         assert_eq!(path_segment_list("news-*, a b"), "news-*,a%20b");
+    }
+
+    #[test]
+    fn a_slice_resumes_only_itself() {
+        let dir = tempfile::tempdir().unwrap();
+        let client = crate::es::EsConfig::new("http://127.0.0.1:9")
+            .unwrap()
+            .client()
+            .unwrap();
+        let slice = |s: &str| Some(s.parse::<Slice>().unwrap());
+        let job = |s: Option<Slice>, restart: bool| {
+            let mut c = BackfillConfig::new("news").with_slice(s);
+            c.state_path = dir.path().join("state.jsonl");
+            c.restart = restart;
+            Backfill::new(
+                client.clone(),
+                Fingerprinter::for_profile(Profile::Default),
+                c,
+            )
+        };
+        let key = |s: Option<Slice>| JobKey {
+            pattern: "news".into(),
+            mode: "missing".into(),
+            fingerprint_version: "v".into(),
+            minhash_version: None,
+            text_fields: vec!["title".into()],
+            version_field: "simHashVersion".into(),
+            slice: s,
+        };
+        // Slice 0/2 starts a job and stops before its end.
+        let (j, _, resumed) = job(slice("0/2"), false)
+            .open_state(&key(slice("0/2")))
+            .unwrap();
+        assert!(!resumed);
+        drop(j);
+        // Slice 1/2 on that file is refused, naming both slices; so is the whole index.
+        for (ours, named) in [(slice("1/2"), "1/2"), (None, "the whole index")] {
+            let e = match job(ours, false).open_state(&key(ours)) {
+                Err(e) => e.to_string(),
+                Ok(_) => panic!("{ours:?} took over slice 0/2's state file"),
+            };
+            assert!(
+                e.contains("0/2") && e.contains(named) && e.contains("--slice"),
+                "{e}"
+            );
+        }
+        // The same slice resumes.
+        let (_, _, resumed) = job(slice("0/2"), false)
+            .open_state(&key(slice("0/2")))
+            .unwrap();
+        assert!(resumed);
     }
 
     #[test]

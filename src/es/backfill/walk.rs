@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::es::scan::{Cursor, Paging, ScanOptions, Scanner};
+use crate::es::scan::{Cursor, Paging, ScanOptions, Scanner, Slice};
 use crate::es::EsError;
 
 /// One document as read: what the update guard and the fingerprint need.
@@ -80,6 +80,8 @@ pub struct WalkSpec {
     /// Search preference, e.g. `_shards:2` to walk one shard (scroll only).
     pub preference: Option<String>,
     pub keep_alive: Duration,
+    /// Walk one slice of the query's documents (`--slice I/N`); `None`: all of them.
+    pub slice: Option<Slice>,
 }
 
 /// An open walk. Call [`Walker::close`] when done to free the context early.
@@ -102,6 +104,7 @@ impl Walker {
             keep_alive: spec.keep_alive,
             single_request_first: false,
             paging,
+            slice: spec.slice,
         };
         let mut cursor = scanner.cursor(&spec.index, body, &options);
         if let Some(p) = spec.preference {

@@ -297,6 +297,7 @@ pub async fn regroup(
             page_size: config.page_size,
             preference: None,
             keep_alive: config.keep_alive,
+            slice: None,
         };
         let mut lost = 0u32;
         'walks: loop {

@@ -813,3 +813,273 @@ async fn minhash_added_by_es_init_is_back_filled() {
         .expect_err("refused");
     assert!(e.to_string().contains("bands=32x4"), "{e}");
 }
+
+/// Every document's `_version`.
+async fn versions(client: &Elasticsearch, index: &str) -> HashMap<String, u64> {
+    t::refresh(client, index).await;
+    let r = t::call(
+        client,
+        Method::Post,
+        &format!("/{index}/_search"),
+        Some(json!({"size": 10000, "_source": false, "version": true})),
+    )
+    .await;
+    r["hits"]["hits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| {
+            (
+                h["_id"].as_str().unwrap().to_owned(),
+                h["_version"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// Issue 32: `--slice 0/2` and `--slice 1/2`, two processes of the binary at the same time in
+/// one working directory (so with the default state and failed files of each slice), share a
+/// 2-shard index: together they write every document once, exactly right, each slice 30 to
+/// 70 % of them. Sliced PIT where the node has PIT (es8, es9), sliced scroll elsewhere.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_slices_at_the_same_time_write_every_document_once() {
+    let client = t::client().await;
+    let n = 2000;
+    let docs = articles(n);
+    let idx = TestIndex::new("bf-slices");
+    t::call(
+        &client,
+        Method::Put,
+        &format!("/{}", idx.name),
+        Some(json!({ "settings": {"number_of_shards": 2, "number_of_replicas": 0} })),
+    )
+    .await;
+    init_index(&client, &RetryPolicy::none(), &idx.name, &both())
+        .await
+        .unwrap();
+    for chunk in docs.chunks(500) {
+        t::load(&client, &idx.name, chunk).await;
+    }
+    let pit = t::capabilities(&client, &idx.name).await.pit;
+    let dir = tempfile::tempdir().unwrap();
+    let es = t::url();
+    let children: Vec<Child> = ["0/2", "1/2"]
+        .iter()
+        .map(|slice| {
+            Command::new(env!("CARGO_BIN_EXE_neardup"))
+                .current_dir(dir.path())
+                .args(["backfill", "--es", &es, "--index", &idx.name, "--quiet"])
+                .args(["--slice", slice, "--bulk-size", "100"])
+                .arg("--report-json")
+                .arg(format!("report-{}.json", &slice[..1]))
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let mut scanned = 0;
+    for (i, child) in children.into_iter().enumerate() {
+        let (code, out) = finish(child);
+        assert_eq!(code, 0, "slice {i}/2: {out}");
+        let r: Value = serde_json::from_str(
+            &std::fs::read_to_string(dir.path().join(format!("report-{i}.json"))).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(r["slice"], format!("{i}/2"), "{r}");
+        assert_eq!(r["paging"], if pit { "pit" } else { "scroll" }, "{r}");
+        let c = counts_of(&r);
+        assert_adds_up(&c);
+        assert_eq!(c.written + c.too_short, c.scanned, "{r}");
+        let share = c.scanned as f64 / n as f64;
+        assert!(
+            (0.3..=0.7).contains(&share),
+            "slice {i}/2 wrote {share:.3}: {r}"
+        );
+        scanned += c.scanned;
+        // Each slice kept its own files, under its own default names.
+        assert!(
+            dir.path()
+                .join(format!(
+                    ".neardup-backfill-{}-slice-{i}-of-2.jsonl",
+                    idx.name
+                ))
+                .exists(),
+            "state file of slice {i}"
+        );
+        assert!(dir
+            .path()
+            .join(format!("neardup-backfill-failed-slice-{i}-of-2.jsonl"))
+            .exists());
+    }
+    assert_eq!(scanned, n as u64, "the slices read every document once");
+    assert_all_fingerprinted(&raw_sources(&client, &idx.name).await);
+    let v = versions(&client, &idx.name).await;
+    assert_eq!(v.len(), n);
+    assert!(
+        v.values().all(|&v| v == 2),
+        "loaded once, written once: {:?}",
+        v.iter()
+            .filter(|(_, &v)| v != 2)
+            .take(5)
+            .collect::<Vec<_>>()
+    );
+}
+
+/// A slice of `--all` walks each shard sliced (scroll, `preference`); the two slices of a job
+/// rewrite every document once between them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_slices_of_all_rewrite_every_document_once() {
+    let client = t::client().await;
+    let docs = articles(600);
+    let idx = index_with(&client, "bf-slices-all", &docs).await;
+    let dir = tempfile::tempdir().unwrap();
+    let first = run(&client, config(&idx.name, dir.path())).await;
+    assert_eq!(first.counts.scanned, 600);
+    let before = versions(&client, &idx.name).await;
+    let mut scanned = 0;
+    for i in 0..2 {
+        let mut c =
+            config(&idx.name, dir.path()).with_slice(Some(format!("{i}/2").parse().unwrap()));
+        c.state_path = dir.path().join(format!("state-{i}.jsonl"));
+        c.failed_path = dir.path().join(format!("failed-{i}.jsonl"));
+        c.mode = Mode::All;
+        let r = run(&client, c).await;
+        assert_eq!(r.slice.as_deref(), Some(format!("{i}/2").as_str()));
+        assert_eq!(r.paging, "scroll", "a per-shard walk pages with scroll");
+        let share = r.counts.scanned as f64 / 600.0;
+        assert!(
+            (0.3..=0.7).contains(&share),
+            "slice {i}/2: {share:.3} {r:?}"
+        );
+        scanned += r.counts.scanned;
+    }
+    assert_eq!(scanned, 600);
+    let after = versions(&client, &idx.name).await;
+    for (id, v) in &after {
+        assert_eq!(*v, before[id] + 1, "{id}: rewritten exactly once");
+    }
+    assert_all_fingerprinted(&raw_sources(&client, &idx.name).await);
+}
+
+/// Issue 32: a write block set on the index in the middle of a back-fill stops it at once,
+/// with the bulks in flight: the failed file holds at most their documents, the message names
+/// the block and the request that lifts it. Lifted, the same command resumes and writes every
+/// document right.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_block_mid_run_stops_at_once_and_the_same_command_resumes() {
+    let client = t::client().await;
+    let n = 1500;
+    let docs = articles(n);
+    let idx = index_with(&client, "bf-block", &docs).await;
+    let dir = tempfile::tempdir().unwrap();
+    let es = t::url();
+    let (bulk, in_flight) = (40, 3);
+    let args = [
+        "--bulk-size",
+        "40",
+        "--concurrency",
+        "3",
+        "--max-docs-per-sec",
+        "300",
+    ];
+    let settings = format!("/{}/_settings", idx.name);
+    let mut child = spawn_backfill(&es, &idx.name, dir.path(), &args);
+    wait_for_batches(dir.path(), &mut child, 3);
+    t::call(
+        &client,
+        Method::Put,
+        &settings,
+        Some(json!({"index.blocks.write": true})),
+    )
+    .await;
+    let (code, out) = finish(child);
+    let stderr = out["stderr"].as_str().unwrap();
+    assert_eq!(code, 1, "{stderr}");
+    assert!(
+        stderr.contains(&format!("index `{}` is blocked for writes", idx.name)),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(&format!(
+            r#"`PUT /{}/_settings {{"index.blocks.write": false}}`"#,
+            idx.name
+        )),
+        "{stderr}"
+    );
+    assert!(stderr.contains("run the same command again"), "{stderr}");
+    let failed = std::fs::read_to_string(dir.path().join("failed.jsonl")).unwrap_or_default();
+    assert!(
+        failed.lines().count() <= bulk * in_flight,
+        "at most the bulks in flight: {failed}"
+    );
+    let written_before = raw_sources(&client, &idx.name)
+        .await
+        .values()
+        .filter(|d| d.contains_key("simHashVersion"))
+        .count();
+    assert!(
+        written_before < n,
+        "stopped before the end: {written_before}"
+    );
+
+    t::call(
+        &client,
+        Method::Put,
+        &settings,
+        Some(json!({"index.blocks.write": false})),
+    )
+    .await;
+    let child = spawn_backfill(&es, &idx.name, dir.path(), &args[..4]);
+    let (code, out) = finish(child);
+    assert_eq!(code, 0, "{out}");
+    let r = report(dir.path());
+    assert_eq!(r["resumed"], true, "{r}");
+    let c = counts_of(&r);
+    assert_eq!(c.scanned, n as u64, "{r}");
+    assert_eq!(c.written + c.too_short, n as u64, "{r}");
+    assert_adds_up(&c);
+    assert_all_fingerprinted(&raw_sources(&client, &idx.name).await);
+}
+
+/// Issue 32: the flood-stage block (`index.blocks.read_only_allow_delete`, 429) is pushback,
+/// not a stop: the back-fill backs off and retries until it is lifted, and writes everything.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_flood_stage_block_is_backed_off_and_retried() {
+    let client = t::client().await;
+    let n = 600;
+    let docs = articles(n);
+    let idx = index_with(&client, "bf-flood", &docs).await;
+    let dir = tempfile::tempdir().unwrap();
+    let es = t::url();
+    let settings = format!("/{}/_settings", idx.name);
+    let args = ["--bulk-size", "40", "--max-docs-per-sec", "300"];
+    let mut child = spawn_backfill(&es, &idx.name, dir.path(), &args);
+    wait_for_batches(dir.path(), &mut child, 2);
+    t::call(
+        &client,
+        Method::Put,
+        &settings,
+        Some(json!({"index.blocks.read_only_allow_delete": true})),
+    )
+    .await;
+    // The block holds for a while (the job needs about two seconds more at 300 docs/s).
+    std::thread::sleep(Duration::from_secs(3));
+    t::call(
+        &client,
+        Method::Put,
+        &settings,
+        Some(json!({"index.blocks.read_only_allow_delete": null})),
+    )
+    .await;
+    let (code, out) = finish(child);
+    assert_eq!(code, 0, "{out}");
+    let c = counts_of(&report(dir.path()));
+    assert!(c.rejections > 0, "{c:?}");
+    assert_eq!(
+        (c.scanned, c.written + c.too_short),
+        (n as u64, n as u64),
+        "{c:?}"
+    );
+    assert_all_fingerprinted(&raw_sources(&client, &idx.name).await);
+}

@@ -699,3 +699,182 @@ fn boilerplate_learned_from_an_index_is_recorded_in_meta_and_used() {
     let meta = rt.block_on(meta_json(&client, &idx.name));
     assert!(meta["neardup"].get("boilerplate").is_none(), "{meta}");
 }
+
+/// `docs` bulk-loaded without a refresh (`refresh_interval: -1` then keeps them unsearchable).
+async fn load_unrefreshed(
+    client: &elasticsearch::Elasticsearch,
+    index: &str,
+    docs: &[(String, serde_json::Value)],
+) {
+    let mut nd = String::new();
+    for (id, doc) in docs {
+        nd += &format!("{}\n{doc}\n", json!({ "index": { "_id": id } }));
+    }
+    let r = neardup::es::request(
+        client,
+        &RetryPolicy::none(),
+        "load",
+        Method::Post,
+        &format!("/{index}/_bulk"),
+        &[],
+        Some(&neardup::es::Body::NdJson(nd)),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r["errors"], false, "{r}");
+}
+
+/// Issue 32: settings that get in the way. A `strict` mapping: writers refuse an index whose
+/// fields are not mapped (the first write never reaches it), es-init maps them, and every
+/// write then goes through. A field limit with no room for the fields: es-init stops, changes
+/// nothing, and says which setting to raise, to what; raised so, es-init goes through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_strict_mapping_and_a_field_limit_are_met_with_clear_errors() {
+    let client = t::client().await;
+    let retry = RetryPolicy::none();
+    let meta = IndexMeta {
+        group: Some(neardup::es::GroupMeta::default()),
+        ..IndexMeta::default()
+    };
+    let docs = t::shared_articles(20);
+    let strict = TestIndex::new("init-strict");
+    t::call(
+        &client,
+        Method::Put,
+        &format!("/{}", strict.name),
+        Some(json!({ "mappings": { "dynamic": "strict", "properties": {
+            "title": {"type": "text"}, "content": {"type": "text"} } } })),
+    )
+    .await;
+    t::load(&client, &strict.name, &docs).await;
+    let legacy = FieldNames::default();
+    let open =
+        || neardup::es::EsIndexer::open(client.clone(), &strict.name, retry.clone(), &legacy);
+    match open().await {
+        Err(e @ EsError::NotInitialised { .. }) => {
+            assert!(e.to_string().contains("es-init"), "{e}")
+        }
+        other => panic!("a strict index without the fields: {other:?}"),
+    }
+    init_index(&client, &retry, &strict.name, &meta)
+        .await
+        .unwrap();
+    let indexer = open().await.unwrap();
+    let fields = vec!["title".to_string(), "content".to_string()];
+    let updates: Vec<_> = docs
+        .iter()
+        .map(|(id, d)| neardup::es::FingerprintUpdate {
+            id: id.clone(),
+            guard: None,
+            sketches: indexer.sketch(d, &fields).unwrap(),
+            order: None,
+        })
+        .collect();
+    let r = indexer.update_fingerprints(&updates).await.unwrap();
+    assert_eq!((r.updated, r.failed.len()), (20, 0), "{r:?}");
+
+    let limited = TestIndex::new("init-limit");
+    t::call(
+        &client,
+        Method::Put,
+        &format!("/{}", limited.name),
+        Some(json!({
+            "settings": { "index.mapping.total_fields.limit": 4 },
+            "mappings": { "properties": { "title": {"type": "text"}, "content": {"type": "text"} } },
+        })),
+    )
+    .await;
+    let e = init_index(&client, &retry, &limited.name, &meta)
+        .await
+        .unwrap_err();
+    let text = e.to_string();
+    let EsError::FieldLimit {
+        enough: Some(enough),
+        ..
+    } = e
+    else {
+        panic!("{e:?}");
+    };
+    assert!(
+        text.contains(&format!(
+            r#"`PUT /{}/_settings {{"index.mapping.total_fields.limit": {enough}}}`"#,
+            limited.name
+        )) && text.contains("es-init again"),
+        "{text}"
+    );
+    assert!(
+        field_types(&client, &limited.name)
+            .await
+            .get("simHash")
+            .is_none(),
+        "nothing added"
+    );
+    t::call(
+        &client,
+        Method::Put,
+        &format!("/{}/_settings", limited.name),
+        Some(json!({ "index.mapping.total_fields.limit": enough })),
+    )
+    .await;
+    init_index(&client, &retry, &limited.name, &meta)
+        .await
+        .unwrap();
+}
+
+/// Issue 32: `refresh_interval: -1` (periodic refresh off, as during a bulk load). The
+/// back-fill refreshes before it walks, and the worker refreshes such an index before each
+/// pass: both write every document, none is left unseen.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_are_correct_with_refresh_off() {
+    use neardup::es::backfill::{Backfill, BackfillConfig};
+    let client = t::client().await;
+    let retry = RetryPolicy::none();
+    let idx = TestIndex::new("init-norefresh");
+    t::call(
+        &client,
+        Method::Put,
+        &format!("/{}", idx.name),
+        Some(json!({ "settings": { "number_of_shards": 2, "refresh_interval": "-1" } })),
+    )
+    .await;
+    init_index(&client, &retry, &idx.name, &IndexMeta::default())
+        .await
+        .unwrap();
+    let docs = t::shared_articles(300);
+    load_unrefreshed(&client, &idx.name, &docs[..200]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = BackfillConfig::new(&idx.name);
+    c.state_path = dir.path().join("state.jsonl");
+    c.failed_path = dir.path().join("failed.jsonl");
+    let fp = neardup::Fingerprinter::for_profile(Profile::Default);
+    let r = Backfill::new(client.clone(), fp, c)
+        .run(
+            &std::sync::atomic::AtomicBool::new(false),
+            std::sync::Arc::new(|_| {}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (r.counts.scanned, r.counts.written + r.counts.too_short),
+        (200, 200),
+        "{r:?}"
+    );
+
+    load_unrefreshed(&client, &idx.name, &docs[200..]).await;
+    let indexer =
+        neardup::es::EsIndexer::open(client.clone(), &idx.name, retry, &FieldNames::default())
+            .await
+            .unwrap();
+    let mut worker = neardup::es::Worker::new(indexer, neardup::es::WorkerConfig::default());
+    let pass = worker
+        .pass(&std::sync::atomic::AtomicBool::new(false))
+        .await
+        .unwrap();
+    assert_eq!(pass.seen, 100, "{pass:?}");
+    assert_eq!(pass.writes.failed.len(), 0, "{pass:?}");
+    let pass = worker
+        .pass(&std::sync::atomic::AtomicBool::new(false))
+        .await
+        .unwrap();
+    assert_eq!(pass.seen, 0, "everything written: {pass:?}");
+}

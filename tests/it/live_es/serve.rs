@@ -829,6 +829,64 @@ async fn concurrent_near_duplicates_through_two_services_create_exactly_one() {
     }
 }
 
+/// Issue 32: two real `neardup serve` processes on one index, 20 concurrent dedupe `PUT`s of
+/// variants of one article through each (40 in all, over real sockets): exactly one article
+/// is created, every other answer is 409 `duplicate`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_serve_processes_racing_near_duplicates_create_exactly_one() {
+    use std::process::Command;
+    let v = variants(40);
+    let idx = both_methods_index("serve-two-processes").await;
+    let mut servers: Vec<_> = (0..2)
+        .map(|_| {
+            start_serving(Command::new(env!("CARGO_BIN_EXE_neardup")).args([
+                "--log-format",
+                "json",
+                "serve",
+                "--es",
+                &t::url(),
+                "--listen",
+                "127.0.0.1:0",
+                "--timeout",
+                "120s",
+            ]))
+        })
+        .collect();
+    let addrs: Vec<String> = servers.iter().map(|(_, _, a)| a.clone()).collect();
+    let answers: Vec<(u16, String)> = std::thread::scope(|scope| {
+        let handles: Vec<_> = v
+            .iter()
+            .enumerate()
+            .map(|(i, article)| {
+                let addr = addrs[i % 2].clone();
+                let body = article.to_string();
+                let request = format!(
+                    "PUT /v1/{}/articles/v{i}?dedupe=true HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    idx.name,
+                    body.len()
+                );
+                scope.spawn(move || http(addr.as_str(), &request))
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let created = answers.iter().filter(|(s, _)| *s == 201).count();
+    assert_eq!(created, 1, "{answers:?}");
+    for (status, body) in &answers {
+        assert!(
+            *status == 201 || (*status == 409 && body.contains("duplicate")),
+            "{status}: {body}"
+        );
+    }
+    for (child, _, _) in &mut servers {
+        assert_eq!(sigterm(child), Some(0));
+    }
+    let client = t::client().await;
+    t::refresh(&client, &idx.name).await;
+    assert_eq!(t::count(&client, &idx.name).await, 1);
+    drop_claims(&idx.name).await;
+}
+
 /// Bulk dedupe races too: two services take 10 concurrent `_bulk` requests of 5 variants of
 /// one article each (and single `PUT`s of 10 more at the same time): exactly one is created.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -11,8 +11,8 @@ use common::es::{self as t, TestIndex};
 use elasticsearch::http::Method;
 use elasticsearch::Elasticsearch;
 use neardup::es::{
-    init_index, BlockType, EsError, EsIndexer, FieldNames, FingerprintUpdate, IndexMeta,
-    MinHashFieldNames, Refresh, RetryPolicy,
+    init_index, BlockType, EsError, EsIndexer, FieldNames, FingerprintUpdate, GroupLabel,
+    IndexMeta, MinHashFieldNames, Refresh, RetryPolicy,
 };
 use neardup::{FingerprintConfig, Fingerprinter, Profile, SimHash};
 use serde_json::value::RawValue;
@@ -377,6 +377,82 @@ async fn per_item_failures_are_reported_with_the_document_id() {
         f.to_string().starts_with("document `tiny`: HTTP 400"),
         "{f}"
     );
+}
+
+/// Issue 32: a write block on the index (`index.blocks.write`, 403 `cluster_block_exception`)
+/// is one error for every writer, never a failure per document nor refused credentials: the
+/// bulk updates of the back-fill and the worker, regroup's labels, a single article and a
+/// bulk of articles all stop with `EsError::Blocked`, which names the request that lifts it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_block_stops_every_writer_with_the_request_that_lifts_it() {
+    let client = t::client().await;
+    let grouped = IndexMeta {
+        group: Some(neardup::es::GroupMeta::default()),
+        ..both()
+    };
+    let idx = t::initialised(&client, "write-blocked", &grouped).await;
+    let docs = t::shared_articles(3);
+    t::load(&client, &idx.name, &docs).await;
+    let indexer = open(&client, &idx.name).await;
+    let settings = format!("/{}/_settings", idx.name);
+    t::call(
+        &client,
+        Method::Put,
+        &settings,
+        Some(json!({"index.blocks.write": true})),
+    )
+    .await;
+    let lift = format!(
+        r#"PUT /{}/_settings {{"index.blocks.write": false}}"#,
+        idx.name
+    );
+    let is_block = |e: &EsError| {
+        matches!(e, EsError::Blocked { lift: l, .. } if *l == lift)
+            && e.to_string().contains("run the same command again")
+    };
+    let sketches: Vec<_> = docs
+        .iter()
+        .map(|(_, d)| indexer.sketch(d, &text_fields()).unwrap())
+        .collect();
+    let updates: Vec<_> = docs
+        .iter()
+        .zip(&sketches)
+        .map(|((id, _), s)| FingerprintUpdate {
+            id: id.clone(),
+            guard: None,
+            sketches: s.clone(),
+            order: None,
+        })
+        .collect();
+    let e = indexer.update_fingerprints(&updates).await.unwrap_err();
+    assert!(is_block(&e), "{e}");
+    let labels = [GroupLabel {
+        id: docs[0].0.clone(),
+        guard: None,
+        label: "x".into(),
+    }];
+    let e = indexer.write_group_labels(&labels).await.unwrap_err();
+    assert!(is_block(&e), "{e}");
+    let e = indexer
+        .index_article(Some("new"), &docs[0].1, &sketches[0])
+        .await
+        .unwrap_err();
+    assert!(is_block(&e), "{e}");
+    let each = indexer
+        .index_articles(&[("new", &docs[0].1, &sketches[0])], Refresh::No)
+        .await
+        .unwrap();
+    assert!(each[0].as_ref().is_err_and(is_block), "{:?}", each[0]);
+    // Lifted as the message says, the same writes go through.
+    t::call(
+        &client,
+        Method::Put,
+        &settings,
+        Some(json!({"index.blocks.write": false})),
+    )
+    .await;
+    let report = indexer.update_fingerprints(&updates).await.unwrap();
+    assert_eq!(report.updated, 3, "{report:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
