@@ -308,7 +308,29 @@ pub async fn finish_layout_upgrade(
     if let Some(m) = &mut meta.minhash {
         m.from_full = false;
     }
-    let mut all_meta = m["mappings"]["_meta"]
+    put_meta(
+        client,
+        retry,
+        concrete,
+        m,
+        &meta,
+        "record the end of the layout upgrade",
+    )
+    .await?;
+    Ok(true)
+}
+
+/// Writes `meta` as `_meta.neardup` of the concrete index `concrete` whose mapping is
+/// `mapping` (its other `_meta` keys kept); `what` says why, in an error.
+pub(super) async fn put_meta(
+    client: &Elasticsearch,
+    retry: &RetryPolicy,
+    concrete: &str,
+    mapping: &Value,
+    meta: &IndexMeta,
+    what: &str,
+) -> Result<(), EsError> {
+    let mut all_meta: Map<String, Value> = mapping["mappings"]["_meta"]
         .as_object()
         .cloned()
         .unwrap_or_default();
@@ -316,14 +338,14 @@ pub async fn finish_layout_upgrade(
     request(
         client,
         retry,
-        &format!("index `{concrete}`: record the end of the layout upgrade"),
+        &format!("index `{concrete}`: {what}"),
         Method::Put,
         &format!("/{}/_mapping", path_segment(concrete)),
         &[],
         Some(&Body::Json(json!({ "_meta": all_meta }))),
     )
     .await?;
-    Ok(true)
+    Ok(())
 }
 
 /// Two different group fields (or orders) asked of one index.

@@ -644,12 +644,7 @@ pub fn tracking_pipeline_name(index: &str) -> String {
 /// "missing or outdated" query then finds it); a write with it keeps them; the marker is
 /// removed either way. `chained` (the user's final pipeline) runs first.
 pub fn tracking_pipeline(meta: &IndexMeta, chained: Option<&str>) -> Value {
-    let versions: Vec<&str> = meta
-        .simhash
-        .iter()
-        .map(|s| s.fields.version.as_str())
-        .chain(meta.minhash.iter().map(|m| m.fields.version.as_str()))
-        .collect();
+    let versions = meta.version_fields();
     let mut processors = Vec::new();
     if let Some(p) = chained {
         processors.push(json!({ "pipeline": { "name": p } }));
@@ -813,6 +808,15 @@ impl IndexMeta {
                 doc.insert(TRACKING_MARKER.to_owned(), Value::Bool(true));
             }
         }
+    }
+
+    /// The version field of every method the index holds (SimHash's first).
+    pub fn version_fields(&self) -> Vec<&str> {
+        self.simhash
+            .iter()
+            .map(|s| s.fields.version.as_str())
+            .chain(self.minhash.iter().map(|m| m.fields.version.as_str()))
+            .collect()
     }
 
     /// The methods the index holds.

@@ -19,10 +19,9 @@ use elasticsearch::http::Method;
 use elasticsearch::Elasticsearch;
 use serde_json::{json, Map, Value};
 
-use super::init::mappings;
+use super::init::{mappings, put_meta};
 use super::schema::{
-    tracking_pipeline, tracking_pipeline_name, FieldNames, IndexMeta, TrackingMeta, META_KEY,
-    TRACKING_MARKER,
+    tracking_pipeline, tracking_pipeline_name, FieldNames, IndexMeta, TrackingMeta, TRACKING_MARKER,
 };
 use super::{path_segment, request, Body, EsError, RetryPolicy};
 
@@ -101,7 +100,15 @@ pub async fn track_edits(
         set_final_pipeline(client, retry, concrete, Some(&ours)).await?;
         if meta.tracking.as_ref() != Some(&tracking) {
             meta.tracking = Some(tracking.clone());
-            put_meta(client, retry, concrete, m, &meta).await?;
+            put_meta(
+                client,
+                retry,
+                concrete,
+                m,
+                &meta,
+                "record edit tracking in _meta",
+            )
+            .await?;
         }
         out.insert(concrete.clone(), Tracking::On(tracking));
     }
@@ -128,7 +135,15 @@ pub async fn untrack_edits(
             continue;
         }
         if recorded.is_some() {
-            put_meta(client, retry, concrete, m, &meta).await?;
+            put_meta(
+                client,
+                retry,
+                concrete,
+                m,
+                &meta,
+                "record edit tracking in _meta",
+            )
+            .await?;
         }
         if current.as_deref() == Some(ours.as_str()) {
             let restore = recorded.as_ref().and_then(|t| t.chained.as_deref());
@@ -195,32 +210,6 @@ async fn set_final_pipeline(
     Ok(())
 }
 
-/// Writes `meta` as `_meta.neardup` of a concrete index (its other `_meta` keys kept).
-async fn put_meta(
-    client: &Elasticsearch,
-    retry: &RetryPolicy,
-    concrete: &str,
-    mapping: &Value,
-    meta: &IndexMeta,
-) -> Result<(), EsError> {
-    let mut all_meta: Map<String, Value> = mapping["mappings"]["_meta"]
-        .as_object()
-        .cloned()
-        .unwrap_or_default();
-    all_meta.insert(META_KEY.to_owned(), meta.to_json());
-    request(
-        client,
-        retry,
-        &format!("index `{concrete}`: record edit tracking in _meta"),
-        Method::Put,
-        &format!("/{}/_mapping", path_segment(concrete)),
-        &[],
-        Some(&Body::Json(json!({ "_meta": all_meta }))),
-    )
-    .await?;
-    Ok(())
-}
-
 /// Why the cluster cannot run an index pipeline at all (no node has the ingest role), if so.
 async fn lacks_ingest(
     client: &Elasticsearch,
@@ -248,12 +237,7 @@ async fn try_pipeline(
     retry: &RetryPolicy,
     meta: &IndexMeta,
 ) -> Result<Option<String>, EsError> {
-    let versions: Vec<&str> = meta
-        .simhash
-        .iter()
-        .map(|s| s.fields.version.as_str())
-        .chain(meta.minhash.iter().map(|m| m.fields.version.as_str()))
-        .collect();
+    let versions = meta.version_fields();
     let mut own = Map::new();
     for v in &versions {
         own.insert((*v).to_owned(), json!("v"));
