@@ -966,6 +966,8 @@ async fn the_review_page_shows_the_planted_duplicates_in_a_browser() {
     for p in puts {
         assert_eq!(p.await.unwrap().0, StatusCode::CREATED);
     }
+    // A lookup by id searches: the PUTs must be searchable before the page asks.
+    t::refresh(&t::client().await, &idx.name).await;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
