@@ -30,6 +30,7 @@ mod claims;
 mod dedupe;
 pub mod group;
 mod init;
+mod nodes;
 pub mod regroup;
 mod retry;
 mod scan;
@@ -46,9 +47,7 @@ use std::time::Duration;
 use elasticsearch::auth::Credentials;
 use elasticsearch::cert::{Certificate, CertificateValidation};
 use elasticsearch::http::headers::{HeaderMap, HeaderValue, CONTENT_TYPE};
-use elasticsearch::http::transport::{
-    MultiNodeConnectionPool, SingleNodeConnectionPool, TransportBuilder,
-};
+use elasticsearch::http::transport::{SingleNodeConnectionPool, TransportBuilder};
 use elasticsearch::http::{Method, StatusCode, Url};
 use elasticsearch::Elasticsearch;
 use serde_json::Value;
@@ -119,7 +118,8 @@ pub enum Auth {
 /// Where the cluster is and how to connect to it.
 #[derive(Clone, Debug)]
 pub struct EsConfig {
-    /// One or more node URLs (requests go round-robin). Credentials in a URL
+    /// One or more node URLs (requests go round-robin, passing over a node that refuses
+    /// connections: see [`send`]). Credentials in a URL
     /// (`http://user:pass@host:9200`) are moved to [`Auth::Basic`] and removed from the URL.
     pub urls: Vec<Url>,
     pub auth: Auth,
@@ -225,10 +225,7 @@ impl EsConfig {
         let mut builder = if self.urls.len() == 1 {
             TransportBuilder::new(SingleNodeConnectionPool::new(self.urls[0].clone()))
         } else {
-            TransportBuilder::new(MultiNodeConnectionPool::round_robin(
-                self.urls.clone(),
-                None,
-            ))
+            TransportBuilder::new(nodes::Nodes::new(&self.urls))
         };
         builder = builder.timeout(self.timeout).enable_meta_header(false);
         match &self.auth {
@@ -444,7 +441,10 @@ pub struct Reply {
 
 /// Sends one request and returns the status and the parsed JSON body (`null` when empty).
 /// Connection failures become [`EsError::Unreachable`]; HTTP statuses are left to the caller.
-/// No retries: see [`request`].
+/// No retries (see [`request`]), except one: a node that refuses the connection got nothing,
+/// so with several nodes the request goes at once to the next one, up to once per node,
+/// and the refusing node is passed over for a while (`nodes::SKIP`). That holds for every
+/// request, a create included; any other connection error is returned as it is.
 pub async fn send(
     client: &Elasticsearch,
     method: Method,
@@ -464,17 +464,37 @@ pub async fn send(
             Some(s.clone())
         }
     };
-    let response = client
-        .send(method, path, headers, Some(query), bytes, None)
-        .await
-        .map_err(|e| {
-            let detail = error_chain(&e);
-            if untrusted_certificate(&detail) {
-                EsError::Tls { detail }
-            } else {
-                EsError::Unreachable { detail }
+    let mut refused: Vec<String> = Vec::new();
+    let response = loop {
+        let e = match client
+            .send(
+                method,
+                path,
+                headers.clone(),
+                Some(query),
+                bytes.as_deref(),
+                None,
+            )
+            .await
+        {
+            Ok(response) => break response,
+            Err(e) => e,
+        };
+        match nodes::refused(&e) {
+            Some(node) if !refused.contains(&node) => {
+                nodes::mark_refused(&node);
+                refused.push(node);
             }
-        })?;
+            _ => {
+                let detail = error_chain(&e);
+                return Err(if untrusted_certificate(&detail) {
+                    EsError::Tls { detail }
+                } else {
+                    EsError::Unreachable { detail }
+                });
+            }
+        }
+    };
     let status = response.status_code();
     let text = response.text().await.map_err(|e| EsError::Unreachable {
         detail: format!("reading the response: {}", error_chain(&e)),

@@ -30,6 +30,7 @@ mod live_es {
     mod groups;
     mod init;
     mod layout;
+    mod nodes;
     mod regroup;
     mod scan;
     mod serve;
