@@ -1,8 +1,9 @@
 //! Faults during the other jobs: `neardup regroup` (group labels afterwards = the connected
 //! components of what `similar` links, computed by brute force, and = what a fresh
 //! `regroup --dry-run` lists) and `neardup worker --once` (every document's fingerprint).
-//! The node holding the primary is SIGKILLed in the middle and restarted; a job that gave up
-//! is rerun with the same command until it completes.
+//! The node holding the primary is SIGKILLed in the middle and restarted (or, for `regroup`,
+//! neardup itself is SIGKILLed); a job that gave up is rerun with the same command until it
+//! completes.
 
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader, Read};
@@ -44,7 +45,16 @@ async fn kill_primary_and_restart(c: &Cluster, index: &str) {
     c.restart(node);
 }
 
-pub async fn regroup(c: &Cluster) -> Row {
+/// What dies in the middle of `regroup`.
+#[derive(Clone, Copy, Debug)]
+pub enum RegroupFault {
+    /// The node holding the primary: SIGKILLed, restarted.
+    KillPrimary,
+    /// neardup itself: SIGKILLed, then the same command run again.
+    KillNeardup,
+}
+
+pub async fn regroup(c: &Cluster, fault: RegroupFault) -> Row {
     let start = Instant::now();
     let client = c.client();
     let es = c.urls();
@@ -97,7 +107,10 @@ pub async fn regroup(c: &Cluster) -> Row {
         child.try_wait().unwrap().is_none(),
         "regroup still runs at the fault"
     );
-    kill_primary_and_restart(c, &idx.name).await;
+    match fault {
+        RegroupFault::KillPrimary => kill_primary_and_restart(c, &idx.name).await,
+        RegroupFault::KillNeardup => child.kill().unwrap(),
+    }
     let (status, runs) = resume(child, || neardup(&es, &args));
     let log = drain.join().unwrap();
 
@@ -139,7 +152,11 @@ pub async fn regroup(c: &Cluster) -> Row {
     let f = check::fingerprints(&client, &idx.name, &loaded).await;
     assert_eq!(f.extra, 0, "regroup: no document made up");
     Row {
-        scenario: "regroup: node holding the primary SIGKILLed, restarted".into(),
+        scenario: match fault {
+            RegroupFault::KillPrimary => "regroup: node holding the primary SIGKILLed, restarted",
+            RegroupFault::KillNeardup => "regroup: neardup itself SIGKILLed, rerun",
+        }
+        .into(),
         lost: f.absent,
         wrong_or_missing: f.wrong + f.missing,
         groups_consistent: Some(consistent),

@@ -19,12 +19,14 @@ mod backfill;
 mod check;
 mod cluster;
 mod jobs;
+mod serve;
 
 use std::time::Instant;
 
 use backfill::Fault;
 use check::Row;
 use cluster::Cluster;
+use jobs::RegroupFault;
 
 fn main() {
     let port: u16 = std::env::var("NEARDUP_FAULTS_PORT")
@@ -53,7 +55,17 @@ fn main() {
             Scenario::Backfill(Fault::FullRestart),
         ),
         ("worker-kill-primary", Scenario::Worker),
-        ("regroup-kill-primary", Scenario::Regroup),
+        (
+            "regroup-kill-primary",
+            Scenario::Regroup(RegroupFault::KillPrimary),
+        ),
+        (
+            "regroup-neardup-sigkill",
+            Scenario::Regroup(RegroupFault::KillNeardup),
+        ),
+        ("serve-dedupe-kill-primary", Scenario::ServeDedupe),
+        ("serve-bulk-kill-primary", Scenario::ServeBulk),
+        ("serve-neardup-sigkill", Scenario::ServeSigkill),
     ];
     let chosen: Vec<_> = scenarios
         .into_iter()
@@ -97,7 +109,10 @@ fn main() {
 enum Scenario {
     Backfill(Fault),
     Worker,
-    Regroup,
+    Regroup(RegroupFault),
+    ServeDedupe,
+    ServeBulk,
+    ServeSigkill,
 }
 
 impl Scenario {
@@ -105,7 +120,10 @@ impl Scenario {
         match self {
             Scenario::Backfill(f) => backfill::run(c, *f, docs).await,
             Scenario::Worker => jobs::worker(c, docs).await,
-            Scenario::Regroup => jobs::regroup(c).await,
+            Scenario::Regroup(f) => jobs::regroup(c, *f).await,
+            Scenario::ServeDedupe => serve::dedupe(c).await,
+            Scenario::ServeBulk => serve::bulk(c, docs).await,
+            Scenario::ServeSigkill => serve::neardup_sigkill(c, docs).await,
         }
     }
 }
