@@ -86,3 +86,32 @@ pub fn mark_refused(node: &str) {
 fn origin(url: &Url) -> String {
     url.origin().ascii_serialization()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeSet;
+
+    fn urls(ports: &[u16]) -> Vec<Url> {
+        ports
+            .iter()
+            .map(|p| Url::parse(&format!("http://127.0.0.1:{p}")).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn a_refused_node_is_passed_over_until_every_node_was_refused() {
+        // Ports no other test uses: the marks are shared by the whole process.
+        let nodes = Nodes::new(&urls(&[1, 2, 3]));
+        let picked =
+            |n: usize| -> Vec<u16> { (0..n).map(|_| nodes.next().url().port().unwrap()).collect() };
+        assert_eq!(picked(3), [1, 2, 3]);
+        mark_refused("http://127.0.0.1:2");
+        assert!(picked(12).iter().all(|&p| p != 2));
+        mark_refused("http://127.0.0.1:1");
+        assert!(picked(6).iter().all(|&p| p == 3));
+        mark_refused("http://127.0.0.1:3");
+        let all: BTreeSet<u16> = picked(6).into_iter().collect();
+        assert_eq!(all, BTreeSet::from([1, 2, 3]));
+    }
+}
