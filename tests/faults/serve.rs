@@ -391,9 +391,25 @@ fn raw(method: &str, path: &str, content_type: &str, body: &str) -> String {
     )
 }
 
+/// A `neardup serve` process, SIGKILLed when dropped (also when a scenario fails).
+struct Serving(std::process::Child);
+
+impl Serving {
+    fn kill(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
 /// `neardup serve` on every node's URL (a port of its own), its log drained; returns the
 /// process and where it listens.
-fn spawn_serve(c: &Cluster) -> (std::process::Child, String) {
+fn spawn_serve(c: &Cluster) -> (Serving, String) {
     let (child, lines, addr) = crate::common::serve::start_serving(
         std::process::Command::new(env!("CARGO_BIN_EXE_neardup")).args([
             "--log-format",
@@ -408,7 +424,7 @@ fn spawn_serve(c: &Cluster) -> (std::process::Child, String) {
         ]),
     );
     std::thread::spawn(move || lines.for_each(drop));
-    (child, addr)
+    (Serving(child), addr)
 }
 
 /// neardup's own `serve` process SIGKILLed while near-duplicates race through dedupe `PUT`s
@@ -500,9 +516,8 @@ pub async fn neardup_sigkill(c: &Cluster, n: usize) -> Row {
     }
     puts.extend(spawn_puts(SETS / 2..SETS));
     tokio::time::sleep(Duration::from_millis(300)).await;
-    first.kill().unwrap();
+    first.kill();
     let killed = Instant::now();
-    first.wait().unwrap();
     let bulk_answers = loader.await.unwrap();
     let mut answers: BTreeMap<(usize, usize), Option<(u16, String)>> = BTreeMap::new();
     for (key, task) in puts {
@@ -522,7 +537,7 @@ pub async fn neardup_sigkill(c: &Cluster, n: usize) -> Row {
     );
 
     // A new process; everything not answered for good is sent to it, the PUTs all at once.
-    let (mut second, addr) = spawn_serve(c);
+    let (second, addr) = spawn_serve(c);
     let mut again = Vec::new();
     for (&(s, v), a) in &answers {
         if !a.as_ref().is_some_and(|(st, _)| answered(status(*st))) {
@@ -611,8 +626,7 @@ pub async fn neardup_sigkill(c: &Cluster, n: usize) -> Row {
         blocking, 0,
         "serve-sigkill: claims left blocking after their lease"
     );
-    second.kill().unwrap();
-    second.wait().unwrap();
+    drop(second);
 
     let stored = check::all_docs(&client, index).await;
     let mut doubled = 0;
