@@ -19,6 +19,7 @@ mod backfill;
 mod check;
 mod cluster;
 mod jobs;
+mod lost;
 
 use std::time::Instant;
 
@@ -54,6 +55,10 @@ fn main() {
         ),
         ("worker-kill-primary", Scenario::Worker),
         ("regroup-kill-primary", Scenario::Regroup),
+        ("lost-answer-bulk", Scenario::LostBulk),
+        ("lost-answer-claim-create", Scenario::LostClaimCreate),
+        ("lost-answer-mget", Scenario::LostMget),
+        ("lost-answer-dedupe-put", Scenario::LostDedupePut),
     ];
     let chosen: Vec<_> = scenarios
         .into_iter()
@@ -98,6 +103,10 @@ enum Scenario {
     Backfill(Fault),
     Worker,
     Regroup,
+    LostBulk,
+    LostClaimCreate,
+    LostMget,
+    LostDedupePut,
 }
 
 impl Scenario {
@@ -106,6 +115,10 @@ impl Scenario {
             Scenario::Backfill(f) => backfill::run(c, *f, docs).await,
             Scenario::Worker => jobs::worker(c, docs).await,
             Scenario::Regroup => jobs::regroup(c).await,
+            Scenario::LostBulk => lost::bulk(c, docs).await,
+            Scenario::LostClaimCreate => lost::claim_create(c).await,
+            Scenario::LostMget => lost::mget(c).await,
+            Scenario::LostDedupePut => lost::dedupe_put(c).await,
         }
     }
 }
