@@ -35,6 +35,17 @@
 //! of creates (plus, for keys whose records exist, one multi-get and one `_bulk` of take-overs)
 //! and releasing another `_bulk`.
 //!
+//! **A claimant knows its own records (lost answers).** Each [`Claims::acquire`] call draws
+//! a token, unique across calls and processes, and writes it into every record it creates or
+//! takes over (`token`, next to the `holder` name shown to others). Every `_bulk` and `_mget`
+//! on the records is retried after a transient failure, a lost answer among them: the write
+//! may have been applied. A retried create then answers 409 and a retried take-over 409 (its
+//! guard is stale); the claimant reads the record, and **a record holding its own token is its
+//! own**: it holds the key at the version read, without waiting for its own lease, counting
+//! it as someone else's or failing the insert. Any other token (another request of the same
+//! process too) is someone else's. Releases are guarded deletes and writes, whose retries
+//! answer 404 or 409 and are done.
+//!
 //! **Crashes and limits.** A claim carries a lease (`expires_at`, epoch milliseconds of the
 //! claimant's clock). A writer that finds an expired claim takes it over (guarded, so it never
 //! overwrites a successor's). A claimant must therefore finish within its lease (the service's
@@ -58,6 +69,7 @@ use elasticsearch::Elasticsearch;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
+use super::write::new_id;
 use super::{check, path_segment, request, send, Body, EsError, Refresh, RetryPolicy};
 
 /// Claims for one article index, kept in their own index.
@@ -126,8 +138,35 @@ struct Record {
     seq_no: u64,
     term: u64,
     holder: Option<String>,
+    /// The token of the [`Claims::acquire`] call holding it.
+    token: Option<String>,
     expires_at: i64,
     recent: Vec<RecentInsert>,
+}
+
+/// What a claimant does with a key, given its record as read.
+#[derive(Debug, PartialEq, Eq)]
+enum Step {
+    /// No record: create it.
+    Create,
+    /// The record is this claimant's own (its token): an answer to its create or take-over
+    /// was lost and the write applied. It holds the key at the record's version.
+    Own,
+    /// Nobody holds it, or the lease ran out: take it over, guarded by its version.
+    TakeOver,
+    /// Someone else holds it: wait.
+    Wait,
+}
+
+/// The rule for one key: a record carrying the claimant's own token is the claimant's, whoever
+/// else could be named in it, before anything else is asked.
+fn step(record: Option<&Record>, token: &str, now: i64) -> Step {
+    match record {
+        None => Step::Create,
+        Some(r) if r.holder.is_some() && r.token.as_deref() == Some(token) => Step::Own,
+        Some(r) if r.is_free(now) => Step::TakeOver,
+        Some(_) => Step::Wait,
+    }
 }
 
 impl Record {
@@ -140,6 +179,7 @@ impl Record {
             seq_no: doc["_seq_no"].as_u64()?,
             term: doc["_primary_term"].as_u64()?,
             holder: s["holder"].as_str().map(str::to_owned),
+            token: s["token"].as_str().map(str::to_owned),
             expires_at: s["expires_at"].as_i64().unwrap_or(0),
             recent: serde_json::from_value(s["recent"].clone()).unwrap_or_default(),
         })
@@ -259,12 +299,16 @@ impl Claims {
         let mut keys: Vec<&str> = keys.iter().map(String::as_str).collect();
         keys.sort_unstable();
         keys.dedup();
+        let claimant = Claimant {
+            holder,
+            token: new_id(),
+        };
         let mut held = Held {
             claims: Vec::with_capacity(keys.len()),
         };
         let mut next = 0;
         while next < keys.len() {
-            let step = match self.claim_in_order(&keys[next..], holder).await {
+            let step = match self.claim_in_order(&keys[next..], &claimant).await {
                 Ok(step) => step,
                 Err(e) => {
                     self.release(held).await;
@@ -275,7 +319,7 @@ impl Claims {
             next += got.len();
             held.claims.extend(got);
             if blocked {
-                match self.wait_and_take(keys[next], holder, deadline).await {
+                match self.wait_and_take(keys[next], &claimant, deadline).await {
                     Ok(claim) => {
                         held.claims.push(claim);
                         next += 1;
@@ -296,15 +340,15 @@ impl Claims {
     async fn claim_in_order(
         &self,
         keys: &[&str],
-        holder: &str,
+        claimant: &Claimant<'_>,
     ) -> Result<(Vec<Claim>, bool), ClaimError> {
-        let source = self.held_source(holder, &[]);
+        let source = self.held_source(claimant, &[]);
         let creates: Vec<Action> = keys
             .iter()
             .map(|k| Action::Create(k, source.clone()))
             .collect();
-        // Sent once: after a lost answer the claims may exist, and a resend would find them
-        // "held by someone". The caller's request fails; its claims expire with the lease.
+        // Retried after a lost answer: a record the first attempt created answers 409, and
+        // reading it shows the claimant's own token (below).
         let items = self.bulk("claims: create", &creates).await?;
         let mut got: Vec<Option<Claim>> = Vec::with_capacity(keys.len());
         let mut existing = Vec::new();
@@ -333,15 +377,21 @@ impl Claims {
                     let mut takes = Vec::new();
                     let mut at = Vec::new();
                     for (&i, record) in existing.iter().zip(records) {
-                        if let Some(r) = record.filter(|r| r.is_free(now)) {
-                            let recent = self.pruned(r.recent, now, &[]);
-                            takes.push(Action::Replace(
-                                keys[i],
-                                r.seq_no,
-                                r.term,
-                                self.held_source(holder, &recent),
-                            ));
-                            at.push((i, recent));
+                        match (step(record.as_ref(), &claimant.token, now), record) {
+                            (Step::Own, Some(r)) => got[i] = Some(own_claim(keys[i], r)),
+                            (Step::TakeOver, Some(r)) => {
+                                let recent = self.pruned(r.recent, now, &[]);
+                                takes.push(Action::Replace(
+                                    keys[i],
+                                    r.seq_no,
+                                    r.term,
+                                    self.held_source(claimant, &recent),
+                                ));
+                                at.push((i, recent));
+                            }
+                            // Deleted since the create (a release or a sweep), or held by
+                            // someone else: waited for in order.
+                            _ => {}
                         }
                     }
                     if !takes.is_empty() {
@@ -381,37 +431,38 @@ impl Claims {
     async fn wait_and_take(
         &self,
         key: &str,
-        holder: &str,
+        claimant: &Claimant<'_>,
         deadline: Instant,
     ) -> Result<Claim, ClaimError> {
         let mut pause = self.poll;
         loop {
             let record = self.read(&[key]).await?.pop().flatten();
             let now = now_ms();
-            let (action, recent) = match &record {
-                None => (
-                    Action::Create(key, self.held_source(holder, &[])),
-                    Vec::new(),
-                ),
-                Some(r) if r.is_free(now) => {
+            let (action, recent) = match (step(record.as_ref(), &claimant.token, now), record) {
+                (Step::Own, Some(r)) => return Ok(own_claim(key, r)),
+                (Step::TakeOver, Some(r)) => {
                     if r.holder.is_some() {
                         tracing::info!(claim = %key, holder = ?r.holder, "taking over an expired claim");
                     }
-                    let recent = self.pruned(r.recent.clone(), now, &[]);
-                    let source = self.held_source(holder, &recent);
+                    let recent = self.pruned(r.recent, now, &[]);
+                    let source = self.held_source(claimant, &recent);
                     (Action::Replace(key, r.seq_no, r.term, source), recent)
                 }
-                Some(r) => {
+                (Step::Wait, Some(r)) => {
                     if Instant::now() + pause > deadline {
                         return Err(ClaimError::Timeout {
                             key: key.to_owned(),
-                            holder: r.holder.clone().unwrap_or_default(),
+                            holder: r.holder.unwrap_or_default(),
                         });
                     }
                     tokio::time::sleep(pause).await;
                     pause = (pause * 2).min(Duration::from_millis(100));
                     continue;
                 }
+                (Step::Create, _) | (_, None) => (
+                    Action::Create(key, self.held_source(claimant, &[])),
+                    Vec::new(),
+                ),
             };
             let items = self.bulk(&format!("claim `{key}`"), &[action]).await?;
             let r = &items[0];
@@ -419,7 +470,8 @@ impl Claims {
                 200..=299 => {
                     return Ok(claim_of(key, r, recent).expect("a successful write has a version"))
                 }
-                // Someone else claimed it between the read and the write: look again.
+                // Someone else claimed it between the read and the write, or the answer to
+                // this claimant's own write was lost and its retry refused: look again.
                 409 | 404 => {}
                 status => {
                     return Err(EsError::BadResponse {
@@ -588,10 +640,11 @@ impl Claims {
         Ok(deleted)
     }
 
-    /// The source of a record held by `holder`, listing `recent`.
-    fn held_source(&self, holder: &str, recent: &[RecentInsert]) -> Value {
+    /// The source of a record held by `claimant`, listing `recent`.
+    fn held_source(&self, claimant: &Claimant<'_>, recent: &[RecentInsert]) -> Value {
         let expires_at = now_ms() + self.lease.as_millis() as i64;
-        json!({ "holder": holder, "expires_at": expires_at, "recent": recent })
+        json!({ "holder": claimant.holder, "token": claimant.token,
+            "expires_at": expires_at, "recent": recent })
     }
 
     /// `recent` without entries older than the horizon (or of `written`), plus `written`.
@@ -637,7 +690,9 @@ impl Claims {
     }
 
     /// Sends `actions` in one `_bulk` and returns each item's result (`status`, `_seq_no`, …),
-    /// in order.
+    /// in order. Transient failures of the whole request (a lost answer among them) are
+    /// retried: a create or guarded write the lost attempt applied then answers 409, a guarded
+    /// delete 404, which each caller reads as such.
     async fn bulk(&self, what: &str, actions: &[Action<'_>]) -> Result<Vec<Value>, EsError> {
         let mut body = String::new();
         for a in actions {
@@ -664,15 +719,17 @@ impl Claims {
                 body.push('\n');
             }
         }
-        let reply = send(
+        let body = Body::NdJson(body);
+        let reply = request(
             &self.client,
+            &self.retry,
+            what,
             Method::Post,
             "/_bulk",
             &[],
-            Some(&Body::NdJson(body)),
+            Some(&body),
         )
         .await?;
-        let reply = check(what, reply)?;
         let items: Vec<Value> = reply["items"]
             .as_array()
             .map(|items| {
@@ -692,6 +749,24 @@ impl Claims {
     }
 }
 
+/// Who claims: the name shown to others (`holder`) and the token of one
+/// [`Claims::acquire`] call, unique across calls and processes, that tells its own records
+/// from everyone else's.
+struct Claimant<'a> {
+    holder: &'a str,
+    token: String,
+}
+
+/// The claim on `key` a claimant finds already its own (read back after a lost answer).
+fn own_claim(key: &str, r: Record) -> Claim {
+    Claim {
+        key: key.to_owned(),
+        seq_no: r.seq_no,
+        term: r.term,
+        recent: r.recent,
+    }
+}
+
 /// The claim a successful bulk item made on `key`.
 fn claim_of(key: &str, item: &Value, recent: Vec<RecentInsert>) -> Option<Claim> {
     Some(Claim {
@@ -707,4 +782,76 @@ fn now_ms() -> i64 {
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)
         .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::EsConfig;
+    use super::*;
+
+    /// A record as `_mget` returns it, held by `holder` with `token` until `expires_at`.
+    fn record(holder: Option<&str>, token: Option<&str>, expires_at: i64) -> Record {
+        let doc = json!({
+            "found": true, "_seq_no": 7, "_primary_term": 2,
+            "_source": { "holder": holder, "token": token, "expires_at": expires_at,
+                "recent": [{ "id": "a1", "at": 5 }] }
+        });
+        Record::from_doc(&doc).expect("a found record")
+    }
+
+    #[test]
+    fn a_record_with_the_claimants_own_token_is_its_own() {
+        let now = 1_000;
+        let mine = record(Some("pid 1"), Some("t-mine"), now + 30_000);
+        assert_eq!(step(Some(&mine), "t-mine", now), Step::Own);
+        // The same holder name with another token is someone else (another request of the
+        // same process): it waits.
+        assert_eq!(step(Some(&mine), "t-other", now), Step::Wait);
+        // Its own claim whose lease ran out is still its own (nobody took it over).
+        let expired = record(Some("pid 1"), Some("t-mine"), now - 1);
+        assert_eq!(step(Some(&expired), "t-mine", now), Step::Own);
+        assert_eq!(step(Some(&expired), "t-other", now), Step::TakeOver);
+    }
+
+    #[test]
+    fn free_missing_and_held_records() {
+        let now = 1_000;
+        assert_eq!(step(None, "t", now), Step::Create);
+        // Released (only recent inserts): free, whatever token it once carried.
+        let free = record(None, None, 0);
+        assert_eq!(step(Some(&free), "t", now), Step::TakeOver);
+        let held = record(Some("pid 2"), Some("t2"), now + 1);
+        assert_eq!(step(Some(&held), "t", now), Step::Wait);
+        // A record written before tokens existed is never anyone's own.
+        let old = record(Some("pid 3"), None, now + 1);
+        assert_eq!(step(Some(&old), "t", now), Step::Wait);
+    }
+
+    #[test]
+    fn a_held_record_carries_its_claimants_token_and_owning_keeps_its_version() {
+        let claims = Claims::new(
+            EsConfig::new("http://127.0.0.1:1")
+                .unwrap()
+                .client()
+                .unwrap(),
+            RetryPolicy::none(),
+            "news",
+        );
+        let claimant = Claimant {
+            holder: "pid 1",
+            token: new_id(),
+        };
+        let other = Claimant {
+            holder: "pid 1",
+            token: new_id(),
+        };
+        assert_ne!(claimant.token, other.token);
+        let source = claims.held_source(&claimant, &[]);
+        let doc = json!({ "found": true, "_seq_no": 3, "_primary_term": 1, "_source": source });
+        let read = Record::from_doc(&doc).unwrap();
+        assert_eq!(step(Some(&read), &claimant.token, now_ms()), Step::Own);
+        assert_eq!(step(Some(&read), &other.token, now_ms()), Step::Wait);
+        let claim = own_claim("m1", read);
+        assert_eq!((claim.key.as_str(), claim.seq_no, claim.term), ("m1", 3, 1));
+    }
 }

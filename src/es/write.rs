@@ -928,9 +928,10 @@ impl EsIndexer {
     }
 }
 
-/// A new document id, for an article written without one into an index that keeps groups:
-/// 22 base64url characters of a 128-bit hash of the time, the process and a counter.
-fn new_id() -> String {
+/// A new document id, for an article written without one into an index that keeps groups
+/// (and a claimant's token, `claims.rs`): 22 base64url characters of a 128-bit hash of the
+/// time, the process and a counter.
+pub(super) fn new_id() -> String {
     use base64::Engine as _;
     use std::sync::atomic::{AtomicU64, Ordering};
     static COUNTER: AtomicU64 = AtomicU64::new(0);

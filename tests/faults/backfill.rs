@@ -60,7 +60,7 @@ pub async fn index_with(c: &Cluster, client: &Elasticsearch, name: &str, docs: &
     c.wait_green(client, name).await;
 }
 
-fn spawn_backfill(es: &str, index: &str, dir: &Path, run: u32) -> Child {
+pub fn spawn_backfill(es: &str, index: &str, dir: &Path, run: u32) -> Child {
     let log = std::fs::File::create(dir.join(format!("run-{run}.log"))).unwrap();
     Command::new(env!("CARGO_BIN_EXE_neardup"))
         .args(["backfill", "--es", es, "--index", index, "--quiet"])
@@ -87,7 +87,7 @@ fn batches_done(dir: &Path) -> usize {
 }
 
 /// Documents the job's report counts as stored (written or recorded too short), all runs.
-fn acknowledged(dir: &Path) -> u64 {
+pub fn acknowledged(dir: &Path) -> u64 {
     let Ok(text) = std::fs::read_to_string(dir.join("report.json")) else {
         return 0;
     };

@@ -20,6 +20,7 @@ mod check;
 mod cluster;
 mod jobs;
 mod serve;
+mod lost;
 
 use std::time::Instant;
 
@@ -66,6 +67,10 @@ fn main() {
         ("serve-dedupe-kill-primary", Scenario::ServeDedupe),
         ("serve-bulk-kill-primary", Scenario::ServeBulk),
         ("serve-neardup-sigkill", Scenario::ServeSigkill),
+        ("lost-answer-bulk", Scenario::LostBulk),
+        ("lost-answer-claim-create", Scenario::LostClaimCreate),
+        ("lost-answer-mget", Scenario::LostMget),
+        ("lost-answer-dedupe-put", Scenario::LostDedupePut),
     ];
     let chosen: Vec<_> = scenarios
         .into_iter()
@@ -113,6 +118,10 @@ enum Scenario {
     ServeDedupe,
     ServeBulk,
     ServeSigkill,
+    LostBulk,
+    LostClaimCreate,
+    LostMget,
+    LostDedupePut,
 }
 
 impl Scenario {
@@ -124,6 +133,10 @@ impl Scenario {
             Scenario::ServeDedupe => serve::dedupe(c).await,
             Scenario::ServeBulk => serve::bulk(c, docs).await,
             Scenario::ServeSigkill => serve::neardup_sigkill(c, docs).await,
+            Scenario::LostBulk => lost::bulk(c, docs).await,
+            Scenario::LostClaimCreate => lost::claim_create(c).await,
+            Scenario::LostMget => lost::mget(c).await,
+            Scenario::LostDedupePut => lost::dedupe_put(c).await,
         }
     }
 }
