@@ -266,6 +266,7 @@ mod tests {
             kind: None,
             transformation: None,
             size: None,
+            relation: None,
         };
         let pairs = [
             pair(&x, &x_edited),

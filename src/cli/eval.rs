@@ -49,7 +49,9 @@ pub struct Args {
     /// --output: edited reposts, real reposts, random and hard negatives, then the messy
     /// kinds: Traditional-character reposts (traditional_chars, traditional_taiwan,
     /// traditional_hongkong) and short items under site boilerplate longer than themselves
-    /// (site_boilerplate_long negatives, same_item_two_sites positives).
+    /// (site_boilerplate_long negatives, same_item_two_sites positives), then the partial
+    /// reprints: lead excerpts and middle passages of 20–50% of an article, and digest pages,
+    /// items quoting one statement and teasers of one day as negatives.
     #[arg(long)]
     generate: bool,
     /// --generate: JSON Lines articles {\"id\", \"title\", \"content\"} (`.gz` is fine).
@@ -75,6 +77,11 @@ pub struct Args {
     /// pairs before them are the same either way.
     #[arg(long, requires = "generate")]
     no_messy: bool,
+    /// --generate: leave out the partial reprints (lead_excerpt and middle_passage positives;
+    /// digest_page, shared_statement and same_day_teasers negatives); the pairs before them
+    /// are the same either way.
+    #[arg(long, requires = "generate")]
+    no_partial: bool,
 
     /// Measure without learning boilerplate from the documents measured. By default each
     /// detector learns it from them first, as `dedupe` does from its input.
@@ -267,6 +274,7 @@ fn generate(args: &Args) -> CmdResult {
         negatives: args.negatives,
         real: args.real,
         messy: !args.no_messy,
+        partial: !args.no_partial,
     };
     let quiet = args.run.quiet;
     let pairs = generate::generate(&articles, &config, |m| note(quiet, m));

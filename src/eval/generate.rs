@@ -26,7 +26,7 @@ use rayon::prelude::*;
 
 use super::oracle;
 use super::real::SentenceIndex;
-use super::LabelledPair;
+use super::{LabelledPair, CONTAINED_IN, DIFFERENT};
 use crate::fingerprint::{is_number, Idf};
 use crate::hashing::word_hash;
 use crate::text::{Folder, Segmenter, TraditionalStyle};
@@ -66,6 +66,12 @@ pub struct Config {
     /// `false` gives the benchmark as it was before them; the pairs before them are the same
     /// either way.
     pub messy: bool,
+    /// Append the partial-reprint kinds ([`partial`]) after the messy ones: `per_cell`
+    /// `lead_excerpt` and `middle_passage` positives of each [`PARTIAL_SIZES`] share, and
+    /// `negatives` `digest_page`, `shared_statement` and `same_day_teasers` negatives (fewer
+    /// when a small input runs out of long articles). `false` gives the benchmark as it was
+    /// before them; the pairs before them are the same either way.
+    pub partial: bool,
 }
 
 impl Default for Config {
@@ -76,6 +82,7 @@ impl Default for Config {
             negatives: 2000,
             real: 2000,
             messy: true,
+            partial: true,
         }
     }
 }
@@ -210,6 +217,15 @@ impl<'a> Generator<'a> {
 
     fn pick(&mut self) -> usize {
         self.rng.gen_range(0..self.articles.len())
+    }
+
+    /// Two articles of one category and day (of `cats`, not empty), filed close together:
+    /// at most 19 apart in the category's order. They may be the same article.
+    fn same_day(&mut self, cats: &[Vec<usize>]) -> (usize, usize) {
+        let members = &cats[self.rng.gen_range(0..cats.len())];
+        let x = self.rng.gen_range(0..members.len());
+        let y = (x + self.rng.gen_range(1..=members.len().clamp(2, 20) - 1)) % members.len();
+        (members[x], members[y])
     }
 
     /// A sentence of another article than `not`, for inserts and replacements.
@@ -543,6 +559,7 @@ impl<'a> Generator<'a> {
                 } else {
                     round(measured)
                 }),
+                relation: None,
             });
         }
         out
@@ -638,6 +655,7 @@ pub fn generate(
                     .into(),
                 ),
                 size: Some(round(c)),
+                relation: None,
             });
         }
         progress(&format!(
@@ -653,6 +671,7 @@ pub fn generate(
         kind: Some(kind.into()),
         transformation: Some(t.into()),
         size: None,
+        relation: None,
     };
 
     let mut seen = HashSet::new();
@@ -668,21 +687,12 @@ pub fn generate(
 
     // Same category and day: People's Daily articles of one date (same page first), Sina
     // articles of one folder filed close together.
-    let mut by_cat: std::collections::BTreeMap<&str, Vec<usize>> = Default::default();
-    for (i, a) in articles.iter().enumerate() {
-        if let Some(c) = category(&a.id) {
-            by_cat.entry(c).or_default().push(i);
-        }
-    }
-    let cats: Vec<&Vec<usize>> = by_cat.values().filter(|v| v.len() >= 2).collect();
+    let cats = categories(articles);
     let mut n = 0;
     let mut tries = 0;
     while n < config.negatives && !cats.is_empty() && tries < config.negatives * 20 {
         tries += 1;
-        let members = cats[g.rng.gen_range(0..cats.len())];
-        let x = g.rng.gen_range(0..members.len());
-        let y = (x + g.rng.gen_range(1..=members.len().clamp(2, 20) - 1)) % members.len();
-        let (i, j) = (members[x], members[y]);
+        let (i, j) = g.same_day(&cats);
         if i == j || is_related(i, j) {
             continue;
         }
@@ -706,7 +716,7 @@ pub fn generate(
         let members = if cats.is_empty() {
             None
         } else {
-            Some(cats[g.rng.gen_range(0..cats.len())])
+            Some(&cats[g.rng.gen_range(0..cats.len())])
         };
         let (i, j) = match members {
             Some(m) => (
@@ -731,6 +741,7 @@ pub fn generate(
             kind: Some("hard_negative".into()),
             transformation: Some("shared_boilerplate".into()),
             size: None,
+            relation: None,
         });
     }
 
@@ -793,7 +804,22 @@ pub fn generate(
     if config.messy {
         pairs.extend(messy_with(articles, config, &is_related, &mut progress));
     }
+    if config.partial {
+        pairs.extend(partial_with(articles, config, &is_related, &mut progress));
+    }
     pairs
+}
+
+/// The articles of each category and day ([`category`]) with at least two, in the order of
+/// the categories.
+fn categories(articles: &[Article]) -> Vec<Vec<usize>> {
+    let mut by_cat: std::collections::BTreeMap<&str, Vec<usize>> = Default::default();
+    for (i, a) in articles.iter().enumerate() {
+        if let Some(c) = category(&a.id) {
+            by_cat.entry(c).or_default().push(i);
+        }
+    }
+    by_cat.into_values().filter(|v| v.len() >= 2).collect()
 }
 
 /// Top keywords compared for same-topic negatives.
@@ -1415,6 +1441,7 @@ impl Generator<'_> {
                     kind: Some("hard_negative".into()),
                     transformation: Some("site_boilerplate_long".into()),
                     size: None,
+                    relation: None,
                 });
             }
         }
@@ -1444,6 +1471,7 @@ impl Generator<'_> {
                 kind: Some("positive".into()),
                 transformation: Some("same_item_two_sites".into()),
                 size: Some(round(touched as f64 / chars(&item.content) as f64)),
+                relation: None,
             });
             made += 1;
         }
@@ -1461,17 +1489,23 @@ pub fn messy(
     config: &Config,
     mut progress: impl FnMut(&str),
 ) -> Vec<LabelledPair> {
+    let related = related_pairs(articles);
+    let is_related = |i: usize, j: usize| related.contains(&(i.min(j), i.max(j)));
+    messy_with(articles, config, &is_related, &mut progress)
+}
+
+/// The pairs `(i, j)`, `i < j`, of articles sharing a fifth of their sentences (the sentence
+/// index on title and content): not clean negatives.
+fn related_pairs(articles: &[Article]) -> HashSet<(usize, usize)> {
     let texts: Vec<String> = articles
         .iter()
         .map(|a| format!("{}\n{}", a.title, a.content))
         .collect();
-    let related: HashSet<(usize, usize)> = SentenceIndex::new(&texts)
+    SentenceIndex::new(&texts)
         .overlapping_pairs(0.2)
         .into_iter()
         .map(|(i, j, _)| (i, j))
-        .collect();
-    let is_related = |i: usize, j: usize| related.contains(&(i.min(j), i.max(j)));
-    messy_with(articles, config, &is_related, &mut progress)
+        .collect()
 }
 
 fn messy_with(
@@ -1497,6 +1531,502 @@ fn messy_with(
         site_pairs.len() - negatives
     ));
     pairs.extend(site_pairs);
+    pairs
+}
+
+/// The ChaCha8 stream the partial-reprint kinds draw from (streams 0 and 1 make everything
+/// before them, which adding them left as it was).
+pub const PARTIAL_STREAM: u64 = 2;
+
+/// The partial-reprint positives, in generation order: `a` is the full article, `b` a part of
+/// it ([`CONTAINED_IN`]).
+pub const PARTIAL_POSITIVES: &[&str] = &["lead_excerpt", "middle_passage"];
+
+/// The partial-reprint hard negatives, in generation order ([`DIFFERENT`]).
+pub const PARTIAL_NEGATIVES: &[&str] = &["digest_page", "shared_statement", "same_day_teasers"];
+
+/// The shares of the full article's content a partial reprint keeps: its `size`.
+pub const PARTIAL_SIZES: &[f64] = &[0.2, 0.25, 0.3, 0.4, 0.5];
+
+/// Partial reprints, and the teasers of `same_day_teasers`, are cut from articles with at
+/// least this many characters of content.
+pub const PARTIAL_MIN_CHARS: usize = 1000;
+
+/// Letters and digits a part holds, at least (as [`oracle::letters`] counts them): what a
+/// teaser or passage adds (a "read more" line, a footer or source line, a title marker) is
+/// at most about 12 runs of the oracle, which stays under 5% of the part's runs.
+pub const PARTIAL_MIN_LETTERS: usize = 300;
+
+/// A negative of the partial-reprint kinds shares at most this share of its smaller side's
+/// runs with the other side ([`oracle::Overlap::containment`] on title and content): two
+/// articles of one day can tell one story in sentences of their own, which the sentence
+/// index does not see.
+pub const PARTIAL_NEGATIVE_MAX_SHARED: f64 = 0.4;
+
+/// A part keeps a share of the content within this much of the size it is labelled with.
+pub const PARTIAL_TOLERANCE: f64 = 0.02;
+
+/// A middle passage starts at or after this share of the article's content.
+pub const PASSAGE_START: f64 = 0.25;
+
+/// Articles whose first sentences make a digest page.
+pub const DIGEST_ARTICLES: RangeInclusive<usize> = 4..=6;
+
+/// The paired article's line takes at most this share of a digest page (characters), and
+/// the article has at least 3 times the line's characters.
+pub const DIGEST_MAX_SHARE: f64 = 0.25;
+
+/// Characters of a quoted statement: one or two sentences of a third article.
+pub const QUOTE_CHARS: RangeInclusive<usize> = 20..=90;
+
+/// The quote takes at most this share of the smaller `shared_statement` item (characters).
+pub const QUOTE_MAX_SHARE: f64 = 0.3;
+
+/// Headline characters a title made from a passage's first words keeps, at most.
+const SHORT_TITLE_CHARS: usize = 18;
+
+const READ_MORE: &[&str] = &[
+    "阅读全文",
+    "点击查看全文",
+    "未完待续",
+    "（未完待续）",
+    "展开全文",
+    "阅读原文>>",
+    "点击阅读全文 >>",
+    "……【查看全文】",
+];
+const DIGEST_TITLES: &[&str] = &[
+    "今日要闻",
+    "新闻早班车",
+    "要闻速览",
+    "晚间新闻精选",
+    "早读｜今天值得关注的新闻",
+    "新闻简报",
+];
+const ATTRIBUTIONS: &[&str] = &[
+    "有关部门表示：",
+    "官方通报称：",
+    "相关负责人表示：",
+    "通报指出：",
+    "官方回应称：",
+    "声明称：",
+];
+
+/// The characters of a part of `total` characters labelled `size` may have.
+fn share_range(total: usize, size: f64) -> RangeInclusive<usize> {
+    let t = total as f64;
+    ((size - PARTIAL_TOLERANCE) * t).ceil() as usize..=((size + PARTIAL_TOLERANCE) * t) as usize
+}
+
+/// The first words of `text` as a short headline: up to its first clause break after at
+/// least 6 characters, at most [`SHORT_TITLE_CHARS`]; `None` when they hold fewer than 6
+/// letters or digits.
+fn short_title(text: &str) -> Option<String> {
+    let mut out = String::new();
+    for c in text.trim().chars() {
+        let brk = matches!(
+            c,
+            '，' | '。' | '：' | '；' | '！' | '？' | '、' | ',' | ':' | ';' | ' ' | '　' | '\n'
+        );
+        if brk && chars(&out) >= 6 {
+            break;
+        }
+        out.push(c);
+        if chars(&out) >= SHORT_TITLE_CHARS {
+            break;
+        }
+    }
+    let out = out.trim().to_owned();
+    (out.chars().filter(|c| c.is_alphanumeric()).count() >= 6).then_some(out)
+}
+
+/// The first sentence of `content`, trimmed, when it has 15–150 characters.
+fn first_sentence(content: &str) -> Option<String> {
+    let s = Doc::parse(content)
+        .paras
+        .first()?
+        .first()?
+        .trim()
+        .to_owned();
+    (15..=150).contains(&chars(&s)).then_some(s)
+}
+
+impl Generator<'_> {
+    /// A headline for a teaser of article `i`: its own, its first clause, or its own with a
+    /// marker.
+    fn teaser_title(&mut self, i: usize) -> String {
+        let title = self.articles[i].title.trim();
+        match self.rng.gen_range(0..4) {
+            0 => title.to_owned(),
+            1 => short_title(title).unwrap_or_else(|| title.to_owned()),
+            2 => format!("{title}（摘编）"),
+            _ => format!("导读｜{title}"),
+        }
+    }
+
+    /// The last line of a teaser: a "read more" line ([`READ_MORE`]), or a short site footer
+    /// (the source and editor lines of the reposts' boilerplate).
+    fn teaser_end(&mut self) -> String {
+        if self.rng.gen_bool(0.6) {
+            return (*READ_MORE.choose(&mut self.rng).unwrap()).to_owned();
+        }
+        if self.rng.gen_bool(0.5) {
+            format!("（责任编辑：{}）", EDITORS.choose(&mut self.rng).unwrap())
+        } else {
+            format!("来源：{}", SOURCES.choose(&mut self.rng).unwrap())
+        }
+    }
+
+    /// A teaser of article `i` keeping `size` of its content: its lead, cut at the sentence
+    /// end nearest to `size` within [`PARTIAL_TOLERANCE`], under [`Generator::teaser_title`]
+    /// and ending with [`Generator::teaser_end`]; `None` when no sentence ends there.
+    fn lead_excerpt(&mut self, i: usize, size: f64) -> Option<Article> {
+        let art = &self.articles[i];
+        let content = &art.content;
+        let target = size * chars(content) as f64;
+        let cut = lead_cuts(content, &share_range(chars(content), size))
+            .into_iter()
+            .min_by(|&x, &y| {
+                let off = |c: usize| (chars(&content[..c]) as f64 - target).abs();
+                off(x).total_cmp(&off(y))
+            })?;
+        let lead = content[..cut].trim();
+        if chars(&oracle::letters(lead)) < PARTIAL_MIN_LETTERS {
+            return None;
+        }
+        let title = self.teaser_title(i);
+        let end = self.teaser_end();
+        Some(Article {
+            id: format!("{}~lead", art.id),
+            title,
+            content: format!("{lead}\n{end}"),
+        })
+    }
+
+    /// A passage of article `i` keeping `size` of its content: consecutive sentences (with
+    /// their paragraph breaks) starting at or after [`PASSAGE_START`] of the text, chosen at
+    /// random among those within [`PARTIAL_TOLERANCE`] of `size`; under a headline made of its
+    /// own first words, plain or as another outlet's `【转载】`, with a source line on two
+    /// thirds of them.
+    fn middle_passage(&mut self, i: usize, size: f64) -> Option<Article> {
+        let art = &self.articles[i];
+        let total = chars(&art.content);
+        let doc = Doc::parse(&art.content);
+        // Every sentence: its paragraph, text, and first character in `doc.text()`.
+        let mut sents: Vec<(usize, &str, usize)> = Vec::new();
+        let mut at = 0;
+        for (p, para) in doc.paras.iter().enumerate() {
+            if p > 0 {
+                at += 1;
+            }
+            for s in para {
+                sents.push((p, s, at));
+                at += chars(s);
+            }
+        }
+        let range = share_range(total, size);
+        let mut spans = Vec::new();
+        for s in 0..sents.len() {
+            if (sents[s].2 as f64) < PASSAGE_START * total as f64 {
+                continue;
+            }
+            for e in s..sents.len() {
+                let len = sents[e].2 + chars(sents[e].1) - sents[s].2;
+                if len > *range.end() {
+                    break;
+                }
+                if range.contains(&len) {
+                    spans.push((s, e));
+                }
+            }
+        }
+        let &(s, e) = spans.choose(&mut self.rng)?;
+        let mut text = String::new();
+        for k in s..=e {
+            if k > s && sents[k].0 != sents[k - 1].0 {
+                text.push('\n');
+            }
+            text.push_str(sents[k].1);
+        }
+        let text = text.trim();
+        if chars(&oracle::letters(text)) < PARTIAL_MIN_LETTERS {
+            return None;
+        }
+        let own = short_title(text)?;
+        let title = if self.rng.gen_bool(0.5) {
+            own
+        } else {
+            format!("【转载】{own}")
+        };
+        let src = *SOURCES.choose(&mut self.rng).unwrap();
+        let content = match self.rng.gen_range(0..3) {
+            0 => format!("来源：{src}\n{text}"),
+            1 => format!("{text}\n（来源：{src}）"),
+            _ => text.to_owned(),
+        };
+        Some(Article {
+            id: format!("{}~passage", art.id),
+            title,
+            content,
+        })
+    }
+
+    /// `per_cell` positives of partial-reprint `kind` at `size`: a long article
+    /// ([`PARTIAL_MIN_CHARS`]) and its part.
+    fn partial_positives(&mut self, kind: &str, size: f64, per_cell: usize) -> Vec<LabelledPair> {
+        let articles = self.articles;
+        let mut out = Vec::with_capacity(per_cell);
+        let mut tries = 0;
+        while out.len() < per_cell && tries < per_cell * 50 {
+            tries += 1;
+            let i = self.pick();
+            if chars(&articles[i].content) < PARTIAL_MIN_CHARS {
+                continue;
+            }
+            let part = if kind == "lead_excerpt" {
+                self.lead_excerpt(i, size)
+            } else {
+                self.middle_passage(i, size)
+            };
+            let Some(b) = part else {
+                continue;
+            };
+            out.push(LabelledPair {
+                a: articles[i].to_map(),
+                b: b.to_map(),
+                duplicate: true,
+                kind: Some("positive".into()),
+                transformation: Some(kind.into()),
+                size: Some(size),
+                relation: Some(CONTAINED_IN.into()),
+            });
+        }
+        out
+    }
+
+    /// A digest page: the first sentences of [`DIGEST_ARTICLES`] pairwise unrelated articles
+    /// of one category and day, one a line, under a digest headline; paired with one of
+    /// them whose line is at most [`DIGEST_MAX_SHARE`] of the page.
+    fn digest_page(
+        &mut self,
+        cats: &[Vec<usize>],
+        is_related: &dyn Fn(usize, usize) -> bool,
+    ) -> Option<(usize, Article)> {
+        let articles = self.articles;
+        let mut order = cats[self.rng.gen_range(0..cats.len())].clone();
+        let n = self.rng.gen_range(DIGEST_ARTICLES);
+        order.shuffle(&mut self.rng);
+        let mut chosen: Vec<(usize, String)> = Vec::new();
+        for j in order {
+            if chosen.len() == n {
+                break;
+            }
+            let Some(s) = first_sentence(&articles[j].content) else {
+                continue;
+            };
+            if chosen.iter().all(|&(k, _)| !is_related(k, j)) {
+                chosen.push((j, s));
+            }
+        }
+        if chosen.len() < n {
+            return None;
+        }
+        let style = self.rng.gen_range(0..4);
+        let lines: Vec<String> = chosen
+            .iter()
+            .enumerate()
+            .map(|(k, (j, s))| match style {
+                0 => format!("{}. {s}", k + 1),
+                1 => format!("【{}】{s}", articles[*j].title.trim()),
+                2 => format!("· {s}"),
+                _ => s.clone(),
+            })
+            .collect();
+        let page: usize = lines.iter().map(|l| chars(l)).sum();
+        let fits: Vec<usize> = (0..n)
+            .filter(|&k| {
+                let line = chars(&lines[k]);
+                line as f64 <= DIGEST_MAX_SHARE * page as f64
+                    && chars(&articles[chosen[k].0].content) >= 3 * line
+            })
+            .collect();
+        let i = chosen[*fits.choose(&mut self.rng)?].0;
+        Some((
+            i,
+            Article {
+                id: format!("{}~digest", articles[i].id),
+                title: (*DIGEST_TITLES.choose(&mut self.rng).unwrap()).to_owned(),
+                content: lines.join("\n"),
+            },
+        ))
+    }
+
+    /// One or two consecutive sentences of article `k` ([`QUOTE_CHARS`]), trimmed.
+    fn quote(&mut self, k: usize) -> Option<String> {
+        let doc = Doc::parse(&self.articles[k].content);
+        let sents: Vec<&str> = doc.paras.iter().flatten().map(|s| s.trim()).collect();
+        if sents.is_empty() {
+            return None;
+        }
+        let at = self.rng.gen_range(0..sents.len());
+        let n = self.rng.gen_range(1..=2).min(sents.len() - at);
+        let q = sents[at..at + n].concat();
+        QUOTE_CHARS.contains(&chars(&q)).then_some(q)
+    }
+
+    /// The short item of article `x` ([`Generator::short_item`]) quoting `quote` under an
+    /// attribution, as a paragraph of its own after one of its sentences.
+    fn quoting_item(&mut self, x: usize, quote: &str) -> Option<String> {
+        let lead = self.short_item(x)?;
+        let sents = split_sentences(&lead);
+        let at = self.rng.gen_range(1..=sents.len());
+        let attribution = *ATTRIBUTIONS.choose(&mut self.rng).unwrap();
+        let (head, tail) = (sents[..at].concat(), sents[at..].concat());
+        let mut item = format!("{}\n{attribution}“{quote}”", head.trim_end());
+        if !tail.trim().is_empty() {
+            item.push('\n');
+            item.push_str(tail.trim_start());
+        }
+        Some(item)
+    }
+
+    /// Two short items of unrelated articles `i` and `j` quoting the same statement of a
+    /// third, `k`: the quote is at most [`QUOTE_MAX_SHARE`] of the smaller item.
+    fn shared_statement(
+        &mut self,
+        is_related: &dyn Fn(usize, usize) -> bool,
+    ) -> Option<(Article, Article)> {
+        let articles = self.articles;
+        let (i, j, k) = (self.pick(), self.pick(), self.pick());
+        if i == j || i == k || j == k || is_related(i, j) || is_related(i, k) || is_related(j, k) {
+            return None;
+        }
+        let quote = self.quote(k)?;
+        let a = self.quoting_item(i, &quote)?;
+        let b = self.quoting_item(j, &quote)?;
+        if chars(&quote) as f64 > QUOTE_MAX_SHARE * chars(&a).min(chars(&b)) as f64 {
+            return None;
+        }
+        let item = |x: usize, content: String| Article {
+            id: format!("{}~statement", articles[x].id),
+            title: articles[x].title.clone(),
+            content,
+        };
+        Some((item(i, a), item(j, b)))
+    }
+
+    /// Teasers ([`Generator::lead_excerpt`], each of a share of [`PARTIAL_SIZES`]) of two
+    /// unrelated long articles of one category and day.
+    fn same_day_teasers(
+        &mut self,
+        cats: &[Vec<usize>],
+        is_related: &dyn Fn(usize, usize) -> bool,
+    ) -> Option<(Article, Article)> {
+        let articles = self.articles;
+        let (i, j) = self.same_day(cats);
+        let long = |x: usize| chars(&articles[x].content) >= PARTIAL_MIN_CHARS;
+        if i == j || is_related(i, j) || !long(i) || !long(j) {
+            return None;
+        }
+        let (si, sj) = (
+            *PARTIAL_SIZES.choose(&mut self.rng).unwrap(),
+            *PARTIAL_SIZES.choose(&mut self.rng).unwrap(),
+        );
+        Some((self.lead_excerpt(i, si)?, self.lead_excerpt(j, sj)?))
+    }
+}
+
+/// The partial-reprint kinds alone, as [`generate`] appends them when [`Config::partial`] is
+/// on. They draw from stream [`PARTIAL_STREAM`] of the seed.
+///
+/// Positives ([`PARTIAL_POSITIVES`], `per_cell` of each [`PARTIAL_SIZES`] share, `size` the
+/// share of the article's content kept, relation [`CONTAINED_IN`]): `a` is a long article
+/// ([`PARTIAL_MIN_CHARS`]), `b` a part of it of at least [`PARTIAL_MIN_LETTERS`] letters:
+/// - `lead_excerpt`: its lead cut at a sentence end, under its title or a variant, ending with
+///   a "read more" line or a short site footer;
+/// - `middle_passage`: a run of its sentences starting at or after [`PASSAGE_START`], under
+///   a headline made of its own first words (or `【转载】` and them), with a source line or
+///   not.
+///
+/// Hard negatives ([`PARTIAL_NEGATIVES`], up to `negatives` of each, relation [`DIFFERENT`]):
+/// - `digest_page`: an article and a digest of the first sentences of 4–6 articles of its
+///   category and day, its own among them;
+/// - `shared_statement`: the short items of two articles quoting the same statement of a
+///   third;
+/// - `same_day_teasers`: teasers of two articles of one category and day.
+///
+/// The articles of a negative are never related by the sentence index, and its sides share
+/// at most [`PARTIAL_NEGATIVE_MAX_SHARED`] of the smaller one.
+pub fn partial(
+    articles: &[Article],
+    config: &Config,
+    mut progress: impl FnMut(&str),
+) -> Vec<LabelledPair> {
+    let related = related_pairs(articles);
+    let is_related = |i: usize, j: usize| related.contains(&(i.min(j), i.max(j)));
+    partial_with(articles, config, &is_related, &mut progress)
+}
+
+fn partial_with(
+    articles: &[Article],
+    config: &Config,
+    is_related: &dyn Fn(usize, usize) -> bool,
+    progress: &mut dyn FnMut(&str),
+) -> Vec<LabelledPair> {
+    let mut g = Generator::new(articles, config.seed);
+    g.rng.set_stream(PARTIAL_STREAM);
+    let mut pairs = Vec::new();
+    for kind in PARTIAL_POSITIVES {
+        for &size in PARTIAL_SIZES {
+            pairs.extend(g.partial_positives(kind, size, config.per_cell));
+        }
+    }
+    progress(&format!(
+        "partial reprints: {} positives ({})",
+        pairs.len(),
+        PARTIAL_POSITIVES.join(", ")
+    ));
+    let cats = categories(articles);
+    let negative = |a: Article, b: Article, t: &str| LabelledPair {
+        a: a.to_map(),
+        b: b.to_map(),
+        duplicate: false,
+        kind: Some("hard_negative".into()),
+        transformation: Some(t.into()),
+        size: None,
+        relation: Some(DIFFERENT.into()),
+    };
+    let mut counts = Vec::new();
+    for t in PARTIAL_NEGATIVES {
+        let (mut made, mut tries) = (0, 0);
+        let needs_cats = *t != "shared_statement";
+        while made < config.negatives
+            && tries < config.negatives * 50
+            && !(needs_cats && cats.is_empty())
+        {
+            tries += 1;
+            let pair = match *t {
+                "digest_page" => g
+                    .digest_page(&cats, is_related)
+                    .map(|(i, digest)| (articles[i].clone(), digest)),
+                "shared_statement" => g.shared_statement(is_related),
+                _ => g.same_day_teasers(&cats, is_related),
+            };
+            let Some((a, b)) = pair else {
+                continue;
+            };
+            let runs = |x: &Article| oracle::runs(&[x.title.as_str(), x.content.as_str()]);
+            if oracle::overlap(&runs(&a), &runs(&b)).containment <= PARTIAL_NEGATIVE_MAX_SHARED {
+                pairs.push(negative(a, b, t));
+                made += 1;
+            }
+        }
+        counts.push(format!("{made} {t}"));
+    }
+    progress(&format!(
+        "partial reprints: {} negatives",
+        counts.join(", ")
+    ));
     pairs
 }
 

@@ -41,8 +41,8 @@ use crate::Fingerprinter;
 pub const TOP_K_EVALUATED: u32 = 8;
 
 /// One labelled pair. `a` and `b` are article objects; their text fields are chosen when
-/// scoring (by default `title` and `content`). `kind`, `transformation` and `size` are written
-/// by the generator and only group the results.
+/// scoring (by default `title` and `content`). `kind`, `transformation`, `size` and
+/// `relation` are written by the generator and only group the results.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct LabelledPair {
     pub a: Map<String, Value>,
@@ -57,7 +57,19 @@ pub struct LabelledPair {
     /// containment of a real repost.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub size: Option<f64>,
+    /// The relation the pair should get: [`CONTAINED_IN`] (`b` is a part of `a`: the
+    /// partial reprints), or [`DIFFERENT`] (written on the negatives of the partial-reprint
+    /// kinds). Files without it read as [`LabelledPair::relation`] says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub relation: Option<String>,
 }
+
+/// The relation of a near-duplicate pair.
+pub const NEAR_DUPLICATE: &str = "near_duplicate";
+/// The relation of a partial reprint: `b` is contained in `a`.
+pub const CONTAINED_IN: &str = "contained_in";
+/// The relation of two different articles.
+pub const DIFFERENT: &str = "different";
 
 impl LabelledPair {
     /// The kind, or `positive`/`negative` from the label when the file gives none.
@@ -69,14 +81,28 @@ impl LabelledPair {
         }
     }
 
-    /// The group a pair is reported in: kind, transformation and size.
+    /// The relation the pair should get: the one the file gives, else [`NEAR_DUPLICATE`]
+    /// for a duplicate and [`DIFFERENT`] for the others.
+    pub fn relation(&self) -> &str {
+        match &self.relation {
+            Some(r) => r,
+            None if self.duplicate => NEAR_DUPLICATE,
+            None => DIFFERENT,
+        }
+    }
+
+    /// The group a pair is reported in: kind, transformation and size. A partial reprint
+    /// ([`CONTAINED_IN`]) is grouped by the share it keeps (` 25%`), other positives by
+    /// [`size_bucket`].
     pub fn group(&self) -> String {
         let mut g = self.kind().to_owned();
         if let Some(t) = &self.transformation {
             write!(g, "/{t}").unwrap();
         }
         if let Some(s) = self.size {
-            if self.kind() == "positive" && s > 0.0 {
+            if self.relation() == CONTAINED_IN {
+                write!(g, " {:.0}%", s * 100.0).unwrap();
+            } else if self.kind() == "positive" && s > 0.0 {
                 g.push_str(size_bucket(s));
             }
         }
@@ -568,7 +594,32 @@ mod tests {
             kind: Some(kind.into()),
             transformation: None,
             size: None,
+            relation: None,
         }
+    }
+
+    #[test]
+    fn partial_reprints_are_grouped_by_the_share_they_keep() {
+        let mut p = pair(true, "positive");
+        p.transformation = Some("lead_excerpt".into());
+        p.size = Some(0.25);
+        assert_eq!(p.relation(), NEAR_DUPLICATE);
+        assert_eq!(p.group(), "positive/lead_excerpt ≤30%");
+        p.relation = Some(CONTAINED_IN.into());
+        assert_eq!(p.group(), "positive/lead_excerpt 25%");
+        p.size = Some(0.3);
+        assert_eq!(p.group(), "positive/lead_excerpt 30%");
+        assert_eq!(pair(false, "hard_negative").relation(), DIFFERENT);
+        // A file without relations reads as before; one with them writes them.
+        let old: LabelledPair =
+            serde_json::from_str(r#"{"a": {}, "b": {}, "duplicate": true, "size": 0.25}"#).unwrap();
+        assert_eq!(old.relation, None);
+        let line = serde_json::to_string(&p).unwrap();
+        assert!(
+            line.ends_with(r#""size":0.3,"relation":"contained_in"}"#),
+            "{line}"
+        );
+        assert_eq!(serde_json::from_str::<LabelledPair>(&line).unwrap(), p);
     }
 
     #[test]

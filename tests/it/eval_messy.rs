@@ -16,7 +16,7 @@ use serde_json::{Map, Value};
 use crate::common;
 
 /// The shared corpus as the generator reads it.
-fn corpus() -> &'static [Article] {
+pub(crate) fn corpus() -> &'static [Article] {
     static ARTICLES: OnceLock<Vec<Article>> = OnceLock::new();
     ARTICLES.get_or_init(|| {
         let path = common::shared_dir().join("data/zh_articles.jsonl.gz");
@@ -70,6 +70,7 @@ fn the_messy_families_leave_every_earlier_pair_unchanged() {
         negatives: 4,
         real: 3,
         messy: false,
+        partial: false,
     };
     let before = generate::generate(&arts, &config, |_| {});
     let with = generate::generate(

@@ -15,6 +15,7 @@ mod cli_usage;
 mod compat_seed000;
 mod eval;
 mod eval_messy;
+mod eval_partial;
 mod fingerprint;
 mod serve_store;
 mod stability;
