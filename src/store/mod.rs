@@ -51,13 +51,14 @@ use redb::Database;
 pub use crate::method::{sort_matches, Match};
 pub use config::{OpenOptions, StoreConfig, FILE_NAME, FORMAT, MINHASH_PROFILE};
 pub use error::{StoreError, StoreResult};
-pub use migrate::{migrate, write_format_1, Migration, MIGRATING_FILE_NAME};
+pub use migrate::{migrate, write_format_1, write_format_2, Migration, MIGRATING_FILE_NAME};
 pub use probe::{Plan, Snapshot};
 pub use stats::{BlockStats, StoreStats};
 pub use writer::{CheckResult, Op, WriteCounts};
 
 use crate::method::Sketch;
 use crate::method::{Method, Query, Tolerance};
+use crate::relation::MatchOptions;
 use crate::simhash::BlockLayout;
 use config::{init_meta, open_db, open_db_file, read_meta};
 use error::DbContext;
@@ -277,6 +278,33 @@ impl Store {
     ) -> StoreResult<Vec<Match>> {
         self.snapshot()?
             .similar(&sketch.into(), tolerance.into(), exclude)
+    }
+
+    /// Stored documents related to `sketch` under `options` (near-duplicates at `tolerance`,
+    /// and, with a containment rule, articles contained in it or containing it), nearest
+    /// first; each match says its relation, read from the query (see [`crate::relation`]).
+    /// The candidates are those [`Store::similar`] reads.
+    pub fn related(
+        &self,
+        sketch: impl Into<Sketch>,
+        tolerance: impl Into<Tolerance>,
+        exclude: Option<&str>,
+        options: &MatchOptions,
+    ) -> StoreResult<Vec<Match>> {
+        self.snapshot()?
+            .related(&sketch.into(), tolerance.into(), exclude, options)
+    }
+
+    /// [`Store::related`] for the stored document `id`, itself excluded; `None` if `id` is
+    /// not stored.
+    pub fn related_to_id(
+        &self,
+        id: &str,
+        tolerance: impl Into<Tolerance>,
+        options: &MatchOptions,
+    ) -> StoreResult<Option<Vec<Match>>> {
+        self.snapshot()?
+            .related_to_id(id, tolerance.into(), options)
     }
 
     /// Documents within `tolerance` of the stored document `id`, itself excluded; `None` if
