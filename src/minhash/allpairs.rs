@@ -8,6 +8,8 @@
 //! store agree. A pair sharing several bands is compared only in the first, so every pair
 //! comes out once without a set of pairs seen. Identical signatures are merged first, so a
 //! thousand copies of one article cost one entry, not a million comparisons.
+//! [`all_pairs_related`] applies [`crate::relation::MatchRule`] to the same candidates
+//! instead of the threshold alone: it links containments too, each pair with its relation.
 
 use std::collections::HashMap;
 

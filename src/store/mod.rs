@@ -9,7 +9,7 @@
 //!   version or `k` is an error ([`StoreError::Mismatch`]), never silent mixing.
 //! - `docs` and `ids`: documents are numbered inside the store (never reused); `docs` maps a
 //!   number to the sketch and the id, `ids` finds the number of an id. The key tables hold
-//!   numbers, not ids (see the `tables` module for the exact layout, format 2).
+//!   numbers, not ids (see the `tables` module for the exact layout, format 3).
 //! - SimHash: `blocks`, the pigeonhole table. For `k + 1` blocks (see [`BlockLayout`]),
 //!   every document is filed under each of its block values, with its full fingerprint in
 //!   the key. Two fingerprints within `k` share at least one block, so looking up the query's
@@ -18,9 +18,13 @@
 //! - MinHash: `bands`, the LSH table: every document is filed under the 32-bit prefix of
 //!   each of its band keys. A query looks up its bands, keeps the candidates whose full band
 //!   key is the query's, and of those the ones whose estimated Jaccard similarity reaches
-//!   the threshold: exactly "shares a band and estimated Jaccard ≥ t".
+//!   the threshold: exactly "shares a band and estimated Jaccard ≥ t". [`Store::related`]
+//!   reads the same candidates and keeps those [`crate::relation::MatchRule`] relates
+//!   (near-duplicates, and articles contained in the query or containing it), each with
+//!   its relation.
 //!
-//! Stores of format 1 (ids in every key table) are refused with
+//! Stores of format 1 (ids in every key table) and 2 (signatures without their distinct
+//! shingle count) are refused with
 //! [`StoreError::NeedsMigration`]; [`migrate`] rewrites them. [`Store::compact`] gives back
 //! the space a bulk load leaves.
 //!
