@@ -7,7 +7,8 @@ use redb::{ReadTransaction, ReadableTable, ReadableTableMetadata};
 
 use super::error::{DbContext, StoreResult};
 use super::tables::{
-    band_prefix, block_fingerprint, block_range, find, Keys, BANDS, BLOCKS, DOCS, IDS,
+    band_prefix, block_fingerprint, block_range, find, fingerprint_of, signature_of, Keys, BANDS,
+    BLOCKS, DOCS, IDS,
 };
 use super::{query_mismatch, store_query, Store};
 use crate::method::{sort_matches, Match, Query, Score, Sketch, Tolerance};
@@ -220,9 +221,7 @@ where
                     return Err(missing_doc(path, doc));
                 };
                 let (sketch, id) = keys.split(bytes.value(), doc, path)?;
-                let Sketch::MinHash(other) = keys.sketch(sketch) else {
-                    unreachable!("a band store holds signatures")
-                };
+                let other = signature_of(sketch);
                 if other.band_key(params, i) != key {
                     // Only the 32-bit prefix is shared: not a band.
                     continue;
@@ -327,9 +326,7 @@ impl BlockProbe<'_> {
             for entry in docs.iter().at(path)? {
                 let (doc, bytes) = entry.at(path)?;
                 let (sketch, id) = keys.split(bytes.value(), doc.value(), path)?;
-                let Sketch::SimHash(c) = keys.sketch(sketch) else {
-                    unreachable!("a block store holds fingerprints")
-                };
+                let c = fingerprint_of(sketch);
                 let d = hamming(c.0, fp.0);
                 if d <= k && self.exclude != Some(id) {
                     out.push(Match::new(id, Score::Distance(d)));

@@ -105,22 +105,8 @@ impl Keys {
     /// Decodes sketch bytes (see [`Keys::split`]).
     pub(super) fn sketch(&self, bytes: &[u8]) -> Sketch {
         match self {
-            Keys::Blocks(_) => Sketch::SimHash(SimHash(u64::from_le_bytes(
-                bytes.try_into().expect("8 bytes"),
-            ))),
-            Keys::Bands(_) => {
-                let (values, distinct) = bytes.split_at(bytes.len() - 4);
-                let sig = Signature::from_values(
-                    values
-                        .chunks_exact(4)
-                        .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-                        .collect::<Vec<u32>>(),
-                );
-                match u32::from_le_bytes(distinct.try_into().expect("4 bytes")) {
-                    0 => Sketch::MinHash(sig),
-                    n => Sketch::MinHash(sig.with_distinct(n)),
-                }
-            }
+            Keys::Blocks(_) => Sketch::SimHash(fingerprint_of(bytes)),
+            Keys::Bands(_) => Sketch::MinHash(signature_of(bytes)),
         }
     }
 
@@ -130,6 +116,28 @@ impl Keys {
             Keys::Blocks(_) => 8,
             Keys::Bands(p) => 4 * usize::from(p.hashes),
         }
+    }
+}
+
+/// The fingerprint in a SimHash store's sketch bytes (see [`Keys::split`]): what a block
+/// table's documents hold.
+pub(super) fn fingerprint_of(bytes: &[u8]) -> SimHash {
+    SimHash(u64::from_le_bytes(bytes.try_into().expect("8 bytes")))
+}
+
+/// The signature in a MinHash store's sketch bytes (see [`Keys::split`]), with its distinct
+/// shingle count when known: what a band table's documents hold.
+pub(super) fn signature_of(bytes: &[u8]) -> Signature {
+    let (values, distinct) = bytes.split_at(bytes.len() - 4);
+    let sig = Signature::from_values(
+        values
+            .chunks_exact(4)
+            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect::<Vec<u32>>(),
+    );
+    match u32::from_le_bytes(distinct.try_into().expect("4 bytes")) {
+        0 => sig,
+        n => sig.with_distinct(n),
     }
 }
 
