@@ -44,6 +44,7 @@ pub mod input;
 pub mod method;
 pub mod minhash;
 pub mod pipeline;
+pub mod relation;
 #[cfg(feature = "serve")]
 pub mod serve;
 pub mod simhash;

@@ -19,6 +19,7 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 use crate::minhash::{Signature, Threshold};
+use crate::relation::{MatchOptions, MatchRule, Relation};
 use crate::simhash::SimHash;
 
 /// The detection methods.
@@ -158,6 +159,37 @@ impl Query {
             _ => None,
         }
     }
+
+    /// How `other` relates to the query's MinHash signature under `options` (see
+    /// [`crate::relation`]): its score, relation and, for signatures that carry their
+    /// distinct shingle counts, the containment estimate; `None` when it is not related, or
+    /// for SimHash, which has no relation beyond near-duplicate (use [`Query::score`]).
+    pub fn relate(&self, other: &Sketch, options: &MatchOptions) -> Option<Related> {
+        match (self, other) {
+            (
+                Query::MinHash {
+                    signature,
+                    threshold,
+                },
+                Sketch::MinHash(b),
+            ) => MatchRule::new(*threshold, *options)
+                .relate(signature, b)
+                .map(|r| Related {
+                    score: Score::Similarity(r.similarity),
+                    relation: r.relation,
+                    containment: r.containment,
+                }),
+            _ => None,
+        }
+    }
+}
+
+/// A match's score with its relation to the query ([`Query::relate`]).
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub struct Related {
+    pub score: Score,
+    pub relation: Relation,
+    pub containment: Option<f64>,
 }
 
 impl From<SimHash> for Sketch {
@@ -287,6 +319,13 @@ pub struct Match {
     pub index: Option<String>,
     #[serde(flatten)]
     pub score: Score,
+    /// How the match relates to the query, read from the query ("the query contains the
+    /// match"), when the search asked for relations ([`Query::relate`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub relation: Option<Relation>,
+    /// The estimated containment of the smaller article in the larger, when known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub containment: Option<f64>,
 }
 
 impl Match {
@@ -296,6 +335,19 @@ impl Match {
             id: id.into(),
             index: None,
             score,
+            relation: None,
+            containment: None,
+        }
+    }
+
+    /// A match in a store, with its relation to the query.
+    pub fn related(id: impl Into<String>, related: Related) -> Match {
+        Match {
+            id: id.into(),
+            index: None,
+            score: related.score,
+            relation: Some(related.relation),
+            containment: related.containment,
         }
     }
 
@@ -305,6 +357,8 @@ impl Match {
             id: id.into(),
             index: Some(index.into()),
             score,
+            relation: None,
+            containment: None,
         }
     }
 

@@ -7,6 +7,7 @@
 //! Run it with `cargo run -p neardup-bench --release -- <command> …` (see BENCHMARKS.md).
 
 mod backfill;
+mod containment;
 mod es;
 mod es_groups;
 mod es_layout;
@@ -90,6 +91,10 @@ enum Bench {
     /// The application's bulk writes of whole articles with the edit-tracking final pipeline
     /// beside without it, alternating in the same run (docs/s medians, the ratio).
     EsTracking(es_tracking::EsTrackingBench),
+    /// Candidate steps for partial reprints (issue 31): recall of lead excerpts and passages
+    /// of 20–40 % of an article under today's bands and "at least m minima agree", and
+    /// candidates per query on the whole corpus.
+    ContainmentCandidates(containment::ContainmentBench),
     /// Back-fill throughput next to the raw rate of the same bulk updates (docs/s, medians).
     Backfill(backfill::BackfillBench),
     /// Articles written per second through `neardup serve` (plain and dedupe `PUT`s) beside
@@ -129,6 +134,7 @@ fn run(b: Bench) -> CmdResult {
         Bench::EsThroughput(args) => es_throughput::run(args),
         Bench::EsTracking(args) => es_tracking::run(args),
         Bench::Backfill(args) => backfill::run(args),
+        Bench::ContainmentCandidates(args) => containment::run(args),
         Bench::ServeWrites(args) => serve_writes::run(args),
     }
 }

@@ -6,23 +6,28 @@ use std::time::Instant;
 
 use anyhow::Context;
 use neardup::pipeline::{self, Item, PipelineOptions};
+use neardup::relation::MatchOptions;
 use neardup::store::{Match, Store};
 use neardup::{Methods, Sketch, Tolerance, TooShort};
 use serde::Serialize;
 use serde_json::Value;
 
 use super::common::ProfileArgs;
-use super::common::{self, CmdResult, DistanceArg, InputArgs, MethodArgs, RunArgs};
+use super::common::{self, CmdResult, DistanceArg, InputArgs, MethodArgs, RelationArgs, RunArgs};
 use super::store_args::{self, StoreArgs};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
     #[command(flatten)]
     store: StoreArgs,
-    /// Add the articles that are not near-duplicates, atomically with their check (creates
-    /// the store if missing).
+    /// Add the articles that are not duplicates, atomically with their check (creates the
+    /// store if missing). MinHash: an article that is a near-duplicate of a stored one, or
+    /// contained in one, is a duplicate; an article that contains a stored one (the full
+    /// story of a stored teaser) is added.
     #[arg(long)]
     insert: bool,
+    #[command(flatten)]
+    relation: RelationArgs,
     /// The store's method is used; a store that --insert creates takes --method (default
     /// minhash). SimHash: -k defaults to the store's k, and is also the k of a store that
     /// --insert creates, if at most 7.
@@ -66,6 +71,7 @@ struct Batch<W> {
     docs: Vec<(Value, String, Result<Sketch, TooShort>)>,
     tolerance: Tolerance,
     insert: bool,
+    options: MatchOptions,
     out: W,
     tally: Tally,
 }
@@ -78,7 +84,7 @@ impl<W: Write> Batch<W> {
             .filter_map(|(_, key, o)| o.as_ref().ok().map(|s| (key.as_str(), s.clone())))
             .collect();
         let mut results = store
-            .check(&queries, self.tolerance, self.insert)?
+            .check_related(&queries, self.tolerance, self.insert, &self.options)?
             .into_iter();
         for (id, _, outcome) in &self.docs {
             let line = match outcome {
@@ -86,7 +92,7 @@ impl<W: Write> Batch<W> {
                     let r = results
                         .next()
                         .expect("one result per fingerprinted article");
-                    let duplicate = !r.matches.is_empty();
+                    let duplicate = r.is_duplicate();
                     if duplicate {
                         self.tally.duplicates += 1;
                     } else {
@@ -160,6 +166,7 @@ pub fn run(args: Args) -> CmdResult {
         docs: Vec::with_capacity(args.batch),
         tolerance,
         insert: args.insert,
+        options: args.relation.options(),
         out: common::stdout(),
         tally: Tally::default(),
     };

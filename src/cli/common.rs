@@ -314,6 +314,27 @@ pub struct MethodArgs {
     pub threshold: Option<Threshold>,
 }
 
+/// Which relations a MinHash search reports (see `neardup::relation`).
+#[derive(Args, Debug, Clone)]
+pub struct RelationArgs {
+    /// MinHash: report near-duplicates only. By default an article mostly contained in
+    /// another (a lead excerpt, a teaser, a passage) is reported too, with `"relation":
+    /// "contained_in"` or `"contains"` and its `"containment"`.
+    #[arg(long)]
+    pub no_containment: bool,
+}
+
+impl RelationArgs {
+    /// The library's options for these flags.
+    pub fn options(&self) -> neardup::relation::MatchOptions {
+        if self.no_containment {
+            neardup::relation::MatchOptions::NEAR_DUPLICATES_ONLY
+        } else {
+            neardup::relation::MatchOptions::default()
+        }
+    }
+}
+
 /// A MinHash threshold: checked when the flags are read, so every command refuses a bad
 /// one, including those that only record it.
 pub fn parse_threshold(s: &str) -> Result<Threshold, String> {

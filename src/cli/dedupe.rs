@@ -5,15 +5,17 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::Context;
-use neardup::minhash::allpairs::{all_pairs, MinHashMatches};
-use neardup::minhash::Threshold;
+use neardup::minhash::allpairs::{all_pairs_related, MinHashMatches};
 use neardup::pipeline::{self, Item, PipelineOptions};
+use neardup::relation::{MatchOptions, MatchRule, Relation};
 use neardup::simhash::allpairs::{AllPairs, Matches};
 use neardup::{Methods, MinHashParams, Score, Signature, SimHash, Sketches, Tolerance};
 use serde::Serialize;
 use serde_json::Value;
 
-use super::common::{self, CmdResult, InputArgs, MethodArgs, ProfileArgs, RunArgs, Searched};
+use super::common::{
+    self, CmdResult, InputArgs, MethodArgs, ProfileArgs, RelationArgs, RunArgs, Searched,
+};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -22,9 +24,12 @@ pub struct Args {
     /// distance -k (at most 7).
     #[command(flatten)]
     method: MethodArgs,
-    /// Print every linked pair (`{"a", "b", "similarity"|"distance"}`) instead of clusters.
+    /// Print every linked pair (`{"a", "b", "similarity"|"distance"}`, MinHash also
+    /// `"relation"` and `"containment"`) instead of clusters. The relation reads "a relation b".
     #[arg(long)]
     pairs: bool,
+    #[command(flatten)]
+    relation: RelationArgs,
     #[command(flatten)]
     input: InputArgs,
     #[command(flatten)]
@@ -49,6 +54,10 @@ struct ClusterLine<'a> {
     max_distance: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     min_similarity: Option<f64>,
+    /// MinHash: links of the cluster that are containments (partial copies), not
+    /// near-duplicates; left out when there is none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    contained: Option<u64>,
 }
 
 #[derive(Serialize)]
@@ -57,20 +66,31 @@ struct PairLine<'a> {
     b: &'a Value,
     #[serde(flatten)]
     score: Score,
+    /// MinHash: how b relates to a, read "a relation b".
+    #[serde(skip_serializing_if = "Option::is_none")]
+    relation: Option<Relation>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    containment: Option<f64>,
 }
 
 /// The sketches of one method, collected for its all-pairs finder: built from the
 /// tolerance, so a sketch of the other method has nowhere to go.
 enum Batch {
     SimHash(AllPairs, Vec<SimHash>),
-    MinHash(Threshold, MinHashParams, Vec<Signature>),
+    MinHash(MatchRule, MinHashParams, Vec<Signature>),
 }
 
 impl Batch {
-    fn new(tolerance: Tolerance, params: MinHashParams) -> anyhow::Result<Batch> {
+    fn new(
+        tolerance: Tolerance,
+        params: MinHashParams,
+        options: MatchOptions,
+    ) -> anyhow::Result<Batch> {
         Ok(match tolerance {
             Tolerance::Distance(k) => Batch::SimHash(AllPairs::new(k)?, Vec::new()),
-            Tolerance::Similarity(t) => Batch::MinHash(t, params, Vec::new()),
+            Tolerance::Similarity(t) => {
+                Batch::MinHash(MatchRule::new(t, options), params, Vec::new())
+            }
         })
     }
 
@@ -92,7 +112,9 @@ impl Batch {
     fn run(self) -> Found {
         match self {
             Batch::SimHash(finder, v) => Found::SimHash(finder.run(&v)),
-            Batch::MinHash(t, params, v) => Found::MinHash(all_pairs(&v, &params, t)),
+            Batch::MinHash(rule, params, v) => {
+                Found::MinHash(all_pairs_related(&v, &params, &rule))
+            }
         }
     }
 }
@@ -104,11 +126,27 @@ enum Found {
 }
 
 impl Found {
-    /// Every linked pair `(a, b, score)`, `a < b`, in order, made as it is printed.
-    fn pairs(&self) -> Box<dyn Iterator<Item = (u32, u32, Score)> + '_> {
+    /// Every linked pair `(a, b, score, relation, containment)`, `a < b`, in order, made as
+    /// it is printed (relations are MinHash's).
+    #[allow(clippy::type_complexity)]
+    fn pairs(
+        &self,
+    ) -> Box<dyn Iterator<Item = (u32, u32, Score, Option<Relation>, Option<f64>)> + '_> {
         match self {
-            Found::SimHash(m) => Box::new(m.pairs().map(|(a, b, d)| (a, b, Score::Distance(d)))),
-            Found::MinHash(m) => Box::new(m.pairs().map(|(a, b, s)| (a, b, Score::Similarity(s)))),
+            Found::SimHash(m) => Box::new(
+                m.pairs()
+                    .map(|(a, b, d)| (a, b, Score::Distance(d), None, None)),
+            ),
+            Found::MinHash(m) => Box::new(m.related_pairs().map(|p| {
+                let r = p.related;
+                (
+                    p.a,
+                    p.b,
+                    Score::Similarity(r.similarity),
+                    Some(r.relation),
+                    r.containment,
+                )
+            })),
         }
     }
 
@@ -119,18 +157,25 @@ impl Found {
         }
     }
 
-    /// Members (ascending) and the cluster's score: largest distance or smallest similarity.
-    fn clusters(&self) -> Vec<(Vec<u32>, Score)> {
+    /// Members (ascending), the cluster's score (largest distance or smallest similarity)
+    /// and, for MinHash, its links that are containments.
+    fn clusters(&self) -> Vec<(Vec<u32>, Score, Option<u64>)> {
         match self {
             Found::SimHash(m) => m
                 .clusters()
                 .into_iter()
-                .map(|c| (c.members, Score::Distance(c.max_distance)))
+                .map(|c| (c.members, Score::Distance(c.max_distance), None))
                 .collect(),
             Found::MinHash(m) => m
                 .clusters()
                 .into_iter()
-                .map(|c| (c.members, Score::Similarity(c.min_similarity)))
+                .map(|c| {
+                    (
+                        c.members,
+                        Score::Similarity(c.min_similarity),
+                        (c.contained > 0).then_some(c.contained),
+                    )
+                })
                 .collect(),
         }
     }
@@ -204,7 +249,7 @@ pub fn run(args: Args) -> CmdResult {
             fp = fp.with_boilerplate(Some(Arc::new(b)));
         }
     }
-    let mut batch = Batch::new(tolerance, *fp.minhasher().params())?;
+    let mut batch = Batch::new(tolerance, *fp.minhasher().params(), args.relation.options())?;
     let source = neardup::input::open(&input)?;
     let pb = common::progress_bar(&source, args.run.quiet);
     let position = Arc::clone(&source.position);
@@ -247,21 +292,24 @@ pub fn run(args: Args) -> CmdResult {
 
     let mut out = common::stdout();
     if args.pairs {
-        for (a, b, score) in found.pairs() {
+        for (a, b, score, relation, containment) in found.pairs() {
             let line = PairLine {
                 a: &ids[a as usize],
                 b: &ids[b as usize],
                 score,
+                relation,
+                containment,
             };
             serde_json::to_writer(&mut out, &line).context("writing output")?;
             out.write_all(b"\n").context("writing output")?;
         }
     } else {
-        for (members, score) in &clusters {
+        for (members, score, contained) in &clusters {
             let line = ClusterLine {
                 cluster: members.iter().map(|&i| &ids[i as usize]).collect(),
                 max_distance: score.distance(),
                 min_similarity: score.similarity(),
+                contained: *contained,
             };
             serde_json::to_writer(&mut out, &line).context("writing output")?;
             out.write_all(b"\n").context("writing output")?;

@@ -23,7 +23,7 @@ use neardup::store::Match;
 use neardup::{Fingerprinter, Method, Methods, Score, SimHash, Sketch, Tolerance};
 
 use super::common::ProfileArgs;
-use super::common::{self, CmdResult, MethodArgs, Searched, Status};
+use super::common::{self, CmdResult, MethodArgs, RelationArgs, Searched, Status};
 use super::es_args::{self, EsArgs, FieldArgs};
 use super::store_args::{self, StoreChoice};
 
@@ -77,6 +77,9 @@ pub struct Args {
     /// (MinHash where held) unless --method, -k or --threshold asks for another.
     #[command(flatten)]
     method: MethodArgs,
+    /// (--store only: Elasticsearch answers near-duplicates.)
+    #[command(flatten)]
+    relation: RelationArgs,
     /// Output: `json` (one `{"id","similarity"}` or `{"id","distance"}` line per match, with
     /// `"index"` on Elasticsearch) or `table`.
     #[arg(long, default_value = "json", value_name = "json|table")]
@@ -217,6 +220,7 @@ fn query(
 fn search_store(args: &Args, dir: &std::path::Path) -> anyhow::Result<Outcome> {
     let store = args.local.open(dir)?;
     let tolerance = args.method.for_store(&store)?;
+    let options = args.relation.options();
     let method = store.method();
     let fp = args.profile.for_store(Some(store.config()))?;
     let query = match query(args, &fp, method)? {
@@ -225,13 +229,15 @@ fn search_store(args: &Args, dir: &std::path::Path) -> anyhow::Result<Outcome> {
     };
     let (matches, query) = match query {
         Query::Id(id) => {
-            let m = store.similar_to_id(&id, tolerance)?.with_context(|| {
-                format!(
-                    "no fingerprint for `{id}` in store {}: it was never indexed, or its text \
+            let m = store
+                .related_to_id(&id, tolerance, &options)?
+                .with_context(|| {
+                    format!(
+                        "no fingerprint for `{id}` in store {}: it was never indexed, or its text \
                      was too short to fingerprint (`neardup index` counts those as too short)",
-                    dir.display()
-                )
-            })?;
+                        dir.display()
+                    )
+                })?;
             (m, None)
         }
         Query::Text(text) => {
@@ -241,7 +247,7 @@ fn search_store(args: &Args, dir: &std::path::Path) -> anyhow::Result<Outcome> {
                 .into_sketch(method);
             match sketch {
                 Ok(s) => (
-                    store.similar(s.clone(), tolerance, None)?,
+                    store.related(s.clone(), tolerance, None, &options)?,
                     simhash_of(&s).map(|f| (f, "computed from the text")),
                 ),
                 Err(why) => return Ok(Err(("the --text".to_owned(), why))),
@@ -252,7 +258,10 @@ fn search_store(args: &Args, dir: &std::path::Path) -> anyhow::Result<Outcome> {
                 store_args::ensure_comparable(&store, &fp, false)?;
             }
             let shown = simhash_of(&s).map(|f| (f, origin));
-            (store.similar(s, tolerance, own_id.as_deref())?, shown)
+            (
+                store.related(s, tolerance, own_id.as_deref(), &options)?,
+                shown,
+            )
         }
     };
     Ok(Ok(Found {
@@ -492,7 +501,10 @@ fn print(args: &Args, found: &Found) -> CmdResult {
                 } else {
                     writeln!(out, "{label}  id")?;
                 }
-                for Match { id, index, score } in &found.matches {
+                for Match {
+                    id, index, score, ..
+                } in &found.matches
+                {
                     let score = match score {
                         Score::Distance(d) => format!("{d:>8}"),
                         Score::Similarity(s) => format!("{s:>10.3}"),

@@ -8,21 +8,41 @@
 //! store agree. A pair sharing several bands is compared only in the first, so every pair
 //! comes out once without a set of pairs seen. Identical signatures are merged first, so a
 //! thousand copies of one article cost one entry, not a million comparisons.
+//! [`all_pairs_related`] applies [`crate::relation::MatchRule`] to the same candidates
+//! instead of the threshold alone: it links containments too, each pair with its relation.
 
 use std::collections::HashMap;
 
 use rayon::prelude::*;
 
 use super::{MinHashParams, Signature, Threshold};
+use crate::relation::{MatchOptions, MatchRule, Related, Relation};
+
+/// A linked pair of distinct signatures `u < v` (positions in `holders`): their similarity,
+/// and how `v` relates to `u`, read from `u`.
+#[derive(Copy, Clone, Debug, PartialEq)]
+struct Link {
+    u: u32,
+    v: u32,
+    related: Related,
+}
+
+/// One input pair `a < b` of [`MinHashMatches::related_pairs`]: how `b` relates to `a`, read
+/// from `a` ("a contains b").
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub struct RelatedPair {
+    pub a: u32,
+    pub b: u32,
+    pub related: Related,
+}
 
 /// The pairs found, and counters. Pairs are kept between distinct signatures, with the
 /// inputs holding each, so a thousand copies of one article cost a thousand entries, not
 /// half a million pairs; [`MinHashMatches::pairs`] lists the input pairs in order.
 #[derive(Clone, Debug, Default)]
 pub struct MinHashMatches {
-    /// Pairs of distinct signatures `(u, v, similarity)`, `u < v`, as positions in
-    /// `holders`.
-    linked: Vec<(u32, u32, f64)>,
+    /// Pairs of distinct signatures, `u < v`, as positions in `holders`, in order.
+    linked: Vec<Link>,
     /// For each distinct signature, the input positions holding it, ascending.
     holders: Vec<Vec<u32>>,
     /// For each input position, its distinct signature.
@@ -43,6 +63,9 @@ pub struct MinHashCluster {
     /// The smallest similarity among the pairs that link the cluster. Members linked only
     /// through others (A–B and B–C) can be less similar than that.
     pub min_similarity: f64,
+    /// Links of the cluster (between distinct signatures) that are containments, not
+    /// near-duplicates: 0 when every link is a near-duplicate.
+    pub contained: u64,
 }
 
 impl MinHashMatches {
@@ -52,22 +75,34 @@ impl MinHashMatches {
         let same: u64 = (0..self.holders.len() as u32)
             .map(|u| n(u) * n(u).saturating_sub(1) / 2)
             .sum();
-        same + self
-            .linked
-            .iter()
-            .map(|&(u, v, _)| n(u) * n(v))
-            .sum::<u64>()
+        same + self.linked.iter().map(|l| n(l.u) * n(l.v)).sum::<u64>()
     }
 
     /// Every pair of input positions `(a, b, similarity)`, `a < b`, in order of `a` then
     /// `b`. Made one input at a time: memory grows with the linked signatures and one
     /// input's partners, not with the number of pairs.
     pub fn pairs(&self) -> impl Iterator<Item = (u32, u32, f64)> + '_ {
-        let mut adjacent: Vec<Vec<(u32, f64)>> = vec![Vec::new(); self.holders.len()];
-        for &(u, v, s) in &self.linked {
-            adjacent[u as usize].push((v, s));
-            adjacent[v as usize].push((u, s));
+        self.related_pairs()
+            .map(|p| (p.a, p.b, p.related.similarity))
+    }
+
+    /// [`MinHashMatches::pairs`] with each pair's relation, read from `a`. Copies of one
+    /// signature are near-duplicates of similarity 1.
+    pub fn related_pairs(&self) -> impl Iterator<Item = RelatedPair> + '_ {
+        let mut adjacent: Vec<Vec<(u32, Related)>> = vec![Vec::new(); self.holders.len()];
+        for l in &self.linked {
+            adjacent[l.u as usize].push((l.v, l.related));
+            let back = Related {
+                relation: l.related.relation.reversed(),
+                ..l.related
+            };
+            adjacent[l.v as usize].push((l.u, back));
         }
+        let copy = Related {
+            similarity: 1.0,
+            relation: Relation::NearDuplicate,
+            containment: None,
+        };
         (0..self.of_input.len() as u32).flat_map(move |a| {
             let u = self.of_input[a as usize];
             let later = |h: &[u32]| {
@@ -76,15 +111,17 @@ impl MinHashMatches {
                     .filter(move |&b| b > a)
                     .collect::<Vec<_>>()
             };
-            let mut partners: Vec<(u32, f64)> = later(&self.holders[u as usize])
+            let mut partners: Vec<(u32, Related)> = later(&self.holders[u as usize])
                 .into_iter()
-                .map(|b| (b, 1.0))
+                .map(|b| (b, copy))
                 .collect();
-            for &(v, s) in &adjacent[u as usize] {
-                partners.extend(later(&self.holders[v as usize]).into_iter().map(|b| (b, s)));
+            for &(v, r) in &adjacent[u as usize] {
+                partners.extend(later(&self.holders[v as usize]).into_iter().map(|b| (b, r)));
             }
             partners.sort_unstable_by_key(|&(b, _)| b);
-            partners.into_iter().map(move |(b, s)| (a, b, s))
+            partners
+                .into_iter()
+                .map(move |(b, related)| RelatedPair { a, b, related })
         })
     }
 
@@ -99,7 +136,7 @@ impl MinHashMatches {
             }
             x
         }
-        for &(u, v, _) in &self.linked {
+        for &Link { u, v, .. } in &self.linked {
             let (ru, rv) = (root(&mut parent, u as usize), root(&mut parent, v as usize));
             if ru != rv {
                 parent[ru.max(rv)] = ru.min(rv);
@@ -113,14 +150,18 @@ impl MinHashMatches {
                 .or_insert_with(|| MinHashCluster {
                     members: Vec::new(),
                     min_similarity: 1.0,
+                    contained: 0,
                 })
                 .members
                 .extend(&self.holders[u]);
         }
-        for &(u, _, s) in &self.linked {
-            let r = root(&mut parent, u as usize);
+        for l in &self.linked {
+            let r = root(&mut parent, l.u as usize);
             let c = groups.get_mut(&r).expect("every signature has a group");
-            c.min_similarity = c.min_similarity.min(s);
+            c.min_similarity = c.min_similarity.min(l.related.similarity);
+            if l.related.relation != Relation::NearDuplicate {
+                c.contained += 1;
+            }
         }
         let mut out: Vec<MinHashCluster> = groups
             .into_values()
@@ -134,12 +175,26 @@ impl MinHashMatches {
     }
 }
 
-/// One band's pairs (unique-signature positions), comparisons and largest group.
-type BandResult = (Vec<(u32, u32, f64)>, u64, usize);
+/// One band's links, comparisons and largest group.
+type BandResult = (Vec<Link>, u64, usize);
 
 /// All pairs of `sigs` sharing a band under `params` whose estimated similarity reaches `t`.
 /// Input positions must fit in `u32`.
 pub fn all_pairs(sigs: &[Signature], params: &MinHashParams, t: Threshold) -> MinHashMatches {
+    all_pairs_related(
+        sigs,
+        params,
+        &MatchRule::new(t, MatchOptions::NEAR_DUPLICATES_ONLY),
+    )
+}
+
+/// All pairs of `sigs` sharing a band under `params` that `rule` relates (near-duplicates,
+/// and, with a containment rule, containments). Input positions must fit in `u32`.
+pub fn all_pairs_related(
+    sigs: &[Signature],
+    params: &MinHashParams,
+    rule: &MatchRule,
+) -> MinHashMatches {
     assert!(
         sigs.len() <= u32::MAX as usize,
         "at most 2^32 - 1 signatures"
@@ -181,9 +236,9 @@ pub fn all_pairs(sigs: &[Signature], params: &MinHashParams, t: Threshold) -> Mi
                             continue; // compared in an earlier band
                         }
                         comparisons += 1;
-                        let s = unique[a as usize].similarity(unique[b as usize]);
-                        if t.admits(s) {
-                            found.push((a.min(b), a.max(b), s));
+                        let (u, v) = (a.min(b), a.max(b));
+                        if let Some(related) = rule.relate(unique[u as usize], unique[v as usize]) {
+                            found.push(Link { u, v, related });
                         }
                     }
                 }
@@ -203,7 +258,7 @@ pub fn all_pairs(sigs: &[Signature], params: &MinHashParams, t: Threshold) -> Mi
         out.largest_group = out.largest_group.max(largest);
         out.linked.extend(found);
     }
-    out.linked.sort_unstable_by_key(|&(u, v, _)| (u, v));
+    out.linked.sort_unstable_by_key(|l| (l.u, l.v));
     out
 }
 
@@ -257,5 +312,48 @@ mod tests {
             );
             assert!(pairs.iter().any(|&(a, b, _)| (a, b) == (5, 60)));
         }
+    }
+
+    #[test]
+    fn related_pairs_read_from_a_and_clusters_count_containments() {
+        use crate::relation::{MatchOptions, MatchRule, Relation};
+        // 128 bands of one row: every agreeing minimum makes a candidate.
+        let params = MinHashParams {
+            bands: 128,
+            rows: 1,
+            ..MinHashParams::DEFAULT
+        };
+        let mh = MinHasher::new(params);
+        let text = |r: std::ops::Range<u64>| {
+            let words: Vec<u64> = r.map(|w| w.wrapping_mul(0x9e37_79b9_7f4a_7c15)).collect();
+            mh.signature_of_hashes(&[words]).unwrap()
+        };
+        // 0: a lead of 1; 1: the full article; 2: a stranger; 3: a copy of the full article.
+        let sigs = vec![text(0..250), text(0..1000), text(5000..5400), text(0..1000)];
+        let t = Threshold::new(0.3).unwrap();
+        let rule = MatchRule::new(t, MatchOptions::default());
+        let got = all_pairs_related(&sigs, &params, &rule);
+        let pairs: Vec<(u32, u32, Relation)> = got
+            .related_pairs()
+            .map(|p| (p.a, p.b, p.related.relation))
+            .collect();
+        assert_eq!(
+            pairs,
+            [
+                (0, 1, Relation::ContainedIn),
+                (0, 3, Relation::ContainedIn),
+                (1, 3, Relation::NearDuplicate),
+            ]
+        );
+        let clusters = got.clusters();
+        assert_eq!(clusters.len(), 1);
+        assert_eq!(clusters[0].members, [0, 1, 3]);
+        assert_eq!(clusters[0].contained, 1);
+        // Near-duplicates only: the lead stays apart.
+        let near = all_pairs(&sigs, &params, t);
+        assert_eq!(
+            near.pairs().map(|(a, b, _)| (a, b)).collect::<Vec<_>>(),
+            [(1, 3)]
+        );
     }
 }

@@ -237,21 +237,45 @@ impl std::str::FromStr for MinHashParams {
 /// A MinHash signature: `hashes` 32-bit minima, or only their lowest `bits` bits (a b-bit
 /// signature, Li & König, "b-Bit Minwise Hashing", WWW 2010), as Elasticsearch's compact layout
 /// stores them ([`Signature::reduced`]).
-#[derive(Clone, PartialEq, Eq, Hash)]
+///
+/// A signature made from text also carries the number of **distinct** shingles of its set
+/// ([`Signature::distinct`]), which turns the estimated Jaccard similarity into an estimated
+/// containment ([`crate::relation::containment`]). It is data carried beside the minima, not
+/// part of them: two signatures are equal (and hash alike) when their minima and bits are.
+#[derive(Clone)]
 pub struct Signature {
     values: Arc<[u32]>,
     /// How many low bits of each minimum are kept: [`Signature::FULL_BITS`], or fewer.
     bits: u8,
+    /// Distinct shingles of the set, when known (not read back from Elasticsearch, nor from
+    /// a store written before it was kept).
+    distinct: Option<u32>,
+}
+
+impl PartialEq for Signature {
+    fn eq(&self, other: &Signature) -> bool {
+        self.bits == other.bits && self.values == other.values
+    }
+}
+
+impl Eq for Signature {}
+
+impl std::hash::Hash for Signature {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.values.hash(state);
+        self.bits.hash(state);
+    }
 }
 
 impl fmt::Debug for Signature {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "Signature[{}; {:08x}…; {} bits]",
+            "Signature[{}; {:08x}…; {} bits; {:?} distinct]",
             self.values.len(),
             self.values.first().copied().unwrap_or(0),
-            self.bits
+            self.bits,
+            self.distinct
         )
     }
 }
@@ -265,7 +289,21 @@ impl Signature {
         Signature {
             values: values.into(),
             bits: Self::FULL_BITS,
+            distinct: None,
         }
+    }
+
+    /// The signature carrying `distinct`, the number of distinct shingles of its set (e.g.
+    /// read back from a store that keeps it).
+    pub fn with_distinct(mut self, distinct: u32) -> Signature {
+        self.distinct = Some(distinct);
+        self
+    }
+
+    /// The number of distinct shingles of the signature's set, when known: always for a
+    /// signature made from text ([`SignatureBuilder::finish`]).
+    pub fn distinct(&self) -> Option<u32> {
+        self.distinct
     }
 
     /// A b-bit signature from its values, each below `2^bits` (higher bits are dropped);
@@ -280,6 +318,7 @@ impl Signature {
         Signature {
             values: values.iter().map(|v| v & mask).collect(),
             bits,
+            distinct: None,
         }
     }
 
@@ -289,7 +328,10 @@ impl Signature {
         if bits >= self.bits {
             return self.clone();
         }
-        Signature::from_reduced_values(self.values.clone(), bits)
+        Signature {
+            distinct: self.distinct,
+            ..Signature::from_reduced_values(self.values.clone(), bits)
+        }
     }
 
     fn mask(bits: u8) -> u32 {
@@ -454,6 +496,7 @@ impl MinHasher {
             bytes: Vec::with_capacity(8 * usize::from(self.params.shingle)),
             field_words: 0,
             shingles: 0,
+            hashes: Vec::new(),
         }
     }
 
@@ -488,8 +531,8 @@ impl MinHasher {
         }
     }
 
-    fn finish(&self, mins: &[u64]) -> Signature {
-        match self.params.scheme {
+    fn finish(&self, mins: &[u64], distinct: u32) -> Signature {
+        let sig = match self.params.scheme {
             Scheme::Permutations => {
                 Signature::from_values(mins.iter().map(|&m| m as u32).collect::<Arc<[u32]>>())
             }
@@ -513,7 +556,8 @@ impl MinHasher {
                         .collect::<Arc<[u32]>>(),
                 )
             }
-        }
+        };
+        sig.with_distinct(distinct)
     }
 }
 
@@ -528,6 +572,8 @@ pub struct SignatureBuilder<'a> {
     /// Words seen in this field.
     field_words: usize,
     shingles: u64,
+    /// Every shingle hash added, to count the distinct ones at the end.
+    hashes: Vec<u64>,
 }
 
 impl SignatureBuilder<'_> {
@@ -562,6 +608,7 @@ impl SignatureBuilder<'_> {
         }
         let x = xxh3_64_with_seed(&self.bytes, SHINGLE_SEED);
         self.hasher.add_shingle(&mut self.mins, x);
+        self.hashes.push(x);
         self.shingles += 1;
     }
 
@@ -570,10 +617,18 @@ impl SignatureBuilder<'_> {
         self.shingles
     }
 
-    /// The signature, or `None` if no shingle was added. Ends the current field first.
+    /// The signature, carrying its number of distinct shingles (distinct 64-bit shingle
+    /// hashes, at most `u32::MAX`), or `None` if no shingle was added. Ends the current field
+    /// first.
     pub fn finish(mut self) -> Option<Signature> {
         self.end_field();
-        (self.shingles > 0).then(|| self.hasher.finish(&self.mins))
+        if self.shingles == 0 {
+            return None;
+        }
+        self.hashes.sort_unstable();
+        self.hashes.dedup();
+        let distinct = u32::try_from(self.hashes.len()).unwrap_or(u32::MAX);
+        Some(self.hasher.finish(&self.mins, distinct))
     }
 }
 
@@ -674,7 +729,22 @@ mod tests {
         b.end_field();
         // Two bigrams in the first field, one single-word shingle for the second.
         assert_eq!(b.shingles(), 3);
+        assert_eq!(b.finish().unwrap().distinct(), Some(3));
         assert!(mh.builder().finish().is_none());
+    }
+
+    #[test]
+    fn distinct_counts_each_shingle_once_and_is_not_part_of_equality() {
+        let mh = MinHasher::new(MinHashParams::DEFAULT);
+        // 0 1 2 0 1 2 0 1: bigrams 01 12 20 01 12 20 01, three distinct.
+        let text: Vec<u64> = words(0..3).into_iter().cycle().take(8).collect();
+        let sig = mh.signature_of_hashes(&[text]).unwrap();
+        assert_eq!(sig.distinct(), Some(3));
+        assert_eq!(sig.reduced(8).distinct(), Some(3));
+        let bare = Signature::from_values(sig.values().to_vec());
+        assert_eq!(bare.distinct(), None);
+        assert_eq!(bare, sig);
+        assert_eq!(bare.with_distinct(3).distinct(), Some(3));
     }
 
     #[test]

@@ -19,11 +19,16 @@ use crate::Fingerprinter;
 pub const FILE_NAME: &str = "neardup.redb";
 
 /// Version of the on-disk layout described in the module docs.
-pub const FORMAT: &str = "2";
+pub const FORMAT: &str = "3";
 
 /// The layout before documents were numbered (ids in every key table); `neardup migrate`
 /// rewrites it as [`FORMAT`].
 pub const FORMAT_1: &str = "1";
+
+/// The layout before MinHash signatures carried their distinct shingle count; `neardup
+/// migrate` rewrites it as [`FORMAT`] (the counts of its documents stay unknown: they can be
+/// near-duplicates, not contained, until indexed again).
+pub const FORMAT_2: &str = "2";
 
 /// What a store is built for. Fixed when the store is created.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -199,9 +204,10 @@ fn meta_from(
     let Some((format, config)) = settings_of_any_format(meta, path)? else {
         return Ok(None);
     };
-    if format == FORMAT_1 {
+    if format == FORMAT_1 || format == FORMAT_2 {
         return Err(StoreError::NeedsMigration {
             path: path.to_owned(),
+            found: format,
         });
     }
     if format != FORMAT {

@@ -32,8 +32,8 @@ pub enum StoreError {
         supported: &'static str,
     },
 
-    #[error("store {} has format 1 (ids in every key table), which this neardup no longer reads; run `neardup migrate --store {}` to rewrite it in format 2 (it keeps every document)", .path.display(), .path.display())]
-    NeedsMigration { path: PathBuf },
+    #[error("store {} has format {found}, which this neardup no longer reads; run `neardup migrate --store {}` to rewrite it in format 3 (it keeps every document)", .path.display(), .path.display())]
+    NeedsMigration { path: PathBuf, found: String },
 
     #[error("store {} is inconsistent: {detail}", .path.display())]
     Inconsistent { path: PathBuf, detail: String },

@@ -1,7 +1,10 @@
-//! `neardup migrate`: rewriting a format-1 store in the current format.
+//! `neardup migrate`: rewriting a format-1 or format-2 store in the current format.
 //!
 //! Format 1 filed the id string in every key table (42 times per MinHash document). Its
 //! table definitions live only here, to read such a store (and, for tests, to write one).
+//! Format 2 stored MinHash signatures without their distinct shingle count: its documents are
+//! copied with the count unknown (stored as 0), so they are found as near-duplicates but
+//! never as contained until indexed again.
 //!
 //! The migration is crash-safe: the new database is built beside the old one
 //! (`neardup.redb.migrating` in the store's directory), checked, made durable, and then
@@ -15,9 +18,11 @@ use std::path::Path;
 use redb::{MultimapTableDefinition, ReadableTable, TableDefinition};
 use serde::Serialize;
 
-use super::config::{open_db, open_db_file, settings_of_any_format, write_settings, FILE_NAME};
+use super::config::{
+    open_db, open_db_file, settings_of_any_format, write_settings, FILE_NAME, FORMAT_1, FORMAT_2,
+};
 use super::error::{DbContext, StoreError, StoreResult};
-use super::tables::META;
+use super::tables::{DOCS, META};
 use super::writer::Op;
 use super::{OpenOptions, Store, StoreConfig, FORMAT};
 use crate::method::{Method, Sketch};
@@ -50,8 +55,8 @@ pub struct Migration {
     pub bytes_after: u64,
 }
 
-/// Rewrites the format-1 store in `dir` in the current format, keeping every document. A
-/// store already in the current format is left alone.
+/// Rewrites the format-1 or format-2 store in `dir` in the current format, keeping every
+/// document. A store already in the current format is left alone.
 pub fn migrate(dir: &Path, opts: &OpenOptions) -> StoreResult<Migration> {
     let file = dir.join(FILE_NAME);
     if !file.is_file() {
@@ -87,7 +92,7 @@ pub fn migrate(dir: &Path, opts: &OpenOptions) -> StoreResult<Migration> {
         let n = Store::with(old, dir.to_owned(), Some(file.clone()), config)?.len()?;
         return Ok(done(n));
     }
-    if format != super::config::FORMAT_1 {
+    if format != FORMAT_1 && format != FORMAT_2 {
         return Err(StoreError::Format {
             path: dir.to_owned(),
             found: format,
@@ -98,7 +103,11 @@ pub fn migrate(dir: &Path, opts: &OpenOptions) -> StoreResult<Migration> {
     let tmp = dir.join(MIGRATING_FILE_NAME);
     remove_if_present(&tmp)?;
     let mut new = Store::create_file(dir, &tmp, &config)?;
-    let documents = copy_documents(&txn, &new, &config, dir)?;
+    let documents = if format == FORMAT_1 {
+        copy_documents(&txn, &new, &config, dir)?
+    } else {
+        copy_documents_2(&txn, &new, &config, dir)?
+    };
     new.compact()?;
     let copied = new.verify()?;
     if copied != documents {
@@ -119,6 +128,67 @@ pub fn migrate(dir: &Path, opts: &OpenOptions) -> StoreResult<Migration> {
     Ok(done(documents))
 }
 
+/// Writes a batch of documents into `new` and empties it; adds their count to `n`.
+fn flush(
+    new: &Store,
+    batch: &mut Vec<(String, Sketch)>,
+    n: &mut u64,
+    dir: &Path,
+) -> StoreResult<()> {
+    let ops: Vec<Op<'_>> = batch.iter().map(|(id, s)| Op::Upsert(id, s)).collect();
+    let counts = new.write(&ops)?;
+    if counts.inserted != ops.len() as u64 {
+        return Err(StoreError::Inconsistent {
+            path: dir.to_owned(),
+            detail: "an id is stored twice".into(),
+        });
+    }
+    *n += counts.inserted;
+    batch.clear();
+    Ok(())
+}
+
+/// Copies every document of a format-2 store's `docs` table into `new`, in batches; returns
+/// the count.
+fn copy_documents_2(
+    txn: &redb::ReadTransaction,
+    new: &Store,
+    config: &StoreConfig,
+    dir: &Path,
+) -> StoreResult<u64> {
+    let keys = config.keys(dir)?;
+    let len = keys.sketch_len_2();
+    let mut batch: Vec<(String, Sketch)> = Vec::with_capacity(BATCH);
+    let mut n = 0u64;
+    for entry in txn.open_table(DOCS).at(dir)?.iter().at(dir)? {
+        let (doc, bytes) = entry.at(dir)?;
+        let bytes = bytes.value();
+        let bad = |what: &str| StoreError::Inconsistent {
+            path: dir.to_owned(),
+            detail: format!("document #{} {what}", doc.value()),
+        };
+        if bytes.len() < len {
+            return Err(bad("is shorter than a format-2 sketch"));
+        }
+        let (sketch, id) = bytes.split_at(len);
+        let id = std::str::from_utf8(id).map_err(|_| bad("has an id that is not UTF-8"))?;
+        let sketch = match config.method {
+            Method::SimHash => Sketch::SimHash(SimHash(u64::from_le_bytes(
+                sketch.try_into().expect("8 bytes"),
+            ))),
+            Method::MinHash => Sketch::MinHash(
+                Signature::from_le_bytes(sketch).ok_or_else(|| bad("is not whole minima"))?,
+            ),
+        };
+        batch.push((id.to_owned(), sketch));
+        if batch.len() == BATCH {
+            flush(new, &mut batch, &mut n, dir)?;
+        }
+    }
+    flush(new, &mut batch, &mut n, dir)?;
+    Ok(n)
+}
+
 /// Copies every document of the format-1 tables into `new`, in batches; returns the count.
 fn copy_documents(
     txn: &redb::ReadTransaction,
@@ -128,26 +198,13 @@ fn copy_documents(
 ) -> StoreResult<u64> {
     let mut batch: Vec<(String, Sketch)> = Vec::with_capacity(BATCH);
     let mut n = 0u64;
-    let mut flush = |batch: &mut Vec<(String, Sketch)>| -> StoreResult<()> {
-        let ops: Vec<Op<'_>> = batch.iter().map(|(id, s)| Op::Upsert(id, s)).collect();
-        let counts = new.write(&ops)?;
-        if counts.inserted != ops.len() as u64 {
-            return Err(StoreError::Inconsistent {
-                path: dir.to_owned(),
-                detail: "an id is stored twice".into(),
-            });
-        }
-        n += counts.inserted;
-        batch.clear();
-        Ok(())
-    };
     match config.method {
         Method::SimHash => {
             for entry in txn.open_table(DOCS_1).at(dir)?.iter().at(dir)? {
                 let (id, fp) = entry.at(dir)?;
                 batch.push((id.value().to_owned(), Sketch::SimHash(SimHash(fp.value()))));
                 if batch.len() == BATCH {
-                    flush(&mut batch)?;
+                    flush(new, &mut batch, &mut n, dir)?;
                 }
             }
         }
@@ -163,12 +220,12 @@ fn copy_documents(
                 })?;
                 batch.push((id.to_owned(), Sketch::MinHash(sig)));
                 if batch.len() == BATCH {
-                    flush(&mut batch)?;
+                    flush(new, &mut batch, &mut n, dir)?;
                 }
             }
         }
     }
-    flush(&mut batch)?;
+    flush(new, &mut batch, &mut n, dir)?;
     Ok(n)
 }
 
@@ -239,6 +296,41 @@ pub fn write_format_1(
                     }
                 }
             }
+        }
+    }
+    txn.commit().at(dir)?;
+    Ok(())
+}
+
+/// Writes a store in format 2 (as neardup wrote them before signatures carried their distinct
+/// shingle count) holding `docs`: for tests of the migration only.
+#[doc(hidden)]
+pub fn write_format_2(
+    dir: &Path,
+    config: &StoreConfig,
+    docs: &[(&str, Sketch)],
+) -> StoreResult<()> {
+    let store = Store::create_or_open(dir, config, &OpenOptions::default())?;
+    let ops: Vec<Op<'_>> = docs.iter().map(|(id, s)| Op::Upsert(id, s)).collect();
+    store.write(&ops)?;
+    let keys = store.keys.clone();
+    drop(store);
+    let (len, len_2) = (keys.sketch_len(), keys.sketch_len_2());
+    let db = open_db_file(dir, &dir.join(FILE_NAME), false, Default::default())?;
+    let mut txn = db.begin_write().at(dir)?;
+    txn.set_quick_repair(true);
+    {
+        let mut meta = txn.open_table(META).at(dir)?;
+        meta.insert("format", FORMAT_2).at(dir)?;
+        let mut table = txn.open_table(DOCS).at(dir)?;
+        let mut rows = Vec::new();
+        for entry in table.iter().at(dir)? {
+            let (doc, bytes) = entry.at(dir)?;
+            let bytes = bytes.value();
+            rows.push((doc.value(), [&bytes[..len_2], &bytes[len..]].concat()));
+        }
+        for (doc, bytes) in rows {
+            table.insert(doc, bytes.as_slice()).at(dir)?;
         }
     }
     txn.commit().at(dir)?;

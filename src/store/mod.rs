@@ -9,7 +9,7 @@
 //!   version or `k` is an error ([`StoreError::Mismatch`]), never silent mixing.
 //! - `docs` and `ids`: documents are numbered inside the store (never reused); `docs` maps a
 //!   number to the sketch and the id, `ids` finds the number of an id. The key tables hold
-//!   numbers, not ids (see the `tables` module for the exact layout, format 2).
+//!   numbers, not ids (see the `tables` module for the exact layout, format 3).
 //! - SimHash: `blocks`, the pigeonhole table. For `k + 1` blocks (see [`BlockLayout`]),
 //!   every document is filed under each of its block values, with its full fingerprint in
 //!   the key. Two fingerprints within `k` share at least one block, so looking up the query's
@@ -18,9 +18,13 @@
 //! - MinHash: `bands`, the LSH table: every document is filed under the 32-bit prefix of
 //!   each of its band keys. A query looks up its bands, keeps the candidates whose full band
 //!   key is the query's, and of those the ones whose estimated Jaccard similarity reaches
-//!   the threshold: exactly "shares a band and estimated Jaccard ≥ t".
+//!   the threshold: exactly "shares a band and estimated Jaccard ≥ t". [`Store::related`]
+//!   reads the same candidates and keeps those [`crate::relation::MatchRule`] relates
+//!   (near-duplicates, and articles contained in the query or containing it), each with
+//!   its relation.
 //!
-//! Stores of format 1 (ids in every key table) are refused with
+//! Stores of format 1 (ids in every key table) and 2 (signatures without their distinct
+//! shingle count) are refused with
 //! [`StoreError::NeedsMigration`]; [`migrate`] rewrites them. [`Store::compact`] gives back
 //! the space a bulk load leaves.
 //!
@@ -51,13 +55,14 @@ use redb::Database;
 pub use crate::method::{sort_matches, Match};
 pub use config::{OpenOptions, StoreConfig, FILE_NAME, FORMAT, MINHASH_PROFILE};
 pub use error::{StoreError, StoreResult};
-pub use migrate::{migrate, write_format_1, Migration, MIGRATING_FILE_NAME};
+pub use migrate::{migrate, write_format_1, write_format_2, Migration, MIGRATING_FILE_NAME};
 pub use probe::{Plan, Snapshot};
 pub use stats::{BlockStats, StoreStats};
 pub use writer::{CheckResult, Op, WriteCounts};
 
 use crate::method::Sketch;
 use crate::method::{Method, Query, Tolerance};
+use crate::relation::MatchOptions;
 use crate::simhash::BlockLayout;
 use config::{init_meta, open_db, open_db_file, read_meta};
 use error::DbContext;
@@ -277,6 +282,33 @@ impl Store {
     ) -> StoreResult<Vec<Match>> {
         self.snapshot()?
             .similar(&sketch.into(), tolerance.into(), exclude)
+    }
+
+    /// Stored documents related to `sketch` under `options` (near-duplicates at `tolerance`,
+    /// and, with a containment rule, articles contained in it or containing it), nearest
+    /// first; each match says its relation, read from the query (see [`crate::relation`]).
+    /// The candidates are those [`Store::similar`] reads.
+    pub fn related(
+        &self,
+        sketch: impl Into<Sketch>,
+        tolerance: impl Into<Tolerance>,
+        exclude: Option<&str>,
+        options: &MatchOptions,
+    ) -> StoreResult<Vec<Match>> {
+        self.snapshot()?
+            .related(&sketch.into(), tolerance.into(), exclude, options)
+    }
+
+    /// [`Store::related`] for the stored document `id`, itself excluded; `None` if `id` is
+    /// not stored.
+    pub fn related_to_id(
+        &self,
+        id: &str,
+        tolerance: impl Into<Tolerance>,
+        options: &MatchOptions,
+    ) -> StoreResult<Option<Vec<Match>>> {
+        self.snapshot()?
+            .related_to_id(id, tolerance.into(), options)
     }
 
     /// Documents within `tolerance` of the stored document `id`, itself excluded; `None` if

@@ -7,11 +7,13 @@ use redb::{ReadTransaction, ReadableTable, ReadableTableMetadata};
 
 use super::error::{DbContext, StoreResult};
 use super::tables::{
-    band_prefix, block_fingerprint, block_range, find, Keys, BANDS, BLOCKS, DOCS, IDS,
+    band_prefix, block_fingerprint, block_range, find, fingerprint_of, signature_of, Keys, BANDS,
+    BLOCKS, DOCS, IDS,
 };
 use super::{query_mismatch, store_query, Store};
 use crate::method::{sort_matches, Match, Query, Score, Sketch, Tolerance};
 use crate::minhash::MinHashParams;
+use crate::relation::MatchOptions;
 use crate::simhash::{hamming, BlockLayout, SimHash};
 
 /// How a query finds candidates. Results never depend on it; only speed does.
@@ -77,6 +79,43 @@ impl Snapshot<'_> {
         exclude: Option<&str>,
         plan: Plan,
     ) -> StoreResult<Vec<Match>> {
+        self.find(sketch, tolerance, exclude, plan, None)
+    }
+
+    /// See [`Store::related`].
+    pub fn related(
+        &self,
+        sketch: &Sketch,
+        tolerance: Tolerance,
+        exclude: Option<&str>,
+        options: &MatchOptions,
+    ) -> StoreResult<Vec<Match>> {
+        self.find(sketch, tolerance, exclude, Plan::Auto, Some(options))
+    }
+
+    /// See [`Store::related_to_id`].
+    pub fn related_to_id(
+        &self,
+        id: &str,
+        tolerance: Tolerance,
+        options: &MatchOptions,
+    ) -> StoreResult<Option<Vec<Match>>> {
+        match self.get(id)? {
+            Some(s) => Ok(Some(self.related(&s, tolerance, Some(id), options)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// The matches of `sketch`: near-duplicates without relations when `options` is `None`,
+    /// else every match related under `options`, with its relation.
+    pub(super) fn find(
+        &self,
+        sketch: &Sketch,
+        tolerance: Tolerance,
+        exclude: Option<&str>,
+        plan: Plan,
+        options: Option<&MatchOptions>,
+    ) -> StoreResult<Vec<Match>> {
         let path = &self.store.path;
         let query = store_query(path, self.store.method(), sketch, tolerance)?;
         let docs = self.txn.open_table(DOCS).at(path)?;
@@ -94,7 +133,7 @@ impl Snapshot<'_> {
             }
             (keys @ Keys::Bands(p), Query::MinHash { .. }) => {
                 let bands = self.txn.open_table(BANDS).at(path)?;
-                probe_bands(&bands, &docs, keys, p, &query, exclude, plan, path)
+                probe_bands(&bands, &docs, keys, p, &query, exclude, plan, options, path)
             }
             (_, q) => Err(query_mismatch(path, self.store.method(), q.method())),
         }
@@ -125,11 +164,12 @@ impl Snapshot<'_> {
 }
 
 /// The MinHash query: every document sharing a band with the query's signature whose
-/// estimated Jaccard similarity reaches its threshold (or, with [`Plan::Scan`], every document
-/// that reaches it, band or not). Each candidate is scored once, however many bands it
-/// shares. A document under the query's 32-bit key prefix in band `i` shares band `i` only if
-/// its full key, recomputed from its signature, is the query's: prefix collisions are read
-/// and dropped, never answered. A SimHash query finds nothing here.
+/// estimated Jaccard similarity reaches its threshold, or, with `options`, that is related to
+/// it under them (or, with [`Plan::Scan`], every such document, band or not). Each candidate
+/// is scored once, however many bands it shares. A document under the query's 32-bit key
+/// prefix in band `i` shares band `i` only if its full key, recomputed from its signature, is
+/// the query's: prefix collisions are read and dropped, never answered. A SimHash query finds
+/// nothing here.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn probe_bands<B, D>(
     bands: &B,
@@ -139,6 +179,7 @@ pub(super) fn probe_bands<B, D>(
     query: &Query,
     exclude: Option<&str>,
     plan: Plan,
+    options: Option<&MatchOptions>,
     path: &Path,
 ) -> StoreResult<Vec<Match>>
 where
@@ -151,9 +192,11 @@ where
     let mut out = Vec::new();
     let mut consider = |id: &str, other: Sketch| {
         if exclude != Some(id) {
-            if let Some(score) = query.score(&other) {
-                out.push(Match::new(id, score));
-            }
+            let found = match options {
+                None => query.score(&other).map(|score| Match::new(id, score)),
+                Some(o) => query.relate(&other, o).map(|r| Match::related(id, r)),
+            };
+            out.extend(found);
         }
     };
     if plan == Plan::Scan {
@@ -178,9 +221,7 @@ where
                     return Err(missing_doc(path, doc));
                 };
                 let (sketch, id) = keys.split(bytes.value(), doc, path)?;
-                let Sketch::MinHash(other) = keys.sketch(sketch) else {
-                    unreachable!("a band store holds signatures")
-                };
+                let other = signature_of(sketch);
                 if other.band_key(params, i) != key {
                     // Only the 32-bit prefix is shared: not a band.
                     continue;
@@ -285,9 +326,7 @@ impl BlockProbe<'_> {
             for entry in docs.iter().at(path)? {
                 let (doc, bytes) = entry.at(path)?;
                 let (sketch, id) = keys.split(bytes.value(), doc.value(), path)?;
-                let Sketch::SimHash(c) = keys.sketch(sketch) else {
-                    unreachable!("a block store holds fingerprints")
-                };
+                let c = fingerprint_of(sketch);
                 let d = hamming(c.0, fp.0);
                 if d <= k && self.exclude != Some(id) {
                     out.push(Match::new(id, Score::Distance(d)));

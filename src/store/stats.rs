@@ -8,11 +8,10 @@ use serde::Serialize;
 use super::config::{StoreConfig, FILE_NAME};
 use super::error::{DbContext, StoreError, StoreResult};
 use super::tables::{
-    band_prefix, block_fingerprint, block_key, id_hash, Keys, BANDS, BLOCKS, DOCS, IDS, META,
-    NEXT_DOC,
+    band_prefix, block_fingerprint, block_key, fingerprint_of, id_hash, signature_of, Keys, BANDS,
+    BLOCKS, DOCS, IDS, META, NEXT_DOC,
 };
 use super::Store;
-use crate::method::Sketch;
 
 /// Size and skew of the key tables (SimHash blocks or MinHash bands).
 #[derive(Clone, Debug, Serialize)]
@@ -152,14 +151,14 @@ impl Store {
             .and_then(|g| g.value().parse().ok())
             .ok_or_else(|| bad("its next document number is missing".into()))?;
         let n = docs.len().at(path)?;
-        // The sketch of a listed document, checking that it is stored.
-        let sketch_of = |doc: u32| -> StoreResult<(Sketch, String)> {
+        // The sketch bytes of a listed document, checking that it is stored.
+        let sketch_of = |doc: u32| -> StoreResult<(Vec<u8>, String)> {
             let bytes = docs
                 .get(doc)
                 .at(path)?
                 .ok_or_else(|| bad(format!("document #{doc} is listed but not stored")))?;
             let (sketch, id) = keys.split(bytes.value(), doc, path)?;
-            Ok((keys.sketch(sketch), id.to_owned()))
+            Ok((sketch.to_vec(), id.to_owned()))
         };
         let mut seen_ids = std::collections::HashSet::new();
         for entry in docs.iter().at(path)? {
@@ -193,9 +192,7 @@ impl Store {
                     entries += 1;
                     let i = usize::from(block);
                     let (sketch, id) = sketch_of(doc)?;
-                    let Sketch::SimHash(fp) = sketch else {
-                        unreachable!("a block store holds fingerprints")
-                    };
+                    let fp = fingerprint_of(&sketch);
                     if i >= layout.len() || block_key(layout, fp, i) != key {
                         return Err(bad(format!(
                             "block {block} lists `{id}` with {:016x}, but the document table has {:016x}",
@@ -211,9 +208,7 @@ impl Store {
                     let (band, prefix, doc) = entry.at(path)?.0.value();
                     entries += 1;
                     let (sketch, id) = sketch_of(doc)?;
-                    let Sketch::MinHash(sig) = sketch else {
-                        unreachable!("a band store holds signatures")
-                    };
+                    let sig = signature_of(&sketch);
                     if u16::from(band) >= p.bands
                         || band_prefix(sig.band_key(p, usize::from(band))) != prefix
                     {

@@ -1,10 +1,11 @@
-//! The redb tables of a store (format 2) and how its sketches are filed in them.
+//! The redb tables of a store (format 3) and how its sketches are filed in them.
 //!
 //! Documents are numbered internally (`u32`, never reused) and every key table holds the
 //! number, not the id string:
 //!
-//! - `docs`: number → the sketch (SimHash: 8 bytes; MinHash: 4 bytes per minimum, all
-//!   little-endian) followed by the id (UTF-8).
+//! - `docs`: number → the sketch (SimHash: 8 bytes; MinHash: 4 bytes per minimum, then 4
+//!   bytes of the signature's distinct shingle count, 0 when unknown; all little-endian)
+//!   followed by the id (UTF-8). Format 2 was the same without the distinct count.
 //! - `ids`: (xxh3-64 of the id, number) → `()`, to find a document by id. Two ids with the same
 //!   hash are both listed and told apart by the id in `docs`.
 //! - SimHash `blocks`: (block, fingerprint rotated so that the block's bits lead, number) →
@@ -50,7 +51,7 @@ impl Keys {
     pub(super) fn sketch_len(&self) -> usize {
         match self {
             Keys::Blocks(_) => 8,
-            Keys::Bands(p) => 4 * usize::from(p.hashes),
+            Keys::Bands(p) => 4 * usize::from(p.hashes) + 4,
         }
     }
 
@@ -71,6 +72,7 @@ impl Keys {
                 for v in sig.values() {
                     out.extend_from_slice(&v.to_le_bytes());
                 }
+                out.extend_from_slice(&sig.distinct().unwrap_or(0).to_le_bytes());
             }
         }
         out.extend_from_slice(id.as_bytes());
@@ -103,16 +105,39 @@ impl Keys {
     /// Decodes sketch bytes (see [`Keys::split`]).
     pub(super) fn sketch(&self, bytes: &[u8]) -> Sketch {
         match self {
-            Keys::Blocks(_) => Sketch::SimHash(SimHash(u64::from_le_bytes(
-                bytes.try_into().expect("8 bytes"),
-            ))),
-            Keys::Bands(_) => Sketch::MinHash(Signature::from_values(
-                bytes
-                    .chunks_exact(4)
-                    .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-                    .collect::<Vec<u32>>(),
-            )),
+            Keys::Blocks(_) => Sketch::SimHash(fingerprint_of(bytes)),
+            Keys::Bands(_) => Sketch::MinHash(signature_of(bytes)),
         }
+    }
+
+    /// Bytes of a sketch stored by a format-2 store (no distinct count).
+    pub(super) fn sketch_len_2(&self) -> usize {
+        match self {
+            Keys::Blocks(_) => 8,
+            Keys::Bands(p) => 4 * usize::from(p.hashes),
+        }
+    }
+}
+
+/// The fingerprint in a SimHash store's sketch bytes (see [`Keys::split`]): what a block
+/// table's documents hold.
+pub(super) fn fingerprint_of(bytes: &[u8]) -> SimHash {
+    SimHash(u64::from_le_bytes(bytes.try_into().expect("8 bytes")))
+}
+
+/// The signature in a MinHash store's sketch bytes (see [`Keys::split`]), with its distinct
+/// shingle count when known: what a band table's documents hold.
+pub(super) fn signature_of(bytes: &[u8]) -> Signature {
+    let (values, distinct) = bytes.split_at(bytes.len() - 4);
+    let sig = Signature::from_values(
+        values
+            .chunks_exact(4)
+            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect::<Vec<u32>>(),
+    );
+    match u32::from_le_bytes(distinct.try_into().expect("4 bytes")) {
+        0 => sig,
+        n => sig.with_distinct(n),
     }
 }
 

@@ -13,6 +13,7 @@ use super::tables::{
 };
 use super::{method_mismatch, query_mismatch, store_query, Store};
 use crate::method::{Match, Method, Query, Sketch, Tolerance};
+use crate::relation::MatchOptions;
 
 /// A change to apply with [`Store::write`].
 #[derive(Clone, Copy, Debug)]
@@ -53,10 +54,27 @@ impl WriteCounts {
 pub struct CheckResult {
     /// Stored documents (other than the same id) within the distance, nearest first.
     pub matches: Vec<Match>,
-    /// The document was added (only with `insert`, and only when `matches` is empty).
+    /// The document was added (only with `insert`, and only when it is not a duplicate).
     pub inserted: bool,
     /// Its id was stored already, and its sketch was replaced (only when `inserted`).
     pub replaced: bool,
+}
+
+impl CheckResult {
+    /// Whether the document is a duplicate of a stored one: a match without a relation (a
+    /// near-duplicate of [`Store::check`]) or one whose relation refuses an insert
+    /// ([`crate::relation::Relation::refuses_insert`]: a near-duplicate, or the document is
+    /// contained in the match). A document that only contains stored ones is not.
+    pub fn is_duplicate(&self) -> bool {
+        refused(&self.matches)
+    }
+}
+
+/// See [`CheckResult::is_duplicate`].
+fn refused(matches: &[Match]) -> bool {
+    matches
+        .iter()
+        .any(|m| m.relation.is_none_or(|r| r.refuses_insert()))
 }
 
 impl Store {
@@ -114,14 +132,44 @@ impl Store {
         tolerance: impl Into<Tolerance>,
         insert: bool,
     ) -> StoreResult<Vec<CheckResult>> {
-        let tolerance = tolerance.into();
+        self.check_with(docs, tolerance.into(), insert, None)
+    }
+
+    /// [`Store::check`] with relations: each document's matches are those related to it
+    /// under `options`, each with its relation. With `insert`, a document is refused when it
+    /// is a near-duplicate of a stored one or contained in one
+    /// ([`crate::relation::Relation::refuses_insert`]); a full article whose teaser is stored
+    /// (`contains`) is inserted.
+    pub fn check_related<S: Into<Sketch> + Clone>(
+        &self,
+        docs: &[(&str, S)],
+        tolerance: impl Into<Tolerance>,
+        insert: bool,
+        options: &MatchOptions,
+    ) -> StoreResult<Vec<CheckResult>> {
+        self.check_with(docs, tolerance.into(), insert, Some(options))
+    }
+
+    fn check_with<S: Into<Sketch> + Clone>(
+        &self,
+        docs: &[(&str, S)],
+        tolerance: Tolerance,
+        insert: bool,
+        options: Option<&MatchOptions>,
+    ) -> StoreResult<Vec<CheckResult>> {
         if !insert {
             let snap = self.snapshot()?;
             return docs
                 .iter()
                 .map(|(id, s)| {
                     Ok(CheckResult {
-                        matches: snap.similar(&s.clone().into(), tolerance, Some(id))?,
+                        matches: snap.find(
+                            &s.clone().into(),
+                            tolerance,
+                            Some(id),
+                            Plan::Auto,
+                            options,
+                        )?,
                         inserted: false,
                         replaced: false,
                     })
@@ -134,8 +182,8 @@ impl Store {
             let mut w = self.writer(&txn)?;
             for (id, s) in docs {
                 let sketch: Sketch = s.clone().into();
-                let matches = w.probe(&sketch, tolerance, Some(id), Plan::Auto)?;
-                let inserted = matches.is_empty();
+                let matches = w.probe(&sketch, tolerance, Some(id), Plan::Auto, options)?;
+                let inserted = !refused(&matches);
                 let replaced = inserted && w.upsert(id, &sketch)?.inserted == 0;
                 out.push(CheckResult {
                     matches,
@@ -324,13 +372,15 @@ impl Writer<'_> {
         Ok(c)
     }
 
-    /// Stored documents within `tolerance` of `sketch`, as of this transaction.
+    /// Stored documents within `tolerance` of `sketch` (related to it under `options`, when
+    /// given), as of this transaction.
     fn probe(
         &self,
         sketch: &Sketch,
         tolerance: Tolerance,
         exclude: Option<&str>,
         plan: Plan,
+        options: Option<&MatchOptions>,
     ) -> StoreResult<Vec<Match>> {
         let path = self.path();
         let query = store_query(path, self.method(), sketch, tolerance)?;
@@ -347,9 +397,9 @@ impl Writer<'_> {
                 plan,
             }
             .run(blocks, &self.docs, self.keys, path),
-            (KeyTable::Bands(bands), Keys::Bands(p), Query::MinHash { .. }) => {
-                probe_bands(bands, &self.docs, self.keys, p, &query, exclude, plan, path)
-            }
+            (KeyTable::Bands(bands), Keys::Bands(p), Query::MinHash { .. }) => probe_bands(
+                bands, &self.docs, self.keys, p, &query, exclude, plan, options, path,
+            ),
             (_, _, q) => Err(query_mismatch(path, self.method(), q.method())),
         }
     }

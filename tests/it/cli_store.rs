@@ -81,6 +81,29 @@ fn similar(store: &Path, extra: &[&str], stdin: &[u8]) -> (i32, Vec<Value>, Stri
     (code, if code == 0 { json_lines(&out) } else { vec![] }, err)
 }
 
+/// MinHash matches as the near-duplicate answers of the brute-force checks: each says it is a
+/// near-duplicate, and its relation and containment are taken off.
+fn near_only(matches: &[Value]) -> Vec<Value> {
+    matches
+        .iter()
+        .map(|m| {
+            let mut m = m.clone();
+            let o = m.as_object_mut().unwrap();
+            assert_eq!(o.remove("relation"), Some(json!("near_duplicate")), "{o:?}");
+            o.remove("containment");
+            m
+        })
+        .collect()
+}
+
+/// [`similar`] on a MinHash store, near-duplicates only, as [`near_only`] gives them.
+fn similar_near(store: &Path, extra: &[&str], stdin: &[u8]) -> (i32, Vec<Value>, String) {
+    let mut args = vec!["--no-containment"];
+    args.extend_from_slice(extra);
+    let (code, got, err) = similar(store, &args, stdin);
+    (code, near_only(&got), err)
+}
+
 #[test]
 fn index_then_similar_by_id_matches_brute_force_at_k3_and_k7() {
     let dir = tempfile::tempdir().unwrap();
@@ -716,7 +739,7 @@ fn minhash_index_then_similar_by_id_matches_brute_force() {
         for t in [None, Some("0.2"), Some("0.9")] {
             let mut args = vec!["--id", id.as_str()];
             args.extend(t.iter().flat_map(|t| ["--threshold", *t]));
-            let (code, got, err) = similar(&store, &args, b"");
+            let (code, got, err) = similar_near(&store, &args, b"");
             assert_eq!(code, 0, "{err}");
             let t: f64 = t.unwrap_or("0.3").parse().unwrap();
             assert_eq!(got, expected_minhash(&sigs, sig, t, Some(id)), "{id} t={t}");
@@ -732,18 +755,18 @@ fn minhash_index_then_similar_by_id_matches_brute_force() {
     // Every planted variant finds its original at the default threshold, and no original
     // finds another original.
     for (original, variant) in PLANTED {
-        let (_, got, _) = similar(&store, &["--id", variant], b"");
+        let (_, got, _) = similar_near(&store, &["--id", variant], b"");
         let ids: Vec<&str> = got.iter().map(|m| m["id"].as_str().unwrap()).collect();
         assert_eq!(ids, [original], "{variant}");
     }
-    let (_, got, _) = similar(&store, &["--id", "ex-014-trunc"], b"");
+    let (_, got, _) = similar_near(&store, &["--id", "ex-014-trunc"], b"");
     assert_eq!(got, vec![json!({"id": "ex-014", "similarity": 0.6875})]);
-    let (_, got, _) = similar(&store, &["--id", "ex-001"], b"");
+    let (_, got, _) = similar_near(&store, &["--id", "ex-001"], b"");
     assert!(got.is_empty(), "{got:?}");
     // A text is sketched with the store's method and compared the same way.
     let corpus = std::fs::read_to_string(common::examples()).unwrap();
     let line = corpus.lines().find(|l| l.contains("\"ex-013\"")).unwrap();
-    let (code, got, err) = similar(&store, &["--input", "-"], line.as_bytes());
+    let (code, got, err) = similar_near(&store, &["--input", "-"], line.as_bytes());
     assert_eq!(code, 0, "{err}");
     let own = &sigs.iter().find(|(id, _)| id == "ex-013").unwrap().1;
     assert_eq!(got, expected_minhash(&sigs, own, 0.3, Some("ex-013")));
@@ -763,6 +786,7 @@ fn minhash_check_insert_keeps_one_of_each_planted_pair() {
             "-i",
             &examples(),
             "--insert",
+            "--no-containment",
         ],
         b"",
     );
@@ -777,7 +801,8 @@ fn minhash_check_insert_keeps_one_of_each_planted_pair() {
             continue;
         };
         let want = expected_minhash(&kept, sig, 0.3, Some(id));
-        assert_eq!(line["matches"], json!(want), "{id}");
+        let got = near_only(line["matches"].as_array().unwrap());
+        assert_eq!(json!(got), json!(want), "{id}");
         assert_eq!(line["duplicate"], json!(!want.is_empty()), "{id}");
         assert_eq!(line["inserted"], json!(want.is_empty()), "{id}");
         if want.is_empty() {
@@ -807,6 +832,7 @@ fn minhash_check_insert_keeps_one_of_each_planted_pair() {
             &examples(),
             "--threshold",
             "0.9",
+            "--no-containment",
         ],
         b"",
     );
@@ -815,7 +841,7 @@ fn minhash_check_insert_keeps_one_of_each_planted_pair() {
         let id = line["id"].as_str().unwrap();
         if let Some((_, sig)) = sigs.iter().find(|(i, _)| i == id) {
             assert_eq!(
-                line["matches"],
+                json!(near_only(line["matches"].as_array().unwrap())),
                 json!(expected_minhash(&kept, sig, 0.9, Some(id))),
                 "{id}"
             );
@@ -1008,7 +1034,17 @@ fn thresholds_outside_zero_to_one_are_refused() {
     }
     assert!(!store.exists(), "no store was created");
     // The bounds themselves: 1 is allowed (identical signatures only).
-    let (code, out, err) = neardup(&["dedupe", "-i", &examples(), "--threshold", "1"], b"");
+    let (code, out, err) = neardup(
+        &[
+            "dedupe",
+            "-i",
+            &examples(),
+            "--threshold",
+            "1",
+            "--no-containment",
+        ],
+        b"",
+    );
     assert_eq!(code, 0, "{err}");
     let clusters: Vec<Value> = json_lines(&out)
         .into_iter()
@@ -1048,11 +1084,18 @@ fn default_dedupe_finds_exactly_the_planted_pairs() {
         .iter()
         .map(|(a, b)| json!({"a": a, "b": b, "similarity": similarity(sig(a), sig(b))}))
         .collect();
-    assert_eq!(json_lines(&out), want);
+    assert_eq!(near_only(&json_lines(&out)), want);
 
     for t in [0.1, 0.25, 0.4, 0.9] {
         let (code, out, err) = neardup(
-            &["dedupe", "-i", &examples(), "--threshold", &t.to_string()],
+            &[
+                "dedupe",
+                "-i",
+                &examples(),
+                "--threshold",
+                &t.to_string(),
+                "--no-containment",
+            ],
             b"",
         );
         assert_eq!(code, 0, "{err}");

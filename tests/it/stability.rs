@@ -134,6 +134,8 @@ const MINHASH_VERSION_PRETOKENIZED: &str =
 /// parameters' part of the version) before these values are re-pinned.
 struct GoldenSignature {
     name: &'static str,
+    /// Distinct shingles of the text: carried by the signature and stored beside it.
+    distinct: u32,
     signature: &'static [u32],
     bands: &'static [u64],
 }
@@ -159,6 +161,7 @@ const GOLDEN_TOKENS: [&str; 10] = [
 const GOLDEN: &[GoldenSignature] = &[
     GoldenSignature {
         name: "ex-001",
+        distinct: 170,
         signature: &[
             34531510, 1384795340, 1517626799, 105253214, 1128705691, 3927802165, 1643321700,
             452579722, 1116054343, 488307644, 2412009853, 2256620572, 2149057712, 2176508493,
@@ -227,6 +230,7 @@ const GOLDEN: &[GoldenSignature] = &[
     },
     GoldenSignature {
         name: "ex-012-html",
+        distinct: 155,
         signature: &[
             2222116632, 2287313975, 288328471, 409061803, 381122906, 989392681, 2350959096,
             2646007262, 1421941271, 2927175994, 765822215, 2413529586, 344703165, 1417197051,
@@ -295,6 +299,7 @@ const GOLDEN: &[GoldenSignature] = &[
     },
     GoldenSignature {
         name: "text",
+        distinct: 17,
         signature: &[
             2080712750, 1499762008, 227641124, 2080712750, 3187883482, 1499762008, 227641124,
             1115596303, 1364542285, 3852352216, 4293530695, 1499762008, 3249398472, 2080712750,
@@ -363,6 +368,7 @@ const GOLDEN: &[GoldenSignature] = &[
     },
     GoldenSignature {
         name: "tokens",
+        distinct: 9,
         signature: &[
             2895671304, 955548126, 227641124, 2895671304, 3187883482, 4293530695, 227641124,
             227641124, 3187883482, 4293530695, 4293530695, 955548126, 2895671304, 2895671304,
@@ -435,6 +441,7 @@ const GOLDEN: &[GoldenSignature] = &[
 /// two fields.
 const GOLDEN_PERM: GoldenSignature = GoldenSignature {
     name: "perm",
+    distinct: 5,
     signature: &[
         394005959, 1369287852, 493345241, 459571903, 277599337, 758751738, 1986051329, 398763855,
         675368506, 143014061, 1382125840, 222640885, 3374562183, 362892386, 1424242255, 589142230,
@@ -449,6 +456,12 @@ const GOLDEN_PERM: GoldenSignature = GoldenSignature {
 
 fn check_golden(g: &GoldenSignature, got: &Signature, params: &MinHashParams) {
     assert_eq!(got.values(), g.signature, "{}: signature", g.name);
+    assert_eq!(
+        got.distinct(),
+        Some(g.distinct),
+        "{}: distinct shingles",
+        g.name
+    );
     assert_eq!(got.band_keys(params), g.bands, "{}: band keys", g.name);
 }
 

@@ -870,3 +870,101 @@ fn the_wrong_sketch_or_tolerance_kind_is_an_error() {
         }
     ));
 }
+
+/// 128 bands of one row: any agreeing minimum makes a candidate, so these tests of the
+/// relation rule do not depend on which candidates the default bands reach.
+fn every_minimum_a_band() -> MinHashParams {
+    MinHashParams {
+        bands: 128,
+        rows: 1,
+        ..MinHashParams::DEFAULT
+    }
+}
+
+fn text_signature(words: std::ops::Range<u64>) -> Signature {
+    let hashes: Vec<u64> = words
+        .map(|w| (w + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(17))
+        .collect();
+    MinHasher::new(every_minimum_a_band())
+        .signature_of_hashes(&[hashes])
+        .unwrap()
+}
+
+#[test]
+fn a_store_keeps_distinct_counts_and_says_how_matches_relate() {
+    use neardup::relation::{MatchOptions, Relation};
+    let store = Store::in_memory(&minhash_config(every_minimum_a_band())).unwrap();
+    let t = Tolerance::similarity(0.3).unwrap();
+    let full = text_signature(0..1000);
+    let lead = text_signature(0..250);
+    store.upsert("full", full.clone()).unwrap();
+    store.upsert("other", text_signature(5000..5300)).unwrap();
+    let Some(Sketch::MinHash(back)) = store.get("full").unwrap() else {
+        panic!("stored")
+    };
+    assert_eq!(back.distinct(), Some(999));
+
+    // A quarter lead: not a near-duplicate, but contained in the full article.
+    let found = store
+        .related(lead.clone(), t, None, &MatchOptions::default())
+        .unwrap();
+    assert_eq!(found.len(), 1, "{found:?}");
+    let m = &found[0];
+    assert_eq!(
+        (m.id.as_str(), m.relation),
+        ("full", Some(Relation::ContainedIn))
+    );
+    assert!(m.similarity().unwrap() < 0.3, "{m:?}");
+    assert!(m.containment.unwrap() >= 0.7, "{m:?}");
+    let json = serde_json::to_value(m).unwrap();
+    assert_eq!(json["relation"], "contained_in");
+    assert!(store.similar(lead.clone(), t, None).unwrap().is_empty());
+    assert!(store
+        .related(lead.clone(), t, None, &MatchOptions::NEAR_DUPLICATES_ONLY)
+        .unwrap()
+        .is_empty());
+
+    // Read from the full article, the lead is contained: "full contains lead".
+    store.upsert("lead", lead).unwrap();
+    let from_full = store
+        .related_to_id("full", t, &MatchOptions::default())
+        .unwrap()
+        .unwrap();
+    assert_eq!(from_full.len(), 1);
+    assert_eq!(from_full[0].relation, Some(Relation::Contains));
+}
+
+#[test]
+fn check_refuses_near_duplicates_and_excerpts_but_not_the_full_story_of_a_stored_teaser() {
+    use neardup::relation::{MatchOptions, Relation};
+    let store = Store::in_memory(&minhash_config(every_minimum_a_band())).unwrap();
+    let t = Tolerance::similarity(0.3).unwrap();
+    let opts = MatchOptions::default();
+    let teaser = text_signature(0..250);
+    store.upsert("teaser", teaser.clone()).unwrap();
+
+    let r = store
+        .check_related(&[("story", text_signature(0..1000))], t, true, &opts)
+        .unwrap();
+    assert_eq!(r[0].matches.len(), 1);
+    assert_eq!(r[0].matches[0].relation, Some(Relation::Contains));
+    assert!(r[0].inserted && !r[0].is_duplicate(), "{r:?}");
+
+    let r = store
+        .check_related(
+            &[("excerpt", text_signature(600..800)), ("copy", teaser)],
+            t,
+            true,
+            &opts,
+        )
+        .unwrap();
+    assert_eq!(r[0].matches[0].id, "story");
+    assert_eq!(r[0].matches[0].relation, Some(Relation::ContainedIn));
+    assert!(!r[0].inserted && r[0].is_duplicate(), "{r:?}");
+    assert!(r[1]
+        .matches
+        .iter()
+        .any(|m| m.id == "teaser" && m.relation == Some(Relation::NearDuplicate)));
+    assert!(!r[1].inserted);
+    assert_eq!(store.len().unwrap(), 2);
+}

@@ -4,7 +4,8 @@
 use std::path::Path;
 
 use neardup::store::{
-    migrate, write_format_1, OpenOptions, Plan, Store, StoreConfig, StoreError, MIGRATING_FILE_NAME,
+    migrate, write_format_1, write_format_2, OpenOptions, Plan, Store, StoreConfig, StoreError,
+    MIGRATING_FILE_NAME,
 };
 use neardup::{Method, MinHashParams, MinHasher, SimHash, Sketch, Tolerance};
 
@@ -116,7 +117,7 @@ fn migrate_and_compare(config: StoreConfig, mut docs: Vec<(String, Sketch)>) {
     let m = migrate(dir.path(), &OpenOptions::default()).unwrap();
     assert_eq!(
         (m.from.as_str(), m.to, m.documents),
-        ("1", "2", docs.len() as u64)
+        ("1", "3", docs.len() as u64)
     );
     assert!(!dir.path().join(MIGRATING_FILE_NAME).exists());
 
@@ -138,7 +139,7 @@ fn migrate_and_compare(config: StoreConfig, mut docs: Vec<(String, Sketch)>) {
     let again = migrate(dir.path(), &OpenOptions::default()).unwrap();
     assert_eq!(
         (again.from.as_str(), again.documents),
-        ("2", docs.len() as u64)
+        ("3", docs.len() as u64)
     );
 }
 
@@ -150,6 +151,42 @@ fn a_format_1_simhash_store_is_refused_then_migrated_with_the_same_answers() {
 #[test]
 fn a_format_1_minhash_store_is_refused_then_migrated_with_the_same_answers() {
     migrate_and_compare(minhash_config(), minhash_docs(300));
+}
+
+#[test]
+fn a_format_2_minhash_store_is_refused_then_migrated_without_distinct_counts() {
+    let config = minhash_config();
+    let mut docs = minhash_docs(120);
+    let dir = tempfile::tempdir().unwrap();
+    let refs: Vec<(&str, Sketch)> = docs
+        .iter()
+        .map(|(id, s)| (id.as_str(), s.clone()))
+        .collect();
+    write_format_2(dir.path(), &config, &refs).unwrap();
+    let err = Store::open(dir.path(), &OpenOptions::default()).unwrap_err();
+    let msg = err.to_string();
+    assert!(
+        msg.contains("has format 2") && msg.contains("neardup migrate --store"),
+        "{msg}"
+    );
+    let m = migrate(dir.path(), &OpenOptions::default()).unwrap();
+    assert_eq!(
+        (m.from.as_str(), m.to, m.documents),
+        ("2", "3", docs.len() as u64)
+    );
+    let store = Store::open(dir.path(), &OpenOptions::default()).unwrap();
+    assert_eq!(store.verify().unwrap(), docs.len() as u64);
+    docs.sort_by(|a, b| a.0.cmp(&b.0));
+    let got = store.snapshot().unwrap().documents().unwrap();
+    assert_eq!(got, docs);
+    assert!(got.iter().all(|(_, s)| match s {
+        Sketch::MinHash(sig) => sig.distinct().is_none(),
+        Sketch::SimHash(_) => false,
+    }));
+    assert_eq!(
+        answers(&store, &docs),
+        answers(&reference(&config, &docs), &docs)
+    );
 }
 
 #[test]
@@ -286,13 +323,28 @@ fn cli_refuses_a_format_1_store_naming_migrate_which_then_works() {
         let report = &json_lines(&out)[0];
         assert_eq!(report["from"], "1");
         assert_eq!(report["documents"], docs.len() as u64);
-        assert!(err.contains("rewritten from format 1 to 2"), "{err}");
+        assert!(err.contains("rewritten from format 1 to 3"), "{err}");
 
+        // A migrated store knows no distinct counts: the same near-duplicates, without a
+        // containment estimate.
+        let near = |store: &str, id: &str| -> Vec<serde_json::Value> {
+            let (code, out, err) = neardup(
+                &["similar", "--store", store, "--id", id, "--no-containment"],
+                b"",
+            );
+            assert_eq!(code, 0, "{err}");
+            json_lines(&out)
+                .into_iter()
+                .map(|mut m| {
+                    if let Some(o) = m.as_object_mut() {
+                        o.remove("containment");
+                    }
+                    m
+                })
+                .collect()
+        };
         for (id, _) in &docs {
-            let a = neardup(&["similar", "--store", old_s, "--id", id], b"");
-            let b = neardup(&["similar", "--store", new_s, "--id", id], b"");
-            assert_eq!(a.0, 0, "{}", a.2);
-            assert_eq!(a.1, b.1, "{id}");
+            assert_eq!(near(old_s, id), near(new_s, id), "{id}");
         }
         let (code, _, err) = neardup(&["migrate", "--store", old_s], b"");
         assert_eq!(code, 0, "{err}");

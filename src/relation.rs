@@ -1,0 +1,317 @@
+//! How two MinHash-sketched articles relate: near-duplicates, or one mostly contained in the
+//! other (a lead excerpt, a teaser, a passage reprinted under a title of its own).
+//!
+//! **Containment.** The containment of B in A is |A ∩ B| / |B|. From the estimated Jaccard
+//! similarity Ĵ of the two signatures (b-bit corrected where a signature is reduced, see
+//! [`Signature::similarity`]) and the numbers of distinct shingles |A| and |B| the signatures
+//! carry ([`Signature::distinct`]): |A ∩ B| = Ĵ (|A| + |B|) / (1 + Ĵ), so
+//! Ĉ(B ⊂ A) = Ĵ (|A| + |B|) / ((1 + Ĵ) |B|), clamped to [0, 1] ([`containment`], the one place
+//! it is computed; Broder 1997 relates resemblance and containment the same way).
+//!
+//! **The rule** ([`MatchRule::relate`]): two articles are near-duplicates when Ĵ reaches the
+//! MinHash threshold (the rule of every release before this one, unchanged). Otherwise the
+//! smaller one is contained in the larger when its containment reaches
+//! [`ContainmentRule::threshold`] and it has at least [`ContainmentRule::min_shingles`]
+//! distinct shingles, so that a tiny item is never "contained" by chance.
+//!
+//! **Direction.** A relation reads from the query to the match, as a sentence: for
+//! `similar --id X`, a match `M` with `contains` means "X contains M" (M is a piece of X), and
+//! `contained_in` means "X is contained in M" (X is a piece of M). A pair `{"a", "b"}` of
+//! `dedupe --pairs` reads "a relation b". The `containment` reported is always that of the
+//! smaller article in the larger one.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::minhash::{Signature, Threshold, SIMILARITY_EPSILON};
+
+/// The default containment threshold (see `docs/evaluation.md`).
+pub const DEFAULT_CONTAINMENT: f64 = 0.7;
+
+/// The default floor on the contained article's distinct shingles (word bigrams).
+pub const DEFAULT_MIN_SHINGLES: u32 = 60;
+
+/// How a match relates to the query (or `b` to `a` in a pair), read from the query's side.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Relation {
+    /// The two are near-duplicates: estimated Jaccard similarity at or above the threshold.
+    NearDuplicate,
+    /// The query is mostly contained in the match (the query is the smaller one).
+    ContainedIn,
+    /// The query mostly contains the match (the match is the smaller one).
+    Contains,
+}
+
+impl Relation {
+    /// The name in JSON: `near_duplicate`, `contained_in` or `contains`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Relation::NearDuplicate => "near_duplicate",
+            Relation::ContainedIn => "contained_in",
+            Relation::Contains => "contains",
+        }
+    }
+
+    /// Whether dedupe-on-insert refuses a new article with a stored match of this relation:
+    /// a near-duplicate, or an article contained in a stored one. A full article whose teaser
+    /// is stored (`contains`) is not refused: it is stored, and joins the teaser's group.
+    pub fn refuses_insert(self) -> bool {
+        match self {
+            Relation::NearDuplicate | Relation::ContainedIn => true,
+            Relation::Contains => false,
+        }
+    }
+
+    /// The same relation read from the other side.
+    pub fn reversed(self) -> Relation {
+        match self {
+            Relation::NearDuplicate => Relation::NearDuplicate,
+            Relation::ContainedIn => Relation::Contains,
+            Relation::Contains => Relation::ContainedIn,
+        }
+    }
+}
+
+impl fmt::Display for Relation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The estimated containment of B in A, |A ∩ B| / |B|, from the estimated Jaccard similarity
+/// `similarity` and the distinct shingle counts `container` = |A| and `contained` = |B|;
+/// clamped to [0, 1], and 0 when `contained` is 0.
+pub fn containment(similarity: f64, container: u32, contained: u32) -> f64 {
+    if contained == 0 {
+        return 0.0;
+    }
+    let j = similarity.clamp(0.0, 1.0);
+    let both = j * (f64::from(container) + f64::from(contained)) / (1.0 + j);
+    (both / f64::from(contained)).clamp(0.0, 1.0)
+}
+
+/// When the smaller of two articles counts as contained in the larger one.
+#[derive(Copy, Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ContainmentRule {
+    /// The smallest estimated containment, above 0 and at most 1.
+    pub threshold: f64,
+    /// The fewest distinct shingles the smaller article must have.
+    pub min_shingles: u32,
+}
+
+impl ContainmentRule {
+    /// The defaults: [`DEFAULT_CONTAINMENT`] and [`DEFAULT_MIN_SHINGLES`].
+    pub const DEFAULT: ContainmentRule = ContainmentRule {
+        threshold: DEFAULT_CONTAINMENT,
+        min_shingles: DEFAULT_MIN_SHINGLES,
+    };
+
+    /// A rule, or [`crate::Error::ThresholdOutOfRange`] unless 0 < `threshold` ≤ 1.
+    pub fn new(threshold: f64, min_shingles: u32) -> crate::Result<ContainmentRule> {
+        if threshold > 0.0 && threshold <= 1.0 {
+            Ok(ContainmentRule {
+                threshold,
+                min_shingles,
+            })
+        } else {
+            Err(crate::Error::ThresholdOutOfRange(threshold))
+        }
+    }
+}
+
+impl Default for ContainmentRule {
+    fn default() -> ContainmentRule {
+        ContainmentRule::DEFAULT
+    }
+}
+
+/// What a caller asks matches to be: near-duplicates only (`containment: None`), or also
+/// partial copies under a [`ContainmentRule`] (the default).
+#[derive(Copy, Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MatchOptions {
+    pub containment: Option<ContainmentRule>,
+}
+
+impl MatchOptions {
+    /// Near-duplicates only, as every release before containment.
+    pub const NEAR_DUPLICATES_ONLY: MatchOptions = MatchOptions { containment: None };
+}
+
+impl Default for MatchOptions {
+    fn default() -> MatchOptions {
+        MatchOptions {
+            containment: Some(ContainmentRule::DEFAULT),
+        }
+    }
+}
+
+/// What [`MatchRule::relate`] found for a pair.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub struct Related {
+    /// The estimated Jaccard similarity.
+    pub similarity: f64,
+    pub relation: Relation,
+    /// The estimated containment of the smaller article in the larger, when both
+    /// signatures carry their distinct shingle counts.
+    pub containment: Option<f64>,
+}
+
+/// The one rule that decides whether, and how, two signatures are related.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub struct MatchRule {
+    pub threshold: Threshold,
+    pub options: MatchOptions,
+}
+
+impl MatchRule {
+    pub fn new(threshold: Threshold, options: MatchOptions) -> MatchRule {
+        MatchRule { threshold, options }
+    }
+
+    /// How `b` relates to `a`, read from `a` (see the module docs), or `None` when they are
+    /// neither near-duplicates nor, under the containment rule, one contained in the other.
+    /// Signatures without distinct counts can only be near-duplicates.
+    pub fn relate(&self, a: &Signature, b: &Signature) -> Option<Related> {
+        let similarity = a.similarity(b);
+        let sizes = a.distinct().zip(b.distinct());
+        let containment = sizes.map(|(x, y)| {
+            if x <= y {
+                containment(similarity, y, x)
+            } else {
+                containment(similarity, x, y)
+            }
+        });
+        let related = |relation| {
+            Some(Related {
+                similarity,
+                relation,
+                containment,
+            })
+        };
+        if self.threshold.admits(similarity) {
+            return related(Relation::NearDuplicate);
+        }
+        let rule = self.options.containment?;
+        let ((x, y), c) = sizes.zip(containment)?;
+        if x.min(y) < rule.min_shingles || c < rule.threshold - SIMILARITY_EPSILON {
+            return None;
+        }
+        related(if x <= y {
+            Relation::ContainedIn
+        } else {
+            Relation::Contains
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::minhash::{MinHashParams, MinHasher};
+    use proptest::prelude::*;
+    use xxhash_rust::xxh3::xxh3_64;
+
+    fn words(range: std::ops::Range<u64>) -> Vec<u64> {
+        range.map(|i| xxh3_64(&i.to_le_bytes())).collect()
+    }
+
+    fn sig(range: std::ops::Range<u64>) -> Signature {
+        MinHasher::new(MinHashParams::DEFAULT)
+            .signature_of_hashes(&[words(range)])
+            .unwrap()
+    }
+
+    fn rule() -> MatchRule {
+        MatchRule::new(Threshold::new(0.3).unwrap(), MatchOptions::default())
+    }
+
+    #[test]
+    fn names_and_directions() {
+        assert_eq!(
+            serde_json::to_string(&Relation::ContainedIn).unwrap(),
+            r#""contained_in""#
+        );
+        assert_eq!(Relation::NearDuplicate.to_string(), "near_duplicate");
+        assert_eq!(Relation::Contains.reversed(), Relation::ContainedIn);
+        assert_eq!(Relation::NearDuplicate.reversed(), Relation::NearDuplicate);
+        assert!(ContainmentRule::new(0.0, 60).is_err());
+        assert!(ContainmentRule::new(1.2, 60).is_err());
+    }
+
+    #[test]
+    fn an_excerpt_is_contained_in_its_article_and_not_near_duplicate() {
+        // 1000 words; the excerpt is its first 200 (a 20 % lead): Jaccard ≈ 0.2.
+        let full = sig(0..1000);
+        let lead = sig(0..200);
+        let r = rule().relate(&lead, &full).unwrap();
+        assert_eq!(r.relation, Relation::ContainedIn);
+        assert!(r.similarity < 0.3, "{r:?}");
+        assert!(r.containment.unwrap() > 0.85, "{r:?}");
+        let back = rule().relate(&full, &lead).unwrap();
+        assert_eq!(back.relation, Relation::Contains);
+        assert_eq!(back.containment, r.containment);
+        // A passage from the middle, too.
+        let middle = sig(400..650);
+        assert_eq!(
+            rule().relate(&full, &middle).unwrap().relation,
+            Relation::Contains
+        );
+    }
+
+    #[test]
+    fn near_duplicates_stay_near_duplicates_and_strangers_stay_apart() {
+        let a = sig(0..500);
+        let b = sig(20..520);
+        let r = rule().relate(&a, &b).unwrap();
+        assert_eq!(r.relation, Relation::NearDuplicate);
+        assert!(rule().relate(&a, &sig(5000..5100)).is_none());
+        // Half of the small one is in the large one: not contained at 0.7.
+        assert!(rule().relate(&sig(0..1000), &sig(900..1100)).is_none());
+    }
+
+    #[test]
+    fn the_floor_and_the_option_keep_small_or_unwanted_containment_out() {
+        let full = sig(0..1000);
+        // 40 words: 39 bigrams, under the floor of 60.
+        assert!(rule().relate(&full, &sig(100..140)).is_none());
+        let only = MatchRule::new(
+            Threshold::new(0.3).unwrap(),
+            MatchOptions::NEAR_DUPLICATES_ONLY,
+        );
+        assert!(only.relate(&full, &sig(0..200)).is_none());
+        // Without distinct counts (e.g. read from Elasticsearch) only near-duplicates count.
+        let bare = Signature::from_values(sig(0..200).values().to_vec());
+        assert!(rule().relate(&full, &bare).is_none());
+    }
+
+    proptest! {
+        #[test]
+        fn containment_inverts_exact_jaccard(a in 1u32..5000, b in 1u32..5000, frac in 0.0f64..=1.0) {
+            let both = (f64::from(a.min(b)) * frac).floor();
+            let j = both / (f64::from(a) + f64::from(b) - both);
+            let c = containment(j, a, b);
+            prop_assert!((c - both / f64::from(b)).abs() < 1e-9, "{c}");
+        }
+
+        #[test]
+        fn containment_is_a_share_and_grows_with_similarity(
+            a in 0u32..100_000, b in 0u32..100_000, j in -0.5f64..1.5, k in 0.0f64..1.0,
+        ) {
+            let c = containment(j, a, b);
+            prop_assert!((0.0..=1.0).contains(&c));
+            let (lo, hi) = (j.clamp(0.0, 1.0).min(k), j.clamp(0.0, 1.0).max(k));
+            prop_assert!(containment(lo, a, b) <= containment(hi, a, b) + 1e-12);
+        }
+
+        #[test]
+        fn relate_reads_the_same_from_both_sides(start in 0u64..600, len in 1u64..800) {
+            let (x, y) = (sig(0..700), sig(start..start + len));
+            let there = rule().relate(&x, &y);
+            let back = rule().relate(&y, &x);
+            prop_assert_eq!(there.map(|r| r.relation.reversed()), back.map(|r| r.relation));
+            prop_assert_eq!(there.and_then(|r| r.containment), back.and_then(|r| r.containment));
+        }
+    }
+}
