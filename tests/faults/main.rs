@@ -19,8 +19,8 @@ mod backfill;
 mod check;
 mod cluster;
 mod jobs;
-mod serve;
 mod lost;
+mod serve;
 
 use std::time::Instant;
 
