@@ -30,7 +30,8 @@ use jobs::RegroupFault;
 
 /// Scenarios run only when picked by name, not in the default run (CI): the racing dedupe
 /// PUTs with answers lost failed once in a CI run (every PUT answered 504 or `503 busy`
-/// behind a key held by a PUT that had timed out) and are not understood yet; see
+/// behind a key held by a PUT that had timed out: the service's timeout drops a request
+/// that holds claims, and nothing releases them before their lease); see
 /// docs/elasticsearch.md, "Faults".
 const ON_DEMAND: &[&str] = &["lost-answer-dedupe-put"];
 
