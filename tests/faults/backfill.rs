@@ -43,7 +43,7 @@ impl Fault {
 /// A fresh index of one shard and one replica (one node holds the primary), es-init's fields
 /// of both methods, `docs` loaded (acknowledged by a refreshing bulk).
 pub async fn index_with(c: &Cluster, client: &Elasticsearch, name: &str, docs: &[(String, Value)]) {
-    let _ = neardup::es::send(client, Method::Delete, &format!("/{name}"), &[], None).await;
+    t::delete_index(client, name).await;
     t::call(
         client,
         Method::Put,
@@ -157,7 +157,7 @@ pub async fn run(c: &Cluster, fault: Fault, n: usize) -> Row {
         "{}: no document doubled or made up",
         fault.name()
     );
-    let _ = neardup::es::send(&client, Method::Delete, &format!("/{index}"), &[], None).await;
+    t::delete_index(&client, &index).await;
     let row = Row {
         scenario: fault.name().to_owned(),
         lost,

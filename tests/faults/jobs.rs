@@ -215,7 +215,7 @@ pub async fn worker(c: &Cluster, n: usize) -> Row {
     c.wait_green(&client, index).await;
     let f = check::fingerprints(&client, index, &docs).await;
     assert_eq!(f.extra, 0, "worker: no document doubled or made up");
-    let _ = neardup::es::send(&client, Method::Delete, &format!("/{index}"), &[], None).await;
+    t::delete_index(&client, index).await;
     Row {
         scenario: "worker --once: node holding the primary SIGKILLed, restarted".into(),
         lost: f.absent,

@@ -278,7 +278,7 @@ pub async fn bulk(c: &Cluster, n: usize) -> Row {
             eprintln!("run {r}:\n{}", log.unwrap_or_default());
         }
     }
-    let _ = es::send(&client, Method::Delete, &format!("/{index}"), &[], None).await;
+    t::delete_index(&client, index).await;
     Row {
         scenario: format!(
             "lost answers: back-fill `_bulk` (and scroll) answers lost {cuts} times, retried"
@@ -320,14 +320,7 @@ async fn holders(client: &Elasticsearch, index: &str, keys: &[String]) -> Vec<Op
 async fn fresh_claims(direct: &Elasticsearch, url: &str, name: &str) -> Claims {
     let mut claims = Claims::new(client_of(url), RetryPolicy::default(), name);
     claims.lease = Duration::from_secs(600);
-    let _ = es::send(
-        direct,
-        Method::Delete,
-        &format!("/{}", claims.index()),
-        &[],
-        None,
-    )
-    .await;
+    t::delete_index(direct, claims.index()).await;
     Claims::new(direct.clone(), RetryPolicy::default(), name)
         .ensure_index()
         .await
@@ -396,14 +389,7 @@ pub async fn claim_create(c: &Cluster) -> Row {
             }
         }
     }
-    let _ = es::send(
-        &direct,
-        Method::Delete,
-        &format!("/{}", claims.index()),
-        &[],
-        None,
-    )
-    .await;
+    t::delete_index(&direct, claims.index()).await;
     Row {
         scenario: format!(
             "lost answers: a claim's create (`op_type=create`) lost {CUTS} times, retried"
@@ -478,14 +464,7 @@ pub async fn mget(c: &Cluster) -> Row {
             }
         }
     }
-    let _ = es::send(
-        &direct,
-        Method::Delete,
-        &format!("/{}", waiting.index()),
-        &[],
-        None,
-    )
-    .await;
+    t::delete_index(&direct, waiting.index()).await;
     Row {
         scenario: format!(
             "lost answers: a claims `_mget` lost {CUTS} times while the keys are released, retried"
@@ -512,14 +491,7 @@ pub async fn dedupe_put(c: &Cluster) -> Row {
     let index = "faults-lost-dedupe";
     backfill::index_with(c, &direct, index, &[]).await;
     let claims_index = format!("neardup-claims-{index}");
-    let _ = es::send(
-        &direct,
-        Method::Delete,
-        &format!("/{claims_index}"),
-        &[],
-        None,
-    )
-    .await;
+    t::delete_index(&direct, &claims_index).await;
     let tp = Toxiproxy::start();
     let url = tp.proxy("dedupe", proxy_port(c, 3), c).await;
     let app = Arc::new(Service::new(
@@ -641,15 +613,8 @@ pub async fn dedupe_put(c: &Cluster) -> Row {
     );
     assert!(other.is_empty(), "lost-answer-dedupe-put: {other:?}");
     assert!(cuts > 0, "lost-answer-dedupe-put: no answer was lost");
-    let _ = es::send(&direct, Method::Delete, &format!("/{index}"), &[], None).await;
-    let _ = es::send(
-        &direct,
-        Method::Delete,
-        &format!("/{claims_index}"),
-        &[],
-        None,
-    )
-    .await;
+    t::delete_index(&direct, index).await;
+    t::delete_index(&direct, &claims_index).await;
     Row {
         scenario: format!(
             "lost answers: service dedupe `PUT`s racing 20 near-duplicates, answers lost {cuts} times"

@@ -118,14 +118,7 @@ pub async fn dedupe(c: &Cluster) -> Row {
     let client = c.client();
     let index = "faults-serve-dedupe";
     index_with(c, &client, index, &[]).await;
-    let _ = neardup::es::send(
-        &client,
-        elasticsearch::http::Method::Delete,
-        &format!("/neardup-claims-{index}"),
-        &[],
-        None,
-    )
-    .await;
+    t::delete_index(&client, &format!("neardup-claims-{index}")).await;
     let app = service(c);
     let sets = near_duplicate_sets();
     // One unrelated article first: it makes the claims index, whose primary's node is killed.
@@ -441,14 +434,7 @@ pub async fn neardup_sigkill(c: &Cluster, n: usize) -> Row {
     let bulk_index = "faults-serve-sigkill-bulk";
     index_with(c, &client, index, &[]).await;
     index_with(c, &client, bulk_index, &[]).await;
-    let _ = neardup::es::send(
-        &client,
-        elasticsearch::http::Method::Delete,
-        &format!("/neardup-claims-{index}"),
-        &[],
-        None,
-    )
-    .await;
+    t::delete_index(&client, &format!("neardup-claims-{index}")).await;
     let sets = near_duplicate_sets();
     let docs = t::shared_articles(n.min(1000));
     let batches: Vec<Vec<(String, Value)>> = docs.chunks(BATCH).map(<[_]>::to_vec).collect();

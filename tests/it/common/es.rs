@@ -138,6 +138,12 @@ pub async fn initialised(
     idx
 }
 
+/// Deletes `index` if it is there (a clean start, or clean-up after a scenario); the answer is
+/// not checked.
+pub async fn delete_index(client: &Elasticsearch, index: &str) {
+    let _ = es::send(client, Method::Delete, &format!("/{index}"), &[], None).await;
+}
+
 /// Creates `index` with these mapping properties, as an application does before `es-init`.
 pub async fn create_index(client: &Elasticsearch, index: &str, properties: Value) {
     call(
