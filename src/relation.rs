@@ -32,6 +32,13 @@ pub const DEFAULT_CONTAINMENT: f64 = 0.7;
 /// The default floor on the contained article's distinct shingles (word bigrams).
 pub const DEFAULT_MIN_SHINGLES: u32 = 60;
 
+/// The candidate step for containment: a stored article is a candidate for a query when at
+/// least this many of the 128 positions of their signatures hold the same minimum. The bands
+/// reach Jaccard ≈ 0.3 only; a 20 % excerpt has Jaccard ≈ 0.2 with its article. Measured in
+/// `docs/evaluation.md`, "Partial reprints: the candidate step". The local store and
+/// Elasticsearch (`minimum_should_match`) use this one value.
+pub const CANDIDATE_AGREEING_MINIMA: usize = 10;
+
 /// How a match relates to the query (or `b` to `a` in a pair), read from the query's side.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
