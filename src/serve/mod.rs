@@ -49,6 +49,7 @@ use crate::es::{QueryFingerprint, Refresh, Secret, Similarity};
 use crate::fingerprint::{FingerprintRecord, Methods};
 use crate::input::field_texts;
 use crate::minhash::Threshold;
+use crate::relation::MatchOptions;
 use crate::store::Match;
 use crate::{Fingerprinter, Tolerance};
 
@@ -375,14 +376,20 @@ async fn page() -> impl IntoResponse {
 }
 
 /// `?threshold=T` (MinHash) or `?k=N` (SimHash); neither: what the index holds, at its
-/// default.
+/// default. `?containment=false`: near-duplicates only (the CLI's `--no-containment`).
 #[derive(Debug, Default, Deserialize)]
 struct Near {
     threshold: Option<f64>,
     k: Option<u32>,
+    containment: Option<bool>,
 }
 
 impl Near {
+    /// The relations asked for: partial copies too unless `containment=false`.
+    fn options(&self) -> MatchOptions {
+        MatchOptions::with_containment(self.containment.unwrap_or(true))
+    }
+
     /// The tolerance asked for, if any.
     fn given(&self) -> Result<Option<Tolerance>, ApiError> {
         if self.threshold.is_some() && self.k.is_some() {
@@ -463,10 +470,11 @@ async fn similar_by_id(
     near: Result<Query<Near>, QueryRejection>,
 ) -> Result<Json<Value>, ApiError> {
     let Path((index, id)) = path?;
-    let given = near?.given()?;
+    let Query(near) = near?;
+    let (given, options) = (near.given()?, near.options());
     let found = match &svc.side {
         Side::Es(es) => es.similar_by_id(&svc.metrics, &index, &id, given).await?,
-        Side::Store(st) => st.similar_by_id(&index, id, given).await?,
+        Side::Store(st) => st.similar_by_id(&index, id, given, options).await?,
     };
     Ok(Json(answer(&found)))
 }
@@ -479,7 +487,8 @@ async fn similar_by_article(
     body: Result<Json<Value>, JsonRejection>,
 ) -> Result<Json<Value>, ApiError> {
     let Path(index) = path?;
-    let given = near?.given()?;
+    let Query(near) = near?;
+    let (given, options) = (near.given()?, near.options());
     let Json(article) = body?;
     let found = match &svc.side {
         Side::Es(es) => {
@@ -489,7 +498,7 @@ async fn similar_by_article(
         }
         Side::Store(st) => {
             let texts = svc.owned_texts(&article)?;
-            st.similar_by_text(&index, texts, given).await?
+            st.similar_by_text(&index, texts, given, options).await?
         }
     };
     Ok(Json(answer(&found)))
@@ -593,7 +602,7 @@ async fn bulk_articles(
                 .into_iter()
                 .map(|(id, a)| (id, a.and_then(|a| svc.owned_texts(&a))))
                 .collect::<Vec<_>>();
-            st.write(&index, articles, opts.dedupe, opts.given).await?
+            st.write(&index, articles, opts).await?
         }
     };
     let mut errors = false;
@@ -735,13 +744,14 @@ impl BulkBody {
     }
 }
 
-/// `?dedupe=true` and the tolerance of the duplicate check.
+/// `?dedupe=true`, the tolerance and the relations of the duplicate check.
 #[derive(Debug, Default, Deserialize)]
 struct PutParams {
     #[serde(default)]
     dedupe: bool,
     threshold: Option<f64>,
     k: Option<u32>,
+    containment: Option<bool>,
     /// As Elasticsearch's: `false` (the default), `wait_for`, `true`.
     refresh: Option<String>,
 }
@@ -751,15 +761,18 @@ impl PutParams {
         Near {
             threshold: self.threshold,
             k: self.k,
+            containment: self.containment,
         }
     }
 
     /// What the query string asks of the write, checked (with or without dedupe: a bad
     /// `threshold`, `k` or `refresh` is never silently ignored).
     fn options(&self) -> Result<WriteOptions, ApiError> {
+        let near = self.near();
         Ok(WriteOptions {
             dedupe: self.dedupe,
-            given: self.near().given()?,
+            given: near.given()?,
+            options: near.options(),
             refresh: self
                 .refresh
                 .as_deref()
@@ -769,13 +782,14 @@ impl PutParams {
     }
 }
 
-/// How to write an article: unless a near-duplicate is stored (`dedupe`, at `given` or the
-/// index's default tolerance), and when it must be searchable (a store's writes always are
-/// at once).
+/// How to write an article: unless a near-duplicate is stored, or one it is contained in
+/// (`dedupe`, at `given` or the index's default tolerance, under `options`), and when it must
+/// be searchable (a store's writes always are at once).
 #[derive(Clone, Copy, Debug)]
 struct WriteOptions {
     dedupe: bool,
     given: Option<Tolerance>,
+    options: MatchOptions,
     refresh: Refresh,
 }
 
@@ -802,7 +816,7 @@ async fn put_article(
         }
         Side::Store(st) => {
             let texts = svc.owned_texts(&article)?;
-            st.put(&index, id, texts, opts.dedupe, opts.given).await
+            st.put(&index, id, texts, opts).await
         }
     }
 }

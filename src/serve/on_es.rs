@@ -193,6 +193,7 @@ impl EsSide {
             dedupe,
             given,
             refresh,
+            options: _,
         } = opts;
         let w = self.writer(&m, &index).await?;
         let article = Arc::new(article);
