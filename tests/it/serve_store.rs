@@ -707,3 +707,89 @@ async fn a_lead_excerpt_is_contained_in_its_article_from_either_side() {
     );
     assert_eq!(backend.store().len().unwrap(), 63);
 }
+
+/// The review page over a store, in a real headless browser (Debian's Chromium;
+/// `NEARDUP_TEST_CHROMIUM` names another binary): a link looks up an article whose 40 % lead
+/// is stored, and the page lists the lead with its relation and containment (at the default
+/// threshold a 40 % lead is a near-duplicate: Jaccard ≈ 0.43).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_review_page_shows_each_matchs_relation_and_containment_in_a_browser() {
+    let chromium = std::env::var("NEARDUP_TEST_CHROMIUM").unwrap_or_else(|_| "chromium".into());
+    let articles = common::es::shared_articles(60);
+    let (full_id, full) = longest(&articles);
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("desk");
+    let (code, _, err) = common::neardup(
+        &[
+            "index",
+            "--store",
+            dir.to_str().unwrap(),
+            "--input",
+            "/dev/null",
+            "-q",
+        ],
+        b"",
+    );
+    assert_eq!(code, 0, "{err}");
+    let (app, _) = service(&dir);
+    for (id, a) in [
+        (full_id.as_str(), full.clone()),
+        ("lead", lead_excerpt(&full)),
+    ] {
+        let (status, body, _) = call(&app, put_json(&format!("/v1/desk/articles/{id}"), &a)).await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+    }
+    let (_, body, _) = call(&app, get(&format!("/v1/desk/similar/{full_id}"))).await;
+    let m = &body["matches"][0];
+    assert_eq!(
+        (&m["id"], &m["relation"]),
+        (&json!("lead"), &json!("near_duplicate")),
+        "{body}"
+    );
+    let containment = format!("{:.2}", m["containment"].as_f64().unwrap());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(neardup::serve::run(listener, app, async {
+        let _ = stop_rx.await;
+    }));
+    let url = format!("http://{addr}/?index=desk&id={full_id}");
+    let dom = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(&chromium)
+            .args([
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-dev-shm-usage",
+                "--virtual-time-budget=15000",
+                "--dump-dom",
+                &url,
+            ])
+            .output()
+            .unwrap_or_else(|e| {
+                panic!(
+                    "cannot run `{chromium}` ({e}): install Debian's chromium (apt-get install chromium) or set NEARDUP_TEST_CHROMIUM; this test never skips"
+                )
+            })
+    })
+    .await
+    .unwrap();
+    let html = String::from_utf8_lossy(&dom.stdout);
+    assert!(
+        dom.status.success(),
+        "{}",
+        String::from_utf8_lossy(&dom.stderr)
+    );
+    assert!(html.contains("<td>lead</td>"), "the lead is listed: {html}");
+    assert!(
+        html.contains("<td>near-duplicate</td>"),
+        "with its relation: {html}"
+    );
+    assert!(
+        html.contains(&format!("<td>{containment}</td>")),
+        "and its containment {containment}: {html}"
+    );
+    assert!(html.contains("1 match;"), "{html}");
+    stop_tx.send(()).unwrap();
+    server.await.unwrap().unwrap();
+}
