@@ -437,8 +437,9 @@ impl From<Similarity> for Found {
     }
 }
 
-/// The answer of both similar endpoints: the matches (`{"id", "index", "similarity"}` or
-/// `{"id", "index", "distance"}`), what counted as near, and where the query came from.
+/// The answer of both similar endpoints: the matches (`{"id", "index", "similarity"}`, with
+/// `"relation"` and `"containment"` from a MinHash store, or `{"id", "index", "distance"}`),
+/// what counted as near, and where the query came from.
 fn answer(found: &Found) -> Value {
     let (query, reason) = match &found.query {
         QueryFingerprint::Stored(_) => ("stored", None),
@@ -479,7 +480,8 @@ async fn similar_by_id(
     Ok(Json(answer(&found)))
 }
 
-/// `POST /v1/{index}/similar` with an article: its near-duplicates in the index.
+/// `POST /v1/{index}/similar` with an article: its near-duplicates in the index (on a store,
+/// also the articles it contains or is contained in, each with its relation).
 async fn similar_by_article(
     State(svc): State<Arc<Service>>,
     path: Result<Path<String>, PathRejection>,
@@ -542,9 +544,9 @@ pub const MAX_BULK_ARTICLES: usize = 1000;
 /// string), or with `Content-Type: application/json` one object `{"articles": [...]}` (for
 /// clients that cannot send JSON Lines); the same query string as `PUT`. Answers 200 with one
 /// item per article, in order: `{"id", "status", "result"}` when written,
-/// `{"id", "status", "error", "matches"?}` when not (409 a near-duplicate with `dedupe=true`,
-/// 400 an unreadable item, 422 an article that cannot be used); `errors` says whether any item
-/// failed.
+/// `{"id", "status", "error", "relation"?, "matches"?}` when not (409 a near-duplicate, or an
+/// article contained in a stored one, with `dedupe=true`; 400 an unreadable item, 422 an
+/// article that cannot be used); `errors` says whether any item failed.
 async fn bulk_articles(
     State(svc): State<Arc<Service>>,
     path: Result<Path<String>, PathRejection>,
@@ -795,8 +797,8 @@ struct WriteOptions {
 
 /// `PUT /v1/{index}/articles/{id}`: stores the article with its fingerprint (201 created,
 /// 200 replaced), searchable as `?refresh=` asks (Elasticsearch's values; by default at the
-/// index's next refresh). With `?dedupe=true`, only unless a near-duplicate is stored: 409
-/// with the matches.
+/// index's next refresh). With `?dedupe=true`, only unless a near-duplicate is stored, or (on
+/// a store) an article it is contained in: 409 naming the relation, with the matches.
 async fn put_article(
     State(svc): State<Arc<Service>>,
     path: Result<Path<(String, String)>, PathRejection>,
