@@ -496,9 +496,25 @@ impl Claims {
                     if !takes.is_empty() {
                         match self.bulk("claims: take over", &takes).await {
                             Ok(items) => {
+                                let mut refused = Vec::new();
                                 for ((i, recent, source), r) in at.into_iter().zip(&items) {
-                                    if (200..300).contains(&r["status"].as_u64().unwrap_or(0)) {
-                                        got[i] = claim_of(keys[i], r, &source, recent);
+                                    match r["status"].as_u64().unwrap_or(0) {
+                                        200..=299 => got[i] = claim_of(keys[i], r, &source, recent),
+                                        409 => refused.push(i),
+                                        _ => {}
+                                    }
+                                }
+                                // A refused take-over is someone else's, or this claimant's
+                                // own whose answer was lost (the retry's guard is stale): read
+                                // back, as a create's 409 is. Left unknown, a key it holds
+                                // after the one it waits for would break the sorted order: two
+                                // claimants could wait for each other until their deadlines,
+                                // and the key stay held until its lease.
+                                if !refused.is_empty() {
+                                    if let Err(e) =
+                                        self.own_of(keys, &refused, claimant, &mut got).await
+                                    {
+                                        failure = Some(e);
                                     }
                                 }
                             }
@@ -521,6 +537,29 @@ impl Claims {
         };
         self.give_back(surplus, &BTreeMap::new(), false).await;
         Ok((got.into_iter().flatten().collect(), first_missing.is_some()))
+    }
+
+    /// Reads the records of `keys[i]` for each `i` of `which` and sets `got[i]` for those that
+    /// are `claimant`'s own (its token).
+    async fn own_of(
+        &self,
+        keys: &[&str],
+        which: &[usize],
+        claimant: &Claimant<'_>,
+        got: &mut [Option<Claim>],
+    ) -> Result<(), EsError> {
+        let wanted: Vec<&str> = which.iter().map(|&i| keys[i]).collect();
+        let records = self.read(&wanted).await?;
+        let now = now_ms();
+        for (&i, record) in which.iter().zip(records) {
+            if let (Step::Own, Some(r)) = (
+                step(record.as_ref(), &claimant.token, now, &HashSet::new()),
+                record,
+            ) {
+                got[i] = Some(own_claim(keys[i], r));
+            }
+        }
+        Ok(())
     }
 
     /// Waits until nobody holds `key` (released, or its lease ran out), then claims it.
