@@ -39,6 +39,12 @@ pub const DEFAULT_MIN_SHINGLES: u32 = 60;
 /// Elasticsearch (`minimum_should_match`) use this one value.
 pub const CANDIDATE_AGREEING_MINIMA: usize = 10;
 
+/// [`CANDIDATE_AGREEING_MINIMA`] for signatures of `hashes` minima: it is stated for 128, and
+/// other lengths keep the same share, rounded up, at least 1.
+pub fn candidate_agreeing_minima(hashes: usize) -> usize {
+    (CANDIDATE_AGREEING_MINIMA * hashes).div_ceil(128).max(1)
+}
+
 /// How a match relates to the query (or `b` to `a` in a pair), read from the query's side.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
