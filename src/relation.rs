@@ -8,11 +8,16 @@
 //! Ĉ(B ⊂ A) = Ĵ (|A| + |B|) / ((1 + Ĵ) |B|), clamped to [0, 1] ([`containment`], the one place
 //! it is computed; Broder 1997 relates resemblance and containment the same way).
 //!
-//! **The rule** ([`MatchRule::relate`]): two articles are near-duplicates when Ĵ reaches the
-//! MinHash threshold (the rule of every release before this one, unchanged). Otherwise the
-//! smaller one is contained in the larger when its containment reaches
-//! [`ContainmentRule::threshold`] and it has at least [`ContainmentRule::min_shingles`]
-//! distinct shingles, so that a tiny item is never "contained" by chance.
+//! **The rule** ([`MatchRule::relate`]): the smaller article is contained in the larger when
+//! its containment reaches [`ContainmentRule::threshold`] and it has at least
+//! [`ContainmentRule::min_shingles`] distinct shingles, so that a tiny item is never
+//! "contained" by chance. When, besides, the larger one is not mostly in the smaller (its own
+//! share of shared shingles, Ĉ |B| / |A|, is under the threshold: a teaser of half an
+//! article), the pair is a containment even when Ĵ reaches the MinHash threshold, so that a
+//! full article is never refused for a teaser of it. Otherwise two articles are
+//! near-duplicates when Ĵ reaches the threshold (the rule of every release before this one),
+//! and else, when the smaller is contained, a containment. A pair is linked exactly when Ĵ
+//! reaches the threshold or the smaller is contained; only the name differs.
 //!
 //! **Direction.** A relation reads from the query to the match, as a sentence: for
 //! `similar --id X`, a match `M` with `contains` means "X contains M" (M is a piece of X), and
@@ -38,6 +43,12 @@ pub const DEFAULT_MIN_SHINGLES: u32 = 60;
 /// `docs/evaluation.md`, "Partial reprints: the candidate step". The local store and
 /// Elasticsearch (`minimum_should_match`) use this one value.
 pub const CANDIDATE_AGREEING_MINIMA: usize = 10;
+
+/// [`CANDIDATE_AGREEING_MINIMA`] for signatures of `hashes` minima: it is stated for 128, and
+/// other lengths keep the same share, rounded up, at least 1.
+pub fn candidate_agreeing_minima(hashes: usize) -> usize {
+    (CANDIDATE_AGREEING_MINIMA * hashes).div_ceil(128).max(1)
+}
 
 /// How a match relates to the query (or `b` to `a` in a pair), read from the query's side.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -208,19 +219,30 @@ impl MatchRule {
                 containment,
             })
         };
-        if self.threshold.admits(similarity) {
-            return related(Relation::NearDuplicate);
+        let direction = |x: u32, y: u32| {
+            if x <= y {
+                Relation::ContainedIn
+            } else {
+                Relation::Contains
+            }
+        };
+        // Whether the smaller is contained, and whether the larger is not mostly in it.
+        let contained = self
+            .options
+            .containment
+            .zip(sizes.zip(containment))
+            .and_then(|(rule, ((x, y), c))| {
+                let (small, large) = (x.min(y), x.max(y));
+                let at = rule.threshold - SIMILARITY_EPSILON;
+                let back = c * f64::from(small) / f64::from(large);
+                (small >= rule.min_shingles && c >= at).then_some((direction(x, y), back < at))
+            });
+        match contained {
+            Some((relation, true)) => related(relation),
+            _ if self.threshold.admits(similarity) => related(Relation::NearDuplicate),
+            Some((relation, false)) => related(relation),
+            None => None,
         }
-        let rule = self.options.containment?;
-        let ((x, y), c) = sizes.zip(containment)?;
-        if x.min(y) < rule.min_shingles || c < rule.threshold - SIMILARITY_EPSILON {
-            return None;
-        }
-        related(if x <= y {
-            Relation::ContainedIn
-        } else {
-            Relation::Contains
-        })
     }
 }
 
@@ -287,6 +309,33 @@ mod tests {
         assert!(rule().relate(&a, &sig(5000..5100)).is_none());
         // Half of the small one is in the large one: not contained at 0.7.
         assert!(rule().relate(&sig(0..1000), &sig(900..1100)).is_none());
+    }
+
+    #[test]
+    fn a_teaser_of_half_an_article_is_contained_not_a_near_duplicate() {
+        let (full, half) = (sig(0..1000), sig(0..500));
+        let r = rule().relate(&full, &half).unwrap();
+        assert!(r.similarity >= 0.3, "{r:?}");
+        assert_eq!(r.relation, Relation::Contains);
+        assert!(!r.relation.refuses_insert());
+        assert_eq!(
+            rule().relate(&half, &full).unwrap().relation,
+            Relation::ContainedIn
+        );
+        // Near-duplicates only: the same pair is a near-duplicate.
+        let only = MatchRule::new(
+            Threshold::new(0.3).unwrap(),
+            MatchOptions::NEAR_DUPLICATES_ONLY,
+        );
+        assert_eq!(
+            only.relate(&full, &half).unwrap().relation,
+            Relation::NearDuplicate
+        );
+        // Most of each in the other (90 %): a near-duplicate.
+        assert_eq!(
+            rule().relate(&full, &sig(0..900)).unwrap().relation,
+            Relation::NearDuplicate
+        );
     }
 
     #[test]

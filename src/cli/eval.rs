@@ -11,11 +11,12 @@ use neardup::eval::detector::{learn_boilerplate, Detector};
 use neardup::eval::generate::{self, Article};
 use neardup::eval::{fields_of, overall, read_pairs, Report, Scored};
 use neardup::input::{self, Lines};
+use neardup::relation::{ContainmentRule, MatchOptions};
 use neardup::text::Boilerplate;
 use neardup::{Features, FingerprintConfig, Fingerprinter, Profile, Scheme, Thresholds, Weight};
 use serde_json::{Map, Value};
 
-use super::common::{self, CmdResult, RunArgs, Status};
+use super::common::{self, CmdResult, RelationArgs, RunArgs, Status};
 
 #[derive(clap::Args, Debug)]
 #[command(after_help = "Examples:
@@ -107,6 +108,18 @@ pub struct Args {
     /// (keys left out keep their default). Repeatable.
     #[arg(long = "minhash-params", value_name = "SPEC", value_parser = common::parse_minhash_params)]
     minhash_params: Vec<neardup::MinHashParams>,
+    /// MinHash: the relations measured. By default a pair is also linked when one article
+    /// is mostly contained in the other, as the store and `dedupe` decide.
+    #[command(flatten)]
+    relations: RelationArgs,
+    /// MinHash: the containment threshold measured (default
+    /// `neardup::relation::DEFAULT_CONTAINMENT`), to tune it.
+    #[arg(long, value_name = "C", conflicts_with = "no_containment")]
+    containment: Option<f64>,
+    /// MinHash: the floor on the contained article's distinct shingles measured (default
+    /// `neardup::relation::DEFAULT_MIN_SHINGLES`), to tune it.
+    #[arg(long, value_name = "N", conflicts_with = "no_containment")]
+    min_shingles: Option<u32>,
     /// Text fields of each article, joined in order.
     #[arg(long = "field", value_name = "NAME", default_values = ["title", "content"])]
     fields: Vec<String>,
@@ -432,9 +445,24 @@ fn detectors(args: &Args) -> anyhow::Result<Vec<Detector>> {
                 minhash: params,
                 ..config(Profile::Default)
             }),
+            options: match_options(args)?,
         });
     }
     Ok(out)
+}
+
+/// The relations the MinHash detectors measure (`--no-containment`, `--containment`,
+/// `--min-shingles`).
+fn match_options(args: &Args) -> anyhow::Result<MatchOptions> {
+    let mut options = args.relations.options();
+    if let Some(rule) = &mut options.containment {
+        *rule = ContainmentRule::new(
+            args.containment.unwrap_or(rule.threshold),
+            args.min_shingles.unwrap_or(rule.min_shingles),
+        )
+        .context("--containment")?;
+    }
+    Ok(options)
 }
 
 fn evaluate(args: &Args) -> CmdResult {

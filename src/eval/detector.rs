@@ -8,8 +8,9 @@ use rayon::prelude::*;
 
 use super::minhash;
 use super::{score_simhash, LabelledPair, Scored};
-use crate::minhash::allpairs::all_pairs;
+use crate::minhash::allpairs::all_pairs_related;
 use crate::minhash::{Signature, Threshold};
+use crate::relation::{MatchOptions, MatchRule};
 use crate::simhash::allpairs::AllPairs;
 use crate::text::Boilerplate;
 use crate::{Fingerprinter, SimHash};
@@ -19,10 +20,13 @@ use std::sync::Arc;
 pub enum Detector {
     /// SimHash with a fingerprinter; duplicate at point `k=K` when the distance is ≤ K.
     SimHash { name: String, fp: Fingerprinter },
-    /// The library's MinHash with `fp`'s parameters; duplicate at point `J>=T` when the
-    /// signatures share an LSH band and the estimated Jaccard is ≥ T
-    /// ([`minhash::THRESHOLDS`]), as the store and `dedupe` decide.
-    MinHash { fp: Fingerprinter },
+    /// The library's MinHash with `fp`'s parameters and the relations of `options`; at
+    /// point `J>=T` ([`minhash::THRESHOLDS`]) a pair is found as the store and `dedupe`
+    /// decide (see [`minhash`]).
+    MinHash {
+        fp: Fingerprinter,
+        options: MatchOptions,
+    },
 }
 
 /// A pair of corpus positions `(i, j)`, `i < j`, and the detector's score for it.
@@ -43,14 +47,14 @@ impl Detector {
     pub fn name(&self) -> String {
         match self {
             Detector::SimHash { name, .. } => name.clone(),
-            Detector::MinHash { fp } => minhash::name(fp),
+            Detector::MinHash { fp, options } => minhash::name(fp, options),
         }
     }
 
     /// The fingerprinter it measures.
     pub fn fingerprinter(&self) -> &Fingerprinter {
         match self {
-            Detector::SimHash { fp, .. } | Detector::MinHash { fp } => fp,
+            Detector::SimHash { fp, .. } | Detector::MinHash { fp, .. } => fp,
         }
     }
 
@@ -62,8 +66,9 @@ impl Detector {
                 name,
                 fp: fp.with_boilerplate(boilerplate),
             },
-            Detector::MinHash { fp } => Detector::MinHash {
+            Detector::MinHash { fp, options } => Detector::MinHash {
                 fp: fp.with_boilerplate(boilerplate),
+                options,
             },
         }
     }
@@ -72,7 +77,7 @@ impl Detector {
     pub fn score(&self, fields: &[String], pairs: &[LabelledPair], max_k: u32) -> Scored {
         match self {
             Detector::SimHash { name, fp } => score_simhash(name, fp, fields, pairs, max_k),
-            Detector::MinHash { fp } => minhash::score(fp, fields, pairs),
+            Detector::MinHash { fp, options } => minhash::score(fp, options, fields, pairs),
         }
     }
 
@@ -82,7 +87,7 @@ impl Detector {
     pub fn corpus_pairs(&self, texts: &[Vec<String>], max_k: u32) -> CorpusPairs {
         match self {
             Detector::SimHash { name, fp } => simhash_pairs(name, fp, texts, max_k),
-            Detector::MinHash { fp } => minhash_pairs(fp, texts),
+            Detector::MinHash { fp, options } => minhash_pairs(fp, options, texts),
         }
     }
 }
@@ -126,7 +131,7 @@ fn simhash_pairs(name: &str, fp: &Fingerprinter, texts: &[Vec<String>], max_k: u
     }
 }
 
-fn minhash_pairs(fp: &Fingerprinter, texts: &[Vec<String>]) -> CorpusPairs {
+fn minhash_pairs(fp: &Fingerprinter, options: &MatchOptions, texts: &[Vec<String>]) -> CorpusPairs {
     let params = fp.config().minhash;
     let sigs = minhash::signatures(fp, texts);
     let (docs, present): (Vec<u32>, Vec<Signature>) = sigs
@@ -134,27 +139,37 @@ fn minhash_pairs(fp: &Fingerprinter, texts: &[Vec<String>]) -> CorpusPairs {
         .enumerate()
         .filter_map(|(i, s)| Some((i as u32, s.clone()?)))
         .unzip();
-    // The pairs the LSH index reports at the lowest threshold; higher points filter them.
-    let lowest = Threshold::new(minhash::THRESHOLDS[0]).expect("the thresholds are in range");
-    let found = all_pairs(&present, &params, lowest);
-    let mut all: Vec<ScoredPair> = found
+    // The pairs `dedupe` reports at the lowest threshold; higher points keep those the rule
+    // still relates there (containments do not depend on the threshold).
+    let rule = |t: f64| {
+        MatchRule::new(
+            Threshold::new(t).expect("the thresholds are in range"),
+            *options,
+        )
+    };
+    let found = all_pairs_related(&present, &params, &rule(minhash::THRESHOLDS[0]));
+    let mut all: Vec<(ScoredPair, [u32; 2])> = found
         .pairs()
         .map(|(a, b, s)| {
-            let (a, b) = (docs[a as usize], docs[b as usize]);
-            (a.min(b), a.max(b), s)
+            let (da, db) = (docs[a as usize], docs[b as usize]);
+            ((da.min(db), da.max(db), s), [a, b])
         })
         .collect();
-    all.sort_unstable_by_key(|p| (p.0, p.1));
+    all.sort_unstable_by_key(|p| (p.0 .0, p.0 .1));
     CorpusPairs {
-        name: minhash::name(fp),
+        name: minhash::name(fp, options),
         points: minhash::THRESHOLDS
             .iter()
             .map(|&t| {
+                let rule = rule(t);
                 (
                     minhash::point_label(t),
                     all.iter()
-                        .copied()
-                        .filter(|p| minhash::reaches(p.2, t))
+                        .filter(|(_, [a, b])| {
+                            rule.relate(&present[*a as usize], &present[*b as usize])
+                                .is_some()
+                        })
+                        .map(|(p, _)| *p)
                         .collect(),
                 )
             })

@@ -1,14 +1,21 @@
 //! MinHash in the evaluation: the library's method ([`crate::minhash`]), judged by the
 //! decision the store and `dedupe` make.
 //!
-//! At threshold `t` a pair is a duplicate when its signatures share an LSH band **and** the
-//! estimated Jaccard similarity is at least `t` — exactly what `neardup dedupe`, `check` and
-//! `similar` on a store report, so the figures are those of what ships, band misses included.
+//! At threshold `t` a pair is linked when its signatures are candidates — they share an LSH
+//! band, or, with a containment rule, at least
+//! [`crate::relation::candidate_agreeing_minima`] minima — **and**
+//! [`crate::relation::MatchRule::relate`] relates them at `t` — exactly what `neardup
+//! dedupe`, `check` and `similar` on a store report, so the figures are those of what ships,
+//! candidate misses included. A partial reprint ([`super::CONTAINED_IN`]: `b` is a part of
+//! `a`) counts as found only with its direction, from both sides: the query `a` finds `b`
+//! as `contains`, and the query `b` finds `a` as `contained_in`. Any other pair counts as
+//! linked with any relation.
 
 use rayon::prelude::*;
 
-use super::{unique_texts, LabelledPair, Scored};
+use super::{unique_texts, LabelledPair, Scored, CONTAINED_IN};
 use crate::minhash::{MinHashParams, Signature, Threshold};
+use crate::relation::{candidate_agreeing_minima, MatchOptions, MatchRule, Relation};
 use crate::Fingerprinter;
 
 /// Thresholds evaluated, as in the SimHash table's k = 0..8.
@@ -24,9 +31,19 @@ pub fn point_label(t: f64) -> String {
     format!("J>={t:.1}")
 }
 
-/// The detector's name: `minhash` and its parameters, e.g. `minhash shingle=w2;n=128;…`.
-pub fn name(fp: &Fingerprinter) -> String {
-    format!("minhash {}", fp.config().minhash)
+/// The detector's name: `minhash` and its parameters, e.g. `minhash shingle=w2;n=128;…`,
+/// then its relations unless they are the default ones: `near-duplicates only`, or another
+/// containment rule, e.g. `contained≥0.8,60`.
+pub fn name(fp: &Fingerprinter, options: &MatchOptions) -> String {
+    let params = fp.config().minhash;
+    match options.containment {
+        _ if *options == MatchOptions::default() => format!("minhash {params}"),
+        Some(c) => format!(
+            "minhash {params} contained≥{},{}",
+            c.threshold, c.min_shingles
+        ),
+        None => format!("minhash {params} near-duplicates only"),
+    }
 }
 
 /// The signatures of `texts` (each the fields of one article); `None` for a text too short.
@@ -48,36 +65,68 @@ pub fn banded_similarity(a: &Signature, b: &Signature, params: &MinHashParams) -
     shared.then(|| a.similarity(b))
 }
 
-/// Scores pairs with MinHash at each of [`THRESHOLDS`].
-pub fn score(fp: &Fingerprinter, fields: &[String], pairs: &[LabelledPair]) -> Scored {
+/// Whether the store's candidate step under `options` reaches the pair: a shared band, or,
+/// with a containment rule, enough agreeing minima.
+pub fn candidates(
+    a: &Signature,
+    b: &Signature,
+    params: &MinHashParams,
+    options: &MatchOptions,
+) -> bool {
+    banded_similarity(a, b, params).is_some()
+        || (options.containment.is_some()
+            && a.agreements(b) as usize >= candidate_agreeing_minima(a.len()))
+}
+
+/// Whether the pair `p` of signatures `a` and `b` counts as found under `rule` (see the
+/// module docs): a partial reprint with its direction from both sides, any other pair linked.
+fn found(p: &LabelledPair, a: &Signature, b: &Signature, rule: &MatchRule) -> bool {
+    let there = rule.relate(a, b).map(|r| r.relation);
+    if p.relation() == CONTAINED_IN {
+        there == Some(Relation::Contains)
+            && rule.relate(b, a).map(|r| r.relation) == Some(Relation::ContainedIn)
+    } else {
+        there.is_some()
+    }
+}
+
+/// Scores pairs with MinHash at each of [`THRESHOLDS`], under `options`.
+pub fn score(
+    fp: &Fingerprinter,
+    options: &MatchOptions,
+    fields: &[String],
+    pairs: &[LabelledPair],
+) -> Scored {
     let params = fp.config().minhash;
     let (texts, refs) = unique_texts(pairs, fields);
     let sigs = signatures(fp, &texts);
-    // Outer `None`: a text too short; inner `None`: no shared band.
-    let sims: Vec<Option<Option<f64>>> = refs
+    // Outer `None`: a text too short; inner: the two signatures when they are candidates.
+    let both: Vec<Option<Option<(&Signature, &Signature)>>> = refs
         .iter()
         .map(|&[a, b]| {
-            Some(banded_similarity(
-                sigs[a].as_ref()?,
-                sigs[b].as_ref()?,
-                &params,
-            ))
+            let (a, b) = (sigs[a].as_ref()?, sigs[b].as_ref()?);
+            Some(candidates(a, b, &params, options).then_some((a, b)))
         })
         .collect();
     Scored {
-        name: name(fp),
+        name: name(fp, options),
         points: THRESHOLDS
             .iter()
             .map(|&t| {
+                let rule = MatchRule::new(
+                    Threshold::new(t).expect("the thresholds are in range"),
+                    *options,
+                );
                 (
                     point_label(t),
-                    sims.iter()
-                        .map(|s| s.flatten().is_some_and(|s| reaches(s, t)))
+                    both.iter()
+                        .zip(pairs)
+                        .map(|(s, p)| s.flatten().is_some_and(|(a, b)| found(p, a, b, &rule)))
                         .collect(),
                 )
             })
             .collect(),
-        too_short: sims.iter().map(Option::is_none).collect(),
+        too_short: both.iter().map(Option::is_none).collect(),
         texts_too_short: (sigs.iter().filter(|s| s.is_none()).count(), sigs.len()),
         distances: vec![None; pairs.len()],
     }
@@ -105,5 +154,45 @@ mod tests {
         let words: Vec<u64> = (0..100).collect();
         let s = mh.signature_of_hashes(&[words]).unwrap();
         assert_eq!(banded_similarity(&s, &s, &params), Some(1.0));
+    }
+
+    /// A partial reprint is found only with its direction: `b` a part of `a`; the same pair
+    /// written the wrong way round, or measured for near-duplicates only, is not found.
+    #[test]
+    fn a_partial_reprint_counts_only_with_its_direction() {
+        use crate::eval::{LabelledPair, CONTAINED_IN};
+        let mh = MinHasher::new(MinHashParams::DEFAULT);
+        let text = |r: std::ops::Range<u64>| {
+            let words: Vec<u64> = r.map(|w| w.wrapping_mul(0x9e37_79b9_7f4a_7c15)).collect();
+            mh.signature_of_hashes(&[words]).unwrap()
+        };
+        let (full, lead) = (text(0..1000), text(0..220));
+        let pair = LabelledPair {
+            a: Default::default(),
+            b: Default::default(),
+            duplicate: true,
+            kind: Some("positive".into()),
+            transformation: Some("lead_excerpt".into()),
+            size: Some(0.2),
+            relation: Some(CONTAINED_IN.into()),
+        };
+        let t = Threshold::new(0.3).unwrap();
+        let rule = MatchRule::new(t, MatchOptions::default());
+        assert!(candidates(
+            &full,
+            &lead,
+            &MinHashParams::DEFAULT,
+            &MatchOptions::default()
+        ));
+        assert!(found(&pair, &full, &lead, &rule));
+        assert!(!found(&pair, &lead, &full, &rule));
+        let near = MatchRule::new(t, MatchOptions::NEAR_DUPLICATES_ONLY);
+        assert!(!found(&pair, &full, &lead, &near));
+        // Another kind of positive counts with any relation.
+        let repost = LabelledPair {
+            relation: None,
+            ..pair
+        };
+        assert!(found(&repost, &lead, &full, &rule));
     }
 }

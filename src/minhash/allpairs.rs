@@ -10,13 +10,17 @@
 //! thousand copies of one article cost one entry, not a million comparisons.
 //! [`all_pairs_related`] applies [`crate::relation::MatchRule`] to the same candidates
 //! instead of the threshold alone: it links containments too, each pair with its relation.
+//! With a containment rule it adds the store's containment candidate step: a pair of
+//! signatures with at least [`crate::relation::candidate_agreeing_minima`] agreeing minima
+//! is compared too (found through an inverted map from (position, minimum) to signatures,
+//! counting agreements per pair), as a store's `minima` table finds it for each member.
 
 use std::collections::HashMap;
 
 use rayon::prelude::*;
 
 use super::{MinHashParams, Signature, Threshold};
-use crate::relation::{MatchOptions, MatchRule, Related, Relation};
+use crate::relation::{candidate_agreeing_minima, MatchOptions, MatchRule, Related, Relation};
 
 /// A linked pair of distinct signatures `u < v` (positions in `holders`): their similarity,
 /// and how `v` relates to `u`, read from `u`.
@@ -247,6 +251,12 @@ pub fn all_pairs_related(
         })
         .collect();
 
+    let by_minima = if rule.options.containment.is_some() {
+        agreeing_pairs(&unique, &keys, rule)
+    } else {
+        (Vec::new(), 0)
+    };
+
     let mut out = MinHashMatches {
         unique: unique.len(),
         holders,
@@ -258,8 +268,76 @@ pub fn all_pairs_related(
         out.largest_group = out.largest_group.max(largest);
         out.linked.extend(found);
     }
+    out.comparisons += by_minima.1;
+    out.linked.extend(by_minima.0);
     out.linked.sort_unstable_by_key(|l| (l.u, l.v));
     out
+}
+
+/// The containment candidate step over a whole set: every pair `u < v` of distinct
+/// signatures with at least [`candidate_agreeing_minima`] agreeing minima and no shared band
+/// (those were compared already) that `rule` relates, and the comparisons made.
+fn agreeing_pairs(unique: &[&Signature], keys: &[Vec<u64>], rule: &MatchRule) -> (Vec<Link>, u64) {
+    let Some(len) = unique.first().map(|s| s.len()) else {
+        return (Vec::new(), 0);
+    };
+    let m = candidate_agreeing_minima(len);
+    // For each position, (minimum, signature) in order: a key's holders are one run.
+    let postings: Vec<Vec<(u32, u32)>> = (0..len)
+        .into_par_iter()
+        .map(|i| {
+            let mut p: Vec<(u32, u32)> = unique
+                .iter()
+                .enumerate()
+                .map(|(u, s)| (s.values()[i], u as u32))
+                .collect();
+            p.sort_unstable();
+            p
+        })
+        .collect();
+    let per_signature: Vec<(Vec<Link>, u64)> = (0..unique.len() as u32)
+        .into_par_iter()
+        .map_init(
+            || (vec![0u16; unique.len()], Vec::new()),
+            |(counts, touched), u| {
+                let sig = unique[u as usize];
+                for (i, p) in postings.iter().enumerate() {
+                    let v = sig.values()[i];
+                    let from = p.partition_point(|&x| x < (v, u + 1));
+                    for &(value, w) in &p[from..] {
+                        if value != v {
+                            break;
+                        }
+                        if counts[w as usize] == 0 {
+                            touched.push(w);
+                        }
+                        counts[w as usize] += 1;
+                    }
+                }
+                let mut found = Vec::new();
+                let mut comparisons = 0u64;
+                touched.sort_unstable();
+                for &v in touched.iter() {
+                    let n = std::mem::take(&mut counts[v as usize]);
+                    let (ku, kv) = (&keys[u as usize], &keys[v as usize]);
+                    if usize::from(n) < m || ku.iter().zip(kv).any(|(a, b)| a == b) {
+                        continue;
+                    }
+                    comparisons += 1;
+                    if let Some(related) = rule.relate(sig, unique[v as usize]) {
+                        found.push(Link { u, v, related });
+                    }
+                }
+                touched.clear();
+                (found, comparisons)
+            },
+        )
+        .collect();
+    let comparisons = per_signature.iter().map(|x| x.1).sum();
+    (
+        per_signature.into_iter().flat_map(|x| x.0).collect(),
+        comparisons,
+    )
 }
 
 #[cfg(test)]
@@ -312,6 +390,81 @@ mod tests {
             );
             assert!(pairs.iter().any(|&(a, b, _)| (a, b) == (5, 60)));
         }
+    }
+
+    /// With a containment rule, a pair is compared when it shares a band or at least
+    /// `candidate_agreeing_minima` minima, and linked when the rule relates it: the same
+    /// pairs as a brute force over every pair.
+    #[test]
+    fn containment_candidates_equal_brute_force_over_agreeing_minima() {
+        use crate::relation::{candidate_agreeing_minima, MatchOptions, MatchRule};
+        let params = MinHashParams::DEFAULT;
+        let mh = MinHasher::new(params);
+        // Articles and pieces of them of every size, leads and passages, and strangers.
+        let mut sigs: Vec<Signature> = Vec::new();
+        for a in 0..6u64 {
+            let base = a * 10_000;
+            sigs.push(
+                mh.signature_of_hashes(&[(base..base + 1000).collect::<Vec<_>>()])
+                    .unwrap(),
+            );
+            for (start, len) in [
+                (0, 150),
+                (0, 250),
+                (300, 200),
+                (500, 400),
+                (900, 60),
+                (100, 120),
+            ] {
+                let words: Vec<u64> = (base + start..base + start + len).collect();
+                sigs.push(mh.signature_of_hashes(&[words]).unwrap());
+            }
+        }
+        sigs.push(sigs[3].clone());
+        let m = candidate_agreeing_minima(params.hashes.into());
+        let rule = MatchRule::new(Threshold::new(0.3).unwrap(), MatchOptions::default());
+        let got = all_pairs_related(&sigs, &params, &rule);
+        let mut want = Vec::new();
+        for a in 0..sigs.len() {
+            for b in a + 1..sigs.len() {
+                let (ka, kb) = (sigs[a].band_keys(&params), sigs[b].band_keys(&params));
+                let band = ka.iter().zip(&kb).any(|(x, y)| x == y);
+                let agree = sigs[a].agreements(&sigs[b]) as usize >= m;
+                if sigs[a] == sigs[b] {
+                    want.push((a as u32, b as u32, Relation::NearDuplicate));
+                } else if band || agree {
+                    if let Some(r) = rule.relate(&sigs[a], &sigs[b]) {
+                        want.push((a as u32, b as u32, r.relation));
+                    }
+                }
+            }
+        }
+        let pairs: Vec<(u32, u32, Relation)> = got
+            .related_pairs()
+            .map(|p| (p.a, p.b, p.related.relation))
+            .collect();
+        assert_eq!(pairs, want);
+        // Some pairs are found only through the minima.
+        let only_minima = want
+            .iter()
+            .filter(|&&(a, b, _)| {
+                let (ka, kb) = (
+                    sigs[a as usize].band_keys(&params),
+                    sigs[b as usize].band_keys(&params),
+                );
+                !ka.iter().zip(&kb).any(|(x, y)| x == y)
+            })
+            .count();
+        assert!(only_minima > 0, "{want:?}");
+        // Near-duplicates only: no pair without a shared band.
+        let near = all_pairs(&sigs, &params, Threshold::new(0.3).unwrap());
+        assert!(near.pairs().all(|(a, b, _)| {
+            let (ka, kb) = (
+                sigs[a as usize].band_keys(&params),
+                sigs[b as usize].band_keys(&params),
+            );
+            ka.iter().zip(&kb).any(|(x, y)| x == y)
+        }));
     }
 
     #[test]

@@ -31,7 +31,7 @@ use redb::{
 use super::config::open_db_file;
 use super::error::{DbContext, StoreError, StoreResult};
 use super::migrate::{remove_if_present, sync};
-use super::tables::{Keys, BANDS, BLOCKS, DOCS, IDS, META};
+use super::tables::{Keys, BANDS, BLOCKS, DOCS, IDS, META, MINIMA};
 use super::Store;
 
 /// redb's page size, and the header of a leaf page.
@@ -68,7 +68,10 @@ impl Store {
             copy_dense(&src, &dst, IDS, &path)?;
             match &self.keys {
                 Keys::Blocks(_) => copy_dense(&src, &dst, BLOCKS, &path)?,
-                Keys::Bands(_) => copy_dense(&src, &dst, BANDS, &path)?,
+                Keys::Bands(_) => {
+                    copy_dense(&src, &dst, BANDS, &path)?;
+                    copy_dense(&src, &dst, MINIMA, &path)?;
+                }
             }
             dst.commit().at(&path)?;
         }

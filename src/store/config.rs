@@ -19,7 +19,7 @@ use crate::Fingerprinter;
 pub const FILE_NAME: &str = "neardup.redb";
 
 /// Version of the on-disk layout described in the module docs.
-pub const FORMAT: &str = "3";
+pub const FORMAT: &str = "4";
 
 /// The layout before documents were numbered (ids in every key table); `neardup migrate`
 /// rewrites it as [`FORMAT`].
@@ -29,6 +29,10 @@ pub const FORMAT_1: &str = "1";
 /// migrate` rewrites it as [`FORMAT`] (the counts of its documents stay unknown: they can be
 /// near-duplicates, not contained, until indexed again).
 pub const FORMAT_2: &str = "2";
+
+/// The layout before MinHash stores filed each document under its minima (the containment
+/// candidate step); `neardup migrate` rewrites it as [`FORMAT`].
+pub const FORMAT_3: &str = "3";
 
 /// What a store is built for. Fixed when the store is created.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -204,7 +208,7 @@ fn meta_from(
     let Some((format, config)) = settings_of_any_format(meta, path)? else {
         return Ok(None);
     };
-    if format == FORMAT_1 || format == FORMAT_2 {
+    if format == FORMAT_1 || format == FORMAT_2 || format == FORMAT_3 {
         return Err(StoreError::NeedsMigration {
             path: path.to_owned(),
             found: format,

@@ -32,7 +32,7 @@ pub enum StoreError {
         supported: &'static str,
     },
 
-    #[error("store {} has format {found}, which this neardup no longer reads; run `neardup migrate --store {}` to rewrite it in format 3 (it keeps every document)", .path.display(), .path.display())]
+    #[error("store {} has format {found}, which this neardup no longer reads; run `neardup migrate --store {}` to rewrite it in format 4 (it keeps every document)", .path.display(), .path.display())]
     NeedsMigration { path: PathBuf, found: String },
 
     #[error("store {} is inconsistent: {detail}", .path.display())]

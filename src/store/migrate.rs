@@ -1,10 +1,11 @@
-//! `neardup migrate`: rewriting a format-1 or format-2 store in the current format.
+//! `neardup migrate`: rewriting a format-1, 2 or 3 store in the current format.
 //!
 //! Format 1 filed the id string in every key table (42 times per MinHash document). Its
 //! table definitions live only here, to read such a store (and, for tests, to write one).
 //! Format 2 stored MinHash signatures without their distinct shingle count: its documents are
 //! copied with the count unknown (stored as 0), so they are found as near-duplicates but
-//! never as contained until indexed again.
+//! never as contained until indexed again. Format 3 had no `minima` table: its documents are
+//! copied as they are, and filed under their minima on the way.
 //!
 //! The migration is crash-safe: the new database is built beside the old one
 //! (`neardup.redb.migrating` in the store's directory), checked, made durable, and then
@@ -20,9 +21,10 @@ use serde::Serialize;
 
 use super::config::{
     open_db, open_db_file, settings_of_any_format, write_settings, FILE_NAME, FORMAT_1, FORMAT_2,
+    FORMAT_3,
 };
 use super::error::{DbContext, StoreError, StoreResult};
-use super::tables::{DOCS, META};
+use super::tables::{signature_of, DOCS, META, MINIMA};
 use super::writer::Op;
 use super::{OpenOptions, Store, StoreConfig, FORMAT};
 use crate::method::{Method, Sketch};
@@ -55,7 +57,7 @@ pub struct Migration {
     pub bytes_after: u64,
 }
 
-/// Rewrites the format-1 or format-2 store in `dir` in the current format, keeping every
+/// Rewrites the format-1, 2 or 3 store in `dir` in the current format, keeping every
 /// document. A store already in the current format is left alone.
 pub fn migrate(dir: &Path, opts: &OpenOptions) -> StoreResult<Migration> {
     let file = dir.join(FILE_NAME);
@@ -92,7 +94,7 @@ pub fn migrate(dir: &Path, opts: &OpenOptions) -> StoreResult<Migration> {
         let n = Store::with(old, dir.to_owned(), Some(file.clone()), config)?.len()?;
         return Ok(done(n));
     }
-    if format != FORMAT_1 && format != FORMAT_2 {
+    if format != FORMAT_1 && format != FORMAT_2 && format != FORMAT_3 {
         return Err(StoreError::Format {
             path: dir.to_owned(),
             found: format,
@@ -106,7 +108,7 @@ pub fn migrate(dir: &Path, opts: &OpenOptions) -> StoreResult<Migration> {
     let documents = if format == FORMAT_1 {
         copy_documents(&txn, &new, &config, dir)?
     } else {
-        copy_documents_2(&txn, &new, &config, dir)?
+        copy_documents_2(&txn, &new, &config, dir, format == FORMAT_3)?
     };
     new.compact()?;
     let copied = new.verify()?;
@@ -148,16 +150,22 @@ fn flush(
     Ok(())
 }
 
-/// Copies every document of a format-2 store's `docs` table into `new`, in batches; returns
-/// the count.
+/// Copies every document of a format-2 or (`counted`) format-3 store's `docs` table into
+/// `new`, in batches; returns the count. Format 3's documents are those of the current
+/// format, distinct counts included; format 2's have none.
 fn copy_documents_2(
     txn: &redb::ReadTransaction,
     new: &Store,
     config: &StoreConfig,
     dir: &Path,
+    counted: bool,
 ) -> StoreResult<u64> {
     let keys = config.keys(dir)?;
-    let len = keys.sketch_len_2();
+    let len = if counted {
+        keys.sketch_len()
+    } else {
+        keys.sketch_len_2()
+    };
     let mut batch: Vec<(String, Sketch)> = Vec::with_capacity(BATCH);
     let mut n = 0u64;
     for entry in txn.open_table(DOCS).at(dir)?.iter().at(dir)? {
@@ -168,7 +176,7 @@ fn copy_documents_2(
             detail: format!("document #{} {what}", doc.value()),
         };
         if bytes.len() < len {
-            return Err(bad("is shorter than a format-2 sketch"));
+            return Err(bad("is shorter than a sketch of its format"));
         }
         let (sketch, id) = bytes.split_at(len);
         let id = std::str::from_utf8(id).map_err(|_| bad("has an id that is not UTF-8"))?;
@@ -176,6 +184,7 @@ fn copy_documents_2(
             Method::SimHash => Sketch::SimHash(SimHash(u64::from_le_bytes(
                 sketch.try_into().expect("8 bytes"),
             ))),
+            Method::MinHash if counted => Sketch::MinHash(signature_of(sketch)),
             Method::MinHash => Sketch::MinHash(
                 Signature::from_le_bytes(sketch).ok_or_else(|| bad("is not whole minima"))?,
             ),
@@ -333,6 +342,30 @@ pub fn write_format_2(
             table.insert(doc, bytes.as_slice()).at(dir)?;
         }
     }
+    txn.commit().at(dir)?;
+    Ok(())
+}
+
+/// Writes a store in format 3 (as neardup wrote them before the `minima` table) holding
+/// `docs`: for tests of the migration only.
+#[doc(hidden)]
+pub fn write_format_3(
+    dir: &Path,
+    config: &StoreConfig,
+    docs: &[(&str, Sketch)],
+) -> StoreResult<()> {
+    let store = Store::create_or_open(dir, config, &OpenOptions::default())?;
+    let ops: Vec<Op<'_>> = docs.iter().map(|(id, s)| Op::Upsert(id, s)).collect();
+    store.write(&ops)?;
+    drop(store);
+    let db = open_db_file(dir, &dir.join(FILE_NAME), false, Default::default())?;
+    let mut txn = db.begin_write().at(dir)?;
+    txn.set_quick_repair(true);
+    {
+        let mut meta = txn.open_table(META).at(dir)?;
+        meta.insert("format", FORMAT_3).at(dir)?;
+    }
+    txn.delete_table(MINIMA).at(dir)?;
     txn.commit().at(dir)?;
     Ok(())
 }

@@ -9,7 +9,7 @@
 //!   version or `k` is an error ([`StoreError::Mismatch`]), never silent mixing.
 //! - `docs` and `ids`: documents are numbered inside the store (never reused); `docs` maps a
 //!   number to the sketch and the id, `ids` finds the number of an id. The key tables hold
-//!   numbers, not ids (see the `tables` module for the exact layout, format 3).
+//!   numbers, not ids (see the `tables` module for the exact layout, format 4).
 //! - SimHash: `blocks`, the pigeonhole table. For `k + 1` blocks (see [`BlockLayout`]),
 //!   every document is filed under each of its block values, with its full fingerprint in
 //!   the key. Two fingerprints within `k` share at least one block, so looking up the query's
@@ -22,9 +22,16 @@
 //!   rule ([`MatchOptions`]), [`Store::similar`] also keeps the candidates
 //!   [`crate::relation::MatchRule`] finds contained in the query or containing it; every
 //!   match says its relation.
+//! - MinHash: `minima`, every document under each of its (position, minimum) pairs. Read only
+//!   when a query asks for containment: a document with at least
+//!   [`crate::relation::CANDIDATE_AGREEING_MINIMA`] of the query's 128 minima is a candidate
+//!   too (the bands reach Jaccard ≈ 0.3, a 20 % excerpt has ≈ 0.2), and is answered when
+//!   [`crate::relation::MatchRule`] relates it — as near-duplicate too, when its estimate
+//!   reaches the threshold without a shared band. Near-duplicate queries
+//!   ([`crate::relation::MatchOptions::NEAR_DUPLICATES_ONLY`]) never read it.
 //!
-//! Stores of format 1 (ids in every key table) and 2 (signatures without their distinct
-//! shingle count) are refused with
+//! Stores of format 1 (ids in every key table), 2 (signatures without their distinct
+//! shingle count) and 3 (no `minima` table) are refused with
 //! [`StoreError::NeedsMigration`]; [`migrate`] rewrites them. [`Store::compact`] gives back
 //! the space a bulk load leaves.
 //!
@@ -55,9 +62,11 @@ use redb::Database;
 pub use crate::method::{sort_matches, Match};
 pub use config::{OpenOptions, StoreConfig, FILE_NAME, FORMAT, MINHASH_PROFILE};
 pub use error::{StoreError, StoreResult};
-pub use migrate::{migrate, write_format_1, write_format_2, Migration, MIGRATING_FILE_NAME};
+pub use migrate::{
+    migrate, write_format_1, write_format_2, write_format_3, Migration, MIGRATING_FILE_NAME,
+};
 pub use probe::{Plan, Snapshot};
-pub use stats::{BlockStats, StoreStats};
+pub use stats::{BlockStats, MinimaStats, StoreStats};
 pub use writer::{CheckResult, Op, WriteCounts};
 
 use crate::method::Sketch;

@@ -1,6 +1,6 @@
 //! Queries: the block and band lookups, and the snapshots they read.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
 use redb::{ReadTransaction, ReadableTable, ReadableTableMetadata};
@@ -8,12 +8,12 @@ use redb::{ReadTransaction, ReadableTable, ReadableTableMetadata};
 use super::error::{DbContext, StoreResult};
 use super::tables::{
     band_prefix, block_fingerprint, block_range, find, fingerprint_of, signature_of, Keys, BANDS,
-    BLOCKS, DOCS, IDS,
+    BLOCKS, DOCS, IDS, MINIMA,
 };
 use super::{query_mismatch, store_query, Store};
 use crate::method::{sort_matches, Match, Query, Score, Sketch, Tolerance};
-use crate::minhash::MinHashParams;
-use crate::relation::MatchOptions;
+use crate::minhash::{MinHashParams, Signature};
+use crate::relation::{candidate_agreeing_minima, MatchOptions};
 use crate::simhash::{hamming, BlockLayout, SimHash};
 
 /// How a query finds candidates. Results never depend on it; only speed does.
@@ -125,7 +125,23 @@ impl Snapshot<'_> {
             }
             (keys @ Keys::Bands(p), Query::MinHash { .. }) => {
                 let bands = self.txn.open_table(BANDS).at(path)?;
-                probe_bands(&bands, &docs, keys, p, &query, exclude, plan, options, path)
+                let minima = if wants_containment(options) && plan != Plan::Scan {
+                    Some(self.txn.open_table(MINIMA).at(path)?)
+                } else {
+                    None
+                };
+                probe_bands(
+                    &bands,
+                    minima.as_ref(),
+                    &docs,
+                    keys,
+                    p,
+                    &query,
+                    exclude,
+                    plan,
+                    options,
+                    path,
+                )
             }
             (_, q) => Err(query_mismatch(path, self.store.method(), q.method())),
         }
@@ -147,17 +163,26 @@ impl Snapshot<'_> {
     }
 }
 
+/// Whether a query under `options` asks for containment, and so reads the `minima` table:
+/// near-duplicate queries never do.
+pub(super) fn wants_containment(options: &MatchOptions) -> bool {
+    options.containment.is_some()
+}
+
 /// The MinHash query: every document sharing a band with the query's signature that is
 /// related to it under `options` (a near-duplicate: estimated Jaccard similarity at its
 /// threshold; or, with a containment rule, one contained in the other), with its relation
-/// (or, with [`Plan::Scan`], every such document, band or not). Each candidate
-/// is scored once, however many bands it shares. A document under the query's 32-bit key
-/// prefix in band `i` shares band `i` only if its full key, recomputed from its signature, is
-/// the query's: prefix collisions are read and dropped, never answered. A SimHash query finds
-/// nothing here.
+/// (or, with [`Plan::Scan`], every such document, band or not). With `minima`
+/// (given only when `options` ask for containment), the documents with at least
+/// [`candidate_agreeing_minima`] of the query's minima ([`agreeing`]) are candidates too, and
+/// kept when related. Each candidate is scored once, however many bands it shares. A document
+/// under the query's 32-bit key prefix in band `i` shares band `i` only if its full key,
+/// recomputed from its signature, is the query's: prefix collisions are read and dropped,
+/// never answered. A SimHash query finds nothing here.
 #[allow(clippy::too_many_arguments)]
-pub(super) fn probe_bands<B, D>(
+pub(super) fn probe_bands<B, M, D>(
     bands: &B,
+    minima: Option<&M>,
     docs: &D,
     keys: &Keys,
     params: &MinHashParams,
@@ -169,6 +194,7 @@ pub(super) fn probe_bands<B, D>(
 ) -> StoreResult<Vec<Match>>
 where
     B: ReadableTable<(u8, u32, u32), ()>,
+    M: ReadableTable<(u16, u32, u32), ()>,
     D: ReadableTable<u32, &'static [u8]>,
 {
     let Query::MinHash { signature: sig, .. } = query else {
@@ -211,8 +237,48 @@ where
                 consider(id, Sketch::MinHash(other));
             }
         }
+        if let Some(minima) = minima {
+            let m = candidate_agreeing_minima(sig.len());
+            for doc in agreeing(minima, sig, m, path)? {
+                if seen.contains(&doc) {
+                    continue;
+                }
+                let Some(bytes) = docs.get(doc).at(path)? else {
+                    return Err(missing_doc(path, doc));
+                };
+                let (sketch, id) = keys.split(bytes.value(), doc, path)?;
+                consider(id, Sketch::MinHash(signature_of(sketch)));
+            }
+        }
     }
     sort_matches(&mut out);
+    Ok(out)
+}
+
+/// The containment candidate step: the documents filed in `minima` with at least `m` of
+/// `sig`'s minima at the same positions, in number order.
+pub(super) fn agreeing<M>(
+    minima: &M,
+    sig: &Signature,
+    m: usize,
+    path: &Path,
+) -> StoreResult<Vec<u32>>
+where
+    M: ReadableTable<(u16, u32, u32), ()>,
+{
+    let mut counts: HashMap<u32, usize> = HashMap::new();
+    for (i, &v) in sig.values().iter().enumerate() {
+        let i = i as u16;
+        for entry in minima.range((i, v, 0)..=(i, v, u32::MAX)).at(path)? {
+            *counts.entry(entry.at(path)?.0.value().2).or_default() += 1;
+        }
+    }
+    let mut out: Vec<u32> = counts
+        .into_iter()
+        .filter(|&(_, n)| n >= m)
+        .map(|(doc, _)| doc)
+        .collect();
+    out.sort_unstable();
     Ok(out)
 }
 
@@ -350,6 +416,166 @@ impl BlockProbe<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::minhash::{MinHasher, Signature};
+    use crate::relation::{MatchOptions, Relation};
+    use crate::store::{Op, StoreConfig};
+    use crate::{Method, Threshold};
+    use proptest::prelude::*;
+
+    fn minhash_store(params: &str) -> Store {
+        Store::in_memory(&StoreConfig {
+            method: Method::MinHash,
+            profile: "minhash".into(),
+            version: "t".into(),
+            k: 0,
+            minhash: Some(params.parse().unwrap()),
+            fold: false,
+            boilerplate: None,
+        })
+        .unwrap()
+    }
+
+    fn agreeing_ids(store: &Store, sig: &Signature, m: usize) -> Vec<String> {
+        let snap = store.snapshot().unwrap();
+        let path = &store.path;
+        let minima = snap.txn.open_table(MINIMA).unwrap();
+        let docs = snap.txn.open_table(DOCS).unwrap();
+        let mut ids: Vec<String> = agreeing(&minima, sig, m, path)
+            .unwrap()
+            .into_iter()
+            .map(|doc| {
+                let bytes = docs.get(doc).unwrap().unwrap();
+                store
+                    .keys
+                    .split(bytes.value(), doc, path)
+                    .unwrap()
+                    .1
+                    .to_owned()
+            })
+            .collect();
+        ids.sort_unstable();
+        ids
+    }
+
+    proptest! {
+        /// The candidate step returns exactly the stored documents with at least `m` minima
+        /// equal to the query's at the same positions, after inserts, replacements and
+        /// deletions; the tables stay consistent.
+        #[test]
+        fn agreeing_is_exactly_the_documents_with_m_agreeing_minima(
+            docs in proptest::collection::vec(proptest::collection::vec(0u32..4, 16), 1..24),
+            replaced in proptest::collection::vec(proptest::collection::vec(0u32..4, 16), 0..6),
+            deleted in proptest::collection::vec(0usize..24, 0..6),
+            query in proptest::collection::vec(0u32..4, 16),
+            m in 1usize..=16,
+        ) {
+            let store = minhash_store("n=16;bands=4x4");
+            let mut held: std::collections::BTreeMap<String, Vec<u32>> = Default::default();
+            let sketches: Vec<(String, Sketch)> = docs
+                .iter()
+                .chain(&replaced)
+                .enumerate()
+                .map(|(i, v)| {
+                    let id = format!("d{}", i % docs.len());
+                    held.insert(id.clone(), v.clone());
+                    (id, Sketch::MinHash(Signature::from_values(v.clone())))
+                })
+                .collect();
+            let ops: Vec<Op<'_>> = sketches.iter().map(|(id, s)| Op::Upsert(id, s)).collect();
+            store.write(&ops).unwrap();
+            let gone: Vec<String> = deleted.iter().map(|i| format!("d{i}")).collect();
+            store.delete(&gone.iter().map(String::as_str).collect::<Vec<_>>()).unwrap();
+            for id in &gone {
+                held.remove(id);
+            }
+            prop_assert_eq!(store.verify().unwrap(), held.len() as u64);
+            let want: Vec<String> = held
+                .iter()
+                .filter(|(_, v)| v.iter().zip(&query).filter(|(a, b)| a == b).count() >= m)
+                .map(|(id, _)| id.clone())
+                .collect();
+            let got = agreeing_ids(&store, &Signature::from_values(query), m);
+            prop_assert_eq!(got, want);
+        }
+    }
+
+    fn text(mh: &MinHasher, r: std::ops::Range<u64>) -> Signature {
+        let words: Vec<u64> = r.map(|w| w.wrapping_mul(0x9e37_79b9_7f4a_7c15)).collect();
+        mh.signature_of_hashes(&[words]).unwrap()
+    }
+
+    /// A 20 % lead and a 20 % passage share no band with their article at the default
+    /// parameters here, and are found from either side, with their direction, only through
+    /// the minima; near-duplicate queries neither find them nor read the minima.
+    #[test]
+    fn containment_queries_find_small_excerpts_from_either_side_through_the_minima() {
+        let store = minhash_store("n=128;bands=42x3");
+        let Keys::Bands(p) = store.keys.clone() else {
+            panic!("a MinHash store")
+        };
+        let mh = MinHasher::new(p);
+        let full = text(&mh, 0..1000);
+        // Excerpts that share no band with the full article (so only the minima find them).
+        let mut excerpts = Vec::new();
+        for start in (0..=800).step_by(200) {
+            let e = text(&mh, start..start + 200);
+            let kf = full.band_keys(&p);
+            if !e.band_keys(&p).iter().zip(&kf).any(|(a, b)| a == b) {
+                excerpts.push((format!("x{start}"), e));
+            }
+            if excerpts.len() == 3 {
+                break;
+            }
+        }
+        assert_eq!(excerpts.len(), 3, "excerpts without a shared band");
+        let mut docs = vec![("full".to_owned(), full.clone())];
+        docs.extend(excerpts.iter().cloned());
+        let refs: Vec<(&str, Signature)> =
+            docs.iter().map(|(i, s)| (i.as_str(), s.clone())).collect();
+        store.upsert_batch(&refs).unwrap();
+        let t = Tolerance::Similarity(Threshold::new(0.3).unwrap());
+        let all = MatchOptions::default();
+        let from_full = store.similar_to_id("full", t, &all).unwrap().unwrap();
+        let mut found: Vec<(&str, Relation)> = from_full
+            .iter()
+            .map(|m| (m.id.as_str(), m.relation.unwrap()))
+            .collect();
+        found.sort_unstable_by_key(|x| x.0);
+        let mut want: Vec<(&str, Relation)> = excerpts
+            .iter()
+            .map(|(id, _)| (id.as_str(), Relation::Contains))
+            .collect();
+        want.sort_unstable_by_key(|x| x.0);
+        assert_eq!(found, want);
+        for (id, _) in &excerpts {
+            let back = store.similar_to_id(id, t, &all).unwrap().unwrap();
+            let full_match = back.iter().find(|m| m.id == "full").unwrap();
+            assert_eq!(full_match.relation, Some(Relation::ContainedIn));
+        }
+        let near = MatchOptions::NEAR_DUPLICATES_ONLY;
+        assert!(store
+            .similar_to_id("full", t, &near)
+            .unwrap()
+            .unwrap()
+            .is_empty());
+        // Without the minima table, near-duplicate queries answer as before: they never read it.
+        let txn = store.begin_write().unwrap();
+        assert!(txn.delete_table(MINIMA).unwrap());
+        txn.commit().unwrap();
+        assert!(store
+            .similar_to_id("full", t, &near)
+            .unwrap()
+            .unwrap()
+            .is_empty());
+        assert_eq!(
+            store
+                .similar_to_id(&excerpts[0].0, t, &near)
+                .unwrap()
+                .unwrap(),
+            Vec::<Match>::new()
+        );
+        assert!(store.similar_to_id("full", t, &all).is_err());
+    }
 
     /// Two documents whose band keys share their stored 32-bit prefix but not the full key
     /// do not share the band: the index must not answer one for the other.

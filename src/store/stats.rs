@@ -5,11 +5,11 @@ use std::path::Path;
 use redb::{ReadableTable, ReadableTableMetadata};
 use serde::Serialize;
 
-use super::config::{StoreConfig, FILE_NAME};
+use super::config::{StoreConfig, FILE_NAME, FORMAT};
 use super::error::{DbContext, StoreError, StoreResult};
 use super::tables::{
     band_prefix, block_fingerprint, block_key, fingerprint_of, id_hash, signature_of, Keys, BANDS,
-    BLOCKS, DOCS, IDS, META, NEXT_DOC,
+    BLOCKS, DOCS, IDS, META, MINIMA, NEXT_DOC,
 };
 use super::Store;
 
@@ -17,6 +17,8 @@ use super::Store;
 #[derive(Clone, Debug, Serialize)]
 pub struct StoreStats {
     pub path: String,
+    /// The store's on-disk format ([`FORMAT`]: a store of another one does not open).
+    pub format: &'static str,
     pub documents: u64,
     #[serde(flatten)]
     pub config: StoreConfig,
@@ -30,6 +32,24 @@ pub struct StoreStats {
     pub used_bytes: u64,
     /// SimHash blocks or MinHash bands.
     pub blocks: Vec<BlockStats>,
+    /// MinHash: the `minima` table of the containment candidate step.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub minima: Option<MinimaStats>,
+}
+
+/// The `minima` table of a MinHash store: every document under each (position, minimum).
+#[derive(Clone, Debug, Serialize)]
+pub struct MinimaStats {
+    /// Entries: documents × minima per signature.
+    pub entries: u64,
+    /// Distinct (position, minimum) keys in use.
+    pub keys: u64,
+    /// Documents under the fullest key; a containment query sharing it reads them all.
+    pub largest: u64,
+    /// The position of the fullest key.
+    pub largest_position: u16,
+    /// The minimum of the fullest key.
+    pub largest_value: u32,
 }
 
 /// One key table (a SimHash block or a MinHash band): how evenly documents spread over its
@@ -77,6 +97,7 @@ impl Store {
         let snap = self.snapshot()?;
         let path = &self.path;
         let mut blocks = Vec::new();
+        let mut minima = None;
         match &self.keys {
             Keys::Blocks(layout) => {
                 let t = snap.txn.open_table(BLOCKS).at(path)?;
@@ -105,6 +126,7 @@ impl Store {
                     let values = values.map(|e| e.map(|(k, _)| u64::from(k.value().1)));
                     blocks.push(key_stats(values, i, 32, path)?);
                 }
+                minima = Some(minima_stats(&snap.txn.open_table(MINIMA).at(path)?, path)?);
             }
         }
         let documents = snap.len()?;
@@ -120,6 +142,7 @@ impl Store {
             .map(|m| m.len());
         Ok(StoreStats {
             path: self.path.display().to_string(),
+            format: FORMAT,
             documents,
             config: self.config.clone(),
             file_bytes,
@@ -128,6 +151,7 @@ impl Store {
                 .map(|b| b as f64 / documents as f64),
             used_bytes,
             blocks,
+            minima,
         })
     }
 
@@ -217,6 +241,18 @@ impl Store {
                         )));
                     }
                 }
+                let minima = snap.txn.open_table(MINIMA).at(path)?;
+                for entry in minima.iter().at(path)? {
+                    let (position, value, doc) = entry.at(path)?.0.value();
+                    entries += 1;
+                    let (sketch, id) = sketch_of(doc)?;
+                    let sig = signature_of(&sketch);
+                    if sig.values().get(usize::from(position)) != Some(&value) {
+                        return Err(bad(format!(
+                            "`{id}` is filed under the wrong minimum at position {position}"
+                        )));
+                    }
+                }
             }
         }
         let per_doc = keys.per_doc();
@@ -228,6 +264,43 @@ impl Store {
         }
         Ok(n)
     }
+}
+
+/// The size of the `minima` table and its fullest key.
+fn minima_stats(
+    t: &impl ReadableTable<(u16, u32, u32), ()>,
+    path: &Path,
+) -> StoreResult<MinimaStats> {
+    let mut out = MinimaStats {
+        entries: 0,
+        keys: 0,
+        largest: 0,
+        largest_position: 0,
+        largest_value: 0,
+    };
+    let mut current: Option<((u16, u32), u64)> = None;
+    let close = |out: &mut MinimaStats, ((position, value), n): ((u16, u32), u64)| {
+        out.keys += 1;
+        if n > out.largest {
+            (out.largest, out.largest_position, out.largest_value) = (n, position, value);
+        }
+    };
+    for entry in t.iter().at(path)? {
+        let (position, value, _) = entry.at(path)?.0.value();
+        out.entries += 1;
+        current = match current {
+            Some((key, n)) if key == (position, value) => Some((key, n + 1)),
+            Some(done) => {
+                close(&mut out, done);
+                Some(((position, value), 1))
+            }
+            None => Some(((position, value), 1)),
+        };
+    }
+    if let Some(done) = current {
+        close(&mut out, done);
+    }
+    Ok(out)
 }
 
 /// The spread of one key table's values, given in order.

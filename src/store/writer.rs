@@ -6,10 +6,10 @@ use redb::{ReadableTable, WriteTransaction};
 use serde::Serialize;
 
 use super::error::{DbContext, StoreError, StoreResult};
-use super::probe::{probe_bands, BlockProbe, Plan};
+use super::probe::{probe_bands, wants_containment, BlockProbe, Plan};
 use super::tables::{
     band_prefix, block_key, check_signature, find, id_hash, Keys, BANDS, BLOCKS, DOCS, IDS, META,
-    NEXT_DOC,
+    MINIMA, NEXT_DOC,
 };
 use super::{method_mismatch, query_mismatch, store_query, Store};
 use crate::method::{Match, Method, Query, Sketch, Tolerance};
@@ -188,7 +188,10 @@ impl Store {
         let path = &self.path;
         let key_table = match &self.keys {
             Keys::Blocks(_) => KeyTable::Blocks(txn.open_table(BLOCKS).at(path)?),
-            Keys::Bands(_) => KeyTable::Bands(txn.open_table(BANDS).at(path)?),
+            Keys::Bands(_) => KeyTable::Bands(
+                txn.open_table(BANDS).at(path)?,
+                txn.open_table(MINIMA).at(path)?,
+            ),
         };
         Ok(Writer {
             docs: txn.open_table(DOCS).at(path)?,
@@ -203,10 +206,13 @@ impl Store {
     }
 }
 
-/// The key table of a write transaction.
+/// The key tables of a write transaction: SimHash blocks, or MinHash bands and minima.
 pub(super) enum KeyTable<'t> {
     Blocks(redb::Table<'t, (u8, u64, u32), ()>),
-    Bands(redb::Table<'t, (u8, u32, u32), ()>),
+    Bands(
+        redb::Table<'t, (u8, u32, u32), ()>,
+        redb::Table<'t, (u16, u32, u32), ()>,
+    ),
 }
 
 /// The tables of a write transaction.
@@ -287,13 +293,21 @@ impl Writer<'_> {
                     }
                 }
             }
-            (KeyTable::Bands(t), Keys::Bands(p), Sketch::MinHash(sig)) => {
+            (KeyTable::Bands(t, minima), Keys::Bands(p), Sketch::MinHash(sig)) => {
                 for (i, k) in sig.band_keys(p).into_iter().enumerate() {
                     let key = (i as u8, band_prefix(k), doc);
                     if insert {
                         t.insert(key, ()).at(path)?;
                     } else {
                         t.remove(key).at(path)?;
+                    }
+                }
+                for (i, &v) in sig.values().iter().enumerate() {
+                    let key = (i as u16, v, doc);
+                    if insert {
+                        minima.insert(key, ()).at(path)?;
+                    } else {
+                        minima.remove(key).at(path)?;
                     }
                 }
             }
@@ -378,9 +392,12 @@ impl Writer<'_> {
                 plan,
             }
             .run(blocks, &self.docs, self.keys, path),
-            (KeyTable::Bands(bands), Keys::Bands(p), Query::MinHash { .. }) => probe_bands(
-                bands, &self.docs, self.keys, p, &query, exclude, plan, options, path,
-            ),
+            (KeyTable::Bands(bands, minima), Keys::Bands(p), Query::MinHash { .. }) => {
+                let minima = wants_containment(options).then_some(minima);
+                probe_bands(
+                    bands, minima, &self.docs, self.keys, p, &query, exclude, plan, options, path,
+                )
+            }
             (_, _, q) => Err(query_mismatch(path, self.method(), q.method())),
         }
     }

@@ -82,15 +82,26 @@ fn similar(store: &Path, extra: &[&str], stdin: &[u8]) -> (i32, Vec<Value>, Stri
 }
 
 /// MinHash matches as the near-duplicate answers of the brute-force checks: each says it is a
-/// near-duplicate, and its relation and containment are taken off.
+/// near-duplicate, or a containment (≥ 0.7: a part whose article is not mostly in it, such as
+/// the truncated lead `ex-014-trunc`, is named so however similar), and its relation and
+/// containment are taken off.
 fn near_only(matches: &[Value]) -> Vec<Value> {
     matches
         .iter()
         .map(|m| {
             let mut m = m.clone();
             let o = m.as_object_mut().unwrap();
-            assert_eq!(o.remove("relation"), Some(json!("near_duplicate")), "{o:?}");
-            o.remove("containment");
+            let relation = o.remove("relation");
+            let containment = o.remove("containment");
+            if relation != Some(json!("near_duplicate")) {
+                assert!(
+                    matches!(
+                        relation.as_ref().and_then(Value::as_str),
+                        Some("contains" | "contained_in")
+                    ) && containment.as_ref().and_then(Value::as_f64) >= Some(0.7),
+                    "{relation:?} {containment:?} {o:?}"
+                );
+            }
             m
         })
         .collect()
@@ -1068,9 +1079,16 @@ fn default_dedupe_finds_exactly_the_planted_pairs() {
     assert_eq!(code, 0, "{err}");
     let sigs = example_sigs();
     let sig = |id: &str| &sigs.iter().find(|(i, _)| i == id).unwrap().1;
+    // The truncated lead (70 % of its article) is linked as contained in it.
     let want: Vec<Value> = PLANTED
         .iter()
-        .map(|(a, b)| json!({"cluster": [a, b], "min_similarity": similarity(sig(a), sig(b))}))
+        .map(|(a, b)| {
+            let mut c = json!({"cluster": [a, b], "min_similarity": similarity(sig(a), sig(b))});
+            if *b == "ex-014-trunc" {
+                c["contained"] = json!(1);
+            }
+            c
+        })
         .collect();
     assert_eq!(json_lines(&out), want);
     assert!(

@@ -1,12 +1,12 @@
-//! Format-1 stores: refused with the command that migrates them, migrated with every document
-//! and the same answers; and compaction, which must not change an answer either.
+//! Format-1, 2 and 3 stores: refused with the command that migrates them, migrated with every
+//! document and the same answers; and compaction, which must not change an answer either.
 
 use std::path::Path;
 
 use neardup::relation::MatchOptions;
 use neardup::store::{
-    migrate, write_format_1, write_format_2, OpenOptions, Plan, Store, StoreConfig, StoreError,
-    MIGRATING_FILE_NAME,
+    migrate, write_format_1, write_format_2, write_format_3, OpenOptions, Plan, Store, StoreConfig,
+    StoreError, MIGRATING_FILE_NAME,
 };
 use neardup::{Method, MinHashParams, MinHasher, SimHash, Sketch, Tolerance};
 
@@ -113,13 +113,30 @@ fn reference(config: &StoreConfig, docs: &[(String, Sketch)]) -> Store {
     store
 }
 
-fn migrate_and_compare(config: StoreConfig, mut docs: Vec<(String, Sketch)>) {
+/// Every document's related documents (containment on), as a fresh store answers.
+fn related_answers(store: &Store, docs: &[(String, Sketch)]) -> Vec<Vec<neardup::store::Match>> {
+    let t = tolerance(store.method());
+    docs.iter()
+        .map(|(id, _)| {
+            store
+                .similar_to_id(id, t, &Default::default())
+                .unwrap()
+                .expect("stored")
+        })
+        .collect()
+}
+
+fn migrate_and_compare(from: &str, config: StoreConfig, mut docs: Vec<(String, Sketch)>) {
     let dir = tempfile::tempdir().unwrap();
     let refs: Vec<(&str, Sketch)> = docs
         .iter()
         .map(|(id, s)| (id.as_str(), s.clone()))
         .collect();
-    write_format_1(dir.path(), &config, &refs).unwrap();
+    match from {
+        "1" => write_format_1(dir.path(), &config, &refs).unwrap(),
+        "3" => write_format_3(dir.path(), &config, &refs).unwrap(),
+        _ => unreachable!("formats 1 and 3 are written here"),
+    }
 
     let err = Store::open(dir.path(), &OpenOptions::default()).unwrap_err();
     assert!(matches!(err, StoreError::NeedsMigration { .. }), "{err}");
@@ -133,7 +150,7 @@ fn migrate_and_compare(config: StoreConfig, mut docs: Vec<(String, Sketch)>) {
     let m = migrate(dir.path(), &OpenOptions::default()).unwrap();
     assert_eq!(
         (m.from.as_str(), m.to, m.documents),
-        ("1", "3", docs.len() as u64)
+        (from, "4", docs.len() as u64)
     );
     assert!(!dir.path().join(MIGRATING_FILE_NAME).exists());
 
@@ -149,24 +166,38 @@ fn migrate_and_compare(config: StoreConfig, mut docs: Vec<(String, Sketch)>) {
         got.iter().any(|m| !m.is_empty()),
         "the fixture has near-duplicates"
     );
+    // Format 1 kept no distinct counts: only format 3's documents can be contained.
+    if config.method == Method::MinHash && from == "3" {
+        assert_eq!(
+            related_answers(&store, &docs),
+            related_answers(&fresh, &docs)
+        );
+        assert_eq!(store.stats().unwrap().format, "4");
+    }
     drop(store);
 
     // Migrating again is a no-op.
     let again = migrate(dir.path(), &OpenOptions::default()).unwrap();
     assert_eq!(
         (again.from.as_str(), again.documents),
-        ("3", docs.len() as u64)
+        ("4", docs.len() as u64)
     );
 }
 
 #[test]
 fn a_format_1_simhash_store_is_refused_then_migrated_with_the_same_answers() {
-    migrate_and_compare(simhash_config(), simhash_docs(400));
+    migrate_and_compare("1", simhash_config(), simhash_docs(400));
 }
 
 #[test]
 fn a_format_1_minhash_store_is_refused_then_migrated_with_the_same_answers() {
-    migrate_and_compare(minhash_config(), minhash_docs(300));
+    migrate_and_compare("1", minhash_config(), minhash_docs(300));
+}
+
+#[test]
+fn a_format_3_store_is_refused_then_migrated_with_its_minima() {
+    migrate_and_compare("3", simhash_config(), simhash_docs(200));
+    migrate_and_compare("3", minhash_config(), minhash_docs(300));
 }
 
 #[test]
@@ -188,7 +219,7 @@ fn a_format_2_minhash_store_is_refused_then_migrated_without_distinct_counts() {
     let m = migrate(dir.path(), &OpenOptions::default()).unwrap();
     assert_eq!(
         (m.from.as_str(), m.to, m.documents),
-        ("2", "3", docs.len() as u64)
+        ("2", "4", docs.len() as u64)
     );
     let store = Store::open(dir.path(), &OpenOptions::default()).unwrap();
     assert_eq!(store.verify().unwrap(), docs.len() as u64);
@@ -339,7 +370,7 @@ fn cli_refuses_a_format_1_store_naming_migrate_which_then_works() {
         let report = &json_lines(&out)[0];
         assert_eq!(report["from"], "1");
         assert_eq!(report["documents"], docs.len() as u64);
-        assert!(err.contains("rewritten from format 1 to 3"), "{err}");
+        assert!(err.contains("rewritten from format 1 to 4"), "{err}");
 
         // A migrated store knows no distinct counts: the same near-duplicates, without a
         // containment estimate.
