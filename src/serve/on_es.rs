@@ -12,9 +12,10 @@ use serde_json::{json, Value};
 
 use super::{ApiError, ErrorCode, Found, Metrics, ServeConfig, WriteOptions};
 use crate::es::{
-    self, ClaimError, Claims, DedupeError, EsError, EsIndexer, FieldNames, Inserted, NewArticle,
-    Refresh, RetryPolicy, Similar, SimilarOptions,
+    self, ClaimError, Claims, DedupeError, EsError, EsIndexer, FieldNames, Inserted, Near,
+    NewArticle, Refresh, RetryPolicy, Similar, SimilarOptions,
 };
+use crate::relation::MatchOptions;
 use crate::{Sketches, Tolerance};
 
 /// The Elasticsearch cluster the service answers from.
@@ -96,7 +97,7 @@ impl EsSide {
         let tolerance = self.tolerance(m, index, given).await?;
         let found = self
             .similar
-            .by_id(index, id, tolerance)
+            .by_id(index, id, Near::new(tolerance, MatchOptions::default()))
             .await
             .map_err(|e| failed(m, e))?;
         Ok(found.into())
@@ -112,7 +113,11 @@ impl EsSide {
         let tolerance = self.tolerance(m, index, given).await?;
         let found = self
             .similar
-            .by_article(index, article, tolerance)
+            .by_article(
+                index,
+                article,
+                Near::new(tolerance, MatchOptions::default()),
+            )
             .await
             .map_err(|e| failed(m, e))?;
         Ok(found.into())

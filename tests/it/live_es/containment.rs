@@ -136,6 +136,32 @@ async fn an_excerpt_and_a_passage_are_found_from_either_side() {
     assert_eq!(code, 0, "{err}");
     t::refresh(&client, &idx.name).await;
     check_partial_copies(&idx.name, &planted);
+    // The service on Elasticsearch answers what the command line finds, relations included.
+    let app = std::sync::Arc::new(neardup::serve::Service::new(
+        neardup::serve::ServeConfig::default(),
+        neardup::serve::EsBackend {
+            client: client.clone(),
+            retry: RetryPolicy::none(),
+        },
+        neardup::Fingerprinter::for_profile(neardup::Profile::Default),
+    ))
+    .router();
+    for (full, lead, middle) in &planted {
+        for id in [full, lead, middle] {
+            let (status, body, _) = common::serve::call(
+                &app,
+                axum::http::Request::get(format!("/v1/{}/similar/{id}", idx.name))
+                    .body(axum::body::Body::empty())
+                    .unwrap(),
+            )
+            .await;
+            assert_eq!(status, axum::http::StatusCode::OK, "{body}");
+            let cli: Vec<Value> = similar(&idx.name, id, &[]).1.into_values().collect();
+            let mut served = body["matches"].as_array().unwrap().clone();
+            served.sort_by(|a, b| a["id"].as_str().cmp(&b["id"].as_str()));
+            assert_eq!(served, cli, "{id}");
+        }
+    }
     // The client-side filter gives the same answer.
     let (full, lead, _) = &planted[0];
     let (server, _) = similar(&idx.name, full, &[]);
