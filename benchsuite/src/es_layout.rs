@@ -182,16 +182,24 @@ fn layouts() -> Vec<Layout> {
         today("today-minhash", Methods::only(Method::MinHash)),
         library("neardup-compact-b8", 8),
         library("neardup-compact-b4", 4),
-        // Fields format 3: the compact layout with one term per minimum (position and the
-        // lowest 11 bits: 3 characters, the default; 17 bits: 4 characters) and the distinct
-        // shingle count.
+        // Fields format 3: the compact layout with one term per minimum (its position and
+        // lowest bits: 11, 10 (the default) or 9 bits make 3 characters, 17 bits 4) and the
+        // distinct shingle count.
+        Layout {
+            containment: Some(10),
+            ..library("neardup-containment-b8", 8)
+        },
         Layout {
             containment: Some(11),
-            ..library("neardup-containment-b8", 8)
+            ..library("neardup-containment-b8-m11", 8)
         },
         Layout {
             containment: Some(17),
             ..library("neardup-containment-b8-m17", 8)
+        },
+        Layout {
+            containment: Some(9),
+            ..library("neardup-containment-b8-m9", 8)
         },
         both(
             "bands-b64url32-keyword",

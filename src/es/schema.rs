@@ -476,13 +476,14 @@ pub const MAPPING_CONTAINMENT: &str =
 pub struct ContainmentMeta {
     pub fields: ContainmentFieldNames,
     /// The lowest bits of each minimum a minimum's term keeps, beside its position: with 128
-    /// minima (7 bits of position) 11 bits make 3 base64url characters.
+    /// minima (7 bits of position) 10 bits make 3 base64url characters. docs/elasticsearch.md,
+    /// "Containment: fields format 3", has the measurements that chose 10.
     pub minimum_bits: u8,
 }
 
 impl ContainmentMeta {
-    /// What `es-init` gives a new index: default names, 11 bits of each minimum.
-    pub const MINIMUM_BITS: u8 = 11;
+    /// What `es-init` gives a new index: 10 bits of each minimum.
+    pub const MINIMUM_BITS: u8 = 10;
 
     /// The containment of a new index, with default field names.
     pub fn new() -> ContainmentMeta {
@@ -1427,7 +1428,7 @@ mod tests {
         assert_eq!(j["format"], 3);
         assert_eq!(
             j["minhash"]["containment"],
-            json!({ "fields": { "minima": "minHashMinima", "distinct": "minHashDistinct" }, "minimum_bits": 11 })
+            json!({ "fields": { "minima": "minHashMinima", "distinct": "minHashDistinct" }, "minimum_bits": 10 })
         );
         let mapping = json!({ "_meta": { META_KEY: j }, "properties": {} });
         let back = IndexMeta::from_mapping("i", &mapping, &FieldNames::default()).unwrap();
@@ -1468,8 +1469,8 @@ mod tests {
             let key = t
                 .chars()
                 .fold(0u64, |acc, ch| acc << 6 | alphabet.find(ch).unwrap() as u64);
-            assert_eq!(key >> 11, i as u64, "{t}");
-            assert_eq!(key & 0x7ff, u64::from(sig.values()[i] & 0x7ff), "{t}");
+            assert_eq!(key >> 10, i as u64, "{t}");
+            assert_eq!(key & 0x3ff, u64::from(sig.values()[i] & 0x3ff), "{t}");
         }
         assert_eq!(c.minima_value(&sig).split(' ').count(), 128);
         let distinct: std::collections::HashSet<&String> = terms.iter().collect();
