@@ -481,7 +481,8 @@ impl Similar {
     /// For each of `queries`, the documents among `ids` in `index` near it, read by id once
     /// for all (a realtime multi-get, which sees writes no refresh has made searchable yet):
     /// what [`Similar::by_fingerprint`] would find among them, by the same rule (a MinHash
-    /// candidate must also share a band with the query, as a search needs). Ids that are not
+    /// candidate must also share a band with the query, or with containment asked and held
+    /// agree in [`CANDIDATE_AGREEING_MINIMA`] minima terms, as a search needs). Ids that are not
     /// stored are skipped. Dedupe on insert reads the articles its keys' records list this way
     /// ([`super::Claims`]).
     pub async fn among_ids(
@@ -489,9 +490,10 @@ impl Similar {
         index: &str,
         ids: &[String],
         queries: &[Sketch],
-        tolerance: impl Into<Tolerance>,
+        near: impl Into<Near>,
     ) -> Result<Vec<Vec<Match>>, EsError> {
-        let tolerance = tolerance.into();
+        let near = near.into();
+        let tolerance = near.tolerance;
         check_tolerance(tolerance)?;
         let queries = queries
             .iter()
@@ -532,6 +534,22 @@ impl Similar {
             })
             .collect();
         let bands_field = d.meta.minhash.as_ref().map(|m| m.fields.bands.as_str());
+        // With containment asked and held: the query's minima terms, and where they are
+        // stored.
+        let relations = near.options.containment.is_some() && method == Method::MinHash;
+        let containment = d
+            .meta
+            .minhash
+            .as_ref()
+            .and_then(|m| m.containment.as_ref())
+            .filter(|_| relations);
+        let query_minima: Vec<HashSet<String>> = queries
+            .iter()
+            .map(|q| match (q.sketch(), containment) {
+                (Sketch::MinHash(sig), Some(c)) => c.minima_terms(&sig).into_iter().collect(),
+                _ => HashSet::new(),
+            })
+            .collect();
         for doc in r["docs"].as_array().map(Vec::as_slice).unwrap_or(&[]) {
             let (true, Some(index), Some(id)) = (
                 doc["found"] == true,
@@ -547,12 +565,31 @@ impl Similar {
                 .and_then(|f| doc["_source"][f].as_array())
                 .map(|terms| terms.iter().filter_map(Value::as_str).collect())
                 .unwrap_or_default();
-            for ((q, qb), out) in queries.iter().zip(&query_bands).zip(&mut found) {
-                if method == Method::MinHash && !other_bands.iter().any(|t| qb.contains(*t)) {
+            let other_minima: Vec<&str> = containment
+                .and_then(|c| doc["_source"][&c.fields.minima].as_str())
+                .map(|s| s.split(' ').collect())
+                .unwrap_or_default();
+            for (((q, qb), qm), out) in queries
+                .iter()
+                .zip(&query_bands)
+                .zip(&query_minima)
+                .zip(&mut found)
+            {
+                let shares_band = other_bands.iter().any(|t| qb.contains(*t));
+                let agrees = other_minima.iter().filter(|t| qm.contains(**t)).count()
+                    >= CANDIDATE_AGREEING_MINIMA;
+                if method == Method::MinHash && !shares_band && !agrees {
                     continue;
                 }
-                if let Some(score) = q.score(&other) {
-                    out.push(Match::in_index(id, index, score));
+                if !relations {
+                    if let Some(score) = q.score(&other) {
+                        out.push(Match::in_index(id, index, score));
+                    }
+                } else if let Some(r) = q.relate(&other, &near.options) {
+                    let mut m = Match::in_index(id, index, r.score);
+                    m.relation = Some(r.relation);
+                    m.containment = r.containment;
+                    out.push(m);
                 }
             }
         }

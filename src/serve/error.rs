@@ -135,14 +135,21 @@ impl ApiError {
 
     /// 409: a dedupe insert refused, with the near-duplicates that are stored.
     pub fn duplicate(matches: Vec<Match>) -> ApiError {
-        let mut e = ApiError::new(
-            StatusCode::CONFLICT,
-            ErrorCode::Duplicate,
-            format!(
+        let contained = matches
+            .iter()
+            .filter(|m| m.relation == Some(crate::relation::Relation::ContainedIn))
+            .count();
+        let message = match contained {
+            0 => format!(
                 "not stored: {} near-duplicate(s) of this article are stored already",
                 matches.len()
             ),
-        );
+            _ => format!(
+                "not stored: this article is mostly contained in {contained} stored article(s) (relation `contained_in`), of {} match(es) in all (each says its relation)",
+                matches.len()
+            ),
+        };
+        let mut e = ApiError::new(StatusCode::CONFLICT, ErrorCode::Duplicate, message);
         e.extra = Some(json!({ "matches": matches }));
         e
     }

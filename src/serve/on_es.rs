@@ -350,7 +350,7 @@ impl EsSide {
             &w.claims,
             &self.similar,
             articles,
-            tolerance,
+            Near::new(tolerance, MatchOptions::default()),
             refresh,
             holder,
             deadline,

@@ -244,3 +244,54 @@ async fn a_format_2_index_keeps_answering_and_moves_to_containment_in_place() {
         assert_eq!(&similar(&idx.name, full, &["--no-containment"]).0, want);
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dedupe_on_insert_refuses_an_excerpt_and_stores_the_full_article_of_a_teaser() {
+    let client = t::client().await;
+    let idx = TestIndex::new("containment-dedupe");
+    let (code, _, err) = cli(&idx.name, &["es-init"]);
+    assert_eq!(code, 0, "{err}");
+    let (docs, planted) = articles();
+    let doc = |id: &str| docs.iter().find(|(i, _)| i == id).unwrap().1.clone();
+    let app = std::sync::Arc::new(neardup::serve::Service::new(
+        neardup::serve::ServeConfig::default(),
+        neardup::serve::EsBackend {
+            client: client.clone(),
+            retry: RetryPolicy::none(),
+        },
+        neardup::Fingerprinter::for_profile(neardup::Profile::Default),
+    ))
+    .router();
+    let put = |id: &str| {
+        common::serve::put_json(
+            &format!(
+                "/v1/{}/articles/{id}?dedupe=true&refresh=wait_for",
+                idx.name
+            ),
+            &doc(id),
+        )
+    };
+    // A full article is stored; its middle passage is refused, naming the relation.
+    let (full, _, middle) = &planted[0];
+    let (status, body, _) = common::serve::call(&app, put(full)).await;
+    assert_eq!(status, axum::http::StatusCode::CREATED, "{body}");
+    let (status, body, _) = common::serve::call(&app, put(middle)).await;
+    assert_eq!(status, axum::http::StatusCode::CONFLICT, "{body}");
+    assert_eq!(body["matches"][0]["id"], full.as_str(), "{body}");
+    assert_eq!(body["matches"][0]["relation"], "contained_in", "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("contained_in"),
+        "{body}"
+    );
+    // A passage is stored first; the full article that contains it is stored too.
+    let (full, _, middle) = &planted[1];
+    let (status, body, _) = common::serve::call(&app, put(middle)).await;
+    assert_eq!(status, axum::http::StatusCode::CREATED, "{body}");
+    let (status, body, _) = common::serve::call(&app, put(full)).await;
+    assert_eq!(status, axum::http::StatusCode::CREATED, "{body}");
+    t::refresh(&client, &idx.name).await;
+    assert_eq!(t::count(&client, &idx.name).await, 3);
+}
