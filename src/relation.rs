@@ -144,6 +144,17 @@ pub struct MatchOptions {
 impl MatchOptions {
     /// Near-duplicates only, as every release before containment.
     pub const NEAR_DUPLICATES_ONLY: MatchOptions = MatchOptions { containment: None };
+
+    /// What a caller asks with one switch (the CLI's `--no-containment`, the service's
+    /// `containment=false`): the default containment rule when `containment`, else
+    /// [`MatchOptions::NEAR_DUPLICATES_ONLY`].
+    pub fn with_containment(containment: bool) -> MatchOptions {
+        if containment {
+            MatchOptions::default()
+        } else {
+            MatchOptions::NEAR_DUPLICATES_ONLY
+        }
+    }
 }
 
 impl Default for MatchOptions {

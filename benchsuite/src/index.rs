@@ -6,6 +6,7 @@ use std::time::Instant;
 use anyhow::Context;
 use neardup::input::{self, InputSpec, Lines};
 use neardup::pipeline::fingerprint_body;
+use neardup::relation::MatchOptions;
 use neardup::simhash::allpairs::AllPairs;
 use neardup::store::{OpenOptions, Store, StoreConfig};
 use neardup::{Method, SimHash, Sketch, Tolerance};
@@ -219,7 +220,12 @@ pub fn similar(args: SimilarBench) -> CmdResult {
         .collect();
     // Warm the page cache and the B-tree nodes.
     for q in queries.iter().take(1000) {
-        snapshot.similar(&Sketch::SimHash(*q), Tolerance::Distance(k), None)?;
+        snapshot.similar(
+            &Sketch::SimHash(*q),
+            Tolerance::Distance(k),
+            None,
+            &MatchOptions::NEAR_DUPLICATES_ONLY,
+        )?;
     }
     let mut lat = Vec::with_capacity(queries.len());
     let mut found = 0usize;
@@ -227,7 +233,12 @@ pub fn similar(args: SimilarBench) -> CmdResult {
         let t = Instant::now();
         let s = store.snapshot()?;
         found += s
-            .similar(&Sketch::SimHash(*q), Tolerance::Distance(k), None)?
+            .similar(
+                &Sketch::SimHash(*q),
+                Tolerance::Distance(k),
+                None,
+                &MatchOptions::NEAR_DUPLICATES_ONLY,
+            )?
             .len();
         lat.push(t.elapsed().as_secs_f64() * 1e6);
     }

@@ -2,9 +2,9 @@
 // description (scripts/client-check generates it into ./neardup beside a copy of this module
 // and runs this against a live `neardup serve`).
 //
-//	go run . URL INDEX ARTICLE_JSON DESCRIPTION_FILE
+//	go run . URL INDEX ARTICLE_JSON DESCRIPTION_FILE LEAD_JSON
 //
-// ARTICLE_JSON is an article the index lacks. The description (what the service served) is
+// ARTICLE_JSON is an article the index lacks, LEAD_JSON a lead excerpt of it. The description (what the service served) is
 // also checked whole with kin-openapi, its examples against their schemas.
 package main
 
@@ -85,6 +85,7 @@ func main() {
 	check(dup.StatusCode() == http.StatusConflict && dup.JSON409 != nil, "PUT ?dedupe=true of a near copy: %d %s", dup.StatusCode(), dup.Body)
 	check(dup.JSON409.Error.Code == neardup.ErrorCodeDuplicate, "409 code: %s", dup.Body)
 	check(dup.JSON409.Matches != nil && has(*dup.JSON409.Matches, given.Id), "409 matches lack %s: %s", given.Id, dup.Body)
+	check(dup.JSON409.Relation != nil && *dup.JSON409.Relation == neardup.NearDuplicate, "409 relation: %s", dup.Body)
 
 	// Near-duplicates of a stored article, by id.
 	byID := must(client.SimilarByIdWithResponse(ctx, index, "ex-003", &neardup.SimilarByIdParams{}))
@@ -122,6 +123,26 @@ func main() {
 		"bulk 409: %s", bulk.Body)
 	bulk = must(client.BulkArticlesWithResponse(ctx, index, &neardup.BulkArticlesParams{}, batch))
 	check(bulk.JSON200 != nil && !bulk.JSON200.Errors && bulk.JSON200.Items[0].Status == http.StatusCreated, "bulk without dedupe: %s", bulk.Body)
+
+	// Relations: a stored lead excerpt of the article is a match the article `contains` (at a
+	// threshold above their similarity), and is none with `containment=false`.
+	var lead struct{ Title, Content string }
+	must(0, json.Unmarshal([]byte(os.Args[5]), &lead))
+	excerpt := neardup.Article{Title: text(lead.Title), Content: text(lead.Content)}
+	putLead := must(client.PutArticleWithResponse(ctx, index, given.Id+"-lead", &neardup.PutArticleParams{}, excerpt))
+	check(putLead.StatusCode() == http.StatusCreated, "PUT of the lead: %d %s", putLead.StatusCode(), putLead.Body)
+	high, off := 0.9, false
+	related := must(client.SimilarByIdWithResponse(ctx, index, given.Id, &neardup.SimilarByIdParams{Threshold: &high}))
+	check(related.JSON200 != nil, "similar by id: %s", related.Body)
+	contained := false
+	for _, m := range related.JSON200.Matches {
+		if m.Id == given.Id+"-lead" {
+			contained = m.Relation != nil && *m.Relation == neardup.Contains && m.Containment != nil && *m.Containment >= 0.7
+		}
+	}
+	check(contained, "similar by id, the lead contained: %s", related.Body)
+	related = must(client.SimilarByIdWithResponse(ctx, index, given.Id, &neardup.SimilarByIdParams{Threshold: &high, Containment: &off}))
+	check(related.JSON200 != nil && !has(related.JSON200.Matches, given.Id+"-lead"), "similar by id, containment=false: %s", related.Body)
 
 	fmt.Printf("go: %d passed, 0 failed\n", checks)
 }

@@ -1,6 +1,7 @@
 // The calls an article API makes, through the Java client openapi-generator makes from the
 // service's description (scripts/client-check generates it and runs this against a live
-// `neardup serve`). Usage: ClientCheck URL INDEX ARTICLE_JSON (an article the index lacks).
+// `neardup serve`). Usage: ClientCheck URL INDEX ARTICLE_JSON LEAD_JSON (an article the index
+// lacks, and a lead excerpt of it).
 
 import com.google.gson.JsonObject;
 import com.google.gson.JsonParser;
@@ -22,6 +23,7 @@ import dev.neardup.client.model.FingerprintRecord;
 import dev.neardup.client.model.Found;
 import dev.neardup.client.model.Health;
 import dev.neardup.client.model.Match;
+import dev.neardup.client.model.Relation;
 import dev.neardup.client.model.Stored;
 import dev.neardup.client.model.Text;
 import dev.neardup.client.model.TextList;
@@ -65,7 +67,7 @@ public class ClientCheck {
         // Dedupe on ingest: a new article is stored (201) ...
         Article article = new Article().title(new Text(title)).content(new Text(content));
         article.putAdditionalProperty("published_at", "2026-11-23T08:00:00Z");
-        ApiResponse<Stored> put = articles.putArticleWithHttpInfo(index, id, article, true, null, null, null);
+        ApiResponse<Stored> put = articles.putArticleWithHttpInfo(index, id, article, true, null, null, null, null);
         check(put.getStatusCode() == 201, "PUT ?dedupe=true of a new article: " + put.getStatusCode());
         check(put.getData().getResult() == Stored.ResultEnum.CREATED && index.equals(put.getData().getIndex()),
               "PUT answer: " + put.getData());
@@ -75,29 +77,30 @@ public class ClientCheck {
         parts.addAll(List.of("来源：青禾日报", content, "（责任编辑：张三）"));
         Article repost = new Article().title(new Text(title)).content(new Text(parts));
         try {
-            articles.putArticle(index, id + "-repost", repost, true, null, null, null);
+            articles.putArticle(index, id + "-repost", repost, true, null, null, null, null);
             check(false, "PUT ?dedupe=true of a near copy was stored");
         } catch (ApiException e) {
             ErrorResponse err = refused(e, 409);
             check(err.getError().getCode() == ErrorCode.DUPLICATE, "409 code: " + err);
             check(has(err.getMatches(), id), "409 matches lack " + id + ": " + err.getMatches());
+            check(err.getRelation() == Relation.NEAR_DUPLICATE, "409 relation: " + err);
         }
 
         // Near-duplicates of a stored article, by id.
-        Found byId = similar.similarById(index, "ex-003", null, null);
+        Found byId = similar.similarById(index, "ex-003", null, null, null);
         check(has(byId.getMatches(), "ex-003-repost"), "similar by id: " + byId);
         check(byId.getQuery() == Found.QueryEnum.STORED && byId.getMethod() == Found.MethodEnum.MINHASH,
               "similar by id: " + byId);
 
         // Near-duplicates of an article, by its text (its stored copy among them).
-        Found byArticle = similar.similarByArticle(index, article, 0.5, null);
+        Found byArticle = similar.similarByArticle(index, article, 0.5, null, null);
         check(has(byArticle.getMatches(), id) && byArticle.getQuery() == Found.QueryEnum.COMPUTED,
               "similar by article: " + byArticle);
         check(byArticle.getThreshold() == 0.5, "similar by article, threshold: " + byArticle);
 
         // The refused near copy was not stored: 404 `not_found`.
         try {
-            similar.similarById(index, id + "-repost", null, null);
+            similar.similarById(index, id + "-repost", null, null, null);
             check(false, "similar of the refused near copy answered");
         } catch (ApiException e) {
             check(refused(e, 404).getError().getCode() == ErrorCode.NOT_FOUND, "404 code");
@@ -111,12 +114,26 @@ public class ClientCheck {
         // Many articles in one request (`{"articles": [...]}`): a near copy is refused on its
         // own (409 naming the stored article), and written without dedupe (201).
         BulkArticle copy = new BulkArticle().id(id + "-bulk").title(new Text(title)).content(new Text(parts));
-        BulkResult bulk = articles.bulkArticles(index, new BulkArticles().addArticlesItem(copy), true, null, null, null);
+        BulkResult bulk = articles.bulkArticles(index, new BulkArticles().addArticlesItem(copy), true, null, null, null, null);
         BulkItem item = bulk.getItems().get(0);
         check(bulk.getErrors() && item.getStatus() == 409 && (id + "-bulk").equals(item.getId()), "bulk item: " + item);
         check(item.getError().getCode() == ErrorCode.DUPLICATE && has(item.getMatches(), id), "bulk 409: " + item);
-        bulk = articles.bulkArticles(index, new BulkArticles().addArticlesItem(copy), false, null, null, null);
+        bulk = articles.bulkArticles(index, new BulkArticles().addArticlesItem(copy), false, null, null, null, null);
         check(!bulk.getErrors() && bulk.getItems().get(0).getStatus() == 201, "bulk without dedupe: " + bulk);
+
+        // Relations: a stored lead excerpt of the article is a match the article `contains` (at
+        // a threshold above their similarity), and is none with `containment=false`.
+        JsonObject lead = JsonParser.parseString(args[3]).getAsJsonObject();
+        Article excerpt = new Article().title(new Text(lead.get("title").getAsString()))
+            .content(new Text(lead.get("content").getAsString()));
+        ApiResponse<Stored> putLead = articles.putArticleWithHttpInfo(index, id + "-lead", excerpt, null, null, null, null, null);
+        check(putLead.getStatusCode() == 201, "PUT of the lead: " + putLead.getStatusCode());
+        Found related = similar.similarById(index, id, 0.9, null, null);
+        Match contained = related.getMatches().stream().filter(m -> (id + "-lead").equals(m.getId())).findFirst().orElse(null);
+        check(contained != null && contained.getRelation() == Relation.CONTAINS && contained.getContainment() >= 0.7,
+              "similar by id, the lead contained: " + related);
+        related = similar.similarById(index, id, 0.9, null, false);
+        check(!has(related.getMatches(), id + "-lead"), "similar by id, containment=false: " + related);
 
         System.out.println("java: " + checks + " passed, 0 failed");
     }

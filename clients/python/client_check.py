@@ -1,6 +1,7 @@
 """The calls an article API makes, through the Python client openapi-python-client makes from
 the service's description (scripts/client-check generates it and runs this against a live
-`neardup serve`). Usage: client_check.py URL INDEX ARTICLE_JSON (an article the index lacks)."""
+`neardup serve`). Usage: client_check.py URL INDEX ARTICLE_JSON LEAD_JSON (an article the index
+lacks, and a lead excerpt of it)."""
 
 import io
 import json
@@ -24,6 +25,7 @@ from neardup_client.models import (
     FoundMethod,
     FoundQuery,
     HealthStatus,
+    Relation,
     Stored,
     StoredResult,
 )
@@ -44,7 +46,7 @@ def ids(matches):
 
 
 def main():
-    url, index, given = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+    url, index, given, lead = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), json.loads(sys.argv[4])
     new_id = given["id"]
     client = Client(base_url=url, raise_on_unexpected_status=True)
 
@@ -65,6 +67,7 @@ def main():
     check(r.status_code == HTTPStatus.CONFLICT, f"PUT ?dedupe=true of a near copy: {r.status_code} {r.content!r}")
     check(isinstance(r.parsed, ErrorResponse) and r.parsed.error.code == ErrorCode.DUPLICATE, f"409: {r.parsed}")
     check(new_id in ids(r.parsed.matches), f"409 matches lack {new_id}: {r.parsed.matches}")
+    check(r.parsed.relation == Relation.NEAR_DUPLICATE, f"409 relation: {r.parsed}")
 
     # Near-duplicates of a stored article, by id.
     found = similar_by_id.sync(index, "ex-003", client=client)
@@ -102,6 +105,18 @@ def main():
     r = bulk_articles.sync_detailed(index, client=client, body=lines)
     check(r.status_code == HTTPStatus.OK and not r.parsed.errors and r.parsed.items[0].status == 201,
           f"bulk (JSON Lines): {r.status_code} {r.content!r}")
+
+    # Relations: a stored lead excerpt of the article is a match the article `contains` (at a
+    # threshold above their similarity), and is none with `containment=false`.
+    excerpt = Article(title=lead["title"], content=lead["content"])
+    r = put_article.sync_detailed(index, new_id + "-lead", client=client, body=excerpt)
+    check(r.status_code == HTTPStatus.CREATED, f"PUT of the lead: {r.status_code} {r.content!r}")
+    found = similar_by_id.sync(index, new_id, client=client, threshold=0.9)
+    lead_match = [m for m in found.matches if m.id == new_id + "-lead"]
+    check(len(lead_match) == 1 and lead_match[0].relation == Relation.CONTAINS and lead_match[0].containment >= 0.7,
+          f"similar by id, the lead contained: {found}")
+    found = similar_by_id.sync(index, new_id, client=client, threshold=0.9, containment=False)
+    check(new_id + "-lead" not in ids(found.matches), f"similar by id, containment=false: {found}")
 
     print(f"python: {checks} passed, 0 failed")
 

@@ -84,7 +84,7 @@ impl<W: Write> Batch<W> {
             .filter_map(|(_, key, o)| o.as_ref().ok().map(|s| (key.as_str(), s.clone())))
             .collect();
         let mut results = store
-            .check_related(&queries, self.tolerance, self.insert, &self.options)?
+            .check(&queries, self.tolerance, self.insert, &self.options)?
             .into_iter();
         for (id, _, outcome) in &self.docs {
             let line = match outcome {

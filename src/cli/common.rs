@@ -327,11 +327,7 @@ pub struct RelationArgs {
 impl RelationArgs {
     /// The library's options for these flags.
     pub fn options(&self) -> neardup::relation::MatchOptions {
-        if self.no_containment {
-            neardup::relation::MatchOptions::NEAR_DUPLICATES_ONLY
-        } else {
-            neardup::relation::MatchOptions::default()
-        }
+        neardup::relation::MatchOptions::with_containment(!self.no_containment)
     }
 }
 

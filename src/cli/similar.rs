@@ -229,7 +229,7 @@ fn search_store(args: &Args, dir: &std::path::Path) -> anyhow::Result<Outcome> {
     let (matches, query) = match query {
         Query::Id(id) => {
             let m = store
-                .related_to_id(&id, tolerance, &options)?
+                .similar_to_id(&id, tolerance, &options)?
                 .with_context(|| {
                     format!(
                         "no fingerprint for `{id}` in store {}: it was never indexed, or its text \
@@ -246,7 +246,7 @@ fn search_store(args: &Args, dir: &std::path::Path) -> anyhow::Result<Outcome> {
                 .into_sketch(method);
             match sketch {
                 Ok(s) => (
-                    store.related(s.clone(), tolerance, None, &options)?,
+                    store.similar(s.clone(), tolerance, None, &options)?,
                     simhash_of(&s).map(|f| (f, "computed from the text")),
                 ),
                 Err(why) => return Ok(Err(("the --text".to_owned(), why))),
@@ -258,7 +258,7 @@ fn search_store(args: &Args, dir: &std::path::Path) -> anyhow::Result<Outcome> {
             }
             let shown = simhash_of(&s).map(|f| (f, origin));
             (
-                store.related(s, tolerance, own_id.as_deref(), &options)?,
+                store.similar(s, tolerance, own_id.as_deref(), &options)?,
                 shown,
             )
         }

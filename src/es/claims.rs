@@ -46,6 +46,17 @@
 //! process too) is someone else's. Releases are guarded deletes and writes, whose retries
 //! answer 404 or 409 and are done.
 //!
+//! **A holder dropped mid-request** (a request its timeout cancelled, an aborted task) gives
+//! its keys back at once: a dropped [`Held`] spawns its release on the tokio runtime, listing
+//! the articles it was writing ([`Held::writing`]) as **pending** until its lease ends, since
+//! their write may still be applied with nobody left to hear the answer. A write that failed
+//! as a whole is released the same way ([`Claims::release_unanswered`]). The next claimant of
+//! such a key reads the pending articles by id (realtime `_mget`): once each is found it takes
+//! the key and checks them as recent inserts; until then it waits, at most until that lease
+//! ends, which bounds a write as it does for a crash. A write that was never sent lists
+//! nothing, and the keys are free at once. The release is best effort (`Drop` cannot wait
+//! for it): outside a runtime, or when it fails, the lease frees the keys.
+//!
 //! **Crashes and limits.** A claim carries a lease (`expires_at`, epoch milliseconds of the
 //! claimant's clock). A writer that finds an expired claim takes it over (guarded, so it never
 //! overwrites a successor's). A claimant must therefore finish within its lease (the service's
@@ -60,7 +71,7 @@
 //! record left with none; [`Claims::sweep`] deletes free records whose newest entry is older
 //! than the horizon (guarded deletes, which skip any record changed meanwhile).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -78,6 +89,8 @@ pub struct Claims {
     client: Elasticsearch,
     retry: RetryPolicy,
     index: String,
+    /// The article index the claims are for: where an unanswered write is looked for.
+    articles: String,
     /// How long a claim protects its key if its holder never releases it.
     pub lease: Duration,
     /// How long to wait between two looks at a claimed key.
@@ -93,23 +106,73 @@ pub struct Claims {
 pub struct RecentInsert {
     pub id: String,
     pub at: i64,
+    /// Set when the write's answer never came (its holder was dropped or the write failed
+    /// as a whole): the write may still be applied until this time, the end of its holder's
+    /// lease. Until then the next claimant of the key waits unless it reads the article by id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_until: Option<i64>,
 }
 
-/// One key held: its record's version, and the recent inserts it listed.
+impl RecentInsert {
+    /// From when on the article is known to be written, or never will be: `at`, or for a
+    /// pending write the end of its holder's lease. An entry is kept a horizon past it.
+    fn settled_at(&self) -> i64 {
+        self.pending_until.map_or(self.at, |u| u.max(self.at))
+    }
+
+    /// A pending write that may still be applied at `now`.
+    fn pending_at(&self, now: i64) -> bool {
+        self.pending_until.is_some_and(|u| u >= now)
+    }
+}
+
+/// One key held: its record's version, when its lease ends, and the recent inserts it listed.
 #[derive(Debug)]
 struct Claim {
     key: String,
     seq_no: u64,
     term: u64,
+    expires_at: i64,
     recent: Vec<RecentInsert>,
 }
 
-/// Keys a writer holds; give them back with [`Claims::release`] or
-/// [`Claims::release_recording`].
+/// Keys a writer holds; give them back with [`Claims::release`],
+/// [`Claims::release_recording`] or [`Claims::release_unanswered`].
+///
+/// **Dropped without a release** (a request cancelled by a timeout, a task aborted), it gives
+/// its keys back on its own, as [`Claims::release_unanswered`] does: the articles
+/// [`Held::writing`] named are listed as pending, since their write may still be applied. That
+/// release is spawned on the current tokio runtime (`Drop` cannot wait for it) and is best
+/// effort: outside a runtime, or when it fails, the keys stay claimed until their lease ends,
+/// as they would after a crash.
 #[derive(Debug)]
 #[must_use = "claims must be released"]
 pub struct Held {
     claims: Vec<Claim>,
+    /// Who gives the keys back when dropped unreleased.
+    owner: Claims,
+    /// The articles being written under each key ([`Held::writing`]).
+    writing: BTreeMap<String, Vec<String>>,
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        if self.claims.is_empty() {
+            return;
+        }
+        let claims = std::mem::take(&mut self.claims);
+        let writing = std::mem::take(&mut self.writing);
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                let owner = self.owner.clone();
+                runtime.spawn(async move { owner.give_back(claims, &writing, true).await });
+            }
+            Err(_) => tracing::warn!(
+                keys = claims.len(),
+                "claims dropped outside a tokio runtime; their lease will free them"
+            ),
+        }
+    }
 }
 
 impl Held {
@@ -129,6 +192,14 @@ impl Held {
         ids.sort();
         ids.dedup();
         ids
+    }
+
+    /// Names the articles about to be written under each key (key → ids). From then on, a
+    /// holder dropped before its release lists them as pending in the keys' records (their
+    /// write may be applied although nobody is left to hear the answer), so that the next
+    /// claimant reads them by id, or waits for them, before it writes a near-duplicate.
+    pub fn writing(&mut self, written: BTreeMap<String, Vec<String>>) {
+        self.writing = written;
     }
 }
 
@@ -159,12 +230,15 @@ enum Step {
 }
 
 /// The rule for one key: a record carrying the claimant's own token is the claimant's, whoever
-/// else could be named in it, before anything else is asked.
-fn step(record: Option<&Record>, token: &str, now: i64) -> Step {
+/// else could be named in it, before anything else is asked. A free record (or an expired
+/// one) is taken over unless it lists a pending write among `unwritten`: an article whose
+/// writer was dropped before its answer, still within its lease, that a realtime read did not
+/// find; that is waited for like a holder.
+fn step(record: Option<&Record>, token: &str, now: i64, unwritten: &HashSet<String>) -> Step {
     match record {
         None => Step::Create,
         Some(r) if r.holder.is_some() && r.token.as_deref() == Some(token) => Step::Own,
-        Some(r) if r.is_free(now) => Step::TakeOver,
+        Some(r) if r.is_free(now) && r.awaited(now, unwritten).is_none() => Step::TakeOver,
         Some(_) => Step::Wait,
     }
 }
@@ -188,6 +262,24 @@ impl Record {
     /// Nobody holds it (only recent inserts are listed), or its holder's lease ran out.
     fn is_free(&self, now: i64) -> bool {
         self.holder.is_none() || self.expires_at < now
+    }
+
+    /// The first pending write it lists that may still be applied at `now` and is among
+    /// `unwritten` (not found by id).
+    fn awaited(&self, now: i64, unwritten: &HashSet<String>) -> Option<&str> {
+        self.recent
+            .iter()
+            .find(|r| r.pending_at(now) && unwritten.contains(&r.id))
+            .map(|r| r.id.as_str())
+    }
+
+    /// Who a claimant waits for: its holder, or the pending write it lists.
+    fn waited_for(&self, now: i64, unwritten: &HashSet<String>) -> String {
+        match (&self.holder, self.awaited(now, unwritten)) {
+            (Some(h), _) if !self.is_free(now) => h.clone(),
+            (_, Some(id)) => format!("the unanswered write of `{id}`"),
+            (h, None) => h.clone().unwrap_or_default(),
+        }
     }
 }
 
@@ -217,6 +309,7 @@ impl Claims {
             client,
             retry,
             index: format!("neardup-claims-{index}"),
+            articles: index.to_owned(),
             lease: Duration::from_secs(30),
             poll: Duration::from_millis(5),
             horizon: Duration::from_secs(60),
@@ -305,6 +398,8 @@ impl Claims {
         };
         let mut held = Held {
             claims: Vec::with_capacity(keys.len()),
+            owner: self.clone(),
+            writing: BTreeMap::new(),
         };
         let mut next = 0;
         while next < keys.len() {
@@ -355,7 +450,7 @@ impl Claims {
         let mut failure = None;
         for (i, (key, r)) in keys.iter().zip(&items).enumerate() {
             match r["status"].as_u64().unwrap_or(0) {
-                200..=299 => got.push(claim_of(key, r, Vec::new())),
+                200..=299 => got.push(claim_of(key, r, &source, Vec::new())),
                 409 => {
                     existing.push(i);
                     got.push(None);
@@ -371,23 +466,27 @@ impl Claims {
         }
         if failure.is_none() && !existing.is_empty() {
             let wanted: Vec<&str> = existing.iter().map(|&i| keys[i]).collect();
-            match self.read(&wanted).await {
-                Ok(records) => {
-                    let now = now_ms();
+            let read = async {
+                let records = self.read(&wanted).await?;
+                let now = now_ms();
+                let unwritten = self.unwritten(&records, now).await?;
+                Ok::<_, EsError>((records, now, unwritten))
+            };
+            match read.await {
+                Ok((records, now, unwritten)) => {
                     let mut takes = Vec::new();
                     let mut at = Vec::new();
                     for (&i, record) in existing.iter().zip(records) {
-                        match (step(record.as_ref(), &claimant.token, now), record) {
+                        match (
+                            step(record.as_ref(), &claimant.token, now, &unwritten),
+                            record,
+                        ) {
                             (Step::Own, Some(r)) => got[i] = Some(own_claim(keys[i], r)),
                             (Step::TakeOver, Some(r)) => {
-                                let recent = self.pruned(r.recent, now, &[]);
-                                takes.push(Action::Replace(
-                                    keys[i],
-                                    r.seq_no,
-                                    r.term,
-                                    self.held_source(claimant, &recent),
-                                ));
-                                at.push((i, recent));
+                                let recent = self.pruned(r.recent, now, &[], None);
+                                let source = self.held_source(claimant, &recent);
+                                at.push((i, recent, source.clone()));
+                                takes.push(Action::Replace(keys[i], r.seq_no, r.term, source));
                             }
                             // Deleted since the create (a release or a sweep), or held by
                             // someone else: waited for in order.
@@ -397,9 +496,25 @@ impl Claims {
                     if !takes.is_empty() {
                         match self.bulk("claims: take over", &takes).await {
                             Ok(items) => {
-                                for ((i, recent), r) in at.into_iter().zip(&items) {
-                                    if (200..300).contains(&r["status"].as_u64().unwrap_or(0)) {
-                                        got[i] = claim_of(keys[i], r, recent);
+                                let mut refused = Vec::new();
+                                for ((i, recent, source), r) in at.into_iter().zip(&items) {
+                                    match r["status"].as_u64().unwrap_or(0) {
+                                        200..=299 => got[i] = claim_of(keys[i], r, &source, recent),
+                                        409 => refused.push(i),
+                                        _ => {}
+                                    }
+                                }
+                                // A refused take-over is someone else's, or this claimant's
+                                // own whose answer was lost (the retry's guard is stale): read
+                                // back, as a create's 409 is. Left unknown, a key it holds
+                                // after the one it waits for would break the sorted order: two
+                                // claimants could wait for each other until their deadlines,
+                                // and the key stay held until its lease.
+                                if !refused.is_empty() {
+                                    if let Err(e) =
+                                        self.own_of(keys, &refused, claimant, &mut got).await
+                                    {
+                                        failure = Some(e);
                                     }
                                 }
                             }
@@ -412,7 +527,7 @@ impl Claims {
         }
         if let Some(e) = failure {
             let claims = got.into_iter().flatten().collect();
-            self.release(Held { claims }).await;
+            self.give_back(claims, &BTreeMap::new(), false).await;
             return Err(e.into());
         }
         let first_missing = got.iter().position(Option::is_none);
@@ -420,10 +535,31 @@ impl Claims {
             Some(p) => got.drain(p..).flatten().collect(),
             None => Vec::new(),
         };
-        if !surplus.is_empty() {
-            self.release(Held { claims: surplus }).await;
-        }
+        self.give_back(surplus, &BTreeMap::new(), false).await;
         Ok((got.into_iter().flatten().collect(), first_missing.is_some()))
+    }
+
+    /// Reads the records of `keys[i]` for each `i` of `which` and sets `got[i]` for those that
+    /// are `claimant`'s own (its token).
+    async fn own_of(
+        &self,
+        keys: &[&str],
+        which: &[usize],
+        claimant: &Claimant<'_>,
+        got: &mut [Option<Claim>],
+    ) -> Result<(), EsError> {
+        let wanted: Vec<&str> = which.iter().map(|&i| keys[i]).collect();
+        let records = self.read(&wanted).await?;
+        let now = now_ms();
+        for (&i, record) in which.iter().zip(records) {
+            if let (Step::Own, Some(r)) = (
+                step(record.as_ref(), &claimant.token, now, &HashSet::new()),
+                record,
+            ) {
+                got[i] = Some(own_claim(keys[i], r));
+            }
+        }
+        Ok(())
     }
 
     /// Waits until nobody holds `key` (released, or its lease ran out), then claims it.
@@ -436,39 +572,49 @@ impl Claims {
     ) -> Result<Claim, ClaimError> {
         let mut pause = self.poll;
         loop {
-            let record = self.read(&[key]).await?.pop().flatten();
+            let records = self.read(&[key]).await?;
             let now = now_ms();
-            let (action, recent) = match (step(record.as_ref(), &claimant.token, now), record) {
+            let unwritten = self.unwritten(&records, now).await?;
+            let record = records.into_iter().next().flatten();
+            // The record's version to guard a take-over with (none: create it).
+            let (guard, recent) = match (
+                step(record.as_ref(), &claimant.token, now, &unwritten),
+                record,
+            ) {
                 (Step::Own, Some(r)) => return Ok(own_claim(key, r)),
                 (Step::TakeOver, Some(r)) => {
                     if r.holder.is_some() {
                         tracing::info!(claim = %key, holder = ?r.holder, "taking over an expired claim");
                     }
-                    let recent = self.pruned(r.recent, now, &[]);
-                    let source = self.held_source(claimant, &recent);
-                    (Action::Replace(key, r.seq_no, r.term, source), recent)
+                    (
+                        Some((r.seq_no, r.term)),
+                        self.pruned(r.recent, now, &[], None),
+                    )
                 }
                 (Step::Wait, Some(r)) => {
                     if Instant::now() + pause > deadline {
                         return Err(ClaimError::Timeout {
                             key: key.to_owned(),
-                            holder: r.holder.unwrap_or_default(),
+                            holder: r.waited_for(now, &unwritten),
                         });
                     }
                     tokio::time::sleep(pause).await;
                     pause = (pause * 2).min(Duration::from_millis(100));
                     continue;
                 }
-                (Step::Create, _) | (_, None) => (
-                    Action::Create(key, self.held_source(claimant, &[])),
-                    Vec::new(),
-                ),
+                (Step::Create, _) | (_, None) => (None, Vec::new()),
+            };
+            let source = self.held_source(claimant, &recent);
+            let action = match guard {
+                Some((seq_no, term)) => Action::Replace(key, seq_no, term, source.clone()),
+                None => Action::Create(key, source.clone()),
             };
             let items = self.bulk(&format!("claim `{key}`"), &[action]).await?;
             let r = &items[0];
             match r["status"].as_u64().unwrap_or(0) {
                 200..=299 => {
-                    return Ok(claim_of(key, r, recent).expect("a successful write has a version"))
+                    return Ok(claim_of(key, r, &source, recent)
+                        .expect("a successful write has a version"))
                 }
                 // Someone else claimed it between the read and the write, or the answer to
                 // this claimant's own write was lost and its retry refused: look again.
@@ -486,33 +632,52 @@ impl Claims {
 
     /// Gives the keys back without listing anything (nothing was written). See
     /// [`Claims::release_recording`].
-    pub async fn release(&self, held: Held) {
-        self.give_back(held, &BTreeMap::new()).await
+    pub async fn release(&self, mut held: Held) {
+        self.give_back(std::mem::take(&mut held.claims), &BTreeMap::new(), false)
+            .await
     }
 
     /// Gives the keys back after writing articles, listing each in the records of the keys
     /// `written` gives it (key → ids), so that the next holder of any of them reads it by id
     /// even before a refresh.
-    pub async fn release_recording(&self, held: Held, written: &BTreeMap<String, Vec<String>>) {
-        self.give_back(held, written).await
+    pub async fn release_recording(&self, mut held: Held, written: &BTreeMap<String, Vec<String>>) {
+        self.give_back(std::mem::take(&mut held.claims), written, false)
+            .await
     }
 
-    /// One `_bulk`: each record keeps its recent inserts (within the horizon, plus `written`),
-    /// and is deleted when none is left. Each write is guarded by the claim's sequence number,
-    /// so a claim that expired and was taken over is left to its new holder. Failures are
-    /// logged: the lease frees the keys later.
-    async fn give_back(&self, held: Held, written: &BTreeMap<String, Vec<String>>) {
-        if held.claims.is_empty() {
+    /// Gives the keys back when the answer to the write of the articles [`Held::writing`]
+    /// named never came (it failed as a whole): they are listed as **pending** until the end of
+    /// the lease, as a dropped [`Held`] lists them. The next claimant of one of those keys
+    /// reads them by id (realtime) and goes on once each is found, or once the lease has
+    /// passed (a write is not applied after its holder's lease: [`Claims`]' limits).
+    pub async fn release_unanswered(&self, mut held: Held) {
+        let writing = std::mem::take(&mut held.writing);
+        self.give_back(std::mem::take(&mut held.claims), &writing, true)
+            .await
+    }
+
+    /// One `_bulk`: each record keeps its recent inserts (within the horizon, plus `written`,
+    /// pending until the claim's lease ends if `pending`), and is deleted when none is left.
+    /// Each write is guarded by the claim's sequence number, so a claim that expired and was
+    /// taken over is left to its new holder. Failures are logged: the lease frees the keys
+    /// later.
+    async fn give_back(
+        &self,
+        claims: Vec<Claim>,
+        written: &BTreeMap<String, Vec<String>>,
+        pending: bool,
+    ) {
+        if claims.is_empty() {
             return;
         }
         let now = now_ms();
-        let actions: Vec<Action> = held
-            .claims
+        let actions: Vec<Action> = claims
             .iter()
             .map(|c| {
                 let ids = written.get(&c.key).map(Vec::as_slice).unwrap_or(&[]);
-                let recent = self.pruned(c.recent.clone(), now, ids);
-                match recent.iter().map(|r| r.at).max() {
+                let until = pending.then_some(c.expires_at);
+                let recent = self.pruned(c.recent.clone(), now, ids, until);
+                match recent.iter().map(RecentInsert::settled_at).max() {
                     None => Action::Delete(&c.key, c.seq_no, c.term),
                     Some(newest) => Action::Replace(
                         &c.key,
@@ -647,21 +812,83 @@ impl Claims {
             "expires_at": expires_at, "recent": recent })
     }
 
-    /// `recent` without entries older than the horizon (or of `written`), plus `written`.
+    /// `recent` without entries settled longer than the horizon ago (or of `written`), plus
+    /// `written`, pending `until` if given. Entries that were pending are settled now (a
+    /// key is only held once each was found or its lease had passed) and kept a horizon
+    /// from now.
     fn pruned(
         &self,
         mut recent: Vec<RecentInsert>,
         now: i64,
         written: &[String],
+        until: Option<i64>,
     ) -> Vec<RecentInsert> {
         let oldest = now - self.horizon.as_millis() as i64;
-        recent.retain(|r| r.at >= oldest && !written.contains(&r.id));
+        recent.retain(|r| r.settled_at() >= oldest && !written.contains(&r.id));
+        for r in &mut recent {
+            if r.pending_until.take().is_some() {
+                r.at = now;
+            }
+        }
         recent.extend(written.iter().map(|id| RecentInsert {
             id: id.clone(),
             at: now,
+            pending_until: until,
         }));
         recent.dedup_by(|a, b| a.id == b.id);
         recent
+    }
+
+    /// The articles that `records` list as pending writes, still within their writer's lease,
+    /// which the article index does not hold (a realtime `_mget` by id, asked only when there
+    /// is one): a key listing one of them is waited for.
+    async fn unwritten(
+        &self,
+        records: &[Option<Record>],
+        now: i64,
+    ) -> Result<HashSet<String>, EsError> {
+        let mut ids: Vec<&str> = records
+            .iter()
+            .flatten()
+            .flat_map(|r| r.recent.iter())
+            .filter(|e| e.pending_at(now))
+            .map(|e| e.id.as_str())
+            .collect();
+        if ids.is_empty() {
+            return Ok(HashSet::new());
+        }
+        ids.sort_unstable();
+        ids.dedup();
+        let path = format!("/{}/_mget", path_segment(&self.articles));
+        let body = Body::Json(json!({ "ids": ids }));
+        let what = format!(
+            "index `{}`: look for {} unanswered writes",
+            self.articles,
+            ids.len()
+        );
+        let reply = request(
+            &self.client,
+            &self.retry,
+            &what,
+            Method::Post,
+            &path,
+            &[("_source", "false")],
+            Some(&body),
+        )
+        .await?;
+        let docs = reply["docs"].as_array().map(Vec::as_slice).unwrap_or(&[]);
+        if docs.len() != ids.len() {
+            return Err(EsError::BadResponse {
+                what,
+                detail: format!("{} docs for {} ids", docs.len(), ids.len()),
+            });
+        }
+        Ok(ids
+            .iter()
+            .zip(docs)
+            .filter(|(_, d)| d["found"] != true)
+            .map(|(id, _)| (*id).to_owned())
+            .collect())
     }
 
     /// The records of `keys` (realtime: no refresh needed), `None` for a missing one.
@@ -763,16 +990,18 @@ fn own_claim(key: &str, r: Record) -> Claim {
         key: key.to_owned(),
         seq_no: r.seq_no,
         term: r.term,
+        expires_at: r.expires_at,
         recent: r.recent,
     }
 }
 
-/// The claim a successful bulk item made on `key`.
-fn claim_of(key: &str, item: &Value, recent: Vec<RecentInsert>) -> Option<Claim> {
+/// The claim a successful bulk item writing `source` made on `key`.
+fn claim_of(key: &str, item: &Value, source: &Value, recent: Vec<RecentInsert>) -> Option<Claim> {
     Some(Claim {
         key: key.to_owned(),
         seq_no: item["_seq_no"].as_u64()?,
         term: item["_primary_term"].as_u64()?,
+        expires_at: source["expires_at"].as_i64()?,
         recent,
     })
 }
@@ -799,32 +1028,39 @@ mod tests {
         Record::from_doc(&doc).expect("a found record")
     }
 
+    /// No pending write left unfound.
+    fn nothing_unwritten() -> HashSet<String> {
+        HashSet::new()
+    }
+
     #[test]
     fn a_record_with_the_claimants_own_token_is_its_own() {
+        let none = nothing_unwritten();
         let now = 1_000;
         let mine = record(Some("pid 1"), Some("t-mine"), now + 30_000);
-        assert_eq!(step(Some(&mine), "t-mine", now), Step::Own);
+        assert_eq!(step(Some(&mine), "t-mine", now, &none), Step::Own);
         // The same holder name with another token is someone else (another request of the
         // same process): it waits.
-        assert_eq!(step(Some(&mine), "t-other", now), Step::Wait);
+        assert_eq!(step(Some(&mine), "t-other", now, &none), Step::Wait);
         // Its own claim whose lease ran out is still its own (nobody took it over).
         let expired = record(Some("pid 1"), Some("t-mine"), now - 1);
-        assert_eq!(step(Some(&expired), "t-mine", now), Step::Own);
-        assert_eq!(step(Some(&expired), "t-other", now), Step::TakeOver);
+        assert_eq!(step(Some(&expired), "t-mine", now, &none), Step::Own);
+        assert_eq!(step(Some(&expired), "t-other", now, &none), Step::TakeOver);
     }
 
     #[test]
     fn free_missing_and_held_records() {
+        let none = nothing_unwritten();
         let now = 1_000;
-        assert_eq!(step(None, "t", now), Step::Create);
+        assert_eq!(step(None, "t", now, &none), Step::Create);
         // Released (only recent inserts): free, whatever token it once carried.
         let free = record(None, None, 0);
-        assert_eq!(step(Some(&free), "t", now), Step::TakeOver);
+        assert_eq!(step(Some(&free), "t", now, &none), Step::TakeOver);
         let held = record(Some("pid 2"), Some("t2"), now + 1);
-        assert_eq!(step(Some(&held), "t", now), Step::Wait);
+        assert_eq!(step(Some(&held), "t", now, &none), Step::Wait);
         // A record written before tokens existed is never anyone's own.
         let old = record(Some("pid 3"), None, now + 1);
-        assert_eq!(step(Some(&old), "t", now), Step::Wait);
+        assert_eq!(step(Some(&old), "t", now, &none), Step::Wait);
     }
 
     #[test]
@@ -846,12 +1082,109 @@ mod tests {
             token: new_id(),
         };
         assert_ne!(claimant.token, other.token);
+        let none = nothing_unwritten();
         let source = claims.held_source(&claimant, &[]);
         let doc = json!({ "found": true, "_seq_no": 3, "_primary_term": 1, "_source": source });
         let read = Record::from_doc(&doc).unwrap();
-        assert_eq!(step(Some(&read), &claimant.token, now_ms()), Step::Own);
-        assert_eq!(step(Some(&read), &other.token, now_ms()), Step::Wait);
+        assert_eq!(
+            step(Some(&read), &claimant.token, now_ms(), &none),
+            Step::Own
+        );
+        assert_eq!(step(Some(&read), &other.token, now_ms(), &none), Step::Wait);
         let claim = own_claim("m1", read);
         assert_eq!((claim.key.as_str(), claim.seq_no, claim.term), ("m1", 3, 1));
+    }
+
+    /// A record released by a holder dropped while writing `x` (pending until `until`).
+    fn released_pending(until: i64) -> Record {
+        let doc = json!({
+            "found": true, "_seq_no": 9, "_primary_term": 1,
+            "_source": { "expires_at": 0, "recent": [
+                { "id": "a1", "at": 5 },
+                { "id": "x", "at": 900, "pending_until": until }
+            ] }
+        });
+        Record::from_doc(&doc).expect("a found record")
+    }
+
+    #[test]
+    fn a_pending_write_not_found_is_waited_for_until_its_lease_ends() {
+        let now = 1_000;
+        let r = released_pending(now + 30_000);
+        let unwritten: HashSet<String> = ["x".to_owned()].into();
+        // Free, but its article is not found by id and may still be applied: wait.
+        assert_eq!(step(Some(&r), "t", now, &unwritten), Step::Wait);
+        assert_eq!(r.waited_for(now, &unwritten), "the unanswered write of `x`");
+        // Found by id (applied): take it over at once, and read it as a recent insert.
+        assert_eq!(
+            step(Some(&r), "t", now, &nothing_unwritten()),
+            Step::TakeOver
+        );
+        // Past its holder's lease it is no longer awaited, found or not.
+        let late = now + 30_001;
+        assert_eq!(step(Some(&r), "t", late, &unwritten), Step::TakeOver);
+        // Another article missing does not hold the key.
+        let other: HashSet<String> = ["a1".to_owned()].into();
+        assert_eq!(step(Some(&r), "t", now, &other), Step::TakeOver);
+        // A holder's own record is its own whatever it lists.
+        let mut own = released_pending(now + 30_000);
+        own.holder = Some("pid 1".into());
+        own.token = Some("t".into());
+        own.expires_at = now + 30_000;
+        assert_eq!(step(Some(&own), "t", now, &unwritten), Step::Own);
+        // Held by someone else: it is that holder a claimant waits for.
+        own.token = Some("t2".into());
+        assert_eq!(step(Some(&own), "t", now, &unwritten), Step::Wait);
+        assert_eq!(own.waited_for(now, &unwritten), "pid 1");
+    }
+
+    fn test_claims() -> Claims {
+        Claims::new(
+            EsConfig::new("http://127.0.0.1:1")
+                .unwrap()
+                .client()
+                .unwrap(),
+            RetryPolicy::none(),
+            "news",
+        )
+    }
+
+    #[test]
+    fn pending_entries_are_kept_a_horizon_past_their_lease_and_settled_on_take_over() {
+        let claims = test_claims();
+        let horizon = claims.horizon.as_millis() as i64;
+        let now = 1_000_000;
+        // Released by a dropped holder: `x` pending until its lease ends.
+        let until = now + 3 * horizon;
+        let released = claims.pruned(Vec::new(), now, &["x".into()], Some(until));
+        assert_eq!(released[0].pending_until, Some(until));
+        assert_eq!(released[0].settled_at(), until);
+        // Long past the horizon of its write, but not of its lease: still listed.
+        let later = now + 2 * horizon;
+        let kept = claims.pruned(released.clone(), later, &[], None);
+        assert_eq!(kept.len(), 1);
+        // Taken over (found, or its lease passed): settled, listed a horizon from then.
+        assert_eq!((kept[0].pending_until, kept[0].at), (None, later));
+        assert!(claims
+            .pruned(kept, later + horizon + 1, &[], None)
+            .is_empty());
+        // An answered write is listed as settled.
+        let answered = claims.pruned(Vec::new(), now, &["y".into()], None);
+        assert_eq!((answered[0].pending_until, answered[0].at), (None, now));
+    }
+
+    /// A held key's claim remembers its lease, which bounds a pending write.
+    #[test]
+    fn a_claim_knows_when_its_lease_ends() {
+        let claims = test_claims();
+        let claimant = Claimant {
+            holder: "pid 1",
+            token: new_id(),
+        };
+        let source = claims.held_source(&claimant, &[]);
+        let item = json!({ "status": 201, "_seq_no": 4, "_primary_term": 1 });
+        let claim = claim_of("m1", &item, &source, Vec::new()).unwrap();
+        assert_eq!(claim.expires_at, source["expires_at"].as_i64().unwrap());
+        assert!(claim.expires_at > now_ms());
     }
 }

@@ -146,8 +146,11 @@ pub async fn insert_unless_near(
         .iter()
         .flat_map(|&i| keys_of[i].iter().cloned())
         .collect();
-    let held = claims.acquire(&all_keys, holder, deadline).await?;
-    let mut written_ids: Vec<usize> = Vec::new();
+    let mut held = claims.acquire(&all_keys, holder, deadline).await?;
+    // The articles sent to be written, under each of their keys, once the write is sent.
+    let mut sent: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    // Whether the write was answered (each article's outcome known), once it is sent.
+    let mut answered = true;
     let result = async {
         let queries: Vec<Sketch> = checked
             .iter()
@@ -204,8 +207,17 @@ pub async fn insert_unless_near(
             .iter()
             .map(|&i| (articles[i].id, articles[i].article, articles[i].sketches))
             .collect();
-        // From here the articles may be stored even if the answer is lost: list them.
-        written_ids.clone_from(&to_write);
+        // From here the articles may be stored even if the answer is lost (or this future is
+        // dropped before it comes): list them.
+        for &i in &to_write {
+            for k in &keys_of[i] {
+                sent.entry(k.clone())
+                    .or_default()
+                    .push(articles[i].id.to_owned());
+            }
+        }
+        held.writing(sent.clone());
+        answered = false;
         // Nothing stored or earlier is near them: at the grouping tolerance each starts its
         // own group, without a second search.
         let objects: Vec<(&str, &Sketches)> = batch
@@ -221,6 +233,7 @@ pub async fn insert_unless_near(
             }
             None => indexer.index_articles(&batch, refresh).await?,
         };
+        answered = true;
         for (i, a) in to_write.into_iter().zip(answers) {
             outcome[i] = Some(match a {
                 Ok(w) => Inserted::Written(w),
@@ -230,16 +243,11 @@ pub async fn insert_unless_near(
         Ok::<(), DedupeError>(())
     }
     .await;
-    let mut listed: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for &i in &written_ids {
-        for k in &keys_of[i] {
-            listed
-                .entry(k.clone())
-                .or_default()
-                .push(articles[i].id.to_owned());
-        }
+    match answered {
+        true => claims.release_recording(held, &sent).await,
+        // The write failed as a whole: it may yet be applied (its answer lost).
+        false => claims.release_unanswered(held).await,
     }
-    claims.release_recording(held, &listed).await;
     claims.sweep_when_due();
     result?;
     Ok(outcome

@@ -7,6 +7,7 @@ use axum::Json;
 use serde_json::{json, Value};
 
 use crate::es::EsError;
+use crate::relation::Relation;
 use crate::store::{Match, StoreError};
 use crate::Method;
 
@@ -53,7 +54,8 @@ error_codes! {
     TooShort = "too_short",
     /// 404: a local store keeps fingerprints, not texts.
     TextNotKept = "text_not_kept",
-    /// 409: `dedupe=true` and near-duplicates are stored (the answer lists them).
+    /// 409: `dedupe=true` and a near-duplicate is stored, or one that contains the article
+    /// (the answer names the relation and lists the matches).
     Duplicate = "duplicate",
     /// 409: the id is in more than one of the indices asked.
     AmbiguousId = "ambiguous_id",
@@ -133,24 +135,40 @@ impl ApiError {
         )
     }
 
-    /// 409: a dedupe insert refused, with the near-duplicates that are stored.
+    /// 409: a dedupe insert refused, with the related articles that are stored. The body
+    /// names the relation that refused it (`near_duplicate`, or `contained_in`: the article
+    /// is mostly contained in a stored one; a match without a relation, from SimHash or an
+    /// index without containment, is a near-duplicate), and its message the match's id and
+    /// containment.
     pub fn duplicate(matches: Vec<Match>) -> ApiError {
-        let contained = matches
+        let refusing = matches
             .iter()
-            .filter(|m| m.relation == Some(crate::relation::Relation::ContainedIn))
-            .count();
-        let message = match contained {
-            0 => format!(
-                "not stored: {} near-duplicate(s) of this article are stored already",
-                matches.len()
-            ),
-            _ => format!(
-                "not stored: this article is mostly contained in {contained} stored article(s) (relation `contained_in`), of {} match(es) in all (each says its relation)",
-                matches.len()
-            ),
+            .find(|m| m.relation.is_none_or(Relation::refuses_insert));
+        let relation = refusing
+            .and_then(|m| m.relation)
+            .unwrap_or(Relation::NearDuplicate);
+        let what = match refusing {
+            Some(m) => {
+                let containment = m
+                    .containment
+                    .map(|c| format!(" (containment {c:.2})"))
+                    .unwrap_or_default();
+                match relation {
+                    Relation::ContainedIn => format!("is contained in `{}`{containment}", m.id),
+                    _ => format!("is a near-duplicate of `{}`{containment}", m.id),
+                }
+            }
+            None => "has a near-duplicate".to_owned(),
         };
-        let mut e = ApiError::new(StatusCode::CONFLICT, ErrorCode::Duplicate, message);
-        e.extra = Some(json!({ "matches": matches }));
+        let mut e = ApiError::new(
+            StatusCode::CONFLICT,
+            ErrorCode::Duplicate,
+            format!(
+                "not stored: this article {what}, stored already; `matches` lists the {} related article(s) stored",
+                matches.len()
+            ),
+        );
+        e.extra = Some(json!({ "relation": relation, "matches": matches }));
         e
     }
 }
@@ -197,7 +215,7 @@ impl From<JsonRejection> for ApiError {
 impl From<QueryRejection> for ApiError {
     fn from(r: QueryRejection) -> ApiError {
         ApiError::bad_request(format!(
-            "the query string is not usable ({}): `threshold` is a number with 0 < threshold ≤ 1, `k` a whole number 0–7, `dedupe` true or false, `refresh` false, wait_for or true, each given once",
+            "the query string is not usable ({}): `threshold` is a number with 0 < threshold ≤ 1, `k` a whole number 0–7, `dedupe` and `containment` true or false, `refresh` false, wait_for or true, each given once",
             r.body_text()
         ))
     }

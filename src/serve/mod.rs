@@ -49,6 +49,7 @@ use crate::es::{QueryFingerprint, Refresh, Secret, Similarity};
 use crate::fingerprint::{FingerprintRecord, Methods};
 use crate::input::field_texts;
 use crate::minhash::Threshold;
+use crate::relation::MatchOptions;
 use crate::store::Match;
 use crate::{Fingerprinter, Tolerance};
 
@@ -375,14 +376,20 @@ async fn page() -> impl IntoResponse {
 }
 
 /// `?threshold=T` (MinHash) or `?k=N` (SimHash); neither: what the index holds, at its
-/// default.
+/// default. `?containment=false`: near-duplicates only (the CLI's `--no-containment`).
 #[derive(Debug, Default, Deserialize)]
 struct Near {
     threshold: Option<f64>,
     k: Option<u32>,
+    containment: Option<bool>,
 }
 
 impl Near {
+    /// The relations asked for: partial copies too unless `containment=false`.
+    fn options(&self) -> MatchOptions {
+        MatchOptions::with_containment(self.containment.unwrap_or(true))
+    }
+
     /// The tolerance asked for, if any.
     fn given(&self) -> Result<Option<Tolerance>, ApiError> {
         if self.threshold.is_some() && self.k.is_some() {
@@ -430,8 +437,9 @@ impl From<Similarity> for Found {
     }
 }
 
-/// The answer of both similar endpoints: the matches (`{"id", "index", "similarity"}` or
-/// `{"id", "index", "distance"}`), what counted as near, and where the query came from.
+/// The answer of both similar endpoints: the matches (`{"id", "index", "similarity"}`, with
+/// `"relation"` and `"containment"` from a MinHash store, or `{"id", "index", "distance"}`),
+/// what counted as near, and where the query came from.
 fn answer(found: &Found) -> Value {
     let (query, reason) = match &found.query {
         QueryFingerprint::Stored(_) => ("stored", None),
@@ -463,15 +471,20 @@ async fn similar_by_id(
     near: Result<Query<Near>, QueryRejection>,
 ) -> Result<Json<Value>, ApiError> {
     let Path((index, id)) = path?;
-    let given = near?.given()?;
+    let Query(near) = near?;
+    let (given, options) = (near.given()?, near.options());
     let found = match &svc.side {
-        Side::Es(es) => es.similar_by_id(&svc.metrics, &index, &id, given).await?,
-        Side::Store(st) => st.similar_by_id(&index, id, given).await?,
+        Side::Es(es) => {
+            es.similar_by_id(&svc.metrics, &index, &id, given, options)
+                .await?
+        }
+        Side::Store(st) => st.similar_by_id(&index, id, given, options).await?,
     };
     Ok(Json(answer(&found)))
 }
 
-/// `POST /v1/{index}/similar` with an article: its near-duplicates in the index.
+/// `POST /v1/{index}/similar` with an article: its near-duplicates in the index (on a store,
+/// also the articles it contains or is contained in, each with its relation).
 async fn similar_by_article(
     State(svc): State<Arc<Service>>,
     path: Result<Path<String>, PathRejection>,
@@ -479,17 +492,18 @@ async fn similar_by_article(
     body: Result<Json<Value>, JsonRejection>,
 ) -> Result<Json<Value>, ApiError> {
     let Path(index) = path?;
-    let given = near?.given()?;
+    let Query(near) = near?;
+    let (given, options) = (near.given()?, near.options());
     let Json(article) = body?;
     let found = match &svc.side {
         Side::Es(es) => {
             svc.article_texts(&article)?;
-            es.similar_by_article(&svc.metrics, &index, &article, given)
+            es.similar_by_article(&svc.metrics, &index, &article, given, options)
                 .await?
         }
         Side::Store(st) => {
             let texts = svc.owned_texts(&article)?;
-            st.similar_by_text(&index, texts, given).await?
+            st.similar_by_text(&index, texts, given, options).await?
         }
     };
     Ok(Json(answer(&found)))
@@ -533,9 +547,9 @@ pub const MAX_BULK_ARTICLES: usize = 1000;
 /// string), or with `Content-Type: application/json` one object `{"articles": [...]}` (for
 /// clients that cannot send JSON Lines); the same query string as `PUT`. Answers 200 with one
 /// item per article, in order: `{"id", "status", "result"}` when written,
-/// `{"id", "status", "error", "matches"?}` when not (409 a near-duplicate with `dedupe=true`,
-/// 400 an unreadable item, 422 an article that cannot be used); `errors` says whether any item
-/// failed.
+/// `{"id", "status", "error", "relation"?, "matches"?}` when not (409 a near-duplicate, or an
+/// article contained in a stored one, with `dedupe=true`; 400 an unreadable item, 422 an
+/// article that cannot be used); `errors` says whether any item failed.
 async fn bulk_articles(
     State(svc): State<Arc<Service>>,
     path: Result<Path<String>, PathRejection>,
@@ -593,7 +607,7 @@ async fn bulk_articles(
                 .into_iter()
                 .map(|(id, a)| (id, a.and_then(|a| svc.owned_texts(&a))))
                 .collect::<Vec<_>>();
-            st.write(&index, articles, opts.dedupe, opts.given).await?
+            st.write(&index, articles, opts).await?
         }
     };
     let mut errors = false;
@@ -735,13 +749,14 @@ impl BulkBody {
     }
 }
 
-/// `?dedupe=true` and the tolerance of the duplicate check.
+/// `?dedupe=true`, the tolerance and the relations of the duplicate check.
 #[derive(Debug, Default, Deserialize)]
 struct PutParams {
     #[serde(default)]
     dedupe: bool,
     threshold: Option<f64>,
     k: Option<u32>,
+    containment: Option<bool>,
     /// As Elasticsearch's: `false` (the default), `wait_for`, `true`.
     refresh: Option<String>,
 }
@@ -751,15 +766,18 @@ impl PutParams {
         Near {
             threshold: self.threshold,
             k: self.k,
+            containment: self.containment,
         }
     }
 
     /// What the query string asks of the write, checked (with or without dedupe: a bad
     /// `threshold`, `k` or `refresh` is never silently ignored).
     fn options(&self) -> Result<WriteOptions, ApiError> {
+        let near = self.near();
         Ok(WriteOptions {
             dedupe: self.dedupe,
-            given: self.near().given()?,
+            given: near.given()?,
+            options: near.options(),
             refresh: self
                 .refresh
                 .as_deref()
@@ -769,20 +787,21 @@ impl PutParams {
     }
 }
 
-/// How to write an article: unless a near-duplicate is stored (`dedupe`, at `given` or the
-/// index's default tolerance), and when it must be searchable (a store's writes always are
-/// at once).
+/// How to write an article: unless a near-duplicate is stored, or one it is contained in
+/// (`dedupe`, at `given` or the index's default tolerance, under `options`), and when it must
+/// be searchable (a store's writes always are at once).
 #[derive(Clone, Copy, Debug)]
 struct WriteOptions {
     dedupe: bool,
     given: Option<Tolerance>,
+    options: MatchOptions,
     refresh: Refresh,
 }
 
 /// `PUT /v1/{index}/articles/{id}`: stores the article with its fingerprint (201 created,
 /// 200 replaced), searchable as `?refresh=` asks (Elasticsearch's values; by default at the
-/// index's next refresh). With `?dedupe=true`, only unless a near-duplicate is stored: 409
-/// with the matches.
+/// index's next refresh). With `?dedupe=true`, only unless a near-duplicate is stored, or (on
+/// a store) an article it is contained in: 409 naming the relation, with the matches.
 async fn put_article(
     State(svc): State<Arc<Service>>,
     path: Result<Path<(String, String)>, PathRejection>,
@@ -802,7 +821,7 @@ async fn put_article(
         }
         Side::Store(st) => {
             let texts = svc.owned_texts(&article)?;
-            st.put(&index, id, texts, opts.dedupe, opts.given).await
+            st.put(&index, id, texts, opts).await
         }
     }
 }

@@ -93,11 +93,12 @@ impl EsSide {
         index: &str,
         id: &str,
         given: Option<Tolerance>,
+        options: MatchOptions,
     ) -> Result<Found, ApiError> {
         let tolerance = self.tolerance(m, index, given).await?;
         let found = self
             .similar
-            .by_id(index, id, Near::new(tolerance, MatchOptions::default()))
+            .by_id(index, id, Near::new(tolerance, options))
             .await
             .map_err(|e| failed(m, e))?;
         Ok(found.into())
@@ -109,15 +110,12 @@ impl EsSide {
         index: &str,
         article: &Value,
         given: Option<Tolerance>,
+        options: MatchOptions,
     ) -> Result<Found, ApiError> {
         let tolerance = self.tolerance(m, index, given).await?;
         let found = self
             .similar
-            .by_article(
-                index,
-                article,
-                Near::new(tolerance, MatchOptions::default()),
-            )
+            .by_article(index, article, Near::new(tolerance, options))
             .await
             .map_err(|e| failed(m, e))?;
         Ok(found.into())
@@ -198,6 +196,7 @@ impl EsSide {
             dedupe,
             given,
             refresh,
+            options,
         } = opts;
         let w = self.writer(&m, &index).await?;
         let article = Arc::new(article);
@@ -227,7 +226,7 @@ impl EsSide {
                     &m,
                     &w,
                     &one,
-                    tolerance,
+                    Near::new(tolerance, options),
                     refresh,
                     &format!("{id} (pid {})", std::process::id()),
                 )
@@ -309,7 +308,7 @@ impl EsSide {
                         })
                         .collect();
                     let holder = format!("bulk of {} (pid {})", batch.len(), std::process::id());
-                    self.insert(&m, &w, &batch, t, refresh, &holder)
+                    self.insert(&m, &w, &batch, Near::new(t, opts.options), refresh, &holder)
                         .await?
                         .into_iter()
                         .map(|done| match done {
@@ -340,7 +339,7 @@ impl EsSide {
         m: &Metrics,
         w: &Writer,
         articles: &[NewArticle<'_>],
-        tolerance: Tolerance,
+        near: Near,
         refresh: Refresh,
         holder: &str,
     ) -> Result<Vec<Inserted>, ApiError> {
@@ -350,7 +349,7 @@ impl EsSide {
             &w.claims,
             &self.similar,
             articles,
-            Near::new(tolerance, MatchOptions::default()),
+            near,
             refresh,
             holder,
             deadline,

@@ -4,7 +4,9 @@
 //! Every store operation is blocking (redb), so each runs on tokio's blocking pool. Dedupe on
 //! insert is [`Store::check`] with `insert`: the search and the write are one write
 //! transaction, and redb runs write transactions one at a time, so concurrent inserts of
-//! near-duplicates create exactly one. Only one process can open a store, so there is no
+//! near-duplicates create exactly one. Matches say their relation (`near_duplicate`,
+//! `contained_in`, `contains`) as `neardup similar --store` does; `containment=false` asks
+//! for near-duplicates only. Only one process can open a store, so there is no
 //! second service to race with.
 //!
 //! A store keeps fingerprints, not texts: `GET /v1/{index}/articles/{id}` answers 404
@@ -18,9 +20,10 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::{json, Value};
 
-use super::{ApiError, ErrorCode, Found};
+use super::{ApiError, ErrorCode, Found, WriteOptions};
 use crate::es::QueryFingerprint;
 use crate::fingerprint::Methods;
+use crate::relation::MatchOptions;
 use crate::store::{Match, Store, StoreError};
 use crate::{Fingerprinter, Sketch, Tolerance};
 
@@ -145,6 +148,7 @@ impl StoreBackend {
         index: &str,
         id: String,
         given: Option<Tolerance>,
+        options: MatchOptions,
     ) -> Result<Found, ApiError> {
         self.check_index(index)?;
         let tolerance = self.tolerance(given)?;
@@ -160,7 +164,7 @@ impl StoreBackend {
                     ),
                 )
             })?;
-            let matches = snap.similar(&sketch, tolerance, Some(&id))?;
+            let matches = snap.similar(&sketch, tolerance, Some(&id), &options)?;
             Ok(Found {
                 matches: b.named(matches),
                 tolerance,
@@ -176,6 +180,7 @@ impl StoreBackend {
         index: &str,
         texts: Vec<String>,
         given: Option<Tolerance>,
+        options: MatchOptions,
     ) -> Result<Found, ApiError> {
         self.check_index(index)?;
         let tolerance = self.tolerance(given)?;
@@ -188,7 +193,7 @@ impl StoreBackend {
                     candidates: None,
                 },
                 Ok(sketch) => Found {
-                    matches: b.named(b.store.similar(sketch.clone(), tolerance, None)?),
+                    matches: b.named(b.store.similar(sketch.clone(), tolerance, None, &options)?),
                     tolerance,
                     query: QueryFingerprint::Computed(sketch),
                     candidates: None,
@@ -242,40 +247,41 @@ impl StoreBackend {
     }
 
     /// `PUT /v1/{index}/articles/{id}`: stores the article's sketch (201 created, 200
-    /// replaced); with `dedupe`, only unless a near-duplicate is stored (409 with the
-    /// matches), checked and written in one transaction.
+    /// replaced); with `dedupe`, only unless a near-duplicate is stored or one it is
+    /// contained in (409 with the relation and the matches), checked and written in one
+    /// transaction.
     pub(super) async fn put(
         &self,
         index: &str,
         id: String,
         texts: Vec<String>,
-        dedupe: bool,
-        given: Option<Tolerance>,
+        opts: WriteOptions,
     ) -> Result<Response, ApiError> {
         let mut done = self
-            .write(index, vec![(id.clone(), Ok(texts))], dedupe, given)
+            .write(index, vec![(id.clone(), Ok(texts))], opts)
             .await?;
         let created = done.pop().expect("one answer per article")?;
         Ok(super::stored(&self.name, &id, created))
     }
 
     /// Stores the sketches of articles (`(id, its texts or why they cannot be read)`), in
-    /// order; with `dedupe`, each only unless a near-duplicate is stored (or earlier in the
-    /// batch): all checked and written in one transaction. Per article: whether it was
-    /// created (else replaced), or why it was not stored.
+    /// order; with `dedupe`, each only unless [`Store::check`] refuses it (a near-duplicate,
+    /// or an article contained in one, is stored or earlier in the batch; a full article
+    /// whose teaser is stored is written): all checked and written in one transaction. Per
+    /// article: whether it was created (else replaced), or why it was not stored.
     pub(super) async fn write(
         &self,
         index: &str,
         articles: Vec<(String, Result<Vec<String>, ApiError>)>,
-        dedupe: bool,
-        given: Option<Tolerance>,
+        opts: WriteOptions,
     ) -> Result<Vec<Result<bool, ApiError>>, ApiError> {
         self.check_index(index)?;
-        let tolerance = if dedupe {
-            Some(self.tolerance(given)?)
+        let tolerance = if opts.dedupe {
+            Some(self.tolerance(opts.given)?)
         } else {
             None
         };
+        let options = opts.options;
         self.blocking(move |b| {
             let mut out: Vec<Option<Result<bool, ApiError>>> = Vec::new();
             let mut sketched = Vec::new();
@@ -312,7 +318,7 @@ impl StoreBackend {
                         .into_iter()
                         .map(|(i, s)| (i, (ids[i].as_str(), s)))
                         .unzip();
-                    let results = b.store.check(&docs, t, true)?;
+                    let results = b.store.check(&docs, t, true, &options)?;
                     for (i, r) in order.into_iter().zip(results) {
                         out[i] = Some(if r.inserted {
                             Ok(!r.replaced)

@@ -18,10 +18,10 @@
 //! - MinHash: `bands`, the LSH table: every document is filed under the 32-bit prefix of
 //!   each of its band keys. A query looks up its bands, keeps the candidates whose full band
 //!   key is the query's, and of those the ones whose estimated Jaccard similarity reaches
-//!   the threshold: exactly "shares a band and estimated Jaccard ≥ t". [`Store::related`]
-//!   reads the same candidates and keeps those [`crate::relation::MatchRule`] relates
-//!   (near-duplicates, and articles contained in the query or containing it), each with
-//!   its relation.
+//!   the threshold: exactly "shares a band and estimated Jaccard ≥ t". With a containment
+//!   rule ([`MatchOptions`]), [`Store::similar`] also keeps the candidates
+//!   [`crate::relation::MatchRule`] finds contained in the query or containing it; every
+//!   match says its relation.
 //!
 //! Stores of format 1 (ids in every key table) and 2 (signatures without their distinct
 //! shingle count) are refused with
@@ -271,54 +271,34 @@ impl Store {
         self.snapshot()?.get(id)
     }
 
-    /// Stored documents within `tolerance` of `sketch`, nearest first (ties by id).
-    /// `exclude` leaves one id out, e.g. the document the query came from. A `u32`
-    /// tolerance is a SimHash distance.
+    /// Stored documents related to `sketch` under `options`, nearest first (ties by id):
+    /// near-duplicates within `tolerance` and, with a containment rule, articles contained in
+    /// it or containing it; each MinHash match says its relation, read from the query, and
+    /// the containment estimate (see [`crate::relation`]). Under
+    /// [`MatchOptions::NEAR_DUPLICATES_ONLY`], near-duplicates only. SimHash matches are
+    /// near-duplicates within the distance, without a relation. `exclude` leaves one id out,
+    /// e.g. the document the query came from. A `u32` tolerance is a SimHash distance.
     pub fn similar(
         &self,
         sketch: impl Into<Sketch>,
         tolerance: impl Into<Tolerance>,
         exclude: Option<&str>,
-    ) -> StoreResult<Vec<Match>> {
-        self.snapshot()?
-            .similar(&sketch.into(), tolerance.into(), exclude)
-    }
-
-    /// Stored documents related to `sketch` under `options` (near-duplicates at `tolerance`,
-    /// and, with a containment rule, articles contained in it or containing it), nearest
-    /// first; each match says its relation, read from the query (see [`crate::relation`]).
-    /// The candidates are those [`Store::similar`] reads.
-    pub fn related(
-        &self,
-        sketch: impl Into<Sketch>,
-        tolerance: impl Into<Tolerance>,
-        exclude: Option<&str>,
         options: &MatchOptions,
     ) -> StoreResult<Vec<Match>> {
         self.snapshot()?
-            .related(&sketch.into(), tolerance.into(), exclude, options)
+            .similar(&sketch.into(), tolerance.into(), exclude, options)
     }
 
-    /// [`Store::related`] for the stored document `id`, itself excluded; `None` if `id` is
+    /// [`Store::similar`] for the stored document `id`, itself excluded; `None` if `id` is
     /// not stored.
-    pub fn related_to_id(
-        &self,
-        id: &str,
-        tolerance: impl Into<Tolerance>,
-        options: &MatchOptions,
-    ) -> StoreResult<Option<Vec<Match>>> {
-        self.snapshot()?
-            .related_to_id(id, tolerance.into(), options)
-    }
-
-    /// Documents within `tolerance` of the stored document `id`, itself excluded; `None` if
-    /// `id` is not stored.
     pub fn similar_to_id(
         &self,
         id: &str,
         tolerance: impl Into<Tolerance>,
+        options: &MatchOptions,
     ) -> StoreResult<Option<Vec<Match>>> {
-        self.snapshot()?.similar_to_id(id, tolerance.into())
+        self.snapshot()?
+            .similar_to_id(id, tolerance.into(), options)
     }
 }
 

@@ -67,8 +67,9 @@ impl Snapshot<'_> {
         sketch: &Sketch,
         tolerance: Tolerance,
         exclude: Option<&str>,
+        options: &MatchOptions,
     ) -> StoreResult<Vec<Match>> {
-        self.similar_with(sketch, tolerance, exclude, Plan::Auto)
+        self.similar_with(sketch, tolerance, exclude, Plan::Auto, options)
     }
 
     /// [`Snapshot::similar`] with a chosen [`Plan`].
@@ -78,43 +79,34 @@ impl Snapshot<'_> {
         tolerance: Tolerance,
         exclude: Option<&str>,
         plan: Plan,
-    ) -> StoreResult<Vec<Match>> {
-        self.find(sketch, tolerance, exclude, plan, None)
-    }
-
-    /// See [`Store::related`].
-    pub fn related(
-        &self,
-        sketch: &Sketch,
-        tolerance: Tolerance,
-        exclude: Option<&str>,
         options: &MatchOptions,
     ) -> StoreResult<Vec<Match>> {
-        self.find(sketch, tolerance, exclude, Plan::Auto, Some(options))
+        self.find(sketch, tolerance, exclude, plan, options)
     }
 
-    /// See [`Store::related_to_id`].
-    pub fn related_to_id(
+    /// See [`Store::similar_to_id`].
+    pub fn similar_to_id(
         &self,
         id: &str,
         tolerance: Tolerance,
         options: &MatchOptions,
     ) -> StoreResult<Option<Vec<Match>>> {
         match self.get(id)? {
-            Some(s) => Ok(Some(self.related(&s, tolerance, Some(id), options)?)),
+            Some(s) => Ok(Some(self.similar(&s, tolerance, Some(id), options)?)),
             None => Ok(None),
         }
     }
 
-    /// The matches of `sketch`: near-duplicates without relations when `options` is `None`,
-    /// else every match related under `options`, with its relation.
+    /// The matches of `sketch`: MinHash ones related under `options`, each with its
+    /// relation; SimHash ones within the distance (SimHash has no relation but
+    /// near-duplicate, and no containment).
     pub(super) fn find(
         &self,
         sketch: &Sketch,
         tolerance: Tolerance,
         exclude: Option<&str>,
         plan: Plan,
-        options: Option<&MatchOptions>,
+        options: &MatchOptions,
     ) -> StoreResult<Vec<Match>> {
         let path = &self.store.path;
         let query = store_query(path, self.store.method(), sketch, tolerance)?;
@@ -139,14 +131,6 @@ impl Snapshot<'_> {
         }
     }
 
-    /// See [`Store::similar_to_id`].
-    pub fn similar_to_id(&self, id: &str, tolerance: Tolerance) -> StoreResult<Option<Vec<Match>>> {
-        match self.get(id)? {
-            Some(s) => Ok(Some(self.similar(&s, tolerance, Some(id))?)),
-            None => Ok(None),
-        }
-    }
-
     /// Every document, in id order.
     pub fn documents(&self) -> StoreResult<Vec<(String, Sketch)>> {
         let path = &self.store.path;
@@ -163,9 +147,10 @@ impl Snapshot<'_> {
     }
 }
 
-/// The MinHash query: every document sharing a band with the query's signature whose
-/// estimated Jaccard similarity reaches its threshold, or, with `options`, that is related to
-/// it under them (or, with [`Plan::Scan`], every such document, band or not). Each candidate
+/// The MinHash query: every document sharing a band with the query's signature that is
+/// related to it under `options` (a near-duplicate: estimated Jaccard similarity at its
+/// threshold; or, with a containment rule, one contained in the other), with its relation
+/// (or, with [`Plan::Scan`], every such document, band or not). Each candidate
 /// is scored once, however many bands it shares. A document under the query's 32-bit key
 /// prefix in band `i` shares band `i` only if its full key, recomputed from its signature, is
 /// the query's: prefix collisions are read and dropped, never answered. A SimHash query finds
@@ -179,7 +164,7 @@ pub(super) fn probe_bands<B, D>(
     query: &Query,
     exclude: Option<&str>,
     plan: Plan,
-    options: Option<&MatchOptions>,
+    options: &MatchOptions,
     path: &Path,
 ) -> StoreResult<Vec<Match>>
 where
@@ -192,11 +177,7 @@ where
     let mut out = Vec::new();
     let mut consider = |id: &str, other: Sketch| {
         if exclude != Some(id) {
-            let found = match options {
-                None => query.score(&other).map(|score| Match::new(id, score)),
-                Some(o) => query.relate(&other, o).map(|r| Match::related(id, r)),
-            };
-            out.extend(found);
+            out.extend(query.relate(&other, options).map(|r| Match::related(id, r)));
         }
     };
     if plan == Plan::Scan {
@@ -410,9 +391,14 @@ mod tests {
         let snap = store.snapshot().unwrap();
         let q = Sketch::MinHash(sa);
         // b estimates 2/6 ≥ 0.3 but shares no band with a: only a scan finds it.
-        let index = snap.similar_with(&q, t, Some("a"), Plan::Index).unwrap();
+        let only = MatchOptions::NEAR_DUPLICATES_ONLY;
+        let index = snap
+            .similar_with(&q, t, Some("a"), Plan::Index, &only)
+            .unwrap();
         assert!(index.is_empty(), "{index:?}");
-        let scan = snap.similar_with(&q, t, Some("a"), Plan::Scan).unwrap();
+        let scan = snap
+            .similar_with(&q, t, Some("a"), Plan::Scan, &only)
+            .unwrap();
         assert_eq!(scan.len(), 1);
     }
 

@@ -52,7 +52,7 @@ impl WriteCounts {
 /// The answer of [`Store::check`] for one document.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CheckResult {
-    /// Stored documents (other than the same id) within the distance, nearest first.
+    /// Stored documents (other than the same id) related to it, nearest first.
     pub matches: Vec<Match>,
     /// The document was added (only with `insert`, and only when it is not a duplicate).
     pub inserted: bool,
@@ -62,7 +62,7 @@ pub struct CheckResult {
 
 impl CheckResult {
     /// Whether the document is a duplicate of a stored one: a match without a relation (a
-    /// near-duplicate of [`Store::check`]) or one whose relation refuses an insert
+    /// SimHash near-duplicate) or one whose relation refuses an insert
     /// ([`crate::relation::Relation::refuses_insert`]: a near-duplicate, or the document is
     /// contained in the match). A document that only contains stored ones is not.
     pub fn is_duplicate(&self) -> bool {
@@ -122,41 +122,22 @@ impl Store {
     }
 
     /// For each document in order: which stored documents (other than the same id) are
-    /// within `tolerance`? With `insert`, a document with none is added (or replaces its old
-    /// sketch), and the checks and inserts of the whole batch are one transaction: writers
-    /// take turns, so two concurrent checkers never both insert near-duplicates of each
-    /// other, and a later document in the batch sees the earlier ones.
+    /// related to it under `options` ([`Store::similar`]: near-duplicates within `tolerance`
+    /// and, with a containment rule, partial copies), each with its relation. With `insert`,
+    /// a document is added (or replaces its old sketch) unless it is a near-duplicate of a
+    /// stored one or contained in one ([`crate::relation::Relation::refuses_insert`]; a full
+    /// article whose teaser is stored, `contains`, is inserted), and the checks and inserts of
+    /// the whole batch are one transaction: writers take turns, so two concurrent checkers
+    /// never both insert near-duplicates of each other, and a later document in the batch
+    /// sees the earlier ones.
     pub fn check<S: Into<Sketch> + Clone>(
-        &self,
-        docs: &[(&str, S)],
-        tolerance: impl Into<Tolerance>,
-        insert: bool,
-    ) -> StoreResult<Vec<CheckResult>> {
-        self.check_with(docs, tolerance.into(), insert, None)
-    }
-
-    /// [`Store::check`] with relations: each document's matches are those related to it
-    /// under `options`, each with its relation. With `insert`, a document is refused when it
-    /// is a near-duplicate of a stored one or contained in one
-    /// ([`crate::relation::Relation::refuses_insert`]); a full article whose teaser is stored
-    /// (`contains`) is inserted.
-    pub fn check_related<S: Into<Sketch> + Clone>(
         &self,
         docs: &[(&str, S)],
         tolerance: impl Into<Tolerance>,
         insert: bool,
         options: &MatchOptions,
     ) -> StoreResult<Vec<CheckResult>> {
-        self.check_with(docs, tolerance.into(), insert, Some(options))
-    }
-
-    fn check_with<S: Into<Sketch> + Clone>(
-        &self,
-        docs: &[(&str, S)],
-        tolerance: Tolerance,
-        insert: bool,
-        options: Option<&MatchOptions>,
-    ) -> StoreResult<Vec<CheckResult>> {
+        let tolerance = tolerance.into();
         if !insert {
             let snap = self.snapshot()?;
             return docs
@@ -372,15 +353,15 @@ impl Writer<'_> {
         Ok(c)
     }
 
-    /// Stored documents within `tolerance` of `sketch` (related to it under `options`, when
-    /// given), as of this transaction.
+    /// Stored documents related to `sketch` under `options` ([`Store::similar`]), as of this
+    /// transaction.
     fn probe(
         &self,
         sketch: &Sketch,
         tolerance: Tolerance,
         exclude: Option<&str>,
         plan: Plan,
-        options: Option<&MatchOptions>,
+        options: &MatchOptions,
     ) -> StoreResult<Vec<Match>> {
         let path = self.path();
         let query = store_query(path, self.method(), sketch, tolerance)?;

@@ -611,6 +611,21 @@ pub async fn dedupe_put(c: &Cluster) -> Row {
     eprintln!(
         "lost-answer-dedupe-put: {cuts} times an applied write's or a served _mget's answer lost; stored {stored:?}; answers {statuses:?}"
     );
+    if !other.is_empty() {
+        // What still holds keys, to tell a slow holder from claimants waiting for each other.
+        t::refresh(&direct, &claims_index).await;
+        let held = t::call(
+            &direct,
+            Method::Post,
+            &format!("/{claims_index}/_search"),
+            Some(json!({ "size": 100, "query": { "exists": { "field": "holder" } } })),
+        )
+        .await;
+        eprintln!(
+            "lost-answer-dedupe-put: claims still held: {}",
+            held["hits"]
+        );
+    }
     assert!(other.is_empty(), "lost-answer-dedupe-put: {other:?}");
     assert!(cuts > 0, "lost-answer-dedupe-put: no answer was lost");
     t::delete_index(&direct, index).await;

@@ -28,13 +28,6 @@ use check::Row;
 use cluster::Cluster;
 use jobs::RegroupFault;
 
-/// Scenarios run only when picked by name, not in the default run (CI): the racing dedupe
-/// PUTs with answers lost failed once in a CI run (every PUT answered 504 or `503 busy`
-/// behind a key held by a PUT that had timed out: the service's timeout drops a request
-/// that holds claims, and nothing releases them before their lease); see
-/// docs/elasticsearch.md, "Faults".
-const ON_DEMAND: &[&str] = &["lost-answer-dedupe-put"];
-
 fn main() {
     let port: u16 = std::env::var("NEARDUP_FAULTS_PORT")
         .ok()
@@ -71,6 +64,7 @@ fn main() {
             Scenario::Regroup(RegroupFault::KillNeardup),
         ),
         ("serve-dedupe-kill-primary", Scenario::ServeDedupe),
+        ("serve-two-dedupe-kill-primary", Scenario::ServeTwoDedupe),
         ("serve-bulk-kill-primary", Scenario::ServeBulk),
         ("serve-neardup-sigkill", Scenario::ServeSigkill),
         ("lost-answer-bulk", Scenario::LostBulk),
@@ -80,10 +74,7 @@ fn main() {
     ];
     let chosen: Vec<_> = scenarios
         .into_iter()
-        .filter(|(name, _)| match picks.is_empty() {
-            true => !ON_DEMAND.contains(name),
-            false => picks.iter().any(|p| name.contains(p.as_str())),
-        })
+        .filter(|(name, _)| picks.is_empty() || picks.iter().any(|p| name.contains(p.as_str())))
         .collect();
     assert!(!chosen.is_empty(), "no scenario matches {picks:?}");
 
@@ -125,6 +116,7 @@ enum Scenario {
     Worker,
     Regroup(RegroupFault),
     ServeDedupe,
+    ServeTwoDedupe,
     ServeBulk,
     ServeSigkill,
     LostBulk,
@@ -140,6 +132,7 @@ impl Scenario {
             Scenario::Worker => jobs::worker(c, docs).await,
             Scenario::Regroup(f) => jobs::regroup(c, *f).await,
             Scenario::ServeDedupe => serve::dedupe(c).await,
+            Scenario::ServeTwoDedupe => serve::dedupe_two_processes(c).await,
             Scenario::ServeBulk => serve::bulk(c, docs).await,
             Scenario::ServeSigkill => serve::neardup_sigkill(c, docs).await,
             Scenario::LostBulk => lost::bulk(c, docs).await,

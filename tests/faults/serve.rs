@@ -4,7 +4,9 @@
 //!
 //! - near-duplicates race through dedupe `PUT`s (`?dedupe=true`): sets of variants of one
 //!   article each, a third sent before the fault, a third while the node is down and a third
-//!   while it restarts;
+//!   while it restarts; through the router in process, or through two `neardup serve`
+//!   processes of the binary (each its own caches, claims client and node pool), each variant
+//!   of a set to the other process than the one before;
 //! - articles are loaded through the bulk endpoint (`POST /v1/{index}/articles/_bulk`).
 //!
 //! A request or a bulk item answered with an error is sent again once the index is green, as
@@ -95,9 +97,9 @@ fn answered(status: StatusCode) -> bool {
 
 /// Sends the `PUT` of `article` at `path` until it is answered for good (see [`answered`]),
 /// a second apart.
-async fn resend(app: Router, path: String, article: Value) -> (StatusCode, Value) {
+async fn resend(front: Front, path: String, article: Value) -> (StatusCode, Value) {
     for _ in 0..RESENDS {
-        let (status, body, _) = call(&app, put_json(&path, &article)).await;
+        let (status, body) = front.put(&path, &article).await;
         if answered(status) {
             return (status, body);
         }
@@ -113,29 +115,96 @@ async fn kill_primary(c: &Cluster, index: &str) -> usize {
     node
 }
 
+/// Where dedupe `PUT`s go: the service's router in process, or a `neardup serve` process over
+/// a socket (an answer that never came is a `502`, and is sent again).
+#[derive(Clone)]
+enum Front {
+    Router(Router),
+    Process(String),
+}
+
+impl Front {
+    async fn put(&self, path: &str, article: &Value) -> (StatusCode, Value) {
+        match self {
+            Front::Router(app) => {
+                let (status, body, _) = call(app, put_json(path, article)).await;
+                (status, body)
+            }
+            Front::Process(addr) => {
+                let (addr, req) = (
+                    addr.clone(),
+                    raw("PUT", path, "application/json", &article.to_string()),
+                );
+                match tokio::task::spawn_blocking(move || try_http(&addr, &req))
+                    .await
+                    .unwrap()
+                {
+                    Some((s, body)) => (
+                        status(s),
+                        serde_json::from_str(&body).unwrap_or(Value::String(body)),
+                    ),
+                    None => (StatusCode::BAD_GATEWAY, Value::Null),
+                }
+            }
+        }
+    }
+}
+
+/// Dedupe `PUT`s racing through the router in process, the claims' primary killed.
 pub async fn dedupe(c: &Cluster) -> Row {
+    let row = dedupe_through(c, "faults-serve-dedupe", &[Front::Router(service(c))]).await;
+    Row {
+        scenario: format!(
+            "service dedupe PUTs racing ({SETS} sets of {VARIANTS} near-duplicates): node holding the claims' primary SIGKILLed, restarted"
+        ),
+        ..row
+    }
+}
+
+/// The same race through two `neardup serve` processes (the binary, `--timeout 25s`), each
+/// variant of a set to the other process than the one before.
+pub async fn dedupe_two_processes(c: &Cluster) -> Row {
+    let (_first, a) = spawn_serve(c);
+    let (_second, b) = spawn_serve(c);
+    let fronts = [Front::Process(a), Front::Process(b)];
+    let row = dedupe_through(c, "faults-serve-two", &fronts).await;
+    Row {
+        scenario: format!(
+            "two neardup serve processes, dedupe PUTs racing ({SETS} sets of {VARIANTS} near-duplicates): node holding the claims' primary SIGKILLed, restarted"
+        ),
+        ..row
+    }
+}
+
+/// Sets of near-duplicates `PUT` at once through `fronts` (variant `v` of set `s` through
+/// front `(s + v) % fronts.len()`, and sent again through it when answered with an error),
+/// a third before the node holding the claims' primary is killed, a third while it is down
+/// and a third while it restarts: the figures.
+async fn dedupe_through(c: &Cluster, index: &str, fronts: &[Front]) -> Row {
     let start = Instant::now();
     let client = c.client();
-    let index = "faults-serve-dedupe";
     index_with(c, &client, index, &[]).await;
     t::delete_index(&client, &format!("neardup-claims-{index}")).await;
-    let app = service(c);
     let sets = near_duplicate_sets();
     // One unrelated article first: it makes the claims index, whose primary's node is killed.
     let (warm_id, warm) = t::example_articles().into_iter().next().unwrap();
     let warm_path = format!("/v1/{index}/articles/{warm_id}?dedupe=true");
-    let (status, body, _) = call(&app, put_json(&warm_path, &warm)).await;
+    let (status, body) = fronts[0].put(&warm_path, &warm).await;
     assert_eq!(status, StatusCode::CREATED, "{body}");
     let claims = format!("neardup-claims-{index}");
     c.wait_green(&client, &claims).await;
     let index_primary = c.primary_node(&client, index).await;
     let path = |s: usize, v: usize| format!("/v1/{index}/articles/s{s}v{v}?dedupe=true");
+    let front = |s: usize, v: usize| fronts[(s + v) % fronts.len()].clone();
     let wave = |range: std::ops::Range<usize>| {
         let mut tasks = Vec::new();
         for s in range {
             for (v, a) in sets[s].iter().enumerate() {
-                let (app, req) = (app.clone(), put_json(&path(s, v), a));
-                tasks.push(((s, v), tokio::spawn(async move { call(&app, req).await })));
+                let (front, path, a) = (front(s, v), path(s, v), a.clone());
+                tasks.push((
+                    (s, v),
+                    tokio::spawn(async move { front.put(&path, &a).await }),
+                ));
             }
         }
         tasks
@@ -152,19 +221,18 @@ pub async fn dedupe(c: &Cluster) -> Row {
     let mut answers: BTreeMap<(usize, usize), (StatusCode, Value)> = BTreeMap::new();
     let mut errors: BTreeMap<String, u32> = BTreeMap::new();
     for (key, task) in tasks {
-        let (status, body, _) = task.await.unwrap();
-        answers.insert(key, (status, body));
+        answers.insert(key, task.await.unwrap());
     }
     // The ones answered with an error, sent again all at once: they race too.
     let mut again = Vec::new();
     for (&(s, v), (status, body)) in &answers {
         if !answered(*status) {
-            eprintln!("serve-dedupe: s{s}v{v}: {status} {body}");
+            eprintln!("{index}: s{s}v{v}: {status} {body}");
             *errors
                 .entry(format!("{} {}", status.as_u16(), body["error"]["code"]))
                 .or_default() += 1;
-            let (app, path, article) = (app.clone(), path(s, v), sets[s][v].clone());
-            again.push(((s, v), tokio::spawn(resend(app, path, article))));
+            let (front, path, article) = (front(s, v), path(s, v), sets[s][v].clone());
+            again.push(((s, v), tokio::spawn(resend(front, path, article))));
         }
     }
     let resent = again.len();
@@ -199,14 +267,11 @@ pub async fn dedupe(c: &Cluster) -> Row {
         .count() as u64;
     let f = check::fingerprints(&client, index, &acknowledged).await;
     eprintln!(
-        "serve-dedupe: {} PUTs, {resent} answered with an error ({errors:?}) and resent, {} stored; node {node} (the claims' primary) killed, the index's primary on node {index_primary}",
+        "{index}: {} PUTs, {resent} answered with an error ({errors:?}) and resent, {} stored; node {node} (the claims' primary) killed, the index's primary on node {index_primary}",
         answers.len(),
         stored.len()
     );
     Row {
-        scenario: format!(
-            "service dedupe PUTs racing ({SETS} sets of {VARIANTS} near-duplicates): node holding the claims' primary SIGKILLed, restarted"
-        ),
         lost: f.absent,
         wrong_or_missing: f.wrong + f.missing,
         near_duplicates: Some(doubled + f.extra),

@@ -61,10 +61,6 @@ fn cli_matches(args: &[&str], stdin: &str, name: &str) -> Vec<Value> {
         .into_iter()
         .map(|mut m| {
             m["index"] = json!(name);
-            // The service answers near-duplicates without relations (not yet taught them).
-            let o = m.as_object_mut().unwrap();
-            o.remove("relation");
-            o.remove("containment");
             m
         })
         .collect()
@@ -108,6 +104,29 @@ async fn similar_endpoints_answer_what_the_cli_finds_on_a_store() {
             &format!("{line}\n"),
             &name,
         );
+        let only = cli_matches(
+            &[
+                "similar",
+                "--store",
+                store,
+                "--id",
+                "v0",
+                flag[0],
+                flag[1],
+                "--no-containment",
+            ],
+            "",
+            &name,
+        );
+        if method == "minhash" {
+            assert!(
+                by_id[0]
+                    .iter()
+                    .all(|m| m["relation"].is_string() && m["containment"].is_number()),
+                "MinHash matches say their relation: {:?}",
+                by_id[0]
+            );
+        }
         assert!(
             by_id[0].iter().any(|m| m["id"] == "v1"),
             "{method}: the planted variant is found: {:?}",
@@ -131,6 +150,15 @@ async fn similar_endpoints_answer_what_the_cli_finds_on_a_store() {
         assert_eq!(status, StatusCode::OK, "{body}");
         assert_eq!(body["matches"].as_array().unwrap(), &by_text, "{method}");
         assert_eq!(body["query"], "computed");
+
+        // `containment=false` is the CLI's `--no-containment`.
+        let (status, body, _) = call(
+            &app,
+            get(&format!("/v1/{name}/similar/v0?{near}&containment=false")),
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        assert_eq!(body["matches"].as_array().unwrap(), &only, "{method}");
 
         // The store's own method at its default when nothing is asked.
         let (status, body, _) = call(&app, get(&format!("/v1/{name}/similar/v0"))).await;
@@ -474,4 +502,294 @@ async fn bulk_writes_and_dedupes_on_a_store() {
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["items"][0]["status"], 422, "{body}");
     assert_eq!(body["items"][0]["error"]["code"], "too_short");
+}
+
+/// A lead excerpt: the first 40 % of an article's sentences (the corpus keeps no paragraph
+/// breaks), under the article's title.
+fn lead_excerpt(article: &Value) -> Value {
+    let content = article["content"].as_str().unwrap();
+    let sentences: Vec<&str> = content.split_inclusive('。').collect();
+    let n = (sentences.len() * 2).div_ceil(5);
+    json!({ "title": article["title"], "content": sentences[..n].concat() })
+}
+
+/// The longest of `articles`: its 40 % lead has enough shingles to be contained.
+fn longest(articles: &[(String, Value)]) -> (String, Value) {
+    articles
+        .iter()
+        .max_by_key(|(_, a)| a["content"].as_str().unwrap().chars().count())
+        .cloned()
+        .unwrap()
+}
+
+/// A planted lead excerpt is `contained_in` its article and the article `contains` it, from
+/// either side, as `similar --store` says; dedupe-on-insert refuses the excerpt after the
+/// article (409 naming `contained_in`, the article and the containment) and stores the
+/// article after its excerpt; `containment=false` asks for near-duplicates only. At
+/// `threshold=0.5`: a 40 % lead has Jaccard ≈ 0.43 with its article, a near-duplicate at the
+/// default 0.3.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lead_excerpt_is_contained_in_its_article_from_either_side() {
+    let articles = common::es::shared_articles(80);
+    let (stored, later) = articles.split_at(60);
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("desk");
+    let mut lines = String::new();
+    for (id, a) in stored {
+        let mut a = a.clone();
+        a["id"] = json!(id);
+        lines.push_str(&format!("{a}\n"));
+    }
+    let store = dir.to_str().unwrap();
+    let (code, _, err) = common::neardup(
+        &[
+            "index", "--store", store, "--method", "minhash", "--input", "-", "-q",
+        ],
+        lines.as_bytes(),
+    );
+    assert_eq!(code, 0, "{err}");
+    let (full_id, full) = longest(stored);
+    let excerpt = lead_excerpt(&full);
+    let mut line = excerpt.clone();
+    line["id"] = json!("excerpt");
+    let by_text = cli_matches(
+        &[
+            "similar",
+            "--store",
+            store,
+            "--input",
+            "-",
+            "--threshold",
+            "0.5",
+        ],
+        &format!("{line}\n"),
+        "desk",
+    );
+    let (app, backend) = service(&dir);
+    let near = "threshold=0.5";
+    let relations = |body: &Value| -> Vec<(String, String)> {
+        body["matches"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| {
+                (
+                    m["id"].as_str().unwrap().to_owned(),
+                    m["relation"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect()
+    };
+
+    // The excerpt, asked by text: contained in the stored article, as the CLI says.
+    let (status, body, _) = call(
+        &app,
+        post_json(&format!("/v1/desk/similar?{near}"), &excerpt),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(relations(&body), [(full_id.clone(), "contained_in".into())]);
+    let m = &body["matches"][0];
+    assert!(m["containment"].as_f64().unwrap() >= 0.7, "{body}");
+    assert!(m["similarity"].as_f64().unwrap() < 0.5, "{body}");
+    assert_eq!(body["matches"].as_array().unwrap(), &by_text);
+    let (status, body, _) = call(
+        &app,
+        post_json(
+            &format!("/v1/desk/similar?{near}&containment=false"),
+            &excerpt,
+        ),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["matches"], json!([]));
+
+    // Inserting the excerpt after its article: refused, naming the relation.
+    let put = |id: &str, query: &str| format!("/v1/desk/articles/{id}?dedupe=true&{near}{query}");
+    let (status, body, _) = call(&app, put_json(&put("excerpt", ""), &excerpt)).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert_eq!(body["error"]["code"], "duplicate");
+    assert_eq!(body["relation"], "contained_in");
+    assert_eq!(body["matches"][0]["id"], json!(full_id));
+    assert_eq!(body["matches"][0]["relation"], "contained_in");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains(&format!("contained in `{full_id}`")) && message.contains("containment"),
+        "{message}"
+    );
+    // Near-duplicates only: the excerpt is none, so it is stored.
+    let (status, body, _) = call(
+        &app,
+        put_json(&put("excerpt", "&containment=false"), &excerpt),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+
+    // From the article's side it contains the excerpt; from the excerpt's, the reverse.
+    for (id, other, relation) in [
+        (full_id.as_str(), "excerpt", "contains"),
+        ("excerpt", full_id.as_str(), "contained_in"),
+    ] {
+        let (status, body, _) = call(&app, get(&format!("/v1/desk/similar/{id}?{near}"))).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        assert_eq!(relations(&body), [(other.to_owned(), relation.to_owned())]);
+        let (status, body, _) = call(
+            &app,
+            get(&format!("/v1/desk/similar/{id}?{near}&containment=false")),
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        assert_eq!(body["matches"], json!([]));
+    }
+    drop(app);
+    drop(backend);
+    let cli = cli_matches(
+        &[
+            "similar",
+            "--store",
+            store,
+            "--id",
+            &full_id,
+            "--threshold",
+            "0.5",
+        ],
+        "",
+        "desk",
+    );
+    let (app, backend) = service(&dir);
+    let (_, body, _) = call(&app, get(&format!("/v1/desk/similar/{full_id}?{near}"))).await;
+    assert_eq!(body["matches"].as_array().unwrap(), &cli);
+
+    // An excerpt stored first does not keep its full article out: 201, in `_bulk` too.
+    let (later_id, later_full) = longest(later);
+    let later_excerpt = lead_excerpt(&later_full);
+    let (status, body, _) = call(&app, put_json(&put("teaser", ""), &later_excerpt)).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let (status, body, _) = call(&app, put_json(&put(&later_id, ""), &later_full)).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let (status, body, _) = call(&app, get(&format!("/v1/desk/similar/{later_id}?{near}"))).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(
+        relations(&body),
+        [("teaser".to_owned(), "contains".to_owned())]
+    );
+    let mut copy = lead_excerpt(&later_full);
+    copy["id"] = json!("teaser-again");
+    let (status, body, _) = call(
+        &app,
+        post_json(
+            &format!("/v1/desk/articles/_bulk?dedupe=true&{near}"),
+            &json!({ "articles": [copy] }),
+        ),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let item = &body["items"][0];
+    assert_eq!(item["status"], 409, "{body}");
+    assert_eq!(
+        item["relation"], "near_duplicate",
+        "the stored teaser: {body}"
+    );
+
+    // A bad value is a clear 400.
+    let (status, body, _) = call(
+        &app,
+        get(&format!("/v1/desk/similar/{full_id}?containment=maybe")),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("`containment` true or false"),
+        "{body}"
+    );
+    assert_eq!(backend.store().len().unwrap(), 63);
+}
+
+/// The review page over a store, in a real headless browser (Debian's Chromium;
+/// `NEARDUP_TEST_CHROMIUM` names another binary): a link looks up an article whose 40 % lead
+/// is stored, and the page lists the lead with its relation and containment (at the default
+/// threshold a 40 % lead is a near-duplicate: Jaccard ≈ 0.43).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_review_page_shows_each_matchs_relation_and_containment_in_a_browser() {
+    let chromium = std::env::var("NEARDUP_TEST_CHROMIUM").unwrap_or_else(|_| "chromium".into());
+    let articles = common::es::shared_articles(60);
+    let (full_id, full) = longest(&articles);
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("desk");
+    let (code, _, err) = common::neardup(
+        &[
+            "index",
+            "--store",
+            dir.to_str().unwrap(),
+            "--input",
+            "/dev/null",
+            "-q",
+        ],
+        b"",
+    );
+    assert_eq!(code, 0, "{err}");
+    let (app, _) = service(&dir);
+    for (id, a) in [
+        (full_id.as_str(), full.clone()),
+        ("lead", lead_excerpt(&full)),
+    ] {
+        let (status, body, _) = call(&app, put_json(&format!("/v1/desk/articles/{id}"), &a)).await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+    }
+    let (_, body, _) = call(&app, get(&format!("/v1/desk/similar/{full_id}"))).await;
+    let m = &body["matches"][0];
+    assert_eq!(
+        (&m["id"], &m["relation"]),
+        (&json!("lead"), &json!("near_duplicate")),
+        "{body}"
+    );
+    let containment = format!("{:.2}", m["containment"].as_f64().unwrap());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(neardup::serve::run(listener, app, async {
+        let _ = stop_rx.await;
+    }));
+    let url = format!("http://{addr}/?index=desk&id={full_id}");
+    let dom = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(&chromium)
+            .args([
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-dev-shm-usage",
+                "--virtual-time-budget=15000",
+                "--dump-dom",
+                &url,
+            ])
+            .output()
+            .unwrap_or_else(|e| {
+                panic!(
+                    "cannot run `{chromium}` ({e}): install Debian's chromium (apt-get install chromium) or set NEARDUP_TEST_CHROMIUM; this test never skips"
+                )
+            })
+    })
+    .await
+    .unwrap();
+    let html = String::from_utf8_lossy(&dom.stdout);
+    assert!(
+        dom.status.success(),
+        "{}",
+        String::from_utf8_lossy(&dom.stderr)
+    );
+    assert!(html.contains("<td>lead</td>"), "the lead is listed: {html}");
+    assert!(
+        html.contains("<td>near-duplicate</td>"),
+        "with its relation: {html}"
+    );
+    assert!(
+        html.contains(&format!("<td>{containment}</td>")),
+        "and its containment {containment}: {html}"
+    );
+    assert!(html.contains("1 match;"), "{html}");
+    stop_tx.send(()).unwrap();
+    server.await.unwrap().unwrap();
 }

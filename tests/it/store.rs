@@ -4,10 +4,14 @@ use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
+use neardup::relation::{containment, MatchOptions, Relation};
 use neardup::simhash::allpairs::AllPairs;
 use neardup::store::{Match, OpenOptions, Plan, Store, StoreConfig, StoreError};
 use neardup::{Method, MinHashParams, MinHasher, Score, Signature, SimHash, Sketch, Tolerance};
 use proptest::prelude::*;
+
+/// Near-duplicates only: the relation every query of these tests asks for, unless it says.
+const ONLY: MatchOptions = MatchOptions::NEAR_DUPLICATES_ONLY;
 
 fn config(k: u32) -> StoreConfig {
     StoreConfig {
@@ -95,12 +99,12 @@ proptest! {
         // Ids are unique, so the model is the list itself.
         let model = docs.clone();
         for (i, (fp, bits)) in set.iter().enumerate() {
-            let got = store.similar(SimHash(*fp), k, Some(&format!("b{i}"))).unwrap();
+            let got = store.similar(SimHash(*fp), k, Some(&format!("b{i}")), &ONLY).unwrap();
             prop_assert!(got.iter().any(|m| m.id == format!("n{i}")), "k={k}: flipped neighbour n{i} missing");
             prop_assert!(got.iter().all(|m| m.distance().unwrap() <= k));
             prop_assert_eq!(&got, &brute(&model, SimHash(*fp), k, Some(&format!("b{i}"))));
             let q = SimHash(flip(*fp, bits));
-            prop_assert_eq!(store.similar(q, k, None).unwrap(), brute(&model, q, k, None));
+            prop_assert_eq!(store.similar(q, k, None, &ONLY).unwrap(), brute(&model, q, k, None));
         }
         prop_assert_eq!(store.verify().unwrap(), docs.len() as u64);
     }
@@ -126,9 +130,9 @@ proptest! {
         for q in centres.iter().map(|&c| SimHash(c)).chain(docs.iter().map(|d| d.1).take(5)) {
             let want = brute(&docs, q, query_k, None);
             let (s, t) = (Sketch::from(q), Tolerance::Distance(query_k));
-            prop_assert_eq!(&snap.similar_with(&s, t, None, Plan::Index).unwrap(), &want);
-            prop_assert_eq!(&snap.similar_with(&s, t, None, Plan::Scan).unwrap(), &want);
-            prop_assert_eq!(&snap.similar(&s, t, None).unwrap(), &want);
+            prop_assert_eq!(&snap.similar_with(&s, t, None, Plan::Index, &ONLY).unwrap(), &want);
+            prop_assert_eq!(&snap.similar_with(&s, t, None, Plan::Scan, &ONLY).unwrap(), &want);
+            prop_assert_eq!(&snap.similar(&s, t, None, &ONLY).unwrap(), &want);
         }
     }
 
@@ -179,11 +183,11 @@ proptest! {
             prop_assert_eq!(snap.get(&id).unwrap(), model.get(&id).map(|&fp| Sketch::from(fp)));
             if let Some(&fp) = model.get(&id) {
                 prop_assert_eq!(
-                    snap.similar_to_id(&id, Tolerance::Distance(k)).unwrap().unwrap(),
+                    snap.similar_to_id(&id, Tolerance::Distance(k), &ONLY).unwrap().unwrap(),
                     brute(&docs, fp, k, Some(&id))
                 );
             } else {
-                prop_assert!(snap.similar_to_id(&id, Tolerance::Distance(k)).unwrap().is_none());
+                prop_assert!(snap.similar_to_id(&id, Tolerance::Distance(k), &ONLY).unwrap().is_none());
             }
         }
     }
@@ -247,25 +251,28 @@ fn delete_really_removes_and_upsert_really_replaces() {
     store
         .upsert_batch(&[("a", a), ("b", SimHash(a.0 ^ 1))])
         .unwrap();
-    assert_eq!(store.similar_to_id("b", 3).unwrap().unwrap()[0].id, "a");
+    assert_eq!(
+        store.similar_to_id("b", 3, &ONLY).unwrap().unwrap()[0].id,
+        "a"
+    );
 
     // Replace `a` with a far fingerprint: no trace of the old one in any block table.
     let far = SimHash(!a.0);
     let c = store.upsert("a", far).unwrap();
     assert_eq!((c.replaced, c.inserted), (1, 0));
     assert!(store
-        .similar(a, 3, None)
+        .similar(a, 3, None, &ONLY)
         .unwrap()
         .iter()
         .all(|m| m.id != "a"));
-    assert_eq!(store.similar(far, 0, None).unwrap()[0].id, "a");
+    assert_eq!(store.similar(far, 0, None, &ONLY).unwrap()[0].id, "a");
     assert_eq!(store.upsert("a", far).unwrap().unchanged, 1);
 
     let c = store.delete(&["a", "nope"]).unwrap();
     assert_eq!((c.deleted, c.missing), (1, 1));
     assert_eq!(store.get("a").unwrap(), None);
     assert!(store
-        .similar(far, 64, None)
+        .similar(far, 64, None, &ONLY)
         .unwrap()
         .iter()
         .all(|m| m.id != "a"));
@@ -408,7 +415,7 @@ fn a_huge_bucket_is_answered_exactly_and_reported() {
     store.upsert_batch(&refs).unwrap();
     for (id, fp) in docs.iter().step_by(97) {
         assert_eq!(
-            store.similar(*fp, 3, Some(id)).unwrap(),
+            store.similar(*fp, 3, Some(id), &ONLY).unwrap(),
             brute(&docs, *fp, 3, Some(id)),
             "{id}"
         );
@@ -468,7 +475,7 @@ fn concurrent_checkers_never_both_insert_near_duplicates() {
                     let refs: Vec<(&str, SimHash)> =
                         chunk.iter().map(|(id, fp)| (id.as_str(), *fp)).collect();
                     inserted += store
-                        .check(&refs, 3, true)
+                        .check(&refs, 3, true, &ONLY)
                         .unwrap()
                         .iter()
                         .filter(|r| r.inserted)
@@ -531,7 +538,9 @@ fn readers_see_whole_commits_while_a_writer_runs() {
                     assert_eq!(n % BATCH, 0, "a reader saw part of a commit: {n} documents");
                     assert_eq!(snap.len().unwrap(), n);
                     for (id, fp) in docs.iter().step_by(7) {
-                        let hits = snap.similar(fp, Tolerance::Distance(0), None).unwrap();
+                        let hits = snap
+                            .similar(fp, Tolerance::Distance(0), None, &ONLY)
+                            .unwrap();
                         assert!(
                             hits.iter().any(|m| &m.id == id),
                             "{id} not in its own buckets"
@@ -657,7 +666,20 @@ fn brute_minhash(
         .collect();
     out.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.cmp(b.1)));
     out.into_iter()
-        .map(|(j, id)| Match::new(id.clone(), Score::Similarity(j)))
+        .map(|(j, id)| {
+            let s = &docs.iter().find(|(i, _)| i == id).expect("listed").1;
+            Match {
+                relation: Some(Relation::NearDuplicate),
+                containment: q.distinct().zip(s.distinct()).map(|(a, b)| {
+                    if a <= b {
+                        containment(j, b, a)
+                    } else {
+                        containment(j, a, b)
+                    }
+                }),
+                ..Match::new(id.clone(), Score::Similarity(j))
+            }
+        })
         .collect()
 }
 
@@ -683,16 +705,16 @@ proptest! {
             let q = Sketch::from(sig.clone());
             for t in THRESHOLDS {
                 let tol = Tolerance::similarity(t).unwrap();
-                let auto = snap.similar_with(&q, tol, Some(id), Plan::Auto).unwrap();
+                let auto = snap.similar_with(&q, tol, Some(id), Plan::Auto, &ONLY).unwrap();
                 prop_assert_eq!(&auto, &brute_minhash(&docs, sig, t, Some(&params), Some(id)), "{} t={}", id, t);
-                prop_assert_eq!(&snap.similar(&q, tol, Some(id)).unwrap(), &auto);
-                let scan = snap.similar_with(&q, tol, Some(id), Plan::Scan).unwrap();
+                prop_assert_eq!(&snap.similar(&q, tol, Some(id), &ONLY).unwrap(), &auto);
+                let scan = snap.similar_with(&q, tol, Some(id), Plan::Scan, &ONLY).unwrap();
                 prop_assert_eq!(&scan, &brute_minhash(&docs, sig, t, None, Some(id)), "{} t={}", id, t);
                 prop_assert!(auto.iter().all(|m| scan.contains(m)), "band lookups only drop matches");
                 prop_assert!(auto.iter().all(|m| m.score.similarity().unwrap() >= t - 1e-9));
             }
             // Without `exclude` a document finds itself, at similarity 1.
-            let own = snap.similar(&q, Tolerance::similarity(1.0).unwrap(), None).unwrap();
+            let own = snap.similar(&q, Tolerance::similarity(1.0).unwrap(), None, &ONLY).unwrap();
             prop_assert!(own.iter().any(|m| &m.id == id && m.score == Score::Similarity(1.0)));
         }
     }
@@ -742,10 +764,10 @@ proptest! {
             prop_assert_eq!(snap.get(&id).unwrap(), model.get(&id).map(|s| Sketch::from(s.clone())));
             match model.get(&id) {
                 Some(sig) => prop_assert_eq!(
-                    snap.similar_to_id(&id, Tolerance::similarity(0.3).unwrap()).unwrap().unwrap(),
+                    snap.similar_to_id(&id, Tolerance::similarity(0.3).unwrap(), &ONLY).unwrap().unwrap(),
                     brute_minhash(&docs, sig, 0.3, Some(&params), Some(&id))
                 ),
-                None => prop_assert!(snap.similar_to_id(&id, Tolerance::similarity(0.3).unwrap()).unwrap().is_none()),
+                None => prop_assert!(snap.similar_to_id(&id, Tolerance::similarity(0.3).unwrap(), &ONLY).unwrap().is_none()),
             }
         }
     }
@@ -824,13 +846,16 @@ fn the_wrong_sketch_or_tolerance_kind_is_an_error() {
         .1;
     let mh = Store::in_memory(&minhash_config(params)).unwrap();
     mh.upsert("x", sig.clone()).unwrap();
-    is_method_mismatch(mh.similar(sig.clone(), 3u32, None).unwrap_err());
+    is_method_mismatch(mh.similar(sig.clone(), 3u32, None, &ONLY).unwrap_err());
     is_method_mismatch(
-        mh.similar(SimHash(1), Tolerance::similarity(0.5).unwrap(), None)
+        mh.similar(SimHash(1), Tolerance::similarity(0.5).unwrap(), None, &ONLY)
             .unwrap_err(),
     );
-    is_method_mismatch(mh.similar_to_id("x", 3u32).unwrap_err());
-    is_method_mismatch(mh.check(&[("y", sig.clone())], 3u32, true).unwrap_err());
+    is_method_mismatch(mh.similar_to_id("x", 3u32, &ONLY).unwrap_err());
+    is_method_mismatch(
+        mh.check(&[("y", sig.clone())], 3u32, true, &ONLY)
+            .unwrap_err(),
+    );
     assert!(matches!(
         mh.upsert("y", SimHash(1)).unwrap_err(),
         StoreError::Mismatch { what: "method", .. }
@@ -840,15 +865,16 @@ fn the_wrong_sketch_or_tolerance_kind_is_an_error() {
     let sh = Store::in_memory(&config(3)).unwrap();
     sh.upsert("a", SimHash(5)).unwrap();
     is_method_mismatch(
-        sh.similar(SimHash(5), Tolerance::similarity(0.5).unwrap(), None)
+        sh.similar(SimHash(5), Tolerance::similarity(0.5).unwrap(), None, &ONLY)
             .unwrap_err(),
     );
-    is_method_mismatch(sh.similar(sig.clone(), 3u32, None).unwrap_err());
+    is_method_mismatch(sh.similar(sig.clone(), 3u32, None, &ONLY).unwrap_err());
     is_method_mismatch(
         sh.check(
             &[("b", SimHash(5))],
             Tolerance::similarity(0.5).unwrap(),
             true,
+            &ONLY,
         )
         .unwrap_err(),
     );
@@ -892,7 +918,6 @@ fn text_signature(words: std::ops::Range<u64>) -> Signature {
 
 #[test]
 fn a_store_keeps_distinct_counts_and_says_how_matches_relate() {
-    use neardup::relation::{MatchOptions, Relation};
     let store = Store::in_memory(&minhash_config(every_minimum_a_band())).unwrap();
     let t = Tolerance::similarity(0.3).unwrap();
     let full = text_signature(0..1000);
@@ -906,7 +931,7 @@ fn a_store_keeps_distinct_counts_and_says_how_matches_relate() {
 
     // A quarter lead: not a near-duplicate, but contained in the full article.
     let found = store
-        .related(lead.clone(), t, None, &MatchOptions::default())
+        .similar(lead.clone(), t, None, &MatchOptions::default())
         .unwrap();
     assert_eq!(found.len(), 1, "{found:?}");
     let m = &found[0];
@@ -918,16 +943,19 @@ fn a_store_keeps_distinct_counts_and_says_how_matches_relate() {
     assert!(m.containment.unwrap() >= 0.7, "{m:?}");
     let json = serde_json::to_value(m).unwrap();
     assert_eq!(json["relation"], "contained_in");
-    assert!(store.similar(lead.clone(), t, None).unwrap().is_empty());
     assert!(store
-        .related(lead.clone(), t, None, &MatchOptions::NEAR_DUPLICATES_ONLY)
+        .similar(lead.clone(), t, None, &ONLY)
+        .unwrap()
+        .is_empty());
+    assert!(store
+        .similar(lead.clone(), t, None, &MatchOptions::NEAR_DUPLICATES_ONLY)
         .unwrap()
         .is_empty());
 
     // Read from the full article, the lead is contained: "full contains lead".
     store.upsert("lead", lead).unwrap();
     let from_full = store
-        .related_to_id("full", t, &MatchOptions::default())
+        .similar_to_id("full", t, &MatchOptions::default())
         .unwrap()
         .unwrap();
     assert_eq!(from_full.len(), 1);
@@ -936,7 +964,6 @@ fn a_store_keeps_distinct_counts_and_says_how_matches_relate() {
 
 #[test]
 fn check_refuses_near_duplicates_and_excerpts_but_not_the_full_story_of_a_stored_teaser() {
-    use neardup::relation::{MatchOptions, Relation};
     let store = Store::in_memory(&minhash_config(every_minimum_a_band())).unwrap();
     let t = Tolerance::similarity(0.3).unwrap();
     let opts = MatchOptions::default();
@@ -944,14 +971,14 @@ fn check_refuses_near_duplicates_and_excerpts_but_not_the_full_story_of_a_stored
     store.upsert("teaser", teaser.clone()).unwrap();
 
     let r = store
-        .check_related(&[("story", text_signature(0..1000))], t, true, &opts)
+        .check(&[("story", text_signature(0..1000))], t, true, &opts)
         .unwrap();
     assert_eq!(r[0].matches.len(), 1);
     assert_eq!(r[0].matches[0].relation, Some(Relation::Contains));
     assert!(r[0].inserted && !r[0].is_duplicate(), "{r:?}");
 
     let r = store
-        .check_related(
+        .check(
             &[("excerpt", text_signature(600..800)), ("copy", teaser)],
             t,
             true,

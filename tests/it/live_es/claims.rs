@@ -1,5 +1,6 @@
 //! Claims (`neardup::es::claims`) against a live node: one holder per key across concurrent
-//! writers, waiting until release, expired claims taken over, guarded releases.
+//! writers, waiting until release, expired claims taken over, guarded releases, and a holder
+//! dropped mid-request giving its keys back at once (what it was writing listed as pending).
 
 use crate::common;
 
@@ -9,8 +10,12 @@ use std::time::{Duration, Instant};
 
 use common::es::{self as t, TestIndex};
 use elasticsearch::http::Method;
-use neardup::es::RetryPolicy;
-use neardup::es::{ClaimError, Claims};
+use neardup::es::{
+    claim_keys, insert_unless_near, ClaimError, Claims, EsIndexer, FieldNames, IndexMeta, Inserted,
+    NewArticle, Refresh, RetryPolicy, Similar,
+};
+use neardup::{Sketches, Tolerance};
+use serde_json::{json, Value};
 
 async fn claims(idx: &TestIndex) -> Claims {
     let client = t::client().await;
@@ -271,4 +276,176 @@ async fn releases_list_recent_inserts_until_the_horizon() {
     c.release(e).await;
     assert!(c.sweep_due());
     assert!(!c.sweep_due(), "at most once per horizon");
+}
+
+/// A dedupe insert of `article` as `id` (`insert_unless_near`), waiting for claimed keys up to
+/// `wait`.
+async fn insert(
+    w: &(EsIndexer, Claims, Similar, Tolerance),
+    id: &str,
+    article: &Value,
+    wait: Duration,
+) -> Result<Inserted, neardup::es::DedupeError> {
+    let (indexer, claims, similar, tolerance) = w;
+    let sketches = sketch(indexer, article);
+    let mut done = insert_unless_near(
+        indexer,
+        claims,
+        similar,
+        &[NewArticle {
+            id,
+            article,
+            sketches: &sketches,
+        }],
+        *tolerance,
+        Refresh::No,
+        &format!("insert of {id}"),
+        Instant::now() + wait,
+    )
+    .await?;
+    Ok(done.pop().unwrap())
+}
+
+fn sketch(indexer: &EsIndexer, article: &Value) -> Sketches {
+    let fields = ["title".to_owned(), "content".to_owned()];
+    indexer.sketch(article, &fields).unwrap()
+}
+
+/// Whether `id` is stored in `index` (a realtime get: no refresh needed).
+async fn stored(client: &elasticsearch::Elasticsearch, index: &str, id: &str) -> bool {
+    let r = neardup::es::send(
+        client,
+        Method::Get,
+        &format!("/{index}/_doc/{id}"),
+        &[],
+        None,
+    )
+    .await
+    .unwrap();
+    r.status.as_u16() == 200
+}
+
+/// A holder dropped before its release (a request its timeout cancelled) gives its keys back
+/// at once, listing the article it was writing as pending. The index never refreshes on its
+/// own here, so a search finds nothing written in the test: only the listing can refuse a
+/// near-duplicate. The lease (600 s) is far beyond every claimant's deadline: a claimant that
+/// had to wait for it fails instead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_holder_dropped_mid_request_gives_its_keys_back_listing_what_it_was_writing() {
+    let client = t::client().await;
+    let idx = t::initialised(&client, "claims-dropped", &IndexMeta::default()).await;
+    t::call(
+        &client,
+        Method::Put,
+        &format!("/{}/_settings", idx.name),
+        Some(json!({ "index": { "refresh_interval": "-1" } })),
+    )
+    .await;
+    let indexer = EsIndexer::open(
+        client.clone(),
+        &idx.name,
+        RetryPolicy::none(),
+        &FieldNames::default(),
+    )
+    .await
+    .unwrap();
+    let mut claims = Claims::new(client.clone(), RetryPolicy::none(), &idx.name);
+    claims.lease = Duration::from_secs(600);
+    claims.ensure_index().await.unwrap();
+    let _cleanup = Cleanup(claims.index().to_owned());
+    let similar = Similar::new(client.clone(), indexer.fingerprinter().clone());
+    let tolerance = similar.default_tolerance(idx.name.as_str()).await.unwrap();
+    let w = (indexer, claims, similar, tolerance);
+    let (indexer, claims) = (&w.0, &w.1);
+    let keys_of = |a: &Value| {
+        let s = sketch(indexer, a).into_sketch(tolerance.method()).unwrap();
+        claim_keys(&s, indexer.meta()).unwrap()
+    };
+    let writing = |keys: &[String], id: &str| {
+        keys.iter()
+            .map(|k| (k.clone(), vec![id.to_owned()]))
+            .collect::<std::collections::BTreeMap<_, _>>()
+    };
+    let soon = Duration::from_secs(60);
+    // Three stories, each with two near-duplicate versions.
+    let stories: Vec<Vec<Value>> = t::shared_articles(3)
+        .into_iter()
+        .map(|(_, a)| {
+            let content = a["content"].as_str().unwrap();
+            vec![
+                a.clone(),
+                json!({ "title": a["title"], "content": format!("{content}（来源：本网综合）") }),
+            ]
+        })
+        .collect();
+
+    // 1. Dropped after its write was applied (its answer never heard): a racing
+    // near-duplicate is refused, naming it, and never created; nobody waits for the lease.
+    let a = &stories[0];
+    let keys = keys_of(&a[0]);
+    let mut held = claims
+        .acquire(&keys, "dropped after writing", Instant::now() + soon)
+        .await
+        .unwrap();
+    held.writing(writing(&keys, "a0"));
+    let s0 = sketch(indexer, &a[0]);
+    indexer
+        .index_articles(&[("a0", &a[0], &s0)], Refresh::No)
+        .await
+        .unwrap();
+    drop(held);
+    match insert(&w, "a1", &a[1], soon).await.unwrap() {
+        Inserted::Duplicate(m) => assert_eq!(m[0].id, "a0", "{m:?}"),
+        other => panic!("a near-duplicate of a0 must be refused: {other:?}"),
+    }
+    assert!(!stored(&client, &idx.name, "a1").await, "a1 never created");
+
+    // 2. Dropped while its write was in flight: until the article is found by id (or the lease
+    // ends), a near-duplicate waits; once it is applied, the near-duplicate is refused.
+    let b = &stories[1];
+    let keys = keys_of(&b[0]);
+    let mut held = claims
+        .acquire(&keys, "dropped while writing", Instant::now() + soon)
+        .await
+        .unwrap();
+    held.writing(writing(&keys, "b0"));
+    drop(held);
+    match insert(&w, "b1", &b[1], Duration::from_secs(2)).await {
+        Err(neardup::es::DedupeError::Claim(ClaimError::Timeout { holder, .. })) => {
+            assert_eq!(holder, "the unanswered write of `b0`")
+        }
+        other => panic!("b1 must wait for b0's unanswered write: {other:?}"),
+    }
+    assert!(!stored(&client, &idx.name, "b1").await, "b1 not created");
+    let s0 = sketch(indexer, &b[0]);
+    indexer
+        .index_articles(&[("b0", &b[0], &s0)], Refresh::No)
+        .await
+        .unwrap();
+    match insert(&w, "b1", &b[1], soon).await.unwrap() {
+        Inserted::Duplicate(m) => assert_eq!(m[0].id, "b0", "{m:?}"),
+        other => panic!("a near-duplicate of b0 must be refused: {other:?}"),
+    }
+    assert!(!stored(&client, &idx.name, "b1").await, "b1 never created");
+
+    // 3. Dropped before writing anything (cancelled while it searched): an insert of the same
+    // keys goes on at once and is written.
+    let c = &stories[2];
+    let held = claims
+        .acquire(
+            &keys_of(&c[0]),
+            "dropped before writing",
+            Instant::now() + soon,
+        )
+        .await
+        .unwrap();
+    drop(held);
+    assert!(
+        matches!(
+            insert(&w, "c0", &c[0], soon).await.unwrap(),
+            Inserted::Written(_)
+        ),
+        "c0 written"
+    );
+    assert!(stored(&client, &idx.name, "c0").await);
 }

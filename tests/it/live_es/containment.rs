@@ -161,6 +161,23 @@ async fn an_excerpt_and_a_passage_are_found_from_either_side() {
             served.sort_by(|a, b| a["id"].as_str().cmp(&b["id"].as_str()));
             assert_eq!(served, cli, "{id}");
         }
+        // `?containment=false`: near-duplicates only, as `--no-containment` answers.
+        let (status, body, _) = common::serve::call(
+            &app,
+            axum::http::Request::get(format!("/v1/{}/similar/{full}?containment=false", idx.name))
+                .body(axum::body::Body::empty())
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(status, axum::http::StatusCode::OK, "{body}");
+        let only: Vec<Value> = similar(&idx.name, full, &["--no-containment"])
+            .1
+            .into_values()
+            .collect();
+        let mut served = body["matches"].as_array().unwrap().clone();
+        served.sort_by(|a, b| a["id"].as_str().cmp(&b["id"].as_str()));
+        assert_eq!(served, only, "{full}");
+        assert!(!body.to_string().contains(middle.as_str()), "{body}");
     }
     // The client-side filter gives the same answer.
     let (full, lead, _) = &planted[0];
@@ -279,11 +296,12 @@ async fn dedupe_on_insert_refuses_an_excerpt_and_stores_the_full_article_of_a_te
     assert_eq!(status, axum::http::StatusCode::CONFLICT, "{body}");
     assert_eq!(body["matches"][0]["id"], full.as_str(), "{body}");
     assert_eq!(body["matches"][0]["relation"], "contained_in", "{body}");
+    assert_eq!(body["relation"], "contained_in", "{body}");
     assert!(
         body["error"]["message"]
             .as_str()
             .unwrap()
-            .contains("contained_in"),
+            .contains("contained in"),
         "{body}"
     );
     // A passage is stored first; the full article that contains it is stored too.
