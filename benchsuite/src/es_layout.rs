@@ -136,6 +136,10 @@ struct Layout {
     /// compact layout exactly as the library writes it (their axes stay at "today", which
     /// then changes nothing).
     library: MinHashLayout,
+    /// The containment fields (fields format 3) with this many bits of each minimum in a
+    /// minimum's term; `None`: without them. Only the `neardup-containment-*` options hold
+    /// them.
+    containment: Option<u8>,
 }
 
 const NONE: Methods = Methods {
@@ -154,6 +158,7 @@ fn layouts() -> Vec<Layout> {
         sig,
         versions,
         library: MinHashLayout::Full,
+        containment: None,
     };
     let today = |name, methods| Layout {
         name,
@@ -162,6 +167,7 @@ fn layouts() -> Vec<Layout> {
         sig: TODAY_SIG,
         versions: Versions::Full,
         library: MinHashLayout::Full,
+        containment: None,
     };
     let library = |name, signature_bits| Layout {
         library: MinHashLayout::Compact { signature_bits },
@@ -176,6 +182,25 @@ fn layouts() -> Vec<Layout> {
         today("today-minhash", Methods::only(Method::MinHash)),
         library("neardup-compact-b8", 8),
         library("neardup-compact-b4", 4),
+        // Fields format 3: the compact layout with one term per minimum (its position and
+        // lowest bits: 11, 10 (the default) or 9 bits make 3 characters, 17 bits 4) and the
+        // distinct shingle count.
+        Layout {
+            containment: Some(10),
+            ..library("neardup-containment-b8", 8)
+        },
+        Layout {
+            containment: Some(11),
+            ..library("neardup-containment-b8-m11", 8)
+        },
+        Layout {
+            containment: Some(17),
+            ..library("neardup-containment-b8-m17", 8)
+        },
+        Layout {
+            containment: Some(9),
+            ..library("neardup-containment-b8-m9", 8)
+        },
         both(
             "bands-b64url32-keyword",
             Bands::Keyword(32),
@@ -268,7 +293,7 @@ impl Layout {
     /// The library's description of an index holding this option's methods (today's
     /// fields and names); the option changes what it writes from there.
     fn meta(&self, fp: &Fingerprinter) -> IndexMeta {
-        IndexMeta::new(
+        let mut meta = IndexMeta::new(
             fp.config(),
             self.methods,
             BlockType::Short,
@@ -276,6 +301,13 @@ impl Layout {
             MinHashFieldNames::default(),
         )
         .with_layout(self.library)
+        .with_containment(self.containment.is_some());
+        if let (Some(bits), Some(m)) = (self.containment, &mut meta.minhash) {
+            if let Some(c) = &mut m.containment {
+                c.minimum_bits = bits;
+            }
+        }
+        meta
     }
 
     /// The `properties` of the option's fields: today's mapping, changed per axis.

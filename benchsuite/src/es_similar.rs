@@ -20,12 +20,13 @@ use anyhow::Context;
 use elasticsearch::http::Method as Http;
 use elasticsearch::Elasticsearch;
 use neardup::es::{
-    self, BlockType, Body, FieldNames, FilterMode, IndexMeta, MinHashFieldNames, RetryPolicy,
+    self, BlockType, Body, FieldNames, FilterMode, IndexMeta, MinHashFieldNames, Near, RetryPolicy,
     Similar, SimilarOptions,
 };
 use neardup::eval::generate::Article;
 use neardup::eval::synth::Synthesizer;
 use neardup::minhash::Threshold;
+use neardup::relation::MatchOptions;
 use neardup::{Fingerprinter, Method, Methods, Tolerance};
 use rayon::prelude::*;
 use serde_json::{json, Value};
@@ -191,7 +192,16 @@ pub fn run(args: EsSimilarBench) -> CmdResult {
             if t.meta.minhash.is_some() {
                 tolerances.insert(0, Tolerance::Similarity(args.threshold));
             }
-            for &tolerance in &tolerances {
+            // MinHash is looked up for near-duplicates only, and where the index holds the
+            // containment fields (fields format 3) for partial copies too.
+            let mut asked: Vec<Near> = tolerances.iter().map(|&t| Near::from(t)).collect();
+            if t.meta.has_containment() {
+                asked.insert(
+                    1,
+                    Near::new(Tolerance::Similarity(args.threshold), MatchOptions::default()),
+                );
+            }
+            for &near in &asked {
                 for filter in [FilterMode::Client, FilterMode::Server] {
                     let options = SimilarOptions {
                         filter,
@@ -205,7 +215,7 @@ pub fn run(args: EsSimilarBench) -> CmdResult {
                     );
                     configs.push(Config {
                         index: &t.index,
-                        tolerance,
+                        near,
                         filter,
                         similar,
                     });
@@ -229,7 +239,7 @@ pub fn run(args: EsSimilarBench) -> CmdResult {
                 let t = Instant::now();
                 let found = config
                     .similar
-                    .by_id(config.index, id, config.tolerance)
+                    .by_id(config.index, id, config.near)
                     .await?;
                 let elapsed = t.elapsed();
                 if n >= args.warmup {
@@ -250,7 +260,7 @@ pub fn run(args: EsSimilarBench) -> CmdResult {
                 .iter()
                 .position(|o| {
                     o.index == config.index
-                        && o.tolerance == config.tolerance
+                        && o.near == config.near
                         && o.filter == FilterMode::Client
                 })
                 .expect("a client-filter configuration per index and tolerance");
@@ -265,7 +275,10 @@ pub fn run(args: EsSimilarBench) -> CmdResult {
             println!(
                 "| {} | {} | {} | {:.2} | {:.2} | {:.0} | {} | {} | {:.1} | {:.1} | {:.2} |",
                 config.index,
-                describe(config.tolerance),
+                match config.near.options.containment {
+                    Some(_) => format!("{} + containment", describe(config.near.tolerance)),
+                    None => describe(config.near.tolerance),
+                },
                 config.filter,
                 percentile(&lat, 0.5).as_secs_f64() * 1e3,
                 percentile(&lat, 0.99).as_secs_f64() * 1e3,
@@ -289,7 +302,7 @@ pub fn run(args: EsSimilarBench) -> CmdResult {
 /// One way of looking up, timed against the others.
 struct Config<'a> {
     index: &'a str,
-    tolerance: Tolerance,
+    near: Near,
     filter: FilterMode,
     similar: Similar,
 }

@@ -67,6 +67,13 @@ pub struct Args {
     /// Default: what the index records, else 8.
     #[arg(long, value_name = "BITS")]
     signature_bits: Option<u8>,
+    /// Hold no containment fields (fields format 3: one term per MinHash minimum and the
+    /// distinct shingle count, which find partial copies: excerpts, teasers, passages). An
+    /// index answers near-duplicates only then. Default: what the index records; a new index,
+    /// and one moved by --upgrade, holds them (in the compact layout). docs/elasticsearch.md,
+    /// "Containment: fields format 3".
+    #[arg(long)]
+    no_containment: bool,
     /// Mapping of the four blocks: `short` (compatible with the older Java service) or
     /// `keyword`. See docs/elasticsearch.md for the measured difference.
     #[arg(long, default_value = "short", value_name = "TYPE")]
@@ -200,6 +207,15 @@ pub fn run(args: Args) -> CmdResult {
                 },
             }
         });
+        // Containment is kept as recorded unless an upgrade or --no-containment asks
+        // otherwise; a new index holds it.
+        let containment = !args.no_containment
+            && (args.upgrade
+                || recorded
+                    .iter()
+                    .filter_map(|m| m.minhash.as_ref())
+                    .find(|m| m.fields == minhash_names)
+                    .is_none_or(|m| m.containment.is_some()));
         let wanted = IndexMeta::new(
             &FingerprintConfig {
                 profile,
@@ -214,7 +230,7 @@ pub fn run(args: Args) -> CmdResult {
             names,
             minhash_names,
         );
-        let mut wanted = wanted.with_layout(layout);
+        let mut wanted = wanted.with_layout(layout).with_containment(containment);
         wanted.group = group;
         let outcome = match args.upgrade {
             true => es::upgrade_index(&client, &retry, &args.index, &wanted).await?,

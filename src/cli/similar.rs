@@ -14,7 +14,7 @@ use std::io::{BufRead, Write};
 use anyhow::Context;
 use clap::ArgGroup;
 use neardup::es::{
-    self, EsError, FilterMode, IndexMeta, Paging, QueryFingerprint, RetryPolicy, Similar,
+    self, EsError, FilterMode, IndexMeta, Near, Paging, QueryFingerprint, RetryPolicy, Similar,
     SimilarOptions,
 };
 use neardup::input::{self, InputSpec};
@@ -77,7 +77,6 @@ pub struct Args {
     /// (MinHash where held) unless --method, -k or --threshold asks for another.
     #[command(flatten)]
     method: MethodArgs,
-    /// (--store only: Elasticsearch answers near-duplicates.)
     #[command(flatten)]
     relation: RelationArgs,
     /// Output: `json` (one `{"id","similarity"}` or `{"id","distance"}` line per match, with
@@ -287,6 +286,8 @@ struct EsQuery {
     similar: Similar,
     meta: IndexMeta,
     tolerance: Tolerance,
+    /// The tolerance and whether partial copies count (`--no-containment`).
+    near: Near,
 }
 
 fn connect_es(args: &Args, index: &str) -> anyhow::Result<EsQuery> {
@@ -324,6 +325,7 @@ fn connect_es(args: &Args, index: &str) -> anyhow::Result<EsQuery> {
         similar,
         meta,
         tolerance,
+        near: Near::new(tolerance, args.relation.options()),
     })
 }
 
@@ -358,17 +360,17 @@ fn search_es(args: &Args, index: &str) -> anyhow::Result<Outcome> {
         match &query {
             Query::Id(id) => es
                 .similar
-                .by_id(index, id, es.tolerance)
+                .by_id(index, id, es.near)
                 .await
                 .map(|f| (f, None)),
             Query::Text(t) => es
                 .similar
-                .by_text(index, t, es.tolerance)
+                .by_text(index, t, es.near)
                 .await
                 .map(|f| (f, None)),
             Query::Sketch(s, _, own) => es
                 .similar
-                .by_fingerprint(index, s.clone(), es.tolerance)
+                .by_fingerprint(index, s.clone(), es.near)
                 .await
                 .map(|found| (found, own.clone())),
         }
@@ -414,9 +416,7 @@ fn search_es_ids(args: &Args, index: &str) -> CmdResult {
         if id.is_empty() {
             continue;
         }
-        let answer = es
-            .runtime
-            .block_on(es.similar.by_id(index, id, es.tolerance));
+        let answer = es.runtime.block_on(es.similar.by_id(index, id, es.near));
         let line = match answer {
             Ok(found) => match &found.query {
                 QueryFingerprint::TooShort(why) => {

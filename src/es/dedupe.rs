@@ -15,8 +15,11 @@ use futures_util::StreamExt;
 use serde_json::Value;
 
 use super::schema::band_term;
-use super::{ClaimError, Claims, EsError, EsIndexer, IndexMeta, IndexedArticle, Refresh, Similar};
+use super::{
+    ClaimError, Claims, EsError, EsIndexer, IndexMeta, IndexedArticle, Near, Refresh, Similar,
+};
 use crate::method::{sort_matches, Match};
+use crate::relation::Relation;
 use crate::{Sketch, Sketches, Tolerance};
 
 /// One article to write: its id, its JSON object, and its sketches
@@ -76,8 +79,16 @@ pub fn claim_keys(sketch: &Sketch, meta: &IndexMeta) -> Result<Vec<String>, EsEr
     })
 }
 
-/// Writes `articles` into the indexer's index unless a near-duplicate (at `tolerance`) is
-/// stored or earlier in the batch. `claims` are the index's ([`Claims::new`] with the same
+/// Writes `articles` into the indexer's index unless a near-duplicate (at `near`'s tolerance) is
+/// stored or earlier in the batch. With containment asked ([`Near::new`] with
+/// [`crate::relation::MatchOptions::default`]) an article mostly contained in a stored one
+/// (`contained_in`: an excerpt of a stored article) is refused too, its matches saying their
+/// relation; an article that contains a stored one (`contains`: the full article of a stored
+/// teaser) is never refused for it, and is written ([`crate::relation::Relation::refuses_insert`]).
+/// A bare tolerance asks for near-duplicates only. Containment is judged against stored
+/// articles, searchable or listed by the claims (written, not yet searchable); the articles of
+/// the batch are checked against each other for near-duplicates only, and the claims (band
+/// keys) serialise concurrent inserts of near-duplicates, not of partial copies. `claims` are the index's ([`Claims::new`] with the same
 /// index), `similar` answers the searches, `holder` names this writer in the claims it
 /// holds, and claimed keys are waited for until `deadline`. An article too short to
 /// fingerprint has no near-duplicate and is written. SimHash needs k ≤ 3 (a block to claim).
@@ -87,11 +98,13 @@ pub async fn insert_unless_near(
     claims: &Claims,
     similar: &Similar,
     articles: &[NewArticle<'_>],
-    tolerance: Tolerance,
+    near: impl Into<Near>,
     refresh: Refresh,
     holder: &str,
     deadline: Instant,
 ) -> Result<Vec<Inserted>, DedupeError> {
+    let near = near.into();
+    let tolerance = near.tolerance;
     if let Tolerance::Distance(k) = tolerance {
         if k > 3 {
             return Err(EsError::DedupeDistance { k }.into());
@@ -144,9 +157,9 @@ pub async fn insert_unless_near(
             .map(|&i| sketches[i].clone().expect("checked articles have sketches"))
             .collect();
         let recent = held.recent_ids();
-        let listed = similar.among_ids(index, &recent, &queries, tolerance);
+        let listed = similar.among_ids(index, &recent, &queries, near);
         let searched = futures_util::stream::iter(queries.iter().cloned())
-            .map(|q| similar.by_fingerprint(index, q, tolerance))
+            .map(|q| similar.by_fingerprint(index, q, near))
             .buffered(SEARCHES_IN_FLIGHT)
             .collect::<Vec<_>>();
         let (listed, searched) = tokio::join!(listed, searched);
@@ -154,6 +167,7 @@ pub async fn insert_unless_near(
         for ((&i, found), listed) in checked.iter().zip(searched).zip(listed?) {
             let mut matches = found?.matches;
             matches.extend(listed);
+            matches.retain(|m| m.relation.is_none_or(Relation::refuses_insert));
             stored_near[i] = matches;
         }
         let mut by_key: HashMap<&str, Vec<usize>> = HashMap::new();

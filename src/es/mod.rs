@@ -61,16 +61,16 @@ pub use init::{
 pub use retry::RetryPolicy;
 pub use scan::{Cursor, Paging, ScanOptions, ScanStats, Scanner, Slice};
 pub use schema::{
-    tracking_pipeline, tracking_pipeline_name, BlockType, FieldNames, GroupMeta, GroupOrder,
-    IndexMeta, MetaSource, MinHashFieldNames, MinHashLayout, MinHashMeta, SimHashMeta,
-    TrackingMeta, TRACKING_MARKER,
+    tracking_pipeline, tracking_pipeline_name, BlockType, ContainmentFieldNames, ContainmentMeta,
+    FieldNames, GroupMeta, GroupOrder, IndexMeta, MetaSource, MinHashFieldNames, MinHashLayout,
+    MinHashMeta, SimHashMeta, TrackingMeta, TRACKING_MARKER,
 };
 pub use similar::{
-    FilterMode, IndexList, Match, QueryFingerprint, Similar, SimilarOptions, Similarity, DEFAULT_K,
-    FLIPPED_BLOCK_K,
+    FilterMode, IndexList, Match, Near, QueryFingerprint, Similar, SimilarOptions, Similarity,
+    DEFAULT_K, FLIPPED_BLOCK_K,
 };
 pub use tracking::{track_edits, untrack_edits, Tracking};
-pub use worker::{PassReport, Watermark, Worker, WorkerConfig};
+pub use worker::{stale_query, PassReport, Watermark, Worker, WorkerConfig};
 pub use write::{
     fingerprint_fields_json, fingerprint_source, simhash_fields_json, sketch_source, BulkReport,
     EsIndexer, FingerprintUpdate, GroupLabel, IndexedArticle, ItemFailure, Refresh,

@@ -196,9 +196,10 @@ impl FromStr for BlockType {
 pub const META_KEY: &str = "neardup";
 /// The newest layout of `_meta.neardup` and the fields this neardup reads; bumped when it
 /// changes incompatibly. Format 2 is format 1 with the MinHash fields in the compact layout
-/// ([`MinHashLayout::Compact`]); an index records the format of its layout
-/// ([`IndexMeta::fields_format`]), so one in the full layout stays readable by older neardups.
-pub const META_FORMAT: u32 = 2;
+/// ([`MinHashLayout::Compact`]); format 3 is format 2 with the containment fields
+/// ([`ContainmentMeta`]). An index records the format of what it holds
+/// ([`IndexMeta::fields_format`]), so one in an older layout stays readable by older neardups.
+pub const META_FORMAT: u32 = 3;
 
 /// `mappings/neardup-minhash-fields.json`: the MinHash fields under their default names.
 pub const MAPPING_MINHASH: &str = include_str!("../../mappings/neardup-minhash-fields.json");
@@ -222,8 +223,10 @@ pub fn signature_from_base64(s: &str) -> Option<Signature> {
     Signature::from_le_bytes(&lenient_base64(s)?)
 }
 
-/// The four MinHash fields for `outcome`, as a JSON object to merge into a document: band
-/// terms, signature, version and a null reason, in the index's [`MinHashLayout`]; a
+/// The MinHash fields for `outcome`, as a JSON object to merge into a document: band
+/// terms, signature, version and a null reason, in the index's [`MinHashLayout`], and where the
+/// index holds containment ([`MinHashMeta::containment`]) the minima's terms and the distinct
+/// shingle count; a
 /// too-short text gets the version, its reason and null values, so it is not tried again
 /// under the same version. The version written is [`MinHashMeta::stored_version`].
 pub fn minhash_fields_json(meta: &MinHashMeta, outcome: &MinHashOutcome) -> Map<String, Value> {
@@ -238,12 +241,20 @@ pub fn minhash_fields_json(meta: &MinHashMeta, outcome: &MinHashOutcome) -> Map<
             );
             m.insert(names.version.clone(), json!(meta.stored_version()));
             m.insert(names.reason.clone(), Value::Null);
+            if let Some(c) = &meta.containment {
+                m.insert(c.fields.minima.clone(), json!(c.minima_value(&f.signature)));
+                m.insert(c.fields.distinct.clone(), json!(f.signature.distinct()));
+            }
         }
         Err(why) => {
             m.insert(names.bands.clone(), Value::Null);
             m.insert(names.signature.clone(), Value::Null);
             m.insert(names.version.clone(), json!(meta.stored_version()));
             m.insert(names.reason.clone(), json!(why.code()));
+            if let Some(c) = &meta.containment {
+                m.insert(c.fields.minima.clone(), Value::Null);
+                m.insert(c.fields.distinct.clone(), Value::Null);
+            }
         }
     }
     m
@@ -446,6 +457,114 @@ impl MinHashFieldNames {
         let props = &shipped["properties"];
         let mut out = Map::new();
         for (default, name) in MinHashFieldNames::default().all().iter().zip(self.all()) {
+            out.insert(name.to_owned(), props[*default].clone());
+        }
+        json!({ "properties": out })
+    }
+}
+
+/// `mappings/neardup-containment-fields.json`: the containment fields under their default names.
+pub const MAPPING_CONTAINMENT: &str =
+    include_str!("../../mappings/neardup-containment-fields.json");
+
+/// The containment fields of fields format 3 (`_meta.neardup.minhash.containment`): what the
+/// candidate step for partial copies searches ([`crate::relation::CANDIDATE_AGREEING_MINIMA`]
+/// of the signature's minima agree) and what the rule needs to judge them
+/// ([`crate::relation::MatchRule::relate`]: the distinct shingle counts).
+/// docs/elasticsearch.md, "Containment: fields format 3", has the measurements.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContainmentMeta {
+    pub fields: ContainmentFieldNames,
+    /// The lowest bits of each minimum a minimum's term keeps, beside its position: with 128
+    /// minima (7 bits of position) 10 bits make 3 base64url characters. docs/elasticsearch.md,
+    /// "Containment: fields format 3", has the measurements that chose 10.
+    pub minimum_bits: u8,
+}
+
+impl ContainmentMeta {
+    /// What `es-init` gives a new index: 10 bits of each minimum.
+    pub const MINIMUM_BITS: u8 = 10;
+
+    /// The containment of a new index, with default field names.
+    pub fn new() -> ContainmentMeta {
+        ContainmentMeta {
+            fields: ContainmentFieldNames::default(),
+            minimum_bits: ContainmentMeta::MINIMUM_BITS,
+        }
+    }
+
+    /// The terms of a whole signature's minima, one per position, in order: the position and
+    /// the minimum's lowest [`ContainmentMeta::minimum_bits`] bits, in base64url characters
+    /// (`⌈(position bits + minimum bits) / 6⌉` of them), separated by spaces: the value of
+    /// the `text` field ([`ContainmentFieldNames::minima`], `whitespace` analyzer).
+    pub fn minima_terms(&self, sig: &Signature) -> Vec<String> {
+        const URL_SAFE: &[u8; 64] =
+            b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+        let n = sig.len();
+        let position_bits = usize::BITS - n.saturating_sub(1).leading_zeros();
+        let bits = position_bits + u32::from(self.minimum_bits);
+        let chars = bits.div_ceil(6);
+        let mask = (1u64 << self.minimum_bits) - 1;
+        sig.values()
+            .iter()
+            .enumerate()
+            .map(|(i, &v)| {
+                let key = ((i as u64) << self.minimum_bits) | (u64::from(v) & mask);
+                (0..chars)
+                    .rev()
+                    .map(|c| char::from(URL_SAFE[((key >> (6 * c)) & 63) as usize]))
+                    .collect()
+            })
+            .collect()
+    }
+
+    /// The one field value of [`ContainmentMeta::minima_terms`]: the terms joined by spaces.
+    pub fn minima_value(&self, sig: &Signature) -> String {
+        self.minima_terms(sig).join(" ")
+    }
+}
+
+impl Default for ContainmentMeta {
+    fn default() -> ContainmentMeta {
+        ContainmentMeta::new()
+    }
+}
+
+/// Names of the containment fields.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContainmentFieldNames {
+    /// One term per minimum ([`ContainmentMeta::minima_terms`]), `text` (`whitespace`
+    /// analyzer, documents only, no norms).
+    pub minima: String,
+    /// The number of distinct shingles of the article ([`Signature::distinct`]), `integer`
+    /// with doc values, not indexed.
+    pub distinct: String,
+}
+
+impl Default for ContainmentFieldNames {
+    fn default() -> Self {
+        ContainmentFieldNames {
+            minima: "minHashMinima".into(),
+            distinct: "minHashDistinct".into(),
+        }
+    }
+}
+
+impl ContainmentFieldNames {
+    pub fn all(&self) -> [&str; 2] {
+        [&self.minima, &self.distinct]
+    }
+
+    /// The `{"properties": …}` mapping of the fields, from the shipped JSON file, renamed.
+    pub fn mapping(&self) -> Value {
+        let shipped: Value = serde_json::from_str(MAPPING_CONTAINMENT).expect("shipped mapping");
+        let props = &shipped["properties"];
+        let mut out = Map::new();
+        for (default, name) in ContainmentFieldNames::default()
+            .all()
+            .iter()
+            .zip(self.all())
+        {
             out.insert(name.to_owned(), props[*default].clone());
         }
         json!({ "properties": out })
@@ -685,18 +804,27 @@ pub struct MinHashMeta {
     /// the compact rule on their whole minima's lowest bits).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub from_full: bool,
+    /// The containment fields (fields format 3); absent in indices recorded before them, and
+    /// in those made with `es-init --no-containment` or in the full layout: those answer
+    /// near-duplicates only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub containment: Option<ContainmentMeta>,
 }
 
 impl MinHashMeta {
     /// The version value documents carry: the version itself in the full layout; in the
-    /// compact one, `m` and 8 hex digits of a hash of the version and the layout (a layout
-    /// change is a new stored form, so documents of the old one are stale).
+    /// compact one, `m` and 8 hex digits of a hash of the version and the layout, and of the
+    /// containment fields where the index holds them (a layout change, or containment added,
+    /// is a new stored form, so documents of the old one are stale).
     pub fn stored_version(&self) -> String {
         match self.layout {
             MinHashLayout::Full => self.version.clone(),
             layout => {
-                let code =
-                    xxhash_rust::xxh3::xxh3_64(format!("{};{layout}", self.version).as_bytes());
+                let mut form = format!("{};{layout}", self.version);
+                if let Some(c) = &self.containment {
+                    form.push_str(&format!(";containment {}", c.minimum_bits));
+                }
+                let code = xxhash_rust::xxh3::xxh3_64(form.as_bytes());
                 format!("m{:08x}", code >> 32)
             }
         }
@@ -709,6 +837,21 @@ impl MinHashMeta {
             .into_iter()
             .map(|k| self.layout.band_term(k))
             .collect()
+    }
+
+    /// Checks the containment fields: only in the compact layout, 1 to 32 bits of each
+    /// minimum.
+    pub fn validate_containment(&self) -> Result<(), EsError> {
+        match &self.containment {
+            Some(_) if self.layout == MinHashLayout::Full => Err(EsError::Config(
+                "the containment fields come with the compact layout (fields format 3): pass --layout compact, or --no-containment".into(),
+            )),
+            Some(c) if !(1..=32).contains(&c.minimum_bits) => Err(EsError::Config(format!(
+                "containment terms keep 1 to 32 bits of each minimum, not {}",
+                c.minimum_bits
+            ))),
+            _ => Ok(()),
+        }
     }
 
     /// The terms a query looks for: [`MinHashMeta::band_terms`], and during an upgrade from
@@ -763,6 +906,7 @@ impl IndexMeta {
                 fields: minhash_fields,
                 layout: MinHashLayout::NEW,
                 from_full: false,
+                containment: Some(ContainmentMeta::new()),
             }),
             group: None,
             tracking: None,
@@ -910,6 +1054,10 @@ impl IndexMeta {
         if let Some(m) = &self.minhash {
             all.extend(m.fields.all());
             m.layout.validate()?;
+            if let Some(c) = &m.containment {
+                all.extend(c.fields.all());
+                m.validate_containment()?;
+            }
         }
         if let Some(g) = &self.group {
             all.push(&g.field);
@@ -936,6 +1084,11 @@ impl IndexMeta {
             if let Value::Object(p) = m.fields.mapping()["properties"].take() {
                 props.extend(p);
             }
+            if let Some(c) = &m.containment {
+                if let Value::Object(p) = c.fields.mapping()["properties"].take() {
+                    props.extend(p);
+                }
+            }
         }
         if let Some(g) = &self.group {
             if let Value::Object(p) = g.mapping()["properties"].take() {
@@ -952,20 +1105,45 @@ impl IndexMeta {
         v
     }
 
-    /// This description with the MinHash fields in `layout` (if it holds MinHash).
+    /// This description with the MinHash fields in `layout` (if it holds MinHash). The full
+    /// layout holds no containment fields (they come with the compact one, format 3).
     pub fn with_layout(mut self, layout: MinHashLayout) -> IndexMeta {
         if let Some(m) = &mut self.minhash {
             m.layout = layout;
             m.from_full &= layout != MinHashLayout::Full;
+            if layout == MinHashLayout::Full {
+                m.containment = None;
+            }
         }
         self.format = self.fields_format();
         self
     }
 
-    /// The `format` recorded in `_meta`: 2 when the MinHash fields are in the compact
-    /// layout, else 1 ([`MinHashLayout::meta_format`]).
+    /// This description with the containment fields (default names) or without them (if it
+    /// holds MinHash in the compact layout; the full layout holds none).
+    pub fn with_containment(mut self, on: bool) -> IndexMeta {
+        if let Some(m) = &mut self.minhash {
+            m.containment = (on && m.layout != MinHashLayout::Full)
+                .then(|| m.containment.clone().unwrap_or_default());
+        }
+        self.format = self.fields_format();
+        self
+    }
+
+    /// Whether the index holds the containment fields: MinHash in fields format 3.
+    pub fn has_containment(&self) -> bool {
+        self.minhash
+            .as_ref()
+            .is_some_and(|m| m.containment.is_some())
+    }
+
+    /// The `format` recorded in `_meta`: 3 with the containment fields, 2 when the MinHash
+    /// fields are in the compact layout, else 1 ([`MinHashLayout::meta_format`]).
     pub fn fields_format(&self) -> u32 {
-        self.minhash.as_ref().map_or(1, |m| m.layout.meta_format())
+        self.minhash.as_ref().map_or(1, |m| match m.containment {
+            Some(_) => 3,
+            None => m.layout.meta_format(),
+        })
     }
 
     /// The description of one concrete index from its mapping (`{"properties": …, "_meta": …}`).
@@ -1004,10 +1182,13 @@ impl IndexMeta {
                 });
             }
             if let Some(m) = &meta.minhash {
-                m.layout.validate().map_err(|e| EsError::BadMeta {
-                    index: index.to_owned(),
-                    detail: e.to_string(),
-                })?;
+                m.layout
+                    .validate()
+                    .and_then(|()| m.validate_containment())
+                    .map_err(|e| EsError::BadMeta {
+                        index: index.to_owned(),
+                        detail: e.to_string(),
+                    })?;
             }
             return Ok(meta);
         }
@@ -1127,7 +1308,13 @@ impl fmt::Display for IndexMeta {
             parts.push(format!("simhash {} ({} blocks)", s.version, s.block_type));
         }
         if let Some(m) = &self.minhash {
-            parts.push(format!("minhash {} ({} layout)", m.version, m.layout));
+            match m.containment {
+                Some(_) => parts.push(format!(
+                    "minhash {} ({} layout, containment)",
+                    m.version, m.layout
+                )),
+                None => parts.push(format!("minhash {} ({} layout)", m.version, m.layout)),
+            }
         }
         if parts.is_empty() {
             parts.push("no fingerprints".into());
@@ -1234,6 +1421,63 @@ mod tests {
     }
 
     #[test]
+    fn containment_is_format_3_and_reads_back() {
+        let m = both();
+        assert!(m.has_containment());
+        let j = m.to_json();
+        assert_eq!(j["format"], 3);
+        assert_eq!(
+            j["minhash"]["containment"],
+            json!({ "fields": { "minima": "minHashMinima", "distinct": "minHashDistinct" }, "minimum_bits": 10 })
+        );
+        let mapping = json!({ "_meta": { META_KEY: j }, "properties": {} });
+        let back = IndexMeta::from_mapping("i", &mapping, &FieldNames::default()).unwrap();
+        assert_eq!(back, m);
+        // Format 2 is format 3 without containment; a format that does not go with what is
+        // recorded is refused; the full layout holds no containment.
+        let two = m.clone().with_containment(false);
+        assert_eq!(two.to_json()["format"], 2);
+        assert!(two.to_json()["minhash"].get("containment").is_none());
+        assert_ne!(
+            two.minhash.as_ref().unwrap().stored_version(),
+            m.minhash.as_ref().unwrap().stored_version()
+        );
+        let mut wrong = m.to_json();
+        wrong["format"] = json!(2);
+        let mapping = json!({ "_meta": { META_KEY: wrong }, "properties": {} });
+        assert!(IndexMeta::from_mapping("i", &mapping, &FieldNames::default()).is_err());
+        let full = m.clone().with_layout(MinHashLayout::Full);
+        assert!(!full.has_containment());
+        assert_eq!(full.fields_format(), 1);
+        assert!(!full.with_containment(true).has_containment());
+        assert_eq!(two.with_containment(true), m);
+    }
+
+    #[test]
+    fn minima_terms_hold_the_position_and_the_lowest_bits() {
+        let c = ContainmentMeta::new();
+        let sig = Signature::from_values(
+            (0..128u32)
+                .map(|i| i.wrapping_mul(0x9E37_79B9))
+                .collect::<Vec<u32>>(),
+        );
+        let terms = c.minima_terms(&sig);
+        assert_eq!(terms.len(), 128);
+        let alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+        for (i, t) in terms.iter().enumerate() {
+            assert_eq!(t.len(), 3, "{t}");
+            let key = t
+                .chars()
+                .fold(0u64, |acc, ch| acc << 6 | alphabet.find(ch).unwrap() as u64);
+            assert_eq!(key >> 10, i as u64, "{t}");
+            assert_eq!(key & 0x3ff, u64::from(sig.values()[i] & 0x3ff), "{t}");
+        }
+        assert_eq!(c.minima_value(&sig).split(' ').count(), 128);
+        let distinct: std::collections::HashSet<&String> = terms.iter().collect();
+        assert_eq!(distinct.len(), 128);
+    }
+
+    #[test]
     fn versions_match_a_built_fingerprinter() {
         let m = both();
         let fp = m.fingerprinter("i").unwrap();
@@ -1316,7 +1560,12 @@ mod tests {
     fn mapping_has_every_field_of_both_methods() {
         let m = both().mapping();
         let p = m["properties"].as_object().unwrap();
-        assert_eq!(p.len(), 11);
+        assert_eq!(p.len(), 13);
+        assert_eq!(p["minHashMinima"]["type"], "text");
+        assert_eq!(p["minHashMinima"]["analyzer"], "whitespace");
+        assert_eq!(p["minHashDistinct"]["type"], "integer");
+        let two = both().with_containment(false).mapping();
+        assert_eq!(two["properties"].as_object().unwrap().len(), 11);
         assert_eq!(p["minHashBands"]["type"], "keyword");
         assert_eq!(p["minHashSignature"]["type"], "binary");
         assert_eq!(p["simHashA"]["type"], "short");
@@ -1356,7 +1605,7 @@ mod tests {
         let text = "国家统计局今天发布了最新的经济数据，显示上个月工业生产继续保持增长，消费市场稳步恢复，就业形势总体稳定。";
         let out = fp.minhash(text);
         let sig = out.as_ref().unwrap().signature.clone();
-        let meta = IndexMeta::default();
+        let meta = IndexMeta::default().with_containment(false);
         let m = meta.minhash.as_ref().unwrap();
         assert_eq!(m.layout, MinHashLayout::NEW);
         assert_eq!(meta.to_json()["format"], 2);

@@ -52,6 +52,7 @@ use crate::input::field_texts;
 pub use crate::method::Match;
 use crate::method::{sort_matches, Query};
 use crate::minhash::Threshold;
+use crate::relation::{MatchOptions, CANDIDATE_AGREEING_MINIMA};
 use crate::{Fingerprinter, Method, Signature, SimHash, Sketch, Tolerance, TooShort};
 
 /// The largest k the four 16-bit blocks answer exactly: a pair within distance 7 has some
@@ -199,6 +200,47 @@ impl Similarity {
     }
 }
 
+/// What counts as near in a query: the [`Tolerance`], and whether partial copies count too
+/// ([`MatchOptions`]). A bare tolerance (a [`Tolerance`], a SimHash `u32` k, a MinHash
+/// [`Threshold`]) asks for near-duplicates only ([`MatchOptions::NEAR_DUPLICATES_ONLY`]), the
+/// answers of every release before containment; [`Near::new`] with
+/// [`MatchOptions::default`] also asks for partial copies, and every match then says its
+/// relation and, where both articles carry their distinct shingle counts (indices in fields
+/// format 3), the containment estimate. Containment is a MinHash relation: a SimHash query
+/// answers near-duplicates whatever the options.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub struct Near {
+    pub tolerance: Tolerance,
+    pub options: MatchOptions,
+}
+
+impl Near {
+    pub fn new(tolerance: impl Into<Tolerance>, options: MatchOptions) -> Near {
+        Near {
+            tolerance: tolerance.into(),
+            options,
+        }
+    }
+}
+
+impl From<Tolerance> for Near {
+    fn from(tolerance: Tolerance) -> Near {
+        Near::new(tolerance, MatchOptions::NEAR_DUPLICATES_ONLY)
+    }
+}
+
+impl From<u32> for Near {
+    fn from(k: u32) -> Near {
+        Near::from(Tolerance::Distance(k))
+    }
+}
+
+impl From<Threshold> for Near {
+    fn from(t: Threshold) -> Near {
+        Near::from(Tolerance::Similarity(t))
+    }
+}
+
 /// What the queried indices hold and allow, read once per index list.
 #[derive(Debug)]
 struct Described {
@@ -246,6 +288,9 @@ pub struct Similar {
     described: Mutex<HashMap<String, (Instant, Arc<Described>)>>,
     /// The cluster refused the server-side script once: filter on the client from then on.
     scripts_refused: AtomicBool,
+    /// Whether a query asked for containment on indices without its fields has been warned
+    /// about (once per `Similar`).
+    containment_warned: AtomicBool,
 }
 
 impl Similar {
@@ -273,6 +318,7 @@ impl Similar {
             options,
             described: Mutex::new(HashMap::new()),
             scripts_refused: AtomicBool::new(false),
+            containment_warned: AtomicBool::new(false),
         }
     }
 
@@ -309,10 +355,11 @@ impl Similar {
         &self,
         indices: impl Into<IndexList>,
         id: &str,
-        tolerance: impl Into<Tolerance>,
+        near: impl Into<Near>,
     ) -> Result<Similarity, EsError> {
         let indices = indices.into();
-        let tolerance = tolerance.into();
+        let near = near.into();
+        let tolerance = near.tolerance;
         check_tolerance(tolerance)?;
         let d = self.describe(&indices).await?;
         check_method(&indices, &d.meta, tolerance.method())?;
@@ -322,9 +369,16 @@ impl Similar {
         match query.sketch() {
             None => Ok(Similarity::empty(query, tolerance)),
             Some(q) => {
-                let q = stored_query(q.clone(), terms.as_deref(), tolerance)?;
+                let q = stored_query(q.clone(), terms.as_ref(), tolerance)?;
                 let mut s = self
-                    .search(&indices, &d, &q, terms.as_deref(), Some((&index, id)))
+                    .search(
+                        &indices,
+                        &d,
+                        &q,
+                        &near.options,
+                        terms.as_ref(),
+                        Some((&index, id)),
+                    )
                     .await?;
                 s.query = query;
                 Ok(s)
@@ -338,10 +392,9 @@ impl Similar {
         &self,
         indices: impl Into<IndexList>,
         text: &str,
-        tolerance: impl Into<Tolerance>,
+        near: impl Into<Near>,
     ) -> Result<Similarity, EsError> {
-        self.by_texts(indices.into(), &[text], tolerance.into())
-            .await
+        self.by_texts(indices.into(), &[text], near.into()).await
     }
 
     /// Near duplicates of an article (a JSON object) that need not be in the index: its text
@@ -352,19 +405,19 @@ impl Similar {
         &self,
         indices: impl Into<IndexList>,
         article: &Value,
-        tolerance: impl Into<Tolerance>,
+        near: impl Into<Near>,
     ) -> Result<Similarity, EsError> {
         let texts = field_texts(article, &self.options.text_fields)?;
-        self.by_texts(indices.into(), &texts, tolerance.into())
-            .await
+        self.by_texts(indices.into(), &texts, near.into()).await
     }
 
     async fn by_texts(
         &self,
         indices: IndexList,
         texts: &[&str],
-        tolerance: Tolerance,
+        near: Near,
     ) -> Result<Similarity, EsError> {
+        let tolerance = near.tolerance;
         check_tolerance(tolerance)?;
         let d = self.describe(&indices).await?;
         let method = tolerance.method();
@@ -387,6 +440,7 @@ impl Similar {
                 &indices,
                 &d,
                 &es_query(query.clone(), tolerance)?,
+                &near.options,
                 None,
                 None,
             )
@@ -401,10 +455,11 @@ impl Similar {
         &self,
         indices: impl Into<IndexList>,
         query: impl Into<Sketch>,
-        tolerance: impl Into<Tolerance>,
+        near: impl Into<Near>,
     ) -> Result<Similarity, EsError> {
         let indices = indices.into();
-        let tolerance = tolerance.into();
+        let near = near.into();
+        let tolerance = near.tolerance;
         check_tolerance(tolerance)?;
         let query = es_query(query.into(), tolerance)?;
         let d = self.describe(&indices).await?;
@@ -419,13 +474,15 @@ impl Similar {
                 )));
             }
         }
-        self.search(&indices, &d, &query, None, None).await
+        self.search(&indices, &d, &query, &near.options, None, None)
+            .await
     }
 
     /// For each of `queries`, the documents among `ids` in `index` near it, read by id once
     /// for all (a realtime multi-get, which sees writes no refresh has made searchable yet):
     /// what [`Similar::by_fingerprint`] would find among them, by the same rule (a MinHash
-    /// candidate must also share a band with the query, as a search needs). Ids that are not
+    /// candidate must also share a band with the query, or with containment asked and held
+    /// agree in [`CANDIDATE_AGREEING_MINIMA`] minima terms, as a search needs). Ids that are not
     /// stored are skipped. Dedupe on insert reads the articles its keys' records list this way
     /// ([`super::Claims`]).
     pub async fn among_ids(
@@ -433,9 +490,10 @@ impl Similar {
         index: &str,
         ids: &[String],
         queries: &[Sketch],
-        tolerance: impl Into<Tolerance>,
+        near: impl Into<Near>,
     ) -> Result<Vec<Vec<Match>>, EsError> {
-        let tolerance = tolerance.into();
+        let near = near.into();
+        let tolerance = near.tolerance;
         check_tolerance(tolerance)?;
         let queries = queries
             .iter()
@@ -476,6 +534,22 @@ impl Similar {
             })
             .collect();
         let bands_field = d.meta.minhash.as_ref().map(|m| m.fields.bands.as_str());
+        // With containment asked and held: the query's minima terms, and where they are
+        // stored.
+        let relations = near.options.containment.is_some() && method == Method::MinHash;
+        let containment = d
+            .meta
+            .minhash
+            .as_ref()
+            .and_then(|m| m.containment.as_ref())
+            .filter(|_| relations);
+        let query_minima: Vec<HashSet<String>> = queries
+            .iter()
+            .map(|q| match (q.sketch(), containment) {
+                (Sketch::MinHash(sig), Some(c)) => c.minima_terms(&sig).into_iter().collect(),
+                _ => HashSet::new(),
+            })
+            .collect();
         for doc in r["docs"].as_array().map(Vec::as_slice).unwrap_or(&[]) {
             let (true, Some(index), Some(id)) = (
                 doc["found"] == true,
@@ -491,12 +565,31 @@ impl Similar {
                 .and_then(|f| doc["_source"][f].as_array())
                 .map(|terms| terms.iter().filter_map(Value::as_str).collect())
                 .unwrap_or_default();
-            for ((q, qb), out) in queries.iter().zip(&query_bands).zip(&mut found) {
-                if method == Method::MinHash && !other_bands.iter().any(|t| qb.contains(*t)) {
+            let other_minima: Vec<&str> = containment
+                .and_then(|c| doc["_source"][&c.fields.minima].as_str())
+                .map(|s| s.split(' ').collect())
+                .unwrap_or_default();
+            for (((q, qb), qm), out) in queries
+                .iter()
+                .zip(&query_bands)
+                .zip(&query_minima)
+                .zip(&mut found)
+            {
+                let shares_band = other_bands.iter().any(|t| qb.contains(*t));
+                let agrees = other_minima.iter().filter(|t| qm.contains(**t)).count()
+                    >= CANDIDATE_AGREEING_MINIMA;
+                if method == Method::MinHash && !shares_band && !agrees {
                     continue;
                 }
-                if let Some(score) = q.score(&other) {
-                    out.push(Match::in_index(id, index, score));
+                if !relations {
+                    if let Some(score) = q.score(&other) {
+                        out.push(Match::in_index(id, index, score));
+                    }
+                } else if let Some(r) = q.relate(&other, &near.options) {
+                    let mut m = Match::in_index(id, index, r.score);
+                    m.relation = Some(r.relation);
+                    m.containment = r.containment;
+                    out.push(m);
                 }
             }
         }
@@ -558,9 +651,16 @@ impl Similar {
         check_tolerance(tolerance)?;
         let d = self.describe(&indices).await?;
         check_method(&indices, &d.meta, tolerance.method())?;
-        let query = stored_query(stored.sketch, stored.terms.as_deref(), tolerance)?;
-        self.search(&indices, &d, &query, stored.terms.as_deref(), None)
-            .await
+        let query = stored_query(stored.sketch, stored.terms.as_ref(), tolerance)?;
+        self.search(
+            &indices,
+            &d,
+            &query,
+            &MatchOptions::NEAR_DUPLICATES_ONLY,
+            stored.terms.as_ref(),
+            None,
+        )
+        .await
     }
 
     /// The filter mode in effect: the configured one, unless the cluster refused scripts.
@@ -572,41 +672,67 @@ impl Similar {
         }
     }
 
-    /// `terms`: the band terms of a compact stored signature (which cannot make them); the
-    /// query's own otherwise.
+    /// `terms`: the band (and minima) terms of a compact stored signature (which cannot make
+    /// them); the query's own otherwise. With containment asked (`options`) and held by the
+    /// indices, the candidates are those sharing a band or agreeing in
+    /// [`CANDIDATE_AGREEING_MINIMA`] minima, and each match says its relation.
     async fn search(
         &self,
         indices: &IndexList,
         d: &Described,
         query: &Query,
-        terms: Option<&[String]>,
+        options: &MatchOptions,
+        terms: Option<&StoredTerms>,
         exclude: Option<(&str, &str)>,
     ) -> Result<Similarity, EsError> {
+        if options.containment.is_some()
+            && query.method() == Method::MinHash
+            && !d.meta.has_containment()
+            && !self.containment_warned.swap(true, Ordering::Relaxed)
+        {
+            tracing::warn!(
+                index = %indices,
+                "`{indices}` holds no containment fields (fields format {}): only near-duplicates are found; to find partial copies too, run `neardup es-init --upgrade` and then `neardup backfill` on it",
+                d.meta.fields_format()
+            );
+        }
         let filter = self.effective_filter();
         match self
-            .search_with(filter, indices, d, query, terms, exclude)
+            .search_with(filter, indices, d, query, options, terms, exclude)
             .await
         {
             Err(e) if filter == FilterMode::Server && script_refused(&e) => {
                 tracing::warn!(error = %e, "the cluster refused the server-side filter script; filtering on the client from now on");
                 self.scripts_refused.store(true, Ordering::Relaxed);
-                self.search_with(FilterMode::Client, indices, d, query, terms, exclude)
-                    .await
+                self.search_with(
+                    FilterMode::Client,
+                    indices,
+                    d,
+                    query,
+                    options,
+                    terms,
+                    exclude,
+                )
+                .await
             }
             r => r,
         }
     }
 
+    #[allow(clippy::too_many_arguments)]
     async fn search_with(
         &self,
         filter: FilterMode,
         indices: &IndexList,
         d: &Described,
         query: &Query,
-        terms: Option<&[String]>,
+        options: &MatchOptions,
+        terms: Option<&StoredTerms>,
         exclude: Option<(&str, &str)>,
     ) -> Result<Similarity, EsError> {
-        let body = query_body(d, filter, query, terms);
+        let body = query_body(d, filter, query, options, terms);
+        // Relations are a MinHash answer, given where partial copies are asked for.
+        let relations = options.containment.is_some() && query.method() == Method::MinHash;
         let scan_options = ScanOptions {
             page_size: self.options.page_size,
             keep_alive: self.options.keep_alive,
@@ -631,8 +757,15 @@ impl Similar {
                     }
                     match hit_sketch(&h, d, query.method()) {
                         Ok(Some(other)) => {
-                            if let Some(score) = query.score(&other) {
-                                matches.push(Match::in_index(id, index, score));
+                            if !relations {
+                                if let Some(score) = query.score(&other) {
+                                    matches.push(Match::in_index(id, index, score));
+                                }
+                            } else if let Some(r) = query.relate(&other, options) {
+                                let mut m = Match::in_index(id, index, r.score);
+                                m.relation = Some(r.relation);
+                                m.containment = r.containment;
+                                matches.push(m);
                             }
                         }
                         // A candidate matched a block or band term, so it has a sketch; none
@@ -668,7 +801,7 @@ impl Similar {
         d: &Described,
         id: &str,
         method: Method,
-    ) -> Result<(String, QueryFingerprint, Option<Vec<String>>), EsError> {
+    ) -> Result<(String, QueryFingerprint, Option<StoredTerms>), EsError> {
         let hit = self
             .find_document(indices, id, &sketch_fields(&d.meta, method))
             .await?;
@@ -877,7 +1010,7 @@ fn es_query(sketch: Sketch, tolerance: Tolerance) -> Result<Query, EsError> {
 /// (it cannot make them, so [`es_query`] would refuse it); any other is [`es_query`]'s.
 fn stored_query(
     sketch: Sketch,
-    terms: Option<&[String]>,
+    terms: Option<&StoredTerms>,
     tolerance: Tolerance,
 ) -> Result<Query, EsError> {
     match terms {
@@ -1079,7 +1212,13 @@ return a >= params.m;";
 
 /// The candidate query (see the module docs), without paging. The indices hold the query's
 /// method (checked by the callers).
-fn query_body(d: &Described, filter: FilterMode, query: &Query, terms: Option<&[String]>) -> Value {
+fn query_body(
+    d: &Described,
+    filter: FilterMode,
+    query: &Query,
+    options: &MatchOptions,
+    terms: Option<&StoredTerms>,
+) -> Value {
     match query {
         &Query::SimHash { fingerprint, k } => {
             simhash_body(&simhash_meta(&d.meta).fields, d, filter, fingerprint, k)
@@ -1094,6 +1233,7 @@ fn query_body(d: &Described, filter: FilterMode, query: &Query, terms: Option<&[
             signature,
             terms,
             *threshold,
+            options.containment.is_some(),
         ),
     }
 }
@@ -1144,17 +1284,30 @@ fn simhash_body(
     body
 }
 
+/// The MinHash candidate query: documents sharing a band term (and, with the server filter,
+/// reaching the threshold in the painless script). With `containment` asked and held by the
+/// indices, also documents whose minima's terms agree with the query's in at least
+/// [`CANDIDATE_AGREEING_MINIMA`] positions (a `bool` `should` with `minimum_should_match`,
+/// one `term` per minimum), which the rule judges on the client; without it, the query of
+/// every release before containment, unchanged.
 fn minhash_body(
     m: &MinHashMeta,
     d: &Described,
     filter: FilterMode,
     sig: &Signature,
-    terms: Option<&[String]>,
+    terms: Option<&StoredTerms>,
     t: Threshold,
+    containment: bool,
 ) -> Value {
     let names = &m.fields;
-    let terms = terms.map_or_else(|| m.query_terms(sig), <[String]>::to_vec);
-    let mut filters = vec![json!({ "terms": { &names.bands: terms } })];
+    let bands = terms.map_or_else(|| m.query_terms(sig), |s| s.bands.clone());
+    let minima = match (&m.containment, terms) {
+        (Some(_), Some(stored)) => stored.minima.clone(),
+        (Some(c), None) => Some(c.minima_terms(sig)),
+        (None, _) => None,
+    }
+    .filter(|_| containment);
+    let mut filters = vec![json!({ "terms": { &names.bands: bands } })];
     if filter == FilterMode::Server && d.signature_doc_values {
         let bits = m.layout.signature_bits();
         let script = match m.layout {
@@ -1179,29 +1332,57 @@ fn minhash_body(
         script["lang"] = json!("painless");
         filters.push(json!({ "script": { "script": script } }));
     }
-    let mut body = json!({ "query": { "bool": { "filter": filters } } });
+    let (query, fields) = match (&m.containment, minima) {
+        (Some(c), Some(minima)) => {
+            let agree: Vec<Value> = minima
+                .iter()
+                .map(|t| json!({ "term": { &c.fields.minima: t } }))
+                .collect();
+            let query = json!({ "bool": { "filter": [ { "bool": {
+                "should": [
+                    { "bool": { "filter": filters } },
+                    { "bool": { "should": agree, "minimum_should_match": CANDIDATE_AGREEING_MINIMA } },
+                ],
+                "minimum_should_match": 1,
+            } } ] } });
+            (query, vec![&names.signature, &c.fields.distinct])
+        }
+        _ => (
+            json!({ "bool": { "filter": filters } }),
+            vec![&names.signature],
+        ),
+    };
+    let mut body = json!({ "query": query });
     if d.signature_doc_values {
         body["_source"] = json!(false);
-        body["docvalue_fields"] = json!([&names.signature]);
+        body["docvalue_fields"] = json!(fields);
     } else {
-        body["_source"] = json!([&names.signature]);
+        body["_source"] = json!(fields);
     }
     body
 }
 
 /// A stored sketch and, for a compact signature (whose band keys cannot be made again from its
-/// lowest bits), the band terms stored beside it.
+/// lowest bits), the terms stored beside it.
 pub(crate) struct StoredQuery {
     pub(crate) sketch: Sketch,
-    terms: Option<Vec<String>>,
+    terms: Option<StoredTerms>,
 }
 
-/// The band terms stored in `source` when `sketch` is a compact signature (its own cannot be
+/// The terms stored beside a compact signature: its band terms, and in fields format 3 its
+/// minima's terms.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct StoredTerms {
+    bands: Vec<String>,
+    minima: Option<Vec<String>>,
+}
+
+/// The terms stored in `source` when `sketch` is a compact signature (its own cannot be
 /// made); `None` otherwise.
-fn stored_terms(source: &Value, meta: &IndexMeta, sketch: &Sketch) -> Option<Vec<String>> {
+fn stored_terms(source: &Value, meta: &IndexMeta, sketch: &Sketch) -> Option<StoredTerms> {
     match (sketch, &meta.minhash) {
-        (Sketch::MinHash(sig), Some(m)) if !sig.is_full() => Some(
-            source[&m.fields.bands]
+        (Sketch::MinHash(sig), Some(m)) if !sig.is_full() => Some(StoredTerms {
+            bands: source[&m.fields.bands]
                 .as_array()
                 .map(|a| {
                     a.iter()
@@ -1210,7 +1391,12 @@ fn stored_terms(source: &Value, meta: &IndexMeta, sketch: &Sketch) -> Option<Vec
                         .collect()
                 })
                 .unwrap_or_default(),
-        ),
+            minima: m.containment.as_ref().and_then(|c| {
+                source[&c.fields.minima]
+                    .as_str()
+                    .map(|s| s.split(' ').map(str::to_owned).collect())
+            }),
+        }),
         _ => None,
     }
 }
@@ -1229,6 +1415,9 @@ fn sketch_fields(meta: &IndexMeta, method: Method) -> Vec<&str> {
             let mut f = vec![m.fields.signature.as_str(), m.fields.version.as_str()];
             if m.layout != MinHashLayout::Full {
                 f.push(&m.fields.bands);
+            }
+            if let Some(c) = &m.containment {
+                f.extend(c.fields.all());
             }
             f
         }
@@ -1254,13 +1443,16 @@ fn hit_sketch(hit: &Value, d: &Described, method: Method) -> Result<Option<Sketc
         }
         Method::MinHash => {
             let m = minhash_meta(&d.meta);
-            let f = &m.fields.signature;
-            let v = if fields.is_object() {
-                fields[f].get(0)
-            } else {
-                hit["_source"].get(f)
+            let read = |f: &str| {
+                if fields.is_object() {
+                    fields[f].get(0)
+                } else {
+                    hit["_source"].get(f)
+                }
             };
-            signature_value(v, f, m).map_err(bad)
+            let f = &m.fields.signature;
+            let sketch = signature_value(read(f), f, m).map_err(bad)?;
+            Ok(with_distinct(sketch, m, read))
         }
     }
 }
@@ -1286,8 +1478,28 @@ fn source_sketch(
             {
                 return Ok(None);
             }
-            signature_value(source.get(&m.fields.signature), &m.fields.signature, m)
+            let sketch = signature_value(source.get(&m.fields.signature), &m.fields.signature, m)?;
+            Ok(with_distinct(sketch, m, |f| source.get(f)))
         }
+    }
+}
+
+/// A stored signature with the distinct shingle count stored beside it (fields format 3),
+/// read by `read`; unchanged where there is none (an index or document without it).
+fn with_distinct<'a>(
+    sketch: Option<Sketch>,
+    m: &MinHashMeta,
+    read: impl Fn(&str) -> Option<&'a Value>,
+) -> Option<Sketch> {
+    let distinct = m
+        .containment
+        .as_ref()
+        .and_then(|c| read(&c.fields.distinct))
+        .and_then(Value::as_u64)
+        .and_then(|n| u32::try_from(n).ok());
+    match (sketch, distinct) {
+        (Some(Sketch::MinHash(sig)), Some(n)) => Some(Sketch::MinHash(sig.with_distinct(n))),
+        (sketch, _) => sketch,
     }
 }
 
@@ -1450,6 +1662,7 @@ mod tests {
             &d,
             FilterMode::Client,
             &Query::new(q.clone(), 3).unwrap(),
+            &MatchOptions::NEAR_DUPLICATES_ONLY,
             None,
         );
         let filters = b["query"]["bool"]["filter"].as_array().unwrap();
@@ -1466,6 +1679,7 @@ mod tests {
             &d,
             FilterMode::Server,
             &Query::new(q.clone(), 2).unwrap(),
+            &MatchOptions::NEAR_DUPLICATES_ONLY,
             None,
         );
         let script = &b["query"]["bool"]["filter"][1]["script"]["script"];
@@ -1478,6 +1692,7 @@ mod tests {
             &d,
             FilterMode::Server,
             &Query::new(q.clone(), 7).unwrap(),
+            &MatchOptions::NEAR_DUPLICATES_ONLY,
             None,
         );
         let terms = &b["query"]["bool"]["filter"][0]["bool"]["should"][3]["terms"]["simHashD"];
@@ -1511,6 +1726,7 @@ mod tests {
             &d,
             FilterMode::Client,
             &Query::new(q.clone(), th(0.3)).unwrap(),
+            &MatchOptions::NEAR_DUPLICATES_ONLY,
             None,
         );
         let filters = b["query"]["bool"]["filter"].as_array().unwrap();
@@ -1528,6 +1744,7 @@ mod tests {
             &d,
             FilterMode::Server,
             &Query::new(q.clone(), th(0.3)).unwrap(),
+            &MatchOptions::NEAR_DUPLICATES_ONLY,
             None,
         );
         let script = &b["query"]["bool"]["filter"][1]["script"]["script"];
@@ -1588,7 +1805,13 @@ mod tests {
                 .collect::<Vec<u32>>(),
         );
         let q = Query::new(Sketch::MinHash(sig.clone()), th(0.3)).unwrap();
-        let b = query_body(&d, FilterMode::Server, &q, None);
+        let b = query_body(
+            &d,
+            FilterMode::Server,
+            &q,
+            &MatchOptions::NEAR_DUPLICATES_ONLY,
+            None,
+        );
         let terms = b["query"]["bool"]["filter"][0]["terms"]["minHashBands"]
             .as_array()
             .unwrap();
@@ -1620,9 +1843,19 @@ mod tests {
             source_sketch(&src, &meta, Method::MinHash),
             Ok(Some(reduced.clone()))
         );
-        assert_eq!(stored_terms(&src, &meta, &reduced), Some(terms.clone()));
+        let stored = StoredTerms {
+            bands: terms.clone(),
+            minima: None,
+        };
+        assert_eq!(stored_terms(&src, &meta, &reduced), Some(stored.clone()));
         let stored_q = Query::new(reduced.clone(), th(0.3)).unwrap();
-        let b = query_body(&d, FilterMode::Server, &stored_q, Some(&terms));
+        let b = query_body(
+            &d,
+            FilterMode::Server,
+            &stored_q,
+            &MatchOptions::NEAR_DUPLICATES_ONLY,
+            Some(&stored),
+        );
         assert_eq!(
             b["query"]["bool"]["filter"][0]["terms"]["minHashBands"],
             json!(terms)
@@ -1649,6 +1882,81 @@ mod tests {
         let got = hit_sketch(&hit, &d, Method::MinHash).unwrap().unwrap();
         assert_eq!(got, Sketch::MinHash(sig.reduced(8)));
         assert_eq!(q.score(&got), Some(crate::Score::Similarity(1.0)));
+    }
+
+    #[test]
+    fn containment_query_shapes() {
+        let meta = IndexMeta::default();
+        let m = meta.minhash.as_ref().unwrap();
+        let c = m.containment.as_ref().unwrap();
+        let d = described(&meta);
+        let sig = Signature::from_values(
+            (0..128u32)
+                .map(|i| i.wrapping_mul(0x0300_0001))
+                .collect::<Vec<u32>>(),
+        );
+        let q = Query::new(Sketch::MinHash(sig.clone()), th(0.3)).unwrap();
+        let near_only = query_body(
+            &d,
+            FilterMode::Server,
+            &q,
+            &MatchOptions::NEAR_DUPLICATES_ONLY,
+            None,
+        );
+        let b = query_body(&d, FilterMode::Server, &q, &MatchOptions::default(), None);
+        let either = &b["query"]["bool"]["filter"][0]["bool"];
+        assert_eq!(either["minimum_should_match"], 1);
+        // The bands branch is today's query, script included.
+        assert_eq!(either["should"][0], near_only["query"]);
+        let agree = &either["should"][1]["bool"];
+        assert_eq!(agree["minimum_should_match"], CANDIDATE_AGREEING_MINIMA);
+        let terms = agree["should"].as_array().unwrap();
+        assert_eq!(terms.len(), 128);
+        assert_eq!(
+            terms[5],
+            json!({ "term": { "minHashMinima": c.minima_terms(&sig)[5] } })
+        );
+        assert_eq!(
+            b["docvalue_fields"],
+            json!(["minHashSignature", "minHashDistinct"])
+        );
+        // An index without the fields gets today's query whatever is asked.
+        let two = IndexMeta::default().with_containment(false);
+        let d2 = described(&two);
+        assert_eq!(
+            query_body(&d2, FilterMode::Server, &q, &MatchOptions::default(), None),
+            query_body(
+                &d2,
+                FilterMode::Server,
+                &q,
+                &MatchOptions::NEAR_DUPLICATES_ONLY,
+                None
+            )
+        );
+        // By id: the stored minima's terms and distinct count come with the signature.
+        let minima = c.minima_value(&sig);
+        let src = json!({
+            "minHashSignature": m.layout.signature_base64(&sig),
+            "minHashVersion": m.stored_version(),
+            "minHashBands": m.band_terms(&sig),
+            "minHashMinima": minima,
+            "minHashDistinct": 400,
+        });
+        let stored = source_sketch(&src, &meta, Method::MinHash)
+            .unwrap()
+            .unwrap();
+        let Sketch::MinHash(s) = &stored else {
+            panic!("{stored:?}")
+        };
+        assert_eq!(s.distinct(), Some(400));
+        let terms = stored_terms(&src, &meta, &stored).unwrap();
+        assert_eq!(terms.minima, Some(c.minima_terms(&sig)));
+        let hit = json!({ "_id": "a", "_index": "i", "fields": {
+            "minHashSignature": [m.layout.signature_base64(&sig)], "minHashDistinct": [90] } });
+        let Some(Sketch::MinHash(h)) = hit_sketch(&hit, &d, Method::MinHash).unwrap() else {
+            panic!()
+        };
+        assert_eq!(h.distinct(), Some(90));
     }
 
     proptest! {

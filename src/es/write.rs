@@ -1008,7 +1008,8 @@ mod tests {
     /// index): the same band keys cut to 36 bits, the signature's lowest bytes, a version code.
     #[test]
     fn golden_compact_fields_of_a_fixed_article() {
-        let m = golden_fields(&IndexMeta::default());
+        // Fields format 2 (no containment fields) is written as before containment existed.
+        let m = golden_fields(&IndexMeta::default().with_containment(false));
         assert_eq!(m.len(), 11);
         assert_eq!(m["minHashVersion"], "m13f6b70e");
         let bands = m["minHashBands"].as_array().unwrap();
@@ -1023,6 +1024,26 @@ mod tests {
         assert_eq!(&sig[..24], "2Je+1+C010uXl0ZVEBCGRtjK");
         assert_eq!(minhash_hash(&m), "e7e3c8b28484063f");
         assert_eq!(m["simHash"], json!(-2155170680333690452i64));
+    }
+
+    /// Fields format 3, a new index's: format 2's fields with another version code, one
+    /// 3-character term per minimum (its position and lowest 10 bits) and the distinct
+    /// shingle count.
+    #[test]
+    fn golden_containment_fields_of_a_fixed_article() {
+        let meta = IndexMeta::default();
+        assert_eq!(meta.fields_format(), 3);
+        let m = golden_fields(&meta);
+        let two = golden_fields(&IndexMeta::default().with_containment(false));
+        assert_eq!(m.len(), 13);
+        for f in ["minHashBands", "minHashSignature", "simHash"] {
+            assert_eq!(m[f], two[f], "{f}");
+        }
+        assert_eq!(m["minHashVersion"], "mc28f40bf");
+        let minima: Vec<&str> = m["minHashMinima"].as_str().unwrap().split(' ').collect();
+        assert_eq!(minima.len(), 128);
+        assert_eq!(minima[..3], ["AHY", "AaX", "Am-"]);
+        assert_eq!(m["minHashDistinct"], json!(32));
     }
 
     /// The same article in Traditional characters (OpenCC s2t, s2twp, s2hk) writes the same

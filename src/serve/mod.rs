@@ -474,7 +474,10 @@ async fn similar_by_id(
     let Query(near) = near?;
     let (given, options) = (near.given()?, near.options());
     let found = match &svc.side {
-        Side::Es(es) => es.similar_by_id(&svc.metrics, &index, &id, given).await?,
+        Side::Es(es) => {
+            es.similar_by_id(&svc.metrics, &index, &id, given, options)
+                .await?
+        }
         Side::Store(st) => st.similar_by_id(&index, id, given, options).await?,
     };
     Ok(Json(answer(&found)))
@@ -495,7 +498,7 @@ async fn similar_by_article(
     let found = match &svc.side {
         Side::Es(es) => {
             svc.article_texts(&article)?;
-            es.similar_by_article(&svc.metrics, &index, &article, given)
+            es.similar_by_article(&svc.metrics, &index, &article, given, options)
                 .await?
         }
         Side::Store(st) => {

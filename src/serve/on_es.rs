@@ -12,9 +12,10 @@ use serde_json::{json, Value};
 
 use super::{ApiError, ErrorCode, Found, Metrics, ServeConfig, WriteOptions};
 use crate::es::{
-    self, ClaimError, Claims, DedupeError, EsError, EsIndexer, FieldNames, Inserted, NewArticle,
-    Refresh, RetryPolicy, Similar, SimilarOptions,
+    self, ClaimError, Claims, DedupeError, EsError, EsIndexer, FieldNames, Inserted, Near,
+    NewArticle, Refresh, RetryPolicy, Similar, SimilarOptions,
 };
+use crate::relation::MatchOptions;
 use crate::{Sketches, Tolerance};
 
 /// The Elasticsearch cluster the service answers from.
@@ -92,11 +93,12 @@ impl EsSide {
         index: &str,
         id: &str,
         given: Option<Tolerance>,
+        options: MatchOptions,
     ) -> Result<Found, ApiError> {
         let tolerance = self.tolerance(m, index, given).await?;
         let found = self
             .similar
-            .by_id(index, id, tolerance)
+            .by_id(index, id, Near::new(tolerance, options))
             .await
             .map_err(|e| failed(m, e))?;
         Ok(found.into())
@@ -108,11 +110,12 @@ impl EsSide {
         index: &str,
         article: &Value,
         given: Option<Tolerance>,
+        options: MatchOptions,
     ) -> Result<Found, ApiError> {
         let tolerance = self.tolerance(m, index, given).await?;
         let found = self
             .similar
-            .by_article(index, article, tolerance)
+            .by_article(index, article, Near::new(tolerance, options))
             .await
             .map_err(|e| failed(m, e))?;
         Ok(found.into())
@@ -193,7 +196,7 @@ impl EsSide {
             dedupe,
             given,
             refresh,
-            options: _,
+            options,
         } = opts;
         let w = self.writer(&m, &index).await?;
         let article = Arc::new(article);
@@ -223,7 +226,7 @@ impl EsSide {
                     &m,
                     &w,
                     &one,
-                    tolerance,
+                    Near::new(tolerance, options),
                     refresh,
                     &format!("{id} (pid {})", std::process::id()),
                 )
@@ -305,7 +308,7 @@ impl EsSide {
                         })
                         .collect();
                     let holder = format!("bulk of {} (pid {})", batch.len(), std::process::id());
-                    self.insert(&m, &w, &batch, t, refresh, &holder)
+                    self.insert(&m, &w, &batch, Near::new(t, opts.options), refresh, &holder)
                         .await?
                         .into_iter()
                         .map(|done| match done {
@@ -336,7 +339,7 @@ impl EsSide {
         m: &Metrics,
         w: &Writer,
         articles: &[NewArticle<'_>],
-        tolerance: Tolerance,
+        near: Near,
         refresh: Refresh,
         holder: &str,
     ) -> Result<Vec<Inserted>, ApiError> {
@@ -346,7 +349,7 @@ impl EsSide {
             &w.claims,
             &self.similar,
             articles,
-            tolerance,
+            near,
             refresh,
             holder,
             deadline,

@@ -27,6 +27,7 @@ mod store_migrate;
 mod live_es {
     mod backfill;
     mod claims;
+    mod containment;
     mod deploy;
     mod groups;
     mod init;

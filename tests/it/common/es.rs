@@ -267,19 +267,22 @@ pub async fn capabilities(client: &Elasticsearch, index: &str) -> Capabilities {
     Capabilities { painless, pit }
 }
 
-/// Checks the four MinHash fields (default names) of a stored `_source` against
-/// [`neardup::Fingerprinter::sketch_fields`] of `texts`, in the compact layout a new index
-/// gets ([`MinHashLayout::NEW`]): one 6-character term per band (the band key's highest 36
-/// bits), the signature's lowest 8 bits of each minimum back from base64, the version code,
-/// the reason; or, for a too-short text, the version code, `too_short` and null values.
+/// Checks the MinHash fields (default names) of a stored `_source` against
+/// [`neardup::Fingerprinter::sketch_fields`] of `texts`, in the compact layout with the
+/// containment fields a new index gets ([`MinHashLayout::NEW`], fields format 3): one
+/// 6-character term per band (the band key's highest 36 bits), the signature's lowest 8 bits
+/// of each minimum back from base64, the version code, the reason, one 3-character term per
+/// minimum and the distinct shingle count; or, for a too-short text, the version code,
+/// `too_short` and null values.
 pub fn assert_minhash_fields(src: &Value, fp: &neardup::Fingerprinter, texts: &[&str], id: &str) {
-    use neardup::es::{MinHashFieldNames, MinHashLayout, MinHashMeta};
+    use neardup::es::{ContainmentMeta, MinHashFieldNames, MinHashLayout, MinHashMeta};
     let meta = MinHashMeta {
         params: fp.config().minhash,
         version: fp.minhash_version().to_owned(),
         fields: MinHashFieldNames::default(),
         layout: MinHashLayout::NEW,
         from_full: false,
+        containment: Some(ContainmentMeta::new()),
     };
     let sketches = fp.sketch_fields(neardup::Methods::BOTH, texts);
     assert_eq!(src["minHashVersion"], meta.stored_version(), "{id}: {src}");
@@ -300,11 +303,22 @@ pub fn assert_minhash_fields(src: &Value, fp: &neardup::Fingerprinter, texts: &[
                 "{id}"
             );
             assert_eq!(src["minHashReason"], Value::Null, "{id}");
+            let minima = src["minHashMinima"].as_str().expect("minima stored");
+            let minima: Vec<&str> = minima.split(' ').collect();
+            assert_eq!(minima.len(), f.signature.len(), "{id}");
+            assert!(minima.iter().all(|t| t.len() == 3), "{minima:?}");
+            assert_eq!(
+                src["minHashDistinct"],
+                serde_json::json!(f.signature.distinct()),
+                "{id}"
+            );
         }
         Err(_) => {
             assert_eq!(src["minHashReason"], "too_short", "{id}");
             assert_eq!(src["minHashBands"], Value::Null, "{id}");
             assert_eq!(src["minHashSignature"], Value::Null, "{id}");
+            assert_eq!(src["minHashMinima"], Value::Null, "{id}");
+            assert_eq!(src["minHashDistinct"], Value::Null, "{id}");
         }
     }
 }

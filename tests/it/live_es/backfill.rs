@@ -250,6 +250,8 @@ async fn backfill_writes_exact_fingerprints_and_leaves_every_other_field_byte_id
         "minHashSignature",
         "minHashVersion",
         "minHashReason",
+        "minHashMinima",
+        "minHashDistinct",
     ];
     // Elasticsearch's update API re-serialises the merged `_source` (Jackson): a source
     // already in that form (compact, as loaded here) keeps every byte, except that characters

@@ -277,8 +277,10 @@ async fn the_index_records_what_it_holds_in_meta_and_every_reader_gets_it_back()
     assert_eq!(props["minHashSignature"]["type"], "binary");
     assert_eq!(props["simHashA"]["type"], "short");
     let meta = meta_json(&client, &idx.name).await;
-    // MinHash in the compact layout, fields format 2.
-    assert_eq!(meta["neardup"]["format"], 2);
+    // MinHash in the compact layout with the containment fields, fields format 3.
+    assert_eq!(meta["neardup"]["format"], 3);
+    assert_eq!(props["minHashMinima"]["type"], "text");
+    assert_eq!(props["minHashDistinct"]["type"], "integer");
     assert_eq!(
         meta["neardup"]["minhash"]["layout"],
         json!({ "compact": { "signature_bits": 8 } })
@@ -351,6 +353,8 @@ async fn minhash_is_added_to_a_simhash_index_and_other_meta_keys_are_kept() {
                 fields,
                 [
                     "minHashBands",
+                    "minHashDistinct",
+                    "minHashMinima",
                     "minHashReason",
                     "minHashSignature",
                     "minHashVersion"

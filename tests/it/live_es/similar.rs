@@ -1251,7 +1251,11 @@ fn the_cli_uses_the_indices_method_and_looks_up_many_ids() {
     );
     let answer = |id: &str, tolerance: Tolerance| {
         let found = rt
-            .block_on(library.by_id(idx.name.as_str(), id, tolerance))
+            .block_on(library.by_id(
+                idx.name.as_str(),
+                id,
+                neardup::es::Near::new(tolerance, neardup::relation::MatchOptions::default()),
+            ))
             .unwrap();
         serde_json::to_value(&found.matches).unwrap()
     };

@@ -211,7 +211,13 @@ async fn bulk_updates_touch_only_the_fingerprint_fields() {
     let (ours, minhash) = (FieldNames::default(), MinHashFieldNames::default());
     for ((id, d), (old, u)) in docs.iter().zip(before.iter().zip(&updates)) {
         let mut new = raw_source(&client, &idx.name, id).await;
-        for f in ours.all().into_iter().chain(minhash.all()) {
+        let containment = neardup::es::ContainmentFieldNames::default();
+        for f in ours
+            .all()
+            .into_iter()
+            .chain(minhash.all())
+            .chain(containment.all())
+        {
             assert!(new.remove(f).is_some(), "{id}: {f} written");
         }
         assert_eq!(&new, old, "{id}: every other field byte-identical");
