@@ -859,30 +859,14 @@ impl Claims {
         }
         ids.sort_unstable();
         ids.dedup();
-        let path = format!("/{}/_mget", path_segment(&self.articles));
-        let body = Body::Json(json!({ "ids": ids }));
         let what = format!(
             "index `{}`: look for {} unanswered writes",
             self.articles,
             ids.len()
         );
-        let reply = request(
-            &self.client,
-            &self.retry,
-            &what,
-            Method::Post,
-            &path,
-            &[("_source", "false")],
-            Some(&body),
-        )
-        .await?;
-        let docs = reply["docs"].as_array().map(Vec::as_slice).unwrap_or(&[]);
-        if docs.len() != ids.len() {
-            return Err(EsError::BadResponse {
-                what,
-                detail: format!("{} docs for {} ids", docs.len(), ids.len()),
-            });
-        }
+        let docs = self
+            .mget(&self.articles, &ids, &[("_source", "false")], what)
+            .await?;
         Ok(ids
             .iter()
             .zip(docs)
@@ -893,27 +877,43 @@ impl Claims {
 
     /// The records of `keys` (realtime: no refresh needed), `None` for a missing one.
     async fn read(&self, keys: &[&str]) -> Result<Vec<Option<Record>>, EsError> {
-        let path = format!("/{}/_mget", path_segment(&self.index));
-        let body = Body::Json(json!({ "ids": keys }));
         let what = format!("claims index `{}`: read {} records", self.index, keys.len());
-        let reply = request(
+        let docs = self.mget(&self.index, keys, &[], what).await?;
+        Ok(docs.iter().map(Record::from_doc).collect())
+    }
+
+    /// A realtime `_mget` of `ids` in `index`, through the retry policy: its docs, one per id
+    /// in order, or an [`EsError::BadResponse`] naming `what`.
+    async fn mget(
+        &self,
+        index: &str,
+        ids: &[&str],
+        params: &[(&str, &str)],
+        what: String,
+    ) -> Result<Vec<Value>, EsError> {
+        let path = format!("/{}/_mget", path_segment(index));
+        let body = Body::Json(json!({ "ids": ids }));
+        let mut reply = request(
             &self.client,
             &self.retry,
             &what,
             Method::Post,
             &path,
-            &[],
+            params,
             Some(&body),
         )
         .await?;
-        let docs = reply["docs"].as_array().map(Vec::as_slice).unwrap_or(&[]);
-        if docs.len() != keys.len() {
+        let docs = match reply["docs"].take() {
+            Value::Array(docs) => docs,
+            _ => Vec::new(),
+        };
+        if docs.len() != ids.len() {
             return Err(EsError::BadResponse {
                 what,
-                detail: format!("{} docs for {} ids", docs.len(), keys.len()),
+                detail: format!("{} docs for {} ids", docs.len(), ids.len()),
             });
         }
-        Ok(docs.iter().map(Record::from_doc).collect())
+        Ok(docs)
     }
 
     /// Sends `actions` in one `_bulk` and returns each item's result (`status`, `_seq_no`, …),
