@@ -457,6 +457,9 @@ fn one_id_error(e: &EsError) -> bool {
     )
 }
 
+/// The width of the table's relation column: its longest name, `near_duplicate`.
+const RELATION_WIDTH: usize = 14;
+
 fn print(args: &Args, found: &Found) -> CmdResult {
     let mut out = common::stdout();
     match args.format {
@@ -473,7 +476,11 @@ fn print(args: &Args, found: &Found) -> CmdResult {
                 common::plural(n, "match", "matches"),
                 match found.tolerance {
                     Tolerance::Distance(k) => format!("within distance {k}"),
-                    Tolerance::Similarity(t) => format!("with similarity ≥ {t}"),
+                    Tolerance::Similarity(t) => match args.relation.options().containment {
+                        Some(c) =>
+                            format!("with similarity ≥ {t} or containment ≥ {}", c.threshold),
+                        None => format!("with similarity ≥ {t}"),
+                    },
                 },
             );
             if let Some((fp, origin)) = found.query {
@@ -492,27 +499,37 @@ fn print(args: &Args, found: &Found) -> CmdResult {
                     .max()
                     .unwrap_or(5);
                 let has_index = found.matches.iter().any(|m| m.index.is_some());
+                let has_relation = found.matches.iter().any(|m| m.relation.is_some());
                 let label = match found.tolerance {
                     Tolerance::Distance(_) => "distance",
                     Tolerance::Similarity(_) => "similarity",
                 };
-                if has_index {
-                    writeln!(out, "{label}  {:iw$}  id", "index")?;
-                } else {
-                    writeln!(out, "{label}  id")?;
+                let mut head = label.to_owned();
+                if has_relation {
+                    head.push_str(&format!("  {:RELATION_WIDTH$}  containment", "relation"));
                 }
-                for Match {
-                    id, index, score, ..
-                } in &found.matches
-                {
-                    let score = match score {
+                if has_index {
+                    head.push_str(&format!("  {:iw$}", "index"));
+                }
+                writeln!(out, "{head}  id")?;
+                for m in &found.matches {
+                    let mut row = match m.score {
                         Score::Distance(d) => format!("{d:>8}"),
                         Score::Similarity(s) => format!("{s:>10.3}"),
                     };
-                    match index {
-                        Some(index) => writeln!(out, "{score}  {index:iw$}  {id}")?,
-                        None => writeln!(out, "{score}  {id}")?,
+                    if has_relation {
+                        let relation = m.relation.map_or("", |r| r.name());
+                        let containment = m
+                            .containment
+                            .map_or_else(|| "-".to_owned(), |c| format!("{c:.3}"));
+                        row.push_str(&format!("  {relation:RELATION_WIDTH$}  {containment:>11}"));
                     }
+                    if let Some(index) = &m.index {
+                        row.push_str(&format!("  {index:iw$}"));
+                    } else if has_index {
+                        row.push_str(&format!("  {:iw$}", ""));
+                    }
+                    writeln!(out, "{row}  {}", m.id)?;
                 }
             }
         }

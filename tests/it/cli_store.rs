@@ -782,6 +782,46 @@ fn minhash_index_then_similar_by_id_matches_brute_force() {
     let own = &sigs.iter().find(|(id, _)| id == "ex-013").unwrap().1;
     assert_eq!(got, expected_minhash(&sigs, own, 0.3, Some("ex-013")));
     assert_eq!(got[0]["id"], "ex-013-repost");
+
+    // The table says what the JSON says: each match's relation and containment.
+    let (_, json, _) = similar(&store, &["--id", "ex-014"], b"");
+    let trunc = json.iter().find(|m| m["id"] == "ex-014-trunc").unwrap();
+    assert_eq!(trunc["relation"], "contains", "{json:?}");
+    let (code, table, err) = neardup(
+        &[
+            "similar",
+            "--store",
+            store.to_str().unwrap(),
+            "--id",
+            "ex-014",
+            "--format",
+            "table",
+        ],
+        b"",
+    );
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<&str> = table.lines().collect();
+    assert!(
+        lines[0].ends_with("with similarity ≥ 0.3 or containment ≥ 0.7"),
+        "{table}"
+    );
+    assert_eq!(
+        lines[1].split_whitespace().collect::<Vec<_>>(),
+        ["similarity", "relation", "containment", "id"],
+        "{table}"
+    );
+    let row = format!(
+        "{:.3} contains {:.3} ex-014-trunc",
+        trunc["similarity"].as_f64().unwrap(),
+        trunc["containment"].as_f64().unwrap()
+    );
+    assert!(
+        lines[2..]
+            .iter()
+            .any(|l| l.split_whitespace().collect::<Vec<_>>().join(" ") == row),
+        "{row} in {table}"
+    );
+    assert_eq!(lines.len(), 2 + json.len(), "{table}");
 }
 
 #[test]
