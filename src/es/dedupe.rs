@@ -86,9 +86,10 @@ pub fn claim_keys(sketch: &Sketch, meta: &IndexMeta) -> Result<Vec<String>, EsEr
 /// relation; an article that contains a stored one (`contains`: the full article of a stored
 /// teaser) is never refused for it, and is written ([`crate::relation::Relation::refuses_insert`]).
 /// A bare tolerance asks for near-duplicates only. Containment is judged against stored
-/// articles, searchable or listed by the claims (written, not yet searchable); the articles of
-/// the batch are checked against each other for near-duplicates only, and the claims (band
-/// keys) serialise concurrent inserts of near-duplicates, not of partial copies. `claims` are the index's ([`Claims::new`] with the same
+/// articles, searchable or listed by the claims (written, not yet searchable), and against
+/// the earlier articles of the batch that are written; the claims (band keys) serialise
+/// concurrent inserts of near-duplicates, not of partial copies (docs/service.md says why).
+/// `claims` are the index's ([`Claims::new`] with the same
 /// index), `similar` answers the searches, `holder` names this writer in the claims it
 /// holds, and claimed keys are waited for until `deadline`. An article too short to
 /// fingerprint has no near-duplicate and is written. SimHash needs k ≤ 3 (a block to claim).
@@ -164,40 +165,73 @@ pub async fn insert_unless_near(
             .collect::<Vec<_>>();
         let (listed, searched) = tokio::join!(listed, searched);
         let mut stored_near: Vec<Vec<Match>> = vec![Vec::new(); articles.len()];
+        // Whether each article is linked to anything (a part it contains, stored or earlier
+        // in the batch): a written one that is has its group searched for, not its own.
+        let mut linked = vec![false; articles.len()];
         for ((&i, found), listed) in checked.iter().zip(searched).zip(listed?) {
             let mut matches = found?.matches;
             matches.extend(listed);
+            matches.retain(|m| m.id != articles[i].id);
+            linked[i] = !matches.is_empty();
             matches.retain(|m| m.relation.is_none_or(Relation::refuses_insert));
             stored_near[i] = matches;
         }
+        // With partial copies asked, an earlier article of the batch is compared whatever
+        // keys it has (a part shares no band with its article); else those sharing a key.
+        let relations = near.options.containment.is_some() && method == crate::Method::MinHash;
+        let params = meta.minhash.as_ref().map(|m| m.params);
+        let bands: Vec<Vec<u64>> = sketches
+            .iter()
+            .map(|s| {
+                s.as_ref()
+                    .map(|s| super::group::band_set(s, params.as_ref()))
+                    .unwrap_or_default()
+            })
+            .collect();
         let mut by_key: HashMap<&str, Vec<usize>> = HashMap::new();
+        let mut written: Vec<usize> = Vec::new();
         for &i in &checked {
             let s = sketches[i]
                 .as_ref()
                 .expect("checked articles have sketches");
-            let mut near = std::mem::take(&mut stored_near[i]);
+            let mut near_i = std::mem::take(&mut stored_near[i]);
             let mut seen = std::collections::HashSet::new();
-            for k in &keys_of[i] {
-                for &j in by_key.get(k.as_str()).into_iter().flatten() {
-                    if !seen.insert(j) {
-                        continue;
-                    }
-                    let other = sketches[j].as_ref().expect("keyed articles have sketches");
-                    if let Some(score) = s.score(other, tolerance) {
-                        near.push(Match::in_index(articles[j].id, index, score));
-                    }
+            let earlier: Vec<usize> = if relations {
+                written.clone()
+            } else {
+                keys_of[i]
+                    .iter()
+                    .flat_map(|k| by_key.get(k.as_str()).into_iter().flatten().copied())
+                    .filter(|&j| seen.insert(j))
+                    .collect()
+            };
+            for j in earlier {
+                if articles[j].id == articles[i].id {
+                    continue;
+                }
+                let other = sketches[j].as_ref().expect("keyed articles have sketches");
+                let Some(l) = super::group::link(s, &bands[i], other, &bands[j], &near) else {
+                    continue;
+                };
+                linked[i] = true;
+                if l.relation.is_none_or(Relation::refuses_insert) {
+                    let mut m = Match::in_index(articles[j].id, index, l.score);
+                    m.relation = l.relation;
+                    m.containment = l.containment;
+                    near_i.push(m);
                 }
             }
             // An article is never its own duplicate (a stored copy, or an earlier line).
-            near.retain(|m| m.id != articles[i].id);
-            if near.is_empty() {
+            near_i.retain(|m| m.id != articles[i].id);
+            if near_i.is_empty() {
+                written.push(i);
                 for k in &keys_of[i] {
                     by_key.entry(k.as_str()).or_default().push(i);
                 }
             } else {
-                sort_matches(&mut near);
-                near.dedup_by(|a, b| a.id == b.id && a.index == b.index);
-                outcome[i] = Some(Inserted::Duplicate(near));
+                sort_matches(&mut near_i);
+                near_i.dedup_by(|a, b| a.id == b.id && a.index == b.index);
+                outcome[i] = Some(Inserted::Duplicate(near_i));
             }
         }
         let to_write: Vec<usize> = (0..articles.len())
@@ -218,14 +252,18 @@ pub async fn insert_unless_near(
         }
         held.writing(sent.clone());
         answered = false;
-        // Nothing stored or earlier is near them: at the grouping tolerance each starts its
-        // own group, without a second search.
+        // Nothing stored or earlier is linked to them: where groups link what `near` does,
+        // each starts its own group, without a second search.
         let objects: Vec<(&str, &Sketches)> = batch
             .iter()
             .filter(|(_, a, _)| a.is_object())
             .map(|(id, _, s)| (*id, *s))
             .collect();
-        let answers = match indexer.own_group_labels(&objects, tolerance) {
+        let own = match to_write.iter().any(|&i| linked[i]) {
+            false => indexer.own_group_labels(&objects, near),
+            true => None,
+        };
+        let answers = match own {
             Some(labels) => {
                 indexer
                     .index_labelled_articles(&batch, refresh, Some(labels))

@@ -4,15 +4,22 @@
 //!
 //! The rules, applied by every writer through [`super::EsIndexer`] (the service's `PUT` and
 //! `_bulk`, `worker`, `backfill`):
-//! - Near means what `similar` links at the index's default tolerance (MinHash at the
-//!   default threshold where the index holds MinHash, else SimHash at k = 3): a shared band
-//!   (or block) and the estimate within the tolerance.
-//! - A new article near stored articles joins the group of the nearest of them (then by
-//!   label): its label is that article's label (an article stored before groups existed
-//!   counts as labelled with its own id).
-//! - Articles written in one batch that are near each other end in one group: the batch's
-//!   links are closed transitively, and a set of linked articles takes the label of the
-//!   nearest stored article any of them is near; near none, the id of its representative:
+//! - Linked means what `similar` links at the index's default tolerance ([`group_near`]:
+//!   MinHash at the default threshold where the index holds MinHash, else SimHash at k = 3):
+//!   a shared band (or block) and the estimate within the tolerance; and, where the index
+//!   holds the containment fields (fields format 3), a partial copy either way (a teaser, an
+//!   excerpt, a passage: [`crate::relation`]), found as `similar` finds it.
+//! - A new article linked to stored articles joins the group of the best link
+//!   ([`best_link_first`]): a near-duplicate (the nearest), else an article it is contained
+//!   in (the highest containment), else a part it contains (the highest containment); then
+//!   by label. Its label is that article's label (an article stored before groups existed
+//!   counts as labelled with its own id). So a full article stored after its teaser joins the
+//!   teaser's group, and a teaser stored after its article joins the article's.
+//! - Articles written in one batch that are linked end in one group: the batch's
+//!   near-duplicate links are closed transitively, and a part joins its best container in
+//!   the batch (one: a short item contained in two different reports does not join the two);
+//!   a set of linked articles takes the label of the best stored link any of them has;
+//!   linked to none, the id of its representative:
 //!   its first article, or, where the index orders groups by a field (`es-init
 //!   --group-order publishDate`, [`GroupOrder::Earliest`]), its earliest article by that
 //!   field ([`earliest_first`], the one rule of that order).
@@ -42,9 +49,10 @@ use futures_util::StreamExt;
 use serde_json::{json, Value};
 
 use super::schema::{GroupMeta, GroupOrder};
-use super::{request, Body, EsError, IndexMeta, RetryPolicy, Similar, DEFAULT_K};
-use crate::method::Score;
-use crate::{Fingerprinter, MinHashParams, Sketch, Sketches, Tolerance};
+use super::{request, Body, EsError, IndexMeta, Near, RetryPolicy, Similar, DEFAULT_K};
+use crate::method::{Query, Score};
+use crate::relation::{candidate_agreeing_minima, MatchOptions, Relation};
+use crate::{Fingerprinter, Method, MinHashParams, Sketch, Sketches, Tolerance};
 
 /// Searches run at once per batch.
 const SEARCHES_IN_FLIGHT: usize = 8;
@@ -60,12 +68,104 @@ const HORIZON_WITHOUT_REFRESH: Duration = Duration::from_secs(600);
 /// The most articles it remembers (about a kilobyte each for MinHash); the oldest go first.
 const MAX_REMEMBERED: usize = 100_000;
 
-/// A stored (or remembered) article a new one is near, with its group label.
+/// A stored (or remembered) article a new one is linked to, with its group label.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Linked {
     pub id: String,
     pub label: String,
     pub score: Score,
+    /// How it relates to the new article, read from the new article (`contains`: the
+    /// stored one is a part of the new one); `None` for a near-duplicate found without
+    /// relations (SimHash, or an index without containment fields).
+    pub relation: Option<Relation>,
+    /// The estimated containment of the smaller in the larger, when known.
+    pub containment: Option<f64>,
+}
+
+/// What a group links, in one index ([`IndexMeta`]): the index's default tolerance, with
+/// partial copies where the index holds the containment fields (MinHash, fields format 3),
+/// near-duplicates only otherwise. Every writer and `regroup` search with it.
+pub fn group_near(meta: &IndexMeta) -> Near {
+    let method = meta.default_method();
+    let options = if method == Method::MinHash && meta.has_containment() {
+        MatchOptions::default()
+    } else {
+        MatchOptions::NEAR_DUPLICATES_ONLY
+    };
+    Near::new(Tolerance::default_for(method, DEFAULT_K), options)
+}
+
+/// The one order of a new article's links, best first: near-duplicates (nearest first),
+/// then articles it is contained in, then parts it contains (each by the highest
+/// containment, then the nearest); then by the smaller label, then id.
+pub fn best_link_first(a: &Linked, b: &Linked) -> std::cmp::Ordering {
+    let class = |l: &Linked| match l.relation {
+        None | Some(Relation::NearDuplicate) => 0,
+        Some(Relation::ContainedIn) => 1,
+        Some(Relation::Contains) => 2,
+    };
+    class(a)
+        .cmp(&class(b))
+        .then_with(|| match class(a) {
+            0 => std::cmp::Ordering::Equal,
+            _ => b
+                .containment
+                .unwrap_or(0.0)
+                .total_cmp(&a.containment.unwrap_or(0.0)),
+        })
+        .then_with(|| a.score.nearest_first(&b.score))
+        .then_with(|| a.label.cmp(&b.label))
+        .then_with(|| a.id.cmp(&b.id))
+}
+
+/// How `b` links to `a` (read from `a`) by `similar`'s rule at `near`, in memory: a
+/// candidate (a shared band, or, with partial copies asked, at least
+/// [`candidate_agreeing_minima`] agreeing minima; SimHash: any), then the relation or the
+/// score. `a_bands` and `b_bands` are their sorted band keys ([`band_set`]). The groups'
+/// memory and batches, and dedupe's batches, compare articles with it.
+pub(crate) fn link(
+    a: &Sketch,
+    a_bands: &[u64],
+    b: &Sketch,
+    b_bands: &[u64],
+    near: &Near,
+) -> Option<Link> {
+    let query = Query::new(a.clone(), near.tolerance).ok()?;
+    match (a, b) {
+        (Sketch::MinHash(x), Sketch::MinHash(y)) => {
+            let relations = near.options.containment.is_some();
+            let candidate = share_a_band(a_bands, b_bands)
+                || (relations && x.agreements(y) as usize >= candidate_agreeing_minima(x.len()));
+            if !candidate {
+                return None;
+            }
+            if relations {
+                query.relate(b, &near.options).map(|r| Link {
+                    score: r.score,
+                    relation: Some(r.relation),
+                    containment: r.containment,
+                })
+            } else {
+                query.score(b).map(|score| Link {
+                    score,
+                    relation: None,
+                    containment: None,
+                })
+            }
+        }
+        _ => query.score(b).map(|score| Link {
+            score,
+            relation: None,
+            containment: None,
+        }),
+    }
+}
+
+/// A link found in memory or within a batch.
+pub(crate) struct Link {
+    pub(crate) score: Score,
+    pub(crate) relation: Option<Relation>,
+    pub(crate) containment: Option<f64>,
 }
 
 /// An article's place in a group order by a field ([`GroupOrder::Earliest`]): the field's
@@ -146,7 +246,7 @@ pub fn earliest_first(
 pub fn assign_labels(
     items: &[(&str, Option<&Sketch>)],
     stored: &[Vec<Linked>],
-    tolerance: Tolerance,
+    near: &Near,
     params: Option<&MinHashParams>,
     order: Option<&[Option<OrderKey>]>,
 ) -> Vec<String> {
@@ -173,8 +273,10 @@ pub fn assign_labels(
             parent[ra.max(rb)] = ra.min(rb);
         }
     };
+    let relations = near.options.containment.is_some();
     let pairs: Vec<(usize, usize)> = match params {
-        Some(_) => {
+        // With partial copies, a pair can be linked without a shared band: every pair.
+        Some(_) if !relations => {
             let mut by_band: HashMap<u64, Vec<usize>> = HashMap::new();
             for (i, b) in bands.iter().enumerate() {
                 for k in b {
@@ -193,16 +295,37 @@ pub fn assign_labels(
             }
             seen.into_iter().collect()
         }
-        None => (0..n)
+        _ => (0..n)
             .flat_map(|i| (i + 1..n).map(move |j| (i, j)))
             .collect(),
     };
+    // Each part's best container in the batch: (containment, container), joined after the
+    // near-duplicates, one container per part.
+    let mut container: HashMap<usize, (f64, usize)> = HashMap::new();
     for (i, j) in pairs {
         if let (Some(a), Some(b)) = (items[i].1, items[j].1) {
-            if a.score(b, tolerance).is_some() {
-                union(&mut parent, i, j);
+            let Some(l) = link(a, &bands[i], b, &bands[j], near) else {
+                continue;
+            };
+            let (part, whole) = match l.relation {
+                None | Some(Relation::NearDuplicate) => {
+                    union(&mut parent, i, j);
+                    continue;
+                }
+                Some(Relation::ContainedIn) => (i, j),
+                Some(Relation::Contains) => (j, i),
+            };
+            let c = l.containment.unwrap_or(0.0);
+            let e = container.entry(part).or_insert((c, whole));
+            if c > e.0 || (c == e.0 && whole < e.1) {
+                *e = (c, whole);
             }
         }
+    }
+    let mut parts: Vec<(usize, usize)> = container.into_iter().map(|(p, (_, w))| (p, w)).collect();
+    parts.sort_unstable();
+    for (part, whole) in parts {
+        union(&mut parent, part, whole);
     }
     let mut best: HashMap<usize, &Linked> = HashMap::new();
     for i in 0..n {
@@ -213,11 +336,7 @@ pub fn assign_labels(
             }
             let better = match best.get(&r) {
                 None => true,
-                Some(b) => l
-                    .score
-                    .nearest_first(&b.score)
-                    .then_with(|| l.label.cmp(&b.label))
-                    .is_lt(),
+                Some(b) => best_link_first(l, b).is_lt(),
             };
             if better {
                 best.insert(r, l);
@@ -257,7 +376,7 @@ pub fn assign_labels(
 }
 
 /// The band keys of a MinHash sketch, sorted (empty for SimHash).
-fn band_set(s: &Sketch, params: Option<&MinHashParams>) -> Vec<u64> {
+pub(crate) fn band_set(s: &Sketch, params: Option<&MinHashParams>) -> Vec<u64> {
     match (s, params) {
         (Sketch::MinHash(sig), Some(p)) => {
             let mut b = sig.band_keys(p);
@@ -353,10 +472,12 @@ impl Recent {
         }
     }
 
-    /// The remembered articles near `sketch` (by the search's rule).
-    fn near(&self, sketch: &Sketch, bands: &[u64], tolerance: Tolerance) -> Vec<Linked> {
+    /// The remembered articles linked to `sketch` (by the search's rule, [`link`]). With
+    /// partial copies asked, every remembered article is a candidate (a part shares no band
+    /// with its article), compared on its 128 minima.
+    fn near(&self, sketch: &Sketch, bands: &[u64], near: &Near) -> Vec<Linked> {
         let candidates: Vec<u64> = match sketch {
-            Sketch::MinHash(_) => {
+            Sketch::MinHash(_) if near.options.containment.is_none() => {
                 let mut c: Vec<u64> = bands
                     .iter()
                     .filter_map(|b| self.by_band.get(b))
@@ -367,19 +488,18 @@ impl Recent {
                 c.dedup();
                 c
             }
-            Sketch::SimHash(_) => self.entries.keys().copied().collect(),
+            _ => self.entries.keys().copied().collect(),
         };
         candidates
             .into_iter()
             .filter_map(|seq| {
                 let e = &self.entries[&seq];
-                if matches!(sketch, Sketch::MinHash(_)) && !share_a_band(bands, &e.bands) {
-                    return None;
-                }
-                sketch.score(&e.sketch, tolerance).map(|score| Linked {
+                link(sketch, bands, &e.sketch, &e.bands, near).map(|l| Linked {
                     id: e.id.clone(),
                     label: e.label.clone(),
-                    score,
+                    score: l.score,
+                    relation: l.relation,
+                    containment: l.containment,
                 })
             })
             .collect()
@@ -451,7 +571,7 @@ impl Grouper {
             })
             .await?;
         let method = meta.default_method();
-        let tolerance = Tolerance::default_for(method, DEFAULT_K);
+        let near = group_near(meta);
         let params = meta.minhash.as_ref().map(|m| m.params);
         let params = params.as_ref().filter(|_| method == crate::Method::MinHash);
         let sketches: Vec<Option<Sketch>> = items
@@ -459,7 +579,7 @@ impl Grouper {
             .map(|(_, s, _)| (*s).clone().into_sketch(method).ok())
             .collect();
         let searched = futures_util::stream::iter(sketches.iter().flatten().cloned())
-            .map(|q| self.similar.by_fingerprint(index, q, tolerance))
+            .map(|q| self.similar.by_fingerprint(index, q, near))
             .buffered(SEARCHES_IN_FLIGHT)
             .collect::<Vec<_>>()
             .await;
@@ -483,6 +603,8 @@ impl Grouper {
                             .unwrap_or_else(|| m.id.clone()),
                         id: m.id.clone(),
                         score: m.score,
+                        relation: m.relation,
+                        containment: m.containment,
                     })
                     .collect()
             })
@@ -496,10 +618,10 @@ impl Grouper {
         recent.forget_older_than(now.checked_sub(horizon).unwrap_or(now));
         for (i, s) in sketches.iter().enumerate() {
             if let Some(s) = s {
-                let near = recent.near(s, &bands[i], tolerance);
+                let linked = recent.near(s, &bands[i], &near);
                 // What this process labelled lately is newer than what a search returned.
-                stored[i].retain(|l| !near.iter().any(|n| n.id == l.id));
-                stored[i].extend(near);
+                stored[i].retain(|l| !linked.iter().any(|n| n.id == l.id));
+                stored[i].extend(linked);
             }
         }
         let refs: Vec<(&str, Option<&Sketch>)> = items
@@ -511,7 +633,7 @@ impl Grouper {
             GroupOrder::Fingerprinted => None,
             GroupOrder::Earliest { .. } => Some(items.iter().map(|(.., k)| k.cloned()).collect()),
         };
-        let out = assign_labels(&refs, &stored, tolerance, params, keys.as_deref());
+        let out = assign_labels(&refs, &stored, &near, params, keys.as_deref());
         for (((id, ..), s), (label, b)) in items.iter().zip(sketches).zip(out.iter().zip(bands)) {
             if let Some(s) = s {
                 recent.remember(now, id, s, b, label.clone());
@@ -520,16 +642,17 @@ impl Grouper {
         Ok(out)
     }
 
-    /// For articles a dedupe write at `tolerance` found nothing near: their own ids, when
-    /// that is the grouping tolerance (then remembered like any label); else `None`.
+    /// For articles a dedupe write at `near` found linked to nothing (no near-duplicate, no
+    /// partial copy either way, stored or earlier in the batch): their own ids, when `near`
+    /// is what groups link ([`group_near`]; then remembered like any label); else `None`.
     pub(crate) fn own_labels(
         &self,
         meta: &IndexMeta,
         items: &[(&str, &Sketches)],
-        tolerance: Tolerance,
+        near: Near,
     ) -> Option<Vec<String>> {
         let method = meta.default_method();
-        if tolerance != Tolerance::default_for(method, DEFAULT_K) {
+        if near != group_near(meta) {
             return None;
         }
         let params = meta.minhash.as_ref().map(|m| m.params);
@@ -603,6 +726,8 @@ mod tests {
             id: id.into(),
             label: label.into(),
             score: Score::Distance(d),
+            relation: None,
+            containment: None,
         }
     }
 
@@ -618,7 +743,7 @@ mod tests {
         let got = assign_labels(
             &items,
             &[vec![], vec![], vec![], vec![]],
-            Tolerance::Distance(3),
+            &Near::from(3),
             None,
             None,
         );
@@ -636,7 +761,7 @@ mod tests {
             vec![linked("s", "g1", 2)],
             vec![linked("t", "g0", 1), linked("c", "c", 0)],
         ];
-        let got = assign_labels(&items, &stored, Tolerance::Distance(3), None, None);
+        let got = assign_labels(&items, &stored, &Near::from(3), None, None);
         assert_eq!(got, ["g0", "g0", "g0"]);
     }
 
@@ -650,7 +775,7 @@ mod tests {
             linked("t", "mm", 1),
         ]];
         assert_eq!(
-            assign_labels(&items, &stored, Tolerance::Distance(3), None, None),
+            assign_labels(&items, &stored, &Near::from(3), None, None),
             ["mm"]
         );
     }
@@ -676,7 +801,7 @@ mod tests {
         ];
         let stored = vec![Vec::new(); items.len()];
         let label = |keys: &[Option<OrderKey>]| {
-            assign_labels(&items, &stored, Tolerance::Distance(3), None, Some(keys))
+            assign_labels(&items, &stored, &Near::from(3), None, Some(keys))
         };
         // The earliest date labels the component, whatever its place in the batch.
         let keys = [
@@ -703,7 +828,7 @@ mod tests {
         );
         // The first-fingerprinted order is the first article, unchanged.
         assert_eq!(
-            assign_labels(&items, &stored, Tolerance::Distance(3), None, None),
+            assign_labels(&items, &stored, &Near::from(3), None, None),
             ["x", "x", "z", "w", "x"]
         );
     }
@@ -717,7 +842,7 @@ mod tests {
         let stored = [vec![linked("s", "rep", 1)], vec![]];
         let keys = [text("1999-01-01"), text("2024-01-01")];
         assert_eq!(
-            assign_labels(&items, &stored, Tolerance::Distance(3), None, Some(&keys)),
+            assign_labels(&items, &stored, &Near::from(3), None, Some(&keys)),
             ["rep", "rep"]
         );
     }
@@ -816,7 +941,7 @@ mod tests {
             let items: Vec<(&str, Option<&Sketch>)> =
                 ids.iter().map(String::as_str).zip(sketches.iter().map(Some)).collect();
             let stored = vec![Vec::new(); items.len()];
-            let got = assign_labels(&items, &stored, Tolerance::Distance(3), None, Some(&keys));
+            let got = assign_labels(&items, &stored, &Near::from(3), None, Some(&keys));
             let comp = components(&fps, 3);
             for i in 0..fps.len() {
                 let earliest = (0..fps.len())
@@ -864,7 +989,7 @@ mod tests {
             let items: Vec<(&str, Option<&Sketch>)> =
                 ids.iter().map(String::as_str).zip(sketches.iter().map(Some)).collect();
             let stored = vec![Vec::new(); items.len()];
-            let got = assign_labels(&items, &stored, Tolerance::Distance(3), None, None);
+            let got = assign_labels(&items, &stored, &Near::from(3), None, None);
             let comp = components(&fps, 3);
             for i in 0..fps.len() {
                 proptest::prop_assert_eq!(&got[i], &ids[comp[i]]);
@@ -878,12 +1003,144 @@ mod tests {
         let t0 = Instant::now();
         r.remember(t0, "a", sim(0), vec![], "g".into());
         r.remember(t0, "b", sim(u64::MAX), vec![], "b".into());
-        let near = r.near(&sim(1), &[], Tolerance::Distance(3));
+        let near = r.near(&sim(1), &[], &Near::from(3));
         assert_eq!(near, vec![linked("a", "g", 1)]);
         // Remembering an id again replaces it.
         r.remember(t0, "a", sim(u64::MAX), vec![], "h".into());
-        assert!(r.near(&sim(1), &[], Tolerance::Distance(3)).is_empty());
+        assert!(r.near(&sim(1), &[], &Near::from(3)).is_empty());
         r.forget_older_than(t0 + Duration::from_secs(1));
         assert!(r.entries.is_empty() && r.by_id.is_empty() && r.order.is_empty());
+    }
+
+    fn words(range: std::ops::Range<u64>) -> Vec<u64> {
+        range
+            .map(|i| xxhash_rust::xxh3::xxh3_64(&i.to_le_bytes()))
+            .collect()
+    }
+
+    fn mh(range: std::ops::Range<u64>) -> Sketch {
+        Sketch::MinHash(
+            crate::minhash::MinHasher::new(MinHashParams::DEFAULT)
+                .signature_of_hashes(&[words(range)])
+                .unwrap(),
+        )
+    }
+
+    fn minhash_near(options: MatchOptions) -> Near {
+        Near::new(crate::minhash::Threshold::new(0.3).unwrap(), options)
+    }
+
+    #[test]
+    fn a_part_and_its_article_in_one_batch_are_one_group_with_partial_copies_asked() {
+        // A 1,000-word article, its 20 % lead (Jaccard ≈ 0.2: no band needed) and another.
+        let (full, lead, other) = (mh(0..1000), mh(0..200), mh(5000..6000));
+        let p = MinHashParams::DEFAULT;
+        let items = [
+            ("lead", Some(&lead)),
+            ("other", Some(&other)),
+            ("full", Some(&full)),
+        ];
+        let stored = vec![vec![]; 3];
+        let with = assign_labels(
+            &items,
+            &stored,
+            &minhash_near(MatchOptions::default()),
+            Some(&p),
+            None,
+        );
+        assert_eq!(with, ["lead", "other", "lead"]);
+        let without = assign_labels(
+            &items,
+            &stored,
+            &minhash_near(MatchOptions::NEAR_DUPLICATES_ONLY),
+            Some(&p),
+            None,
+        );
+        assert_eq!(without, ["lead", "other", "full"]);
+    }
+
+    #[test]
+    fn a_part_joins_one_container_in_a_batch_not_two() {
+        // A 100-word statement quoted whole by two different 400-word reports: it is
+        // contained in both (each containment ≈ 1), and the reports are not related.
+        let statement = mh(0..100);
+        let report = |from: u64| {
+            let mut w = words(0..100);
+            w.extend(words(from..from + 300));
+            Sketch::MinHash(
+                crate::minhash::MinHasher::new(MinHashParams::DEFAULT)
+                    .signature_of_hashes(&[w])
+                    .unwrap(),
+            )
+        };
+        let (r1, r2) = (report(1000), report(2000));
+        let p = MinHashParams::DEFAULT;
+        let near = minhash_near(MatchOptions::default());
+        let items = [
+            ("r1", Some(&r1)),
+            ("r2", Some(&r2)),
+            ("statement", Some(&statement)),
+        ];
+        let got = assign_labels(&items, &vec![vec![]; 3], &near, Some(&p), None);
+        assert_ne!(
+            got[0], got[1],
+            "two reports joined through a statement: {got:?}"
+        );
+        assert!(got[2] == got[0] || got[2] == got[1], "{got:?}");
+    }
+
+    #[test]
+    fn the_best_link_is_a_near_duplicate_then_a_container_then_a_part() {
+        let l = |id: &str, s: f64, relation, containment| Linked {
+            id: id.into(),
+            label: format!("g-{id}"),
+            score: Score::Similarity(s),
+            relation: Some(relation),
+            containment,
+        };
+        let mut links = [
+            l("part", 0.2, Relation::Contains, Some(0.99)),
+            l("whole-a", 0.25, Relation::ContainedIn, Some(0.8)),
+            l("whole-b", 0.2, Relation::ContainedIn, Some(0.9)),
+            l("near", 0.31, Relation::NearDuplicate, Some(0.5)),
+        ];
+        links.sort_by(best_link_first);
+        let ids: Vec<&str> = links.iter().map(|l| l.id.as_str()).collect();
+        assert_eq!(ids, ["near", "whole-b", "whole-a", "part"]);
+        // A stored teaser labels the full article written after it.
+        let items = [("full", Some(&mh(0..1000)))];
+        let stored = vec![vec![l("teaser", 0.2, Relation::Contains, Some(1.0))]];
+        let got = assign_labels(
+            &items,
+            &stored,
+            &minhash_near(MatchOptions::default()),
+            Some(&MinHashParams::DEFAULT),
+            None,
+        );
+        assert_eq!(got, ["g-teaser"]);
+    }
+
+    #[test]
+    fn memory_links_partial_copies_when_asked() {
+        let mut r = Recent::default();
+        let t0 = Instant::now();
+        let p = MinHashParams::DEFAULT;
+        let full = mh(0..1000);
+        let bands = band_set(&full, Some(&p));
+        r.remember(t0, "full", full, bands, "g".into());
+        let lead = mh(0..200);
+        let lead_bands = band_set(&lead, Some(&p));
+        let got = r.near(&lead, &lead_bands, &minhash_near(MatchOptions::default()));
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert_eq!(
+            (got[0].label.as_str(), got[0].relation),
+            ("g", Some(Relation::ContainedIn))
+        );
+        let near_only = r.near(
+            &lead,
+            &lead_bands,
+            &minhash_near(MatchOptions::NEAR_DUPLICATES_ONLY),
+        );
+        assert!(near_only.is_empty(), "{near_only:?}");
     }
 }

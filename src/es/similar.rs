@@ -645,9 +645,11 @@ impl Similar {
         &self,
         indices: impl Into<IndexList>,
         stored: StoredQuery,
-        tolerance: Tolerance,
+        near: impl Into<Near>,
     ) -> Result<Similarity, EsError> {
         let indices = indices.into();
+        let near = near.into();
+        let tolerance = near.tolerance;
         check_tolerance(tolerance)?;
         let d = self.describe(&indices).await?;
         check_method(&indices, &d.meta, tolerance.method())?;
@@ -656,7 +658,7 @@ impl Similar {
             &indices,
             &d,
             &query,
-            &MatchOptions::NEAR_DUPLICATES_ONLY,
+            &near.options,
             stored.terms.as_ref(),
             None,
         )

@@ -335,17 +335,15 @@ impl EsIndexer {
             .map(Some)
     }
 
-    /// For a dedupe write at `tolerance` that found nothing near `items`: where the index
-    /// keeps groups at that tolerance, each is its own group (remembered as such, see
+    /// For a dedupe write at `near` that found nothing linked to `items`: where the index
+    /// keeps groups of what `near` links, each is its own group (remembered as such, see
     /// [`super::group`]), with no search of its own; `None` otherwise.
     pub(crate) fn own_group_labels(
         &self,
         items: &[(&str, &Sketches)],
-        tolerance: crate::Tolerance,
+        near: super::Near,
     ) -> Option<Vec<String>> {
-        self.grouper
-            .as_ref()?
-            .own_labels(&self.meta, items, tolerance)
+        self.grouper.as_ref()?.own_labels(&self.meta, items, near)
     }
 
     /// The group field, where the index keeps groups.

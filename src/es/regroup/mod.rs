@@ -59,14 +59,15 @@ pub use self::forest::{Component, Phase};
 use self::forest::{Forest, Node, Rank};
 use super::backfill::control::Pace;
 use super::backfill::{refresh, resolve_indices, Paging, WalkError, WalkSpec, Walker};
-use super::group::order_key_at;
+use super::group::{group_near, order_key_at};
 use super::schema::GroupOrder;
 use super::similar::StoredQuery;
 use super::{
     path_segment, request, EsError, EsIndexer, GroupLabel, ItemFailure, RetryPolicy, Similar,
-    SimilarOptions, DEFAULT_K,
+    SimilarOptions,
 };
-use crate::Tolerance;
+use crate::method::Match;
+use crate::relation::Relation;
 
 /// Why a regroup stopped.
 #[derive(Debug, thiserror::Error)]
@@ -252,7 +253,8 @@ pub async fn regroup(
     if meta.minhash.as_ref().is_some_and(|m| m.from_full) {
         return Err(RegroupError::LayoutUpgrade(index.clone()));
     }
-    let tolerance = Tolerance::default_for(method, DEFAULT_K);
+    let near = group_near(&meta);
+    let tolerance = near.tolerance;
     let similar = Similar::with_options(
         client.clone(),
         None,
@@ -267,6 +269,7 @@ pub async fn regroup(
         "index": index,
         "field": group.field,
         "tolerance": tolerance.to_string(),
+        "partial_copies": near.options.containment.is_some(),
         "version": meta.version(method),
         "order": group.order.field(),
         "dry_run": config.dry_run,
@@ -355,17 +358,12 @@ pub async fn regroup(
                         .map(|(id, sketch)| {
                             let (similar, index) = (&similar, &index);
                             async move {
-                                let s =
-                                    similar.by_stored(index.as_str(), sketch, tolerance).await?;
-                                let near = s
-                                    .matches
-                                    .into_iter()
-                                    .filter(|m| {
-                                        m.id != id && m.index.as_deref().is_none_or(|i| i == index)
-                                    })
-                                    .map(|m| m.id)
-                                    .collect();
-                                Ok((id, near))
+                                let s = similar.by_stored(index.as_str(), sketch, near).await?;
+                                let matches = s.matches.into_iter().filter(|m| {
+                                    m.id != id && m.index.as_deref().is_none_or(|i| i == index)
+                                });
+                                let links = group_links(matches);
+                                Ok((id, links))
                             }
                         })
                         .buffered(config.searches_in_flight.max(1))
@@ -455,6 +453,33 @@ pub async fn regroup(
     finish(report, &forest, started)
 }
 
+/// What a regroup unites an article with, of what its search found: every near-duplicate,
+/// and, of the articles it is contained in, the one it is most contained in (ties: the
+/// smaller id). A part is united with one container only, so a short item contained in two
+/// different reports (a statement both quote) does not join their groups; the parts an
+/// article contains (`contains`) are left to their own searches, which choose.
+fn group_links(matches: impl IntoIterator<Item = Match>) -> Vec<String> {
+    let mut links = Vec::new();
+    let mut container: Option<(f64, String)> = None;
+    for m in matches {
+        match m.relation {
+            None | Some(Relation::NearDuplicate) => links.push(m.id),
+            Some(Relation::ContainedIn) => {
+                let c = m.containment.unwrap_or(0.0);
+                let better = container
+                    .as_ref()
+                    .is_none_or(|(bc, bid)| c > *bc || (c == *bc && m.id < *bid));
+                if better {
+                    container = Some((c, m.id));
+                }
+            }
+            Some(Relation::Contains) => {}
+        }
+    }
+    links.extend(container.map(|(_, id)| id));
+    links
+}
+
 fn finish(
     mut report: RegroupReport,
     forest: &Forest,
@@ -504,4 +529,35 @@ async fn count(client: &Elasticsearch, retry: &RetryPolicy, index: &str) -> Resu
     )
     .await?;
     Ok(r["count"].as_u64().unwrap_or(0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Score;
+
+    fn m(id: &str, relation: Relation, containment: f64) -> Match {
+        let mut m = Match::new(id, Score::Similarity(0.2));
+        m.relation = Some(relation);
+        m.containment = Some(containment);
+        m
+    }
+
+    #[test]
+    fn a_part_is_united_with_its_near_duplicates_and_its_best_container_only() {
+        let found = [
+            m("report-b", Relation::ContainedIn, 0.92),
+            m("copy", Relation::NearDuplicate, 0.95),
+            m("report-a", Relation::ContainedIn, 0.97),
+            m("report-c", Relation::ContainedIn, 0.97),
+            m("its-own-lead", Relation::Contains, 1.0),
+            Match::new("simhash-near", Score::Distance(2)),
+        ];
+        assert_eq!(
+            group_links(found),
+            ["copy", "simhash-near", "report-a"],
+            "near-duplicates, then the container it is most in (ties: the smaller id)"
+        );
+        assert!(group_links([m("part", Relation::Contains, 1.0)]).is_empty());
+    }
 }

@@ -11,6 +11,7 @@ use elasticsearch::http::Method;
 use elasticsearch::Elasticsearch;
 use neardup::es::MinHashLayout;
 use neardup::es::DEFAULT_K;
+use neardup::relation::{MatchOptions, MatchRule, Relation};
 use neardup::{Method as FpMethod, Sketch, Tolerance};
 use serde_json::{json, Value};
 
@@ -125,8 +126,11 @@ pub async fn set_labels(client: &Elasticsearch, index: &str, labels: &[(String, 
 /// A stored MinHash signature and its band terms.
 pub type Stored = (Sketch, HashSet<String>);
 
-/// Every article's label, and the brute-force components of what `similar` links (a shared
-/// band and the estimate within the index's default tolerance), by id.
+/// Every article's label, and the brute-force components of what a regroup unites, by id:
+/// near-duplicates (a shared band and the estimate within the index's default tolerance; on
+/// an index with the containment fields, any pair the rule names near-duplicates, as the
+/// minima terms find them), and each part with the one article it is most contained in
+/// (ties: the smaller id).
 pub async fn labels_and_components(
     client: &Elasticsearch,
     index: &str,
@@ -136,9 +140,10 @@ pub async fn labels_and_components(
         client,
         Method::Post,
         &format!("/{index}/_search"),
-        Some(json!({ "size": 1000, "_source": ["nearDupGroup", "minHashSignature", "minHashBands"] })),
+        Some(json!({ "size": 1000, "_source": ["nearDupGroup", "minHashSignature", "minHashBands", "minHashDistinct"] })),
     )
     .await;
+    let mut containment = false;
     let tolerance = Tolerance::default_for(FpMethod::MinHash, DEFAULT_K);
     let mut labels = BTreeMap::new();
     let mut docs: Vec<(String, Option<Stored>)> = Vec::new();
@@ -156,25 +161,64 @@ pub async fn labels_and_components(
                 .iter()
                 .map(|b| b.as_str().unwrap().to_owned())
                 .collect();
-            (
-                Sketch::MinHash(MinHashLayout::NEW.signature_from_base64(b, 128).unwrap()),
-                bands,
-            )
+            let sig = MinHashLayout::NEW.signature_from_base64(b, 128).unwrap();
+            let sig = match s["minHashDistinct"].as_u64() {
+                Some(d) => {
+                    containment = true;
+                    sig.with_distinct(d as u32)
+                }
+                None => sig,
+            };
+            (Sketch::MinHash(sig), bands)
         });
         docs.push((id, sketch));
     }
     let n = docs.len();
     let mut comp: Vec<usize> = (0..n).collect();
     let mut edges = Vec::new();
+    // Each part's best container: (containment, container's id, container).
+    let mut container: BTreeMap<usize, (f64, String, usize)> = BTreeMap::new();
+    let Tolerance::Similarity(threshold) = tolerance else {
+        unreachable!("MinHash's default tolerance is a similarity")
+    };
+    let rule = MatchRule::new(threshold, MatchOptions::default());
     for i in 0..n {
         for j in i + 1..n {
-            if let (Some((a, ba)), Some((b, bb))) = (&docs[i].1, &docs[j].1) {
-                if !ba.is_disjoint(bb) && a.score(b, tolerance).is_some() {
+            let (Some((Sketch::MinHash(a), ba)), Some((Sketch::MinHash(b), bb))) =
+                (&docs[i].1, &docs[j].1)
+            else {
+                continue;
+            };
+            if !containment {
+                if !ba.is_disjoint(bb) && rule.threshold.admits(a.similarity(b)) {
                     edges.push((i, j));
                 }
+                continue;
+            }
+            let Some(r) = rule.relate(a, b) else {
+                continue;
+            };
+            let (part, whole) = match r.relation {
+                Relation::NearDuplicate => {
+                    edges.push((i, j));
+                    continue;
+                }
+                Relation::ContainedIn => (i, j),
+                Relation::Contains => (j, i),
+            };
+            let c = r.containment.unwrap_or(0.0);
+            let candidate = (c, docs[whole].0.clone(), whole);
+            let e = container.entry(part).or_insert(candidate.clone());
+            if c > e.0 || (c == e.0 && candidate.1 < e.1) {
+                *e = candidate;
             }
         }
     }
+    edges.extend(
+        container
+            .into_iter()
+            .map(|(part, (.., whole))| (part, whole)),
+    );
     loop {
         let mut changed = false;
         for &(a, b) in &edges {

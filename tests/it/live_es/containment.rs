@@ -307,4 +307,63 @@ async fn dedupe_on_insert_refuses_an_excerpt_and_stores_the_full_article_of_a_te
     assert_eq!(status, axum::http::StatusCode::CREATED, "{body}");
     t::refresh(&client, &idx.name).await;
     assert_eq!(t::count(&client, &idx.name).await, 3);
+    // ...and joins the passage's group.
+    assert_eq!(
+        group_of(&client, &idx.name, full).await,
+        group_of(&client, &idx.name, middle).await
+    );
+
+    // One `_bulk` of a lead, its full article and its middle passage, in that order: the
+    // lead and the article are stored (one group), the passage is refused for the article
+    // earlier in the request.
+    let bulk = TestIndex::new("containment-dedupe-bulk");
+    let (code, _, err) = cli(&bulk.name, &["es-init"]);
+    assert_eq!(code, 0, "{err}");
+    let (full, lead, middle) = &planted[0];
+    let lines: Vec<String> = [lead, full, middle]
+        .iter()
+        .map(|id| {
+            let mut d = doc(id);
+            d["id"] = json!(id);
+            d.to_string()
+        })
+        .collect();
+    let (status, body, _) = common::serve::call(
+        &app,
+        common::serve::post_ndjson(
+            &format!("/v1/{}/articles/_bulk?dedupe=true", bulk.name),
+            &lines,
+        ),
+    )
+    .await;
+    assert_eq!(status, axum::http::StatusCode::OK, "{body}");
+    let items = body["items"].as_array().unwrap();
+    assert_eq!(items[0]["status"], 201, "{body}");
+    assert_eq!(items[1]["status"], 201, "{body}");
+    assert_eq!(items[2]["status"], 409, "{body}");
+    assert_eq!(items[2]["relation"], "contained_in", "{body}");
+    assert_eq!(items[2]["matches"][0]["id"], full.as_str(), "{body}");
+    t::refresh(&client, &bulk.name).await;
+    assert_eq!(
+        group_of(&client, &bulk.name, full).await,
+        group_of(&client, &bulk.name, lead).await
+    );
+    for name in [&idx.name, &bulk.name] {
+        t::call(
+            &client,
+            Method::Delete,
+            &format!("/neardup-claims-{name}"),
+            None,
+        )
+        .await;
+    }
+}
+
+/// The duplicate group label of a document.
+async fn group_of(client: &elasticsearch::Elasticsearch, index: &str, id: &str) -> String {
+    let d = t::call(client, Method::Get, &format!("/{index}/_doc/{id}"), None).await;
+    d["_source"]["nearDupGroup"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{id} has no group: {d}"))
+        .to_owned()
 }

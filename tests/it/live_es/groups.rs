@@ -417,3 +417,151 @@ async fn groups_ordered_by_a_field_are_labelled_by_their_earliest_article() {
     assert!(!out.status.success(), "{said}");
     assert!(said.contains("leave out --group-order"), "{said}");
 }
+
+/// The first `share` of `article`'s sentences, with a "read more" line: a teaser.
+fn teaser(article: &Value, share: f64) -> Value {
+    let s = crate::common::regroup::sentences(article["content"].as_str().unwrap());
+    let n = ((s.len() as f64 * share) as usize).max(1);
+    json!({ "title": article["title"], "content": s[..n].concat() + "……阅读全文" })
+}
+
+/// Corpus articles of at least 40 sentences, longest first.
+fn long_articles(n: usize) -> Vec<(String, Value)> {
+    let mut all = t::shared_articles(60);
+    all.retain(|(_, a)| {
+        crate::common::regroup::sentences(a["content"].as_str().unwrap()).len() >= 40
+    });
+    all.sort_by_key(|(_, a)| std::cmp::Reverse(a["content"].as_str().unwrap().len()));
+    assert!(all.len() >= n, "{} long articles", all.len());
+    all.truncate(n);
+    all
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partial_copy_joins_the_group_of_its_article_in_either_order_and_regroup_keeps_two_reports_apart(
+) {
+    let client = t::client().await;
+    let idx = TestIndex::new("groups-partial");
+    es_init(&idx.name);
+    let indexer = EsIndexer::open(
+        client.clone(),
+        &idx.name,
+        RetryPolicy::none(),
+        &FieldNames::default(),
+    )
+    .await
+    .unwrap();
+    assert!(indexer.meta().has_containment(), "es-init gives format 3");
+    let fields = vec!["title".to_owned(), "content".to_owned()];
+    let sk = |v: &Value| indexer.sketch(v, &fields).unwrap();
+    let long = long_articles(3);
+    let ((a_id, a), (b_id, b)) = (&long[0], &long[1]);
+    // A teaser stored first, its full article a moment later (unrefreshed: the memory), and
+    // the reverse: a full article stored, refreshed, then its teaser (the search).
+    let ta = teaser(a, 0.25);
+    indexer
+        .index_article(Some("a-teaser"), &ta, &sk(&ta))
+        .await
+        .unwrap();
+    indexer.index_article(Some(a_id), a, &sk(a)).await.unwrap();
+    indexer.index_article(Some(b_id), b, &sk(b)).await.unwrap();
+    t::refresh(&client, &idx.name).await;
+    let fresh = EsIndexer::open(
+        client.clone(),
+        &idx.name,
+        RetryPolicy::none(),
+        &FieldNames::default(),
+    )
+    .await
+    .unwrap();
+    let tb = teaser(b, 0.25);
+    fresh
+        .index_article(Some("b-teaser"), &tb, &sk(&tb))
+        .await
+        .unwrap();
+    let got = labels(&client, &idx.name).await;
+    assert_eq!(
+        got[a_id], "a-teaser",
+        "the full article joins its teaser's group"
+    );
+    assert_eq!(
+        got["b-teaser"],
+        got[b_id.as_str()],
+        "the teaser joins its article's"
+    );
+    assert_ne!(got[a_id], got[b_id.as_str()]);
+
+    // A statement quoted whole by two different reports, written in one batch: the
+    // statement joins one report, and the two reports stay apart — in the batch and after a
+    // regroup.
+    let (_, c) = &long[2];
+    let statement = crate::common::regroup::sentences(c["content"].as_str().unwrap())[..8].concat();
+    let report = |from: &Value| {
+        json!({
+            "title": from["title"],
+            "content": format!("{statement}{}", teaser(from, 0.6)["content"].as_str().unwrap()),
+        })
+    };
+    let (r1, r2) = (report(a), report(b));
+    let st = json!({ "title": "声明", "content": statement });
+    let written = fresh
+        .index_articles(
+            &[
+                ("report-1", &r1, &sk(&r1)),
+                ("report-2", &r2, &sk(&r2)),
+                ("statement", &st, &sk(&st)),
+            ],
+            Refresh::No,
+        )
+        .await
+        .unwrap();
+    assert!(written.iter().all(Result::is_ok), "{written:?}");
+    let similar = Similar::new(client.clone(), fresh.fingerprinter().clone());
+    t::refresh(&client, &idx.name).await;
+    let found = similar
+        .by_id(
+            idx.name.as_str(),
+            "statement",
+            neardup::es::Near::new(
+                similar.default_tolerance(idx.name.as_str()).await.unwrap(),
+                neardup::relation::MatchOptions::default(),
+            ),
+        )
+        .await
+        .unwrap();
+    let containers: BTreeSet<&str> = found
+        .matches
+        .iter()
+        .filter(|m| m.relation == Some(neardup::relation::Relation::ContainedIn))
+        .map(|m| m.id.as_str())
+        .collect();
+    assert!(
+        containers.contains("report-1") && containers.contains("report-2"),
+        "the statement is contained in both reports: {:?}",
+        found.matches
+    );
+    let check = |got: &BTreeMap<String, String>| {
+        assert_ne!(got["report-1"], got["report-2"], "{got:?}");
+        assert!(
+            got["statement"] == got["report-1"] || got["statement"] == got["report-2"],
+            "{got:?}"
+        );
+        assert_eq!(got["a-teaser"], got[a_id.as_str()], "{got:?}");
+        assert_eq!(got["b-teaser"], got[b_id.as_str()], "{got:?}");
+    };
+    check(&labels(&client, &idx.name).await);
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("regroup.redb");
+    let out = Command::new(env!("CARGO_BIN_EXE_neardup"))
+        .args(["regroup", "--index", &idx.name, "--quiet", "--state"])
+        .arg(&state)
+        .env("NEARDUP_ES_URL", t::url())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    check(&labels(&client, &idx.name).await);
+}
