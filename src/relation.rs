@@ -11,7 +11,8 @@
 //! **The rule** ([`MatchRule::relate`]): the smaller article is contained in the larger when
 //! its containment reaches [`ContainmentRule::threshold`] and it has at least
 //! [`ContainmentRule::min_shingles`] distinct shingles, so that a tiny item is never
-//! "contained" by chance. When, besides, the larger one is not mostly in the smaller (its own
+//! "contained" by chance (and, with a [`ContainmentRule::margin`], judged on the Jaccard
+//! estimate lowered by that many standard errors; none by default). When, besides, the larger one is not mostly in the smaller (its own
 //! share of shared shingles, Ĉ |B| / |A|, is under the threshold: a teaser of half an
 //! article), the pair is a containment even when Ĵ reaches the MinHash threshold, so that a
 //! full article is never refused for a teaser of it. Otherwise two articles are
@@ -36,6 +37,12 @@ pub const DEFAULT_CONTAINMENT: f64 = 0.7;
 
 /// The default floor on the contained article's distinct shingles (word bigrams).
 pub const DEFAULT_MIN_SHINGLES: u32 = 60;
+
+/// The default evidence margin of the containment decision, in standard errors of the
+/// Jaccard estimate ([`ContainmentRule::margin`]): none. A margin costs the held-out 20–30 %
+/// parts their recall and unlinks real partial copies with the wrong ones (`docs/evaluation.md`,
+/// "Containment on real news: the evidence margin").
+pub const DEFAULT_CONTAINMENT_MARGIN: f64 = 0.0;
 
 /// The candidate step for containment: a stored article is a candidate for a query when at
 /// least this many of the 128 positions of their signatures hold the same minimum. The bands
@@ -117,6 +124,13 @@ pub struct ContainmentRule {
     pub threshold: f64,
     /// The fewest distinct shingles the smaller article must have.
     pub min_shingles: u32,
+    /// The evidence the decision needs, in standard errors: the containment is judged on the
+    /// Jaccard estimate lowered by `margin` of its standard errors, √(Ĵ(1 − Ĵ)/n) over the
+    /// signature's n minima, so that a pair of very unequal sizes, whose containment
+    /// estimate multiplies the noise of Ĵ by |A|/|B|, needs more agreeing minima. 0 judges
+    /// the estimate itself. The containment reported is the estimate.
+    #[serde(default)]
+    pub margin: f64,
 }
 
 impl ContainmentRule {
@@ -124,18 +138,37 @@ impl ContainmentRule {
     pub const DEFAULT: ContainmentRule = ContainmentRule {
         threshold: DEFAULT_CONTAINMENT,
         min_shingles: DEFAULT_MIN_SHINGLES,
+        margin: DEFAULT_CONTAINMENT_MARGIN,
     };
 
-    /// A rule, or [`crate::Error::ThresholdOutOfRange`] unless 0 < `threshold` ≤ 1.
+    /// A rule with the default margin, or [`crate::Error::ThresholdOutOfRange`] unless
+    /// 0 < `threshold` ≤ 1.
     pub fn new(threshold: f64, min_shingles: u32) -> crate::Result<ContainmentRule> {
         if threshold > 0.0 && threshold <= 1.0 {
             Ok(ContainmentRule {
                 threshold,
                 min_shingles,
+                margin: DEFAULT_CONTAINMENT_MARGIN,
             })
         } else {
             Err(crate::Error::ThresholdOutOfRange(threshold))
         }
+    }
+
+    /// This rule with another evidence `margin` (standard errors, at least 0).
+    pub fn with_margin(self, margin: f64) -> ContainmentRule {
+        ContainmentRule {
+            margin: margin.max(0.0),
+            ..self
+        }
+    }
+
+    /// The Jaccard estimate a containment decision is taken on: `similarity` lowered by
+    /// [`ContainmentRule::margin`] standard errors over `hashes` minima, at least 0.
+    pub fn judged_similarity(&self, similarity: f64, hashes: usize) -> f64 {
+        let j = similarity.clamp(0.0, 1.0);
+        let se = (j * (1.0 - j) / hashes.max(1) as f64).sqrt();
+        (j - self.margin * se).max(0.0)
     }
 }
 
@@ -226,7 +259,8 @@ impl MatchRule {
                 Relation::Contains
             }
         };
-        // Whether the smaller is contained, and whether the larger is not mostly in it.
+        // Whether the smaller is contained (judged with the rule's evidence margin), and
+        // whether the larger is not mostly in it (on the estimate).
         let contained = self
             .options
             .containment
@@ -234,8 +268,10 @@ impl MatchRule {
             .and_then(|(rule, ((x, y), c))| {
                 let (small, large) = (x.min(y), x.max(y));
                 let at = rule.threshold - SIMILARITY_EPSILON;
+                let judged =
+                    self::containment(rule.judged_similarity(similarity, a.len()), large, small);
                 let back = c * f64::from(small) / f64::from(large);
-                (small >= rule.min_shingles && c >= at).then_some((direction(x, y), back < at))
+                (small >= rule.min_shingles && judged >= at).then_some((direction(x, y), back < at))
             });
         match contained {
             Some((relation, true)) => related(relation),
@@ -265,6 +301,37 @@ mod tests {
 
     fn rule() -> MatchRule {
         MatchRule::new(Threshold::new(0.3).unwrap(), MatchOptions::default())
+    }
+
+    #[test]
+    fn a_margin_asks_more_evidence_of_a_small_part_of_a_large_article() {
+        // Lowered by one standard error: 0.2 − √(0.2 × 0.8 / 128).
+        let rule = ContainmentRule::DEFAULT.with_margin(1.0);
+        assert!((rule.judged_similarity(0.2, 128) - 0.164_644_66).abs() < 1e-6);
+        assert_eq!(ContainmentRule::DEFAULT.judged_similarity(0.2, 128), 0.2);
+        assert_eq!(rule.with_margin(-3.0).margin, 0.0);
+        let with = |margin: f64| {
+            MatchRule::new(
+                Threshold::new(0.3).unwrap(),
+                MatchOptions {
+                    containment: Some(ContainmentRule::DEFAULT.with_margin(margin)),
+                },
+            )
+        };
+        // A 100-word item wholly inside a 1,600-word article (Ĵ ≈ 0.06, estimated 0.07): contained
+        // on the estimate, not with a margin of two standard errors.
+        let (large, item) = (sig(0..1600), sig(0..100));
+        let r = with(0.0).relate(&item, &large).unwrap();
+        assert_eq!(r.relation, Relation::ContainedIn, "{r:?}");
+        assert_eq!(with(2.0).relate(&item, &large), None);
+        // A 20 % lead still is, and its reported containment is the estimate either way.
+        let (full, lead) = (sig(0..1000), sig(0..200));
+        let (a, b) = (
+            with(0.0).relate(&lead, &full),
+            with(1.0).relate(&lead, &full),
+        );
+        assert_eq!(a, b);
+        assert_eq!(b.unwrap().relation, Relation::ContainedIn);
     }
 
     #[test]

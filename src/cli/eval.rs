@@ -120,6 +120,11 @@ pub struct Args {
     /// `neardup::relation::DEFAULT_MIN_SHINGLES`), to tune it.
     #[arg(long, value_name = "N", conflicts_with = "no_containment")]
     min_shingles: Option<u32>,
+    /// MinHash: the containment decision's evidence margin measured, in standard errors of
+    /// the Jaccard estimate (default `neardup::relation::DEFAULT_CONTAINMENT_MARGIN`; 0 judges
+    /// the estimate itself), to tune it.
+    #[arg(long, value_name = "Z", conflicts_with = "no_containment")]
+    containment_margin: Option<f64>,
     /// Text fields of each article, joined in order.
     #[arg(long = "field", value_name = "NAME", default_values = ["title", "content"])]
     fields: Vec<String>,
@@ -452,7 +457,7 @@ fn detectors(args: &Args) -> anyhow::Result<Vec<Detector>> {
 }
 
 /// The relations the MinHash detectors measure (`--no-containment`, `--containment`,
-/// `--min-shingles`).
+/// `--min-shingles`, `--containment-margin`).
 fn match_options(args: &Args) -> anyhow::Result<MatchOptions> {
     let mut options = args.relations.options();
     if let Some(rule) = &mut options.containment {
@@ -460,7 +465,8 @@ fn match_options(args: &Args) -> anyhow::Result<MatchOptions> {
             args.containment.unwrap_or(rule.threshold),
             args.min_shingles.unwrap_or(rule.min_shingles),
         )
-        .context("--containment")?;
+        .context("--containment")?
+        .with_margin(args.containment_margin.unwrap_or(rule.margin));
     }
     Ok(options)
 }
