@@ -194,6 +194,9 @@ pub async fn insert_unless_near(
             let s = sketches[i]
                 .as_ref()
                 .expect("checked articles have sketches");
+            // The sketch is of the tolerance's method, so the query is built; were it not,
+            // nothing would link to it (as `Sketch::score` answers).
+            let query = crate::method::Query::new(s.clone(), tolerance).ok();
             let mut near_i = std::mem::take(&mut stored_near[i]);
             let mut seen = std::collections::HashSet::new();
             let earlier: Vec<usize> = if relations {
@@ -210,7 +213,10 @@ pub async fn insert_unless_near(
                     continue;
                 }
                 let other = sketches[j].as_ref().expect("keyed articles have sketches");
-                let Some(l) = super::group::link(s, &bands[i], other, &bands[j], &near) else {
+                let linked_to = query.as_ref().and_then(|q| {
+                    super::group::link(q, &bands[i], other, &bands[j], &near.options)
+                });
+                let Some(l) = linked_to else {
                     continue;
                 };
                 linked[i] = true;

@@ -118,46 +118,43 @@ pub fn best_link_first(a: &Linked, b: &Linked) -> std::cmp::Ordering {
         .then_with(|| a.id.cmp(&b.id))
 }
 
-/// How `b` links to `a` (read from `a`) by `similar`'s rule at `near`, in memory: a
-/// candidate (a shared band, or, with partial copies asked, at least
+/// How `b` links to the query `a` (read from `a`) by `similar`'s rule, in memory: a
+/// candidate (a shared band, or, with partial copies asked in `options`, at least
 /// [`candidate_agreeing_minima`] agreeing minima; SimHash: any), then the relation or the
 /// score. `a_bands` and `b_bands` are their sorted band keys ([`band_set`]). The groups'
-/// memory and batches, and dedupe's batches, compare articles with it.
+/// memory and batches, and dedupe's batches, compare articles with it; the caller builds
+/// each article's [`Query`] once, at the tolerance [`Near`] gives.
 pub(crate) fn link(
-    a: &Sketch,
+    a: &Query,
     a_bands: &[u64],
     b: &Sketch,
     b_bands: &[u64],
-    near: &Near,
+    options: &MatchOptions,
 ) -> Option<Link> {
-    let query = Query::new(a.clone(), near.tolerance).ok()?;
+    let near_duplicate = |score| Link {
+        score,
+        relation: None,
+        containment: None,
+    };
     match (a, b) {
-        (Sketch::MinHash(x), Sketch::MinHash(y)) => {
-            let relations = near.options.containment.is_some();
+        (Query::MinHash { signature: x, .. }, Sketch::MinHash(y)) => {
+            let relations = options.containment.is_some();
             let candidate = share_a_band(a_bands, b_bands)
                 || (relations && x.agreements(y) as usize >= candidate_agreeing_minima(x.len()));
             if !candidate {
                 return None;
             }
             if relations {
-                query.relate(b, &near.options).map(|r| Link {
+                a.relate(b, options).map(|r| Link {
                     score: r.score,
                     relation: Some(r.relation),
                     containment: r.containment,
                 })
             } else {
-                query.score(b).map(|score| Link {
-                    score,
-                    relation: None,
-                    containment: None,
-                })
+                a.score(b).map(near_duplicate)
             }
         }
-        _ => query.score(b).map(|score| Link {
-            score,
-            relation: None,
-            containment: None,
-        }),
+        _ => a.score(b).map(near_duplicate),
     }
 }
 
@@ -166,6 +163,13 @@ pub(crate) struct Link {
     pub(crate) score: Score,
     pub(crate) relation: Option<Relation>,
     pub(crate) containment: Option<f64>,
+}
+
+/// The one rule that picks a part's container among several (in a batch, in `regroup`):
+/// whether the container `id` with `containment` beats `than` (its containment and id):
+/// the higher containment, ties to the smaller id.
+pub(crate) fn better_container(containment: f64, id: &str, than: (f64, &str)) -> bool {
+    containment > than.0 || (containment == than.0 && id < than.1)
 }
 
 /// An article's place in a group order by a field ([`GroupOrder::Earliest`]): the field's
@@ -299,12 +303,16 @@ pub fn assign_labels(
             .flat_map(|i| (i + 1..n).map(move |j| (i, j)))
             .collect(),
     };
-    // Each part's best container in the batch: (containment, container), joined after the
-    // near-duplicates, one container per part.
+    let queries: Vec<Option<Query>> = items
+        .iter()
+        .map(|(_, s)| s.and_then(|s| Query::new(s.clone(), near.tolerance).ok()))
+        .collect();
+    // Each part's best container in the batch ([`better_container`]): (containment,
+    // container), joined after the near-duplicates, one container per part.
     let mut container: HashMap<usize, (f64, usize)> = HashMap::new();
     for (i, j) in pairs {
-        if let (Some(a), Some(b)) = (items[i].1, items[j].1) {
-            let Some(l) = link(a, &bands[i], b, &bands[j], near) else {
+        if let (Some(a), Some(b)) = (&queries[i], items[j].1) {
+            let Some(l) = link(a, &bands[i], b, &bands[j], &near.options) else {
                 continue;
             };
             let (part, whole) = match l.relation {
@@ -317,7 +325,7 @@ pub fn assign_labels(
             };
             let c = l.containment.unwrap_or(0.0);
             let e = container.entry(part).or_insert((c, whole));
-            if c > e.0 || (c == e.0 && whole < e.1) {
+            if better_container(c, items[whole].0, (e.0, items[e.1].0)) {
                 *e = (c, whole);
             }
         }
@@ -476,6 +484,9 @@ impl Recent {
     /// partial copies asked, every remembered article is a candidate (a part shares no band
     /// with its article), compared on its 128 minima.
     fn near(&self, sketch: &Sketch, bands: &[u64], near: &Near) -> Vec<Linked> {
+        let Ok(query) = Query::new(sketch.clone(), near.tolerance) else {
+            return Vec::new();
+        };
         let candidates: Vec<u64> = match sketch {
             Sketch::MinHash(_) if near.options.containment.is_none() => {
                 let mut c: Vec<u64> = bands
@@ -494,7 +505,7 @@ impl Recent {
             .into_iter()
             .filter_map(|seq| {
                 let e = &self.entries[&seq];
-                link(sketch, bands, &e.sketch, &e.bands, near).map(|l| Linked {
+                link(&query, bands, &e.sketch, &e.bands, &near.options).map(|l| Linked {
                     id: e.id.clone(),
                     label: e.label.clone(),
                     score: l.score,

@@ -59,7 +59,7 @@ pub use self::forest::{Component, Phase};
 use self::forest::{Forest, Node, Rank};
 use super::backfill::control::Pace;
 use super::backfill::{refresh, resolve_indices, Paging, WalkError, WalkSpec, Walker};
-use super::group::{group_near, order_key_at};
+use super::group::{better_container, group_near, order_key_at};
 use super::schema::GroupOrder;
 use super::similar::StoredQuery;
 use super::{
@@ -468,7 +468,7 @@ fn group_links(matches: impl IntoIterator<Item = Match>) -> Vec<String> {
                 let c = m.containment.unwrap_or(0.0);
                 let better = container
                     .as_ref()
-                    .is_none_or(|(bc, bid)| c > *bc || (c == *bc && m.id < *bid));
+                    .is_none_or(|(bc, bid)| better_container(c, &m.id, (*bc, bid)));
                 if better {
                     container = Some((c, m.id));
                 }
