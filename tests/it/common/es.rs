@@ -322,3 +322,15 @@ pub fn assert_minhash_fields(src: &Value, fp: &neardup::Fingerprinter, texts: &[
         }
     }
 }
+
+/// An indexer of `index` as the tests open one: the default field names, no retries.
+pub async fn indexer(client: &Elasticsearch, index: &str) -> es::EsIndexer {
+    es::EsIndexer::open(
+        client.clone(),
+        index,
+        RetryPolicy::none(),
+        &es::FieldNames::default(),
+    )
+    .await
+    .unwrap()
+}

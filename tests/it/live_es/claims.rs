@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 use common::es::{self as t, TestIndex};
 use elasticsearch::http::Method;
 use neardup::es::{
-    claim_keys, insert_unless_near, ClaimError, Claims, EsIndexer, FieldNames, IndexMeta, Inserted,
-    NewArticle, Refresh, RetryPolicy, Similar,
+    claim_keys, insert_unless_near, ClaimError, Claims, EsIndexer, IndexMeta, Inserted, NewArticle,
+    Refresh, RetryPolicy, Similar,
 };
 use neardup::{Sketches, Tolerance};
 use serde_json::{json, Value};
@@ -341,14 +341,7 @@ async fn a_holder_dropped_mid_request_gives_its_keys_back_listing_what_it_was_wr
         Some(json!({ "index": { "refresh_interval": "-1" } })),
     )
     .await;
-    let indexer = EsIndexer::open(
-        client.clone(),
-        &idx.name,
-        RetryPolicy::none(),
-        &FieldNames::default(),
-    )
-    .await
-    .unwrap();
+    let indexer = t::indexer(&client, &idx.name).await;
     let mut claims = Claims::new(client.clone(), RetryPolicy::none(), &idx.name);
     claims.lease = Duration::from_secs(600);
     claims.ensure_index().await.unwrap();

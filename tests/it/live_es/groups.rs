@@ -12,8 +12,7 @@ use std::process::Command;
 use common::es::{self as t, TestIndex};
 use elasticsearch::http::Method;
 use neardup::es::{
-    insert_unless_near, Claims, EsIndexer, FieldNames, Inserted, NewArticle, Refresh, RetryPolicy,
-    Similar,
+    insert_unless_near, Claims, Inserted, NewArticle, Refresh, RetryPolicy, Similar,
 };
 use serde_json::{json, Value};
 
@@ -158,14 +157,7 @@ async fn new_articles_join_the_group_they_are_near_even_before_a_refresh() {
         Some(json!({ "index": { "refresh_interval": "60s" } })),
     )
     .await;
-    let indexer = EsIndexer::open(
-        client.clone(),
-        &idx.name,
-        RetryPolicy::none(),
-        &FieldNames::default(),
-    )
-    .await
-    .unwrap();
+    let indexer = t::indexer(&client, &idx.name).await;
     assert_eq!(indexer.group_field(), Some("nearDupGroup"));
     let arts = t::shared_articles(3);
     let fields = vec!["title".to_owned(), "content".to_owned()];
@@ -201,14 +193,7 @@ async fn new_articles_join_the_group_they_are_near_even_before_a_refresh() {
     assert_eq!(got[&made.id], made.id);
 
     // Later, from a fresh indexer (nothing in memory), a repost of `b` finds it by search.
-    let fresh = EsIndexer::open(
-        client.clone(),
-        &idx.name,
-        RetryPolicy::none(),
-        &FieldNames::default(),
-    )
-    .await
-    .unwrap();
+    let fresh = t::indexer(&client, &idx.name).await;
     let rb = repost(b);
     fresh
         .index_article(Some("b-repost"), &rb, &sk(&rb))
@@ -296,14 +281,7 @@ async fn groups_ordered_by_a_field_are_labelled_by_their_earliest_article() {
         json!({ "field": "nearDupGroup", "order": { "field": "publishDate" } })
     );
 
-    let indexer = EsIndexer::open(
-        client.clone(),
-        &idx.name,
-        RetryPolicy::none(),
-        &FieldNames::default(),
-    )
-    .await
-    .unwrap();
+    let indexer = t::indexer(&client, &idx.name).await;
     assert_eq!(indexer.group_order_field(), Some("publishDate"));
     let arts = t::shared_articles(4);
     let fields = vec!["title".to_owned(), "content".to_owned()];
@@ -443,14 +421,7 @@ async fn a_partial_copy_joins_the_group_of_its_article_in_either_order_and_regro
     let client = t::client().await;
     let idx = TestIndex::new("groups-partial");
     es_init(&idx.name);
-    let indexer = EsIndexer::open(
-        client.clone(),
-        &idx.name,
-        RetryPolicy::none(),
-        &FieldNames::default(),
-    )
-    .await
-    .unwrap();
+    let indexer = t::indexer(&client, &idx.name).await;
     assert!(indexer.meta().has_containment(), "es-init gives format 3");
     let fields = vec!["title".to_owned(), "content".to_owned()];
     let sk = |v: &Value| indexer.sketch(v, &fields).unwrap();
@@ -466,14 +437,7 @@ async fn a_partial_copy_joins_the_group_of_its_article_in_either_order_and_regro
     indexer.index_article(Some(a_id), a, &sk(a)).await.unwrap();
     indexer.index_article(Some(b_id), b, &sk(b)).await.unwrap();
     t::refresh(&client, &idx.name).await;
-    let fresh = EsIndexer::open(
-        client.clone(),
-        &idx.name,
-        RetryPolicy::none(),
-        &FieldNames::default(),
-    )
-    .await
-    .unwrap();
+    let fresh = t::indexer(&client, &idx.name).await;
     let tb = teaser(b, 0.25);
     fresh
         .index_article(Some("b-teaser"), &tb, &sk(&tb))
@@ -552,16 +516,13 @@ async fn a_partial_copy_joins_the_group_of_its_article_in_either_order_and_regro
     check(&labels(&client, &idx.name).await);
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("regroup.redb");
-    let out = Command::new(env!("CARGO_BIN_EXE_neardup"))
-        .args(["regroup", "--index", &idx.name, "--quiet", "--state"])
-        .arg(&state)
-        .env("NEARDUP_ES_URL", t::url())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    crate::common::regroup::ok(&[
+        "regroup",
+        "--index",
+        &idx.name,
+        "--quiet",
+        "--state",
+        state.to_str().unwrap(),
+    ]);
     check(&labels(&client, &idx.name).await);
 }

@@ -11,8 +11,7 @@ use std::time::Duration;
 use common::es::{self as t, TestIndex};
 use elasticsearch::http::Method;
 use neardup::es::{
-    init_index, BlockType, EsIndexer, FieldNames, IndexMeta, Refresh, RetryPolicy, Worker,
-    WorkerConfig,
+    init_index, BlockType, FieldNames, IndexMeta, Refresh, RetryPolicy, Worker, WorkerConfig,
 };
 use neardup::{Fingerprinter, Profile, SimHash};
 use serde_json::{json, Value};
@@ -65,15 +64,9 @@ async fn the_worker_fills_refreshes_and_skips_too_short_documents() {
     t::load(&client, &idx.name, &docs).await;
 
     let fp = Fingerprinter::for_profile(Profile::Default);
-    let indexer = EsIndexer::open(
-        client.clone(),
-        &idx.name,
-        RetryPolicy::none(),
-        &FieldNames::default(),
-    )
-    .await
-    .unwrap()
-    .with_refresh(Refresh::WaitFor);
+    let indexer = t::indexer(&client, &idx.name)
+        .await
+        .with_refresh(Refresh::WaitFor);
     let mut worker = Worker::new(
         indexer,
         WorkerConfig {
@@ -266,15 +259,9 @@ async fn minhash_added_by_es_init_is_filled_in() {
     let mut docs = t::shared_articles(40);
     docs.extend(t::example_articles());
     t::load(&client, &idx.name, &docs).await;
-    let indexer = EsIndexer::open(
-        client.clone(),
-        &idx.name,
-        RetryPolicy::none(),
-        &FieldNames::default(),
-    )
-    .await
-    .unwrap()
-    .with_refresh(Refresh::WaitFor);
+    let indexer = t::indexer(&client, &idx.name)
+        .await
+        .with_refresh(Refresh::WaitFor);
     let mut worker = Worker::new(indexer, WorkerConfig::default());
     worker.check().await.unwrap();
     assert!(worker.indexer().meta().minhash.is_none());

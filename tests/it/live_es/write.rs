@@ -28,15 +28,7 @@ async fn initialised(client: &Elasticsearch, prefix: &str) -> TestIndex {
 }
 
 async fn open(client: &Elasticsearch, index: &str) -> EsIndexer {
-    EsIndexer::open(
-        client.clone(),
-        index,
-        RetryPolicy::none(),
-        &FieldNames::default(),
-    )
-    .await
-    .unwrap()
-    .with_refresh(Refresh::Now)
+    t::indexer(client, index).await.with_refresh(Refresh::Now)
 }
 
 fn texts(src: &Value) -> [&str; 2] {
