@@ -123,7 +123,7 @@ pub struct Args {
     /// MinHash: the containment decision's evidence margin measured, in standard errors of
     /// the Jaccard estimate (default `neardup::relation::DEFAULT_CONTAINMENT_MARGIN`; 0 judges
     /// the estimate itself), to tune it.
-    #[arg(long, value_name = "Z", conflicts_with = "no_containment")]
+    #[arg(long, value_name = "Z", conflicts_with = "no_containment", value_parser = parse_margin)]
     containment_margin: Option<f64>,
     /// Text fields of each article, joined in order.
     #[arg(long = "field", value_name = "NAME", default_values = ["title", "content"])]
@@ -153,6 +153,16 @@ pub struct Args {
 }
 
 /// `word,tfidf[,topN][,nonum]`; see `--scheme`.
+/// `--containment-margin`: a number of standard errors, 0 or more.
+fn parse_margin(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(z) if z.is_finite() && z >= 0.0 => Ok(z),
+        _ => Err(format!(
+            "`{s}` is not a margin: give a number of standard errors, 0 or more (0 judges the estimate itself)"
+        )),
+    }
+}
+
 fn parse_scheme(spec: &str) -> Result<Scheme, String> {
     let mut scheme = Scheme {
         features: Features::Words,

@@ -82,6 +82,16 @@ fn usage_errors_exit_2() {
             vec!["fingerprint", "-i", &ex, "--profile", "nope"],
             "unknown profile",
         ),
+        (
+            vec![
+                "eval",
+                "--pairs",
+                &ex,
+                "--minhash",
+                "--containment-margin=-0.5",
+            ],
+            "is not a margin",
+        ),
     ] {
         let (code, _, err) = neardup(&args, b"");
         assert_eq!(code, 2, "{args:?}: {err}");
