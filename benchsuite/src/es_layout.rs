@@ -27,8 +27,8 @@ use anyhow::Context;
 use elasticsearch::http::Method as Http;
 use elasticsearch::Elasticsearch;
 use neardup::es::{
-    self, fingerprint_fields_json, sketch_source, BlockType, Body, FieldNames, IndexMeta,
-    MinHashFieldNames, MinHashLayout, RetryPolicy, SimilarOptions,
+    self, fingerprint_fields_json, sketch_source, BlockType, Body, ContainmentMeta, FieldNames,
+    IndexMeta, MinHashFieldNames, MinHashLayout, RetryPolicy, SimilarOptions,
 };
 use neardup::eval::minhash::banded_similarity;
 use neardup::eval::{read_pairs, Confusion};
@@ -124,7 +124,7 @@ enum Versions {
 }
 
 /// One option: what it holds and how.
-#[derive(Copy, Clone, Debug)]
+#[derive(Clone, Debug)]
 struct Layout {
     name: &'static str,
     methods: Methods,
@@ -136,10 +136,10 @@ struct Layout {
     /// compact layout exactly as the library writes it (their axes stay at "today", which
     /// then changes nothing).
     library: MinHashLayout,
-    /// The containment fields (fields format 3) with this many bits of each minimum in a
-    /// minimum's term; `None`: without them. Only the `neardup-containment-*` options hold
-    /// them.
-    containment: Option<u8>,
+    /// The containment fields (fields format 4, or 3 with terms for every minimum) as the
+    /// library records them; `None`: without them. Only the `neardup-containment-*` options
+    /// hold them.
+    containment: Option<ContainmentMeta>,
 }
 
 const NONE: Methods = Methods {
@@ -147,6 +147,14 @@ const NONE: Methods = Methods {
     minhash: false,
 };
 const TODAY_SIG: Sig = Sig::Full { doc_values: true };
+
+/// Format 3's containment with `bits` of each minimum.
+fn format_3(bits: u8) -> ContainmentMeta {
+    ContainmentMeta {
+        minimum_bits: bits,
+        ..ContainmentMeta::format_3()
+    }
+}
 
 /// Every option: the baseline, today's three, each axis against today's others (both
 /// methods), then combinations.
@@ -182,24 +190,29 @@ fn layouts() -> Vec<Layout> {
         today("today-minhash", Methods::only(Method::MinHash)),
         library("neardup-compact-b8", 8),
         library("neardup-compact-b4", 4),
-        // Fields format 3: the compact layout with one term per minimum (its position and
-        // lowest bits: 11, 10 (the default) or 9 bits make 3 characters, 17 bits 4) and the
-        // distinct shingle count.
+        // Fields format 4 (the default): the compact layout with a term for each of the
+        // first 64 minima (6 bits of position, 18 of the minimum: 4 characters) and the
+        // distinct shingle count. Fields format 3: a term for every minimum (7 bits of
+        // position and 11, 10 (format 3's) or 9 bits make 3 characters, 17 bits 4).
         Layout {
-            containment: Some(10),
+            containment: Some(ContainmentMeta::new()),
             ..library("neardup-containment-b8", 8)
         },
         Layout {
-            containment: Some(11),
-            ..library("neardup-containment-b8-m11", 8)
+            containment: Some(ContainmentMeta::format_3()),
+            ..library("neardup-containment-b8-f3", 8)
         },
         Layout {
-            containment: Some(17),
-            ..library("neardup-containment-b8-m17", 8)
+            containment: Some(format_3(11)),
+            ..library("neardup-containment-b8-f3-m11", 8)
         },
         Layout {
-            containment: Some(9),
-            ..library("neardup-containment-b8-m9", 8)
+            containment: Some(format_3(17)),
+            ..library("neardup-containment-b8-f3-m17", 8)
+        },
+        Layout {
+            containment: Some(format_3(9)),
+            ..library("neardup-containment-b8-f3-m9", 8)
         },
         both(
             "bands-b64url32-keyword",
@@ -302,11 +315,10 @@ impl Layout {
         )
         .with_layout(self.library)
         .with_containment(self.containment.is_some());
-        if let (Some(bits), Some(m)) = (self.containment, &mut meta.minhash) {
-            if let Some(c) = &mut m.containment {
-                c.minimum_bits = bits;
-            }
+        if let (Some(want), Some(m)) = (&self.containment, &mut meta.minhash) {
+            m.containment = Some(want.clone());
         }
+        meta.format = meta.fields_format();
         meta
     }
 
@@ -669,7 +681,7 @@ fn measure(
             );
             let usage = disk_usage(&client, &index).await?;
             results.push(Measured {
-                layout: *layout,
+                layout: layout.clone(),
                 store: s.bytes,
                 json: json_bytes as f64 / n as f64,
                 load_secs: t.elapsed().as_secs_f64(),

@@ -231,6 +231,19 @@ pub fn run(args: Args) -> CmdResult {
             minhash_names,
         );
         let mut wanted = wanted.with_layout(layout).with_containment(containment);
+        // The containment terms of an index recorded in fields format 3 stay as they are
+        // unless an upgrade moves them to format 4.
+        if let (false, Some(w)) = (args.upgrade, wanted.minhash.as_mut()) {
+            let have = recorded
+                .iter()
+                .filter_map(|m| m.minhash.as_ref())
+                .find(|m| m.fields == w.fields)
+                .and_then(|m| m.containment.clone());
+            if let (Some(have), Some(want)) = (have, w.containment.as_mut()) {
+                *want = have;
+            }
+        }
+        wanted.format = wanted.fields_format();
         wanted.group = group;
         let outcome = match args.upgrade {
             true => es::upgrade_index(&client, &retry, &args.index, &wanted).await?,

@@ -56,6 +56,7 @@ use serde_json::{json, Map, Value};
 
 use super::EsError;
 use crate::fingerprint::{Methods, MinHashOutcome};
+use crate::relation::CANDIDATE_AGREEING_MINIMA;
 use crate::text::Boilerplate;
 use crate::{FingerprintConfig, Fingerprinter, Method, MinHashParams, Profile, Signature};
 
@@ -197,9 +198,10 @@ pub const META_KEY: &str = "neardup";
 /// The newest layout of `_meta.neardup` and the fields this neardup reads; bumped when it
 /// changes incompatibly. Format 2 is format 1 with the MinHash fields in the compact layout
 /// ([`MinHashLayout::Compact`]); format 3 is format 2 with the containment fields
-/// ([`ContainmentMeta`]). An index records the format of what it holds
+/// ([`ContainmentMeta`]) for every minimum; format 4 keeps them for the first minima, with
+/// more bits ([`ContainmentMeta::positions`]). An index records the format of what it holds
 /// ([`IndexMeta::fields_format`]), so one in an older layout stays readable by older neardups.
-pub const META_FORMAT: u32 = 3;
+pub const META_FORMAT: u32 = 4;
 
 /// `mappings/neardup-minhash-fields.json`: the MinHash fields under their default names.
 pub const MAPPING_MINHASH: &str = include_str!("../../mappings/neardup-minhash-fields.json");
@@ -467,45 +469,91 @@ impl MinHashFieldNames {
 pub const MAPPING_CONTAINMENT: &str =
     include_str!("../../mappings/neardup-containment-fields.json");
 
-/// The containment fields of fields format 3 (`_meta.neardup.minhash.containment`): what the
-/// candidate step for partial copies searches ([`crate::relation::CANDIDATE_AGREEING_MINIMA`]
-/// of the signature's minima agree) and what the rule needs to judge them
-/// ([`crate::relation::MatchRule::relate`]: the distinct shingle counts).
-/// docs/elasticsearch.md, "Containment: fields format 3", has the measurements.
+/// The containment fields (`_meta.neardup.minhash.containment`): what the candidate step for
+/// partial copies searches (at least [`ContainmentMeta::agreeing`] of the minima's terms agree)
+/// and what the rule needs to judge them ([`crate::relation::MatchRule::relate`]: the distinct
+/// shingle counts). Fields format 4 (a new index's): a term for each of the first 64 minima,
+/// 18 bits each, 4 agreeing; fields format 3 (recorded before format 4, without `positions`
+/// and `agreeing`): a term for every minimum, 10 bits each, 10 agreeing.
+/// docs/elasticsearch.md, "Containment: fields formats 3 and 4", has the measurements.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ContainmentMeta {
     pub fields: ContainmentFieldNames,
-    /// The lowest bits of each minimum a minimum's term keeps, beside its position: with 128
-    /// minima (7 bits of position) 10 bits make 3 base64url characters. docs/elasticsearch.md,
-    /// "Containment: fields format 3", has the measurements that chose 10.
+    /// The lowest bits of each minimum a minimum's term keeps, beside its position: with 64
+    /// positions (6 bits) 18 bits make 4 base64url characters.
     pub minimum_bits: u8,
+    /// How many minima have a term: the signature's first `positions`. Absent (format 3):
+    /// all of them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub positions: Option<u16>,
+    /// The candidate step: a document is a candidate when at least this many of its minima's
+    /// terms are the query's. Absent (format 3): [`CANDIDATE_AGREEING_MINIMA`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agreeing: Option<u16>,
 }
 
 impl ContainmentMeta {
-    /// What `es-init` gives a new index: 10 bits of each minimum.
-    pub const MINIMUM_BITS: u8 = 10;
+    /// What `es-init` gives a new index: 18 bits of each minimum.
+    pub const MINIMUM_BITS: u8 = 18;
+    /// What `es-init` gives a new index: terms for the first 64 minima.
+    pub const POSITIONS: u16 = 64;
+    /// What `es-init` gives a new index: 4 of the 64 terms agree.
+    pub const AGREEING: u16 = 4;
 
-    /// The containment of a new index, with default field names.
+    /// The containment of a new index (fields format 4), with default field names.
     pub fn new() -> ContainmentMeta {
         ContainmentMeta {
             fields: ContainmentFieldNames::default(),
             minimum_bits: ContainmentMeta::MINIMUM_BITS,
+            positions: Some(ContainmentMeta::POSITIONS),
+            agreeing: Some(ContainmentMeta::AGREEING),
         }
     }
 
-    /// The terms of a whole signature's minima, one per position, in order: the position and
-    /// the minimum's lowest [`ContainmentMeta::minimum_bits`] bits, in base64url characters
-    /// (`⌈(position bits + minimum bits) / 6⌉` of them), separated by spaces: the value of
-    /// the `text` field ([`ContainmentFieldNames::minima`], `whitespace` analyzer).
+    /// The containment of fields format 3, as indices recorded it before format 4: a term
+    /// for every minimum, 10 bits each, [`CANDIDATE_AGREEING_MINIMA`] agreeing.
+    pub fn format_3() -> ContainmentMeta {
+        ContainmentMeta {
+            fields: ContainmentFieldNames::default(),
+            minimum_bits: 10,
+            positions: None,
+            agreeing: None,
+        }
+    }
+
+    /// The fields format these containment fields make: 4 with `positions` or `agreeing`
+    /// recorded, else 3.
+    pub fn fields_format(&self) -> u32 {
+        match (self.positions, self.agreeing) {
+            (None, None) => 3,
+            _ => 4,
+        }
+    }
+
+    /// How many of a signature of `n` minima have a term.
+    pub fn positions(&self, n: usize) -> usize {
+        self.positions.map_or(n, |p| usize::from(p).min(n))
+    }
+
+    /// The fewest agreeing terms that make a document a candidate.
+    pub fn agreeing(&self) -> usize {
+        self.agreeing.map_or(CANDIDATE_AGREEING_MINIMA, usize::from)
+    }
+
+    /// The terms of a signature's minima, one per position in order, the first
+    /// [`ContainmentMeta::positions`]: the position and the minimum's lowest
+    /// [`ContainmentMeta::minimum_bits`] bits, in base64url characters (`⌈(position bits +
+    /// minimum bits) / 6⌉` of them), separated by spaces: the value of the `text` field
+    /// ([`ContainmentFieldNames::minima`], `whitespace` analyzer).
     pub fn minima_terms(&self, sig: &Signature) -> Vec<String> {
         const URL_SAFE: &[u8; 64] =
             b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-        let n = sig.len();
+        let n = self.positions(sig.len());
         let position_bits = usize::BITS - n.saturating_sub(1).leading_zeros();
         let bits = position_bits + u32::from(self.minimum_bits);
         let chars = bits.div_ceil(6);
         let mask = (1u64 << self.minimum_bits) - 1;
-        sig.values()
+        sig.values()[..n]
             .iter()
             .enumerate()
             .map(|(i, &v)| {
@@ -804,7 +852,7 @@ pub struct MinHashMeta {
     /// the compact rule on their whole minima's lowest bits).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub from_full: bool,
-    /// The containment fields (fields format 3); absent in indices recorded before them, and
+    /// The containment fields (fields formats 3 and 4); absent in indices recorded before them, and
     /// in those made with `es-init --no-containment` or in the full layout: those answer
     /// near-duplicates only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -823,11 +871,19 @@ impl MinHashMeta {
                 let mut form = format!("{};{layout}", self.version);
                 if let Some(c) = &self.containment {
                     form.push_str(&format!(";containment {}", c.minimum_bits));
+                    if let Some(p) = c.positions {
+                        form.push_str(&format!(" of {p}"));
+                    }
                 }
                 let code = xxhash_rust::xxh3::xxh3_64(form.as_bytes());
                 format!("m{:08x}", code >> 32)
             }
         }
+    }
+
+    /// The number of minima of the index's signatures.
+    pub fn hashes(&self) -> usize {
+        usize::from(self.params.hashes)
     }
 
     /// The band terms of a whole signature in the index's layout, band 0 first: what a
@@ -844,12 +900,26 @@ impl MinHashMeta {
     pub fn validate_containment(&self) -> Result<(), EsError> {
         match &self.containment {
             Some(_) if self.layout == MinHashLayout::Full => Err(EsError::Config(
-                "the containment fields come with the compact layout (fields format 3): pass --layout compact, or --no-containment".into(),
+                "the containment fields come with the compact layout (fields formats 3 and 4): pass --layout compact, or --no-containment".into(),
             )),
             Some(c) if !(1..=32).contains(&c.minimum_bits) => Err(EsError::Config(format!(
                 "containment terms keep 1 to 32 bits of each minimum, not {}",
                 c.minimum_bits
             ))),
+            Some(c) if c.positions.is_some_and(|p| p == 0 || p > self.params.hashes) => {
+                Err(EsError::Config(format!(
+                    "containment terms are kept for 1 to {} minima (the signature's length), not {}",
+                    self.params.hashes,
+                    c.positions.unwrap_or_default()
+                )))
+            }
+            Some(c) if !(1..=c.positions(self.hashes())).contains(&c.agreeing()) => {
+                Err(EsError::Config(format!(
+                    "a containment candidate needs 1 to {} agreeing terms, not {}",
+                    c.positions(self.hashes()),
+                    c.agreeing()
+                )))
+            }
             _ => Ok(()),
         }
     }
@@ -1106,7 +1176,7 @@ impl IndexMeta {
     }
 
     /// This description with the MinHash fields in `layout` (if it holds MinHash). The full
-    /// layout holds no containment fields (they come with the compact one, format 3).
+    /// layout holds no containment fields (they come with the compact one, formats 3 and 4).
     pub fn with_layout(mut self, layout: MinHashLayout) -> IndexMeta {
         if let Some(m) = &mut self.minhash {
             m.layout = layout;
@@ -1130,18 +1200,18 @@ impl IndexMeta {
         self
     }
 
-    /// Whether the index holds the containment fields: MinHash in fields format 3.
+    /// Whether the index holds the containment fields: MinHash in fields format 3 or 4.
     pub fn has_containment(&self) -> bool {
         self.minhash
             .as_ref()
             .is_some_and(|m| m.containment.is_some())
     }
 
-    /// The `format` recorded in `_meta`: 3 with the containment fields, 2 when the MinHash
+    /// The `format` recorded in `_meta`: 3 or 4 with the containment fields ([`ContainmentMeta::fields_format`]), 2 when the MinHash
     /// fields are in the compact layout, else 1 ([`MinHashLayout::meta_format`]).
     pub fn fields_format(&self) -> u32 {
-        self.minhash.as_ref().map_or(1, |m| match m.containment {
-            Some(_) => 3,
+        self.minhash.as_ref().map_or(1, |m| match &m.containment {
+            Some(c) => c.fields_format(),
             None => m.layout.meta_format(),
         })
     }
@@ -1421,19 +1491,50 @@ mod tests {
     }
 
     #[test]
-    fn containment_is_format_3_and_reads_back() {
+    fn containment_is_format_4_and_format_3_still_reads_back() {
         let m = both();
         assert!(m.has_containment());
         let j = m.to_json();
-        assert_eq!(j["format"], 3);
+        assert_eq!(j["format"], 4);
         assert_eq!(
             j["minhash"]["containment"],
-            json!({ "fields": { "minima": "minHashMinima", "distinct": "minHashDistinct" }, "minimum_bits": 10 })
+            json!({ "fields": { "minima": "minHashMinima", "distinct": "minHashDistinct" },
+                    "minimum_bits": 18, "positions": 64, "agreeing": 4 })
         );
         let mapping = json!({ "_meta": { META_KEY: j }, "properties": {} });
         let back = IndexMeta::from_mapping("i", &mapping, &FieldNames::default()).unwrap();
         assert_eq!(back, m);
-        // Format 2 is format 3 without containment; a format that does not go with what is
+        // An index recorded in format 3 reads as it was written: every minimum, 10 bits, 10
+        // agreeing, and its documents' version code unchanged.
+        let mut three = m.to_json();
+        three["format"] = json!(3);
+        three["minhash"]["containment"] = json!({ "fields": { "minima": "minHashMinima", "distinct": "minHashDistinct" }, "minimum_bits": 10 });
+        let mapping = json!({ "_meta": { META_KEY: three }, "properties": {} });
+        let old = IndexMeta::from_mapping("i", &mapping, &FieldNames::default()).unwrap();
+        let c = old.minhash.as_ref().unwrap().containment.as_ref().unwrap();
+        assert_eq!(*c, ContainmentMeta::format_3());
+        assert_eq!((c.positions(128), c.agreeing()), (128, 10));
+        assert_eq!(old.fields_format(), 3);
+        assert_eq!(old.minhash.as_ref().unwrap().stored_version(), "mc28f40bf");
+        assert_ne!(
+            old.minhash.as_ref().unwrap().stored_version(),
+            m.minhash.as_ref().unwrap().stored_version()
+        );
+        // A format that does not go with the containment recorded is refused, and so are
+        // positions and agreeing counts the signature cannot hold.
+        let mut wrong = m.to_json();
+        wrong["format"] = json!(3);
+        let mapping = json!({ "_meta": { META_KEY: wrong }, "properties": {} });
+        assert!(IndexMeta::from_mapping("i", &mapping, &FieldNames::default()).is_err());
+        for (positions, agreeing) in [(0, 1), (129, 4), (64, 0), (64, 65)] {
+            let mut bad = m.to_json();
+            bad["minhash"]["containment"]["positions"] = json!(positions);
+            bad["minhash"]["containment"]["agreeing"] = json!(agreeing);
+            let mapping = json!({ "_meta": { META_KEY: bad }, "properties": {} });
+            let e = IndexMeta::from_mapping("i", &mapping, &FieldNames::default()).unwrap_err();
+            assert!(e.to_string().contains("containment"), "{e}");
+        }
+        // Format 2 is format 4 without containment; a format that does not go with what is
         // recorded is refused; the full layout holds no containment.
         let two = m.clone().with_containment(false);
         assert_eq!(two.to_json()["format"], 2);
@@ -1455,15 +1556,29 @@ mod tests {
 
     #[test]
     fn minima_terms_hold_the_position_and_the_lowest_bits() {
-        let c = ContainmentMeta::new();
         let sig = Signature::from_values(
             (0..128u32)
                 .map(|i| i.wrapping_mul(0x9E37_79B9))
                 .collect::<Vec<u32>>(),
         );
+        let alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+        // Format 4: the first 64 minima, 6 bits of position and 18 of the minimum.
+        let c = ContainmentMeta::new();
+        let terms = c.minima_terms(&sig);
+        assert_eq!(terms.len(), 64);
+        for (i, t) in terms.iter().enumerate() {
+            assert_eq!(t.len(), 4, "{t}");
+            let key = t
+                .chars()
+                .fold(0u64, |acc, ch| acc << 6 | alphabet.find(ch).unwrap() as u64);
+            assert_eq!(key >> 18, i as u64, "{t}");
+            assert_eq!(key & 0x3ffff, u64::from(sig.values()[i] & 0x3ffff), "{t}");
+        }
+        assert_eq!(c.minima_value(&sig).split(' ').count(), 64);
+        // Format 3: every minimum, 7 bits of position and 10 of the minimum.
+        let c = ContainmentMeta::format_3();
         let terms = c.minima_terms(&sig);
         assert_eq!(terms.len(), 128);
-        let alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
         for (i, t) in terms.iter().enumerate() {
             assert_eq!(t.len(), 3, "{t}");
             let key = t

@@ -51,8 +51,8 @@ use crate::fingerprint::Methods;
 use crate::input::field_texts;
 pub use crate::method::Match;
 use crate::method::{sort_matches, Query};
-use crate::minhash::Threshold;
-use crate::relation::{MatchOptions, CANDIDATE_AGREEING_MINIMA};
+use crate::minhash::{Threshold, SIMILARITY_EPSILON};
+use crate::relation::{ContainmentRule, MatchOptions};
 use crate::{Fingerprinter, Method, Signature, SimHash, Sketch, Tolerance, TooShort};
 
 /// The largest k the four 16-bit blocks answer exactly: a pair within distance 7 has some
@@ -482,7 +482,7 @@ impl Similar {
     /// for all (a realtime multi-get, which sees writes no refresh has made searchable yet):
     /// what [`Similar::by_fingerprint`] would find among them, by the same rule (a MinHash
     /// candidate must also share a band with the query, or with containment asked and held
-    /// agree in [`CANDIDATE_AGREEING_MINIMA`] minima terms, as a search needs). Ids that are not
+    /// agree in the index's [`crate::es::ContainmentMeta::agreeing`] minima terms, as a search needs). Ids that are not
     /// stored are skipped. Dedupe on insert reads the articles its keys' records list this way
     /// ([`super::Claims`]).
     pub async fn among_ids(
@@ -576,8 +576,9 @@ impl Similar {
                 .zip(&mut found)
             {
                 let shares_band = other_bands.iter().any(|t| qb.contains(*t));
-                let agrees = other_minima.iter().filter(|t| qm.contains(**t)).count()
-                    >= CANDIDATE_AGREEING_MINIMA;
+                let agrees = containment.is_some_and(|c| {
+                    other_minima.iter().filter(|t| qm.contains(**t)).count() >= c.agreeing()
+                });
                 if method == Method::MinHash && !shares_band && !agrees {
                     continue;
                 }
@@ -677,7 +678,7 @@ impl Similar {
     /// `terms`: the band (and minima) terms of a compact stored signature (which cannot make
     /// them); the query's own otherwise. With containment asked (`options`) and held by the
     /// indices, the candidates are those sharing a band or agreeing in
-    /// [`CANDIDATE_AGREEING_MINIMA`] minima, and each match says its relation.
+    /// the index's [`crate::es::ContainmentMeta::agreeing`] minima, and each match says its relation.
     async fn search(
         &self,
         indices: &IndexList,
@@ -1197,20 +1198,50 @@ int v = (b0 & 255) | ((b1 & 255) << 8) | ((b2 & 255) << 16) | (b3 << 24); \
 if (v == (int) q.get(i)) { a++; } } \
 return a >= params.m;";
 
+/// The painless count of agreeing minima of the compact layout, into `a` (of `n`, on `b`
+/// bits), shared by [`SCRIPT_MINHASH_BITS`] and [`SCRIPT_MINHASH_RELATE`].
+macro_rules! count_agreeing_bits {
+    () => {
+        "if (doc[params.f].size() == 0) { return false; } \
+BytesRef r = doc[params.f].value; List q = params.q; int n = q.size(); int b = params.b; \
+int w; if (r.length == 4 * n) { w = 32; } else if (r.length == (n * b + 7) / 8) { w = b; } else { return false; } \
+byte[] x = r.bytes; int end = r.offset + r.length; long mask = (1L << b) - 1; int a = 0; \
+for (int i = 0; i < n; i++) { long at = (long) i * w; int j = r.offset + (int) (at >> 3); \
+long acc = 0; for (int k = 0; k < 5 && j + k < end; k++) { acc |= ((long) (x[j + k] & 255)) << (8 * k); } \
+if (((acc >>> (int) (at & 7)) & mask) == ((Number) q.get(i)).longValue()) { a++; } } "
+    };
+}
+
 /// The painless MinHash filter of the compact layout: the `binary` signature doc value holds
 /// the lowest `params.b` bits of each minimum, packed little-endian
 /// ([`MinHashLayout::signature_bytes`]), or whole `u32`s in a document written before the
 /// index was upgraded to the layout (compared on the same bits). Count the positions equal to
 /// the query's (`params.q`, its minima's lowest bits) and keep the document when at least
 /// `params.m` agree ([`min_agreements`]). Any other length never matches.
-const SCRIPT_MINHASH_BITS: &str = "if (doc[params.f].size() == 0) { return false; } \
-BytesRef r = doc[params.f].value; List q = params.q; int n = q.size(); int b = params.b; \
-int w; if (r.length == 4 * n) { w = 32; } else if (r.length == (n * b + 7) / 8) { w = b; } else { return false; } \
-byte[] x = r.bytes; int end = r.offset + r.length; long mask = (1L << b) - 1; int a = 0; \
-for (int i = 0; i < n; i++) { long at = (long) i * w; int j = r.offset + (int) (at >> 3); \
-long acc = 0; for (int k = 0; k < 5 && j + k < end; k++) { acc |= ((long) (x[j + k] & 255)) << (8 * k); } \
-if (((acc >>> (int) (at & 7)) & mask) == ((Number) q.get(i)).longValue()) { a++; } } \
-return a >= params.m;";
+const SCRIPT_MINHASH_BITS: &str = concat!(count_agreeing_bits!(), "return a >= params.m;");
+
+/// The painless filter of the compact layout with partial copies asked: a near-duplicate as
+/// in [`SCRIPT_MINHASH_BITS`], or else the containment half of
+/// [`crate::relation::MatchRule::relate`]: the smaller of the query's distinct shingle count
+/// (`params.x`) and the document's (`params.d`, doc values) reaches `params.s`, and the
+/// smaller one's estimated containment in the larger ([`crate::relation::containment`] of the
+/// b-bit estimate `(P − 2^-b) / (1 − 2^-b)`) reaches `params.c`. The rule's evidence margin is
+/// left to the client, which judges every document the script keeps, so the script keeps at
+/// least what the rule does.
+const SCRIPT_MINHASH_RELATE: &str = concat!(
+    count_agreeing_bits!(),
+    "if (a >= params.m) { return true; } \
+if (doc[params.d].size() == 0) { return false; } \
+double y = doc[params.d].value; double qx = ((Number) params.x).doubleValue(); \
+double small = Math.min(qx, y); double large = Math.max(qx, y); \
+if (small < 1 || small < ((Number) params.s).doubleValue()) { return false; } \
+double chance = Math.pow(2.0, -b); double sim = Math.max(0.0, ((double) a / n - chance) / (1.0 - chance)); \
+return sim * (large + small) / ((1.0 + sim) * small) >= ((Number) params.c).doubleValue();"
+);
+
+/// How far below the containment threshold [`SCRIPT_MINHASH_RELATE`] keeps a document, so
+/// that floating point in painless never drops one the rule keeps.
+const SCRIPT_CONTAINMENT_SLACK: f64 = 1e-6;
 
 /// The candidate query (see the module docs), without paging. The indices hold the query's
 /// method (checked by the callers).
@@ -1235,7 +1266,7 @@ fn query_body(
             signature,
             terms,
             *threshold,
-            options.containment.is_some(),
+            options.containment.as_ref(),
         ),
     }
 }
@@ -1287,11 +1318,12 @@ fn simhash_body(
 }
 
 /// The MinHash candidate query: documents sharing a band term (and, with the server filter,
-/// reaching the threshold in the painless script). With `containment` asked and held by the
-/// indices, also documents whose minima's terms agree with the query's in at least
-/// [`CANDIDATE_AGREEING_MINIMA`] positions (a `bool` `should` with `minimum_should_match`,
-/// one `term` per minimum), which the rule judges on the client; without it, the query of
-/// every release before containment, unchanged.
+/// reaching the threshold in the painless script). With partial copies asked (`containment`)
+/// and held by the indices, also documents whose minima's terms agree with the query's in at
+/// least [`crate::es::ContainmentMeta::agreeing`] positions (a `bool` `should` with
+/// `minimum_should_match`, one `term` per minimum); the server filter then keeps the
+/// near-duplicates and partial copies ([`SCRIPT_MINHASH_RELATE`]), and the rule judges them
+/// on the client. Without it, the query of every release before containment, unchanged.
 fn minhash_body(
     m: &MinHashMeta,
     d: &Described,
@@ -1299,28 +1331,27 @@ fn minhash_body(
     sig: &Signature,
     terms: Option<&StoredTerms>,
     t: Threshold,
-    containment: bool,
+    containment: Option<&ContainmentRule>,
 ) -> Value {
     let names = &m.fields;
     let bands = terms.map_or_else(|| m.query_terms(sig), |s| s.bands.clone());
-    let minima = match (&m.containment, terms) {
+    let held = m.containment.as_ref().filter(|_| containment.is_some());
+    let minima = match (held, terms) {
         (Some(_), Some(stored)) => stored.minima.clone(),
         (Some(c), None) => Some(c.minima_terms(sig)),
         (None, _) => None,
-    }
-    .filter(|_| containment);
-    let mut filters = vec![json!({ "terms": { &names.bands: bands } })];
-    if filter == FilterMode::Server && d.signature_doc_values {
+    };
+    let script = (filter == FilterMode::Server && d.signature_doc_values).then(|| {
         let bits = m.layout.signature_bits();
-        let script = match m.layout {
-            MinHashLayout::Full => {
+        let mut script = match (m.layout, held.zip(containment)) {
+            (MinHashLayout::Full, _) => {
                 let q: Vec<i32> = sig.values().iter().map(|&v| v as i32).collect();
                 json!({
                     "source": SCRIPT_MINHASH,
                     "params": { "f": &names.signature, "q": q, "m": min_agreements(sig.len(), bits, t) },
                 })
             }
-            MinHashLayout::Compact { .. } => json!({
+            (MinHashLayout::Compact { .. }, None) => json!({
                 "source": SCRIPT_MINHASH_BITS,
                 "params": {
                     "f": &names.signature,
@@ -1329,30 +1360,50 @@ fn minhash_body(
                     "m": min_agreements(sig.len(), bits, t),
                 },
             }),
+            (MinHashLayout::Compact { .. }, Some((c, rule))) => json!({
+                "source": SCRIPT_MINHASH_RELATE,
+                "params": {
+                    "f": &names.signature,
+                    "q": sig.reduced(bits).values(),
+                    "b": bits,
+                    "m": min_agreements(sig.len(), bits, t),
+                    "d": &c.fields.distinct,
+                    "x": sig.distinct().unwrap_or(0),
+                    "s": rule.min_shingles,
+                    "c": rule.threshold - SIMILARITY_EPSILON - SCRIPT_CONTAINMENT_SLACK,
+                },
+            }),
         };
-        let mut script = script;
         script["lang"] = json!("painless");
-        filters.push(json!({ "script": { "script": script } }));
-    }
-    let (query, fields) = match (&m.containment, minima) {
+        json!({ "script": { "script": script } })
+    });
+    let bands = json!({ "terms": { &names.bands: bands } });
+    let (query, fields) = match (held, minima) {
         (Some(c), Some(minima)) => {
             let agree: Vec<Value> = minima
                 .iter()
                 .map(|t| json!({ "term": { &c.fields.minima: t } }))
                 .collect();
-            let query = json!({ "bool": { "filter": [ { "bool": {
+            let candidates = json!({ "bool": {
                 "should": [
-                    { "bool": { "filter": filters } },
-                    { "bool": { "should": agree, "minimum_should_match": CANDIDATE_AGREEING_MINIMA } },
+                    bands,
+                    { "bool": { "should": agree, "minimum_should_match": c.agreeing() } },
                 ],
                 "minimum_should_match": 1,
-            } } ] } });
-            (query, vec![&names.signature, &c.fields.distinct])
+            } });
+            let filters: Vec<Value> = std::iter::once(candidates).chain(script).collect();
+            (
+                json!({ "bool": { "filter": filters } }),
+                vec![&names.signature, &c.fields.distinct],
+            )
         }
-        _ => (
-            json!({ "bool": { "filter": filters } }),
-            vec![&names.signature],
-        ),
+        _ => {
+            let filters: Vec<Value> = std::iter::once(bands).chain(script).collect();
+            (
+                json!({ "bool": { "filter": filters } }),
+                vec![&names.signature],
+            )
+        }
     };
     let mut body = json!({ "query": query });
     if d.signature_doc_values {
@@ -1573,6 +1624,8 @@ fn int_value(v: &Value) -> Option<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::es::ContainmentMeta;
+    use crate::relation::CANDIDATE_AGREEING_MINIMA;
     use crate::Profile;
     use proptest::prelude::*;
 
@@ -1906,14 +1959,45 @@ mod tests {
             None,
         );
         let b = query_body(&d, FilterMode::Server, &q, &MatchOptions::default(), None);
-        let either = &b["query"]["bool"]["filter"][0]["bool"];
+        let filters = b["query"]["bool"]["filter"].as_array().unwrap();
+        assert_eq!(filters.len(), 2);
+        let either = &filters[0]["bool"];
         assert_eq!(either["minimum_should_match"], 1);
-        // The bands branch is today's query, script included.
-        assert_eq!(either["should"][0], near_only["query"]);
+        // The bands branch holds today's band terms; one script judges both branches, near
+        // duplicates as today's and partial copies by the rule's containment half.
+        let near_filters = near_only["query"]["bool"]["filter"].as_array().unwrap();
+        assert_eq!(either["should"][0], near_filters[0]);
+        let script = &filters[1]["script"]["script"];
+        assert_eq!(script["source"], SCRIPT_MINHASH_RELATE);
+        let near_script = &near_filters[1]["script"]["script"];
+        for p in ["f", "q", "b", "m"] {
+            assert_eq!(script["params"][p], near_script["params"][p], "{p}");
+        }
+        assert_eq!(script["params"]["d"], "minHashDistinct");
+        assert_eq!(script["params"]["s"], crate::relation::DEFAULT_MIN_SHINGLES);
         let agree = &either["should"][1]["bool"];
-        assert_eq!(agree["minimum_should_match"], CANDIDATE_AGREEING_MINIMA);
+        assert_eq!(agree["minimum_should_match"], 4);
         let terms = agree["should"].as_array().unwrap();
-        assert_eq!(terms.len(), 128);
+        assert_eq!(terms.len(), 64);
+        // The client filter sends no script: the rule judges every candidate.
+        let client = query_body(&d, FilterMode::Client, &q, &MatchOptions::default(), None);
+        assert_eq!(
+            client["query"]["bool"]["filter"].as_array().unwrap().len(),
+            1
+        );
+        // An index of fields format 3 searches all 128 minima, 10 of them agreeing.
+        let mut three = IndexMeta::default();
+        three.minhash.as_mut().unwrap().containment = Some(ContainmentMeta::format_3());
+        let b3 = query_body(
+            &described(&three),
+            FilterMode::Server,
+            &q,
+            &MatchOptions::default(),
+            None,
+        );
+        let agree3 = &b3["query"]["bool"]["filter"][0]["bool"]["should"][1]["bool"];
+        assert_eq!(agree3["minimum_should_match"], CANDIDATE_AGREEING_MINIMA);
+        assert_eq!(agree3["should"].as_array().unwrap().len(), 128);
         assert_eq!(
             terms[5],
             json!({ "term": { "minHashMinima": c.minima_terms(&sig)[5] } })

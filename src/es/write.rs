@@ -949,6 +949,7 @@ pub(super) fn new_id() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::es::ContainmentMeta;
     use crate::{Fingerprint, SimHash, TooShort};
     use std::sync::Arc;
 
@@ -1024,19 +1025,30 @@ mod tests {
         assert_eq!(m["simHash"], json!(-2155170680333690452i64));
     }
 
-    /// Fields format 3, a new index's: format 2's fields with another version code, one
-    /// 3-character term per minimum (its position and lowest 10 bits) and the distinct
-    /// shingle count.
+    /// Fields format 4, a new index's: format 2's fields with another version code, one
+    /// 4-character term for each of the first 64 minima (its position and lowest 18 bits) and
+    /// the distinct shingle count. Fields format 3 (every minimum, 10 bits) is still written
+    /// for an index that records it.
     #[test]
     fn golden_containment_fields_of_a_fixed_article() {
         let meta = IndexMeta::default();
-        assert_eq!(meta.fields_format(), 3);
+        assert_eq!(meta.fields_format(), 4);
         let m = golden_fields(&meta);
         let two = golden_fields(&IndexMeta::default().with_containment(false));
         assert_eq!(m.len(), 13);
         for f in ["minHashBands", "minHashSignature", "simHash"] {
             assert_eq!(m[f], two[f], "{f}");
         }
+        assert_eq!(m["minHashVersion"], "m4cf96e92");
+        let minima: Vec<&str> = m["minHashMinima"].as_str().unwrap().split(' ').collect();
+        assert_eq!(minima.len(), 64);
+        // The lowest 10 bits of each are format 3's terms below.
+        assert_eq!(minima[..3], ["A43Y", "BVaX", "Cm2-"]);
+        assert_eq!(m["minHashDistinct"], json!(32));
+        let mut three = IndexMeta::default();
+        three.minhash.as_mut().unwrap().containment = Some(ContainmentMeta::format_3());
+        assert_eq!(three.fields_format(), 3);
+        let m = golden_fields(&three);
         assert_eq!(m["minHashVersion"], "mc28f40bf");
         let minima: Vec<&str> = m["minHashMinima"].as_str().unwrap().split(' ').collect();
         assert_eq!(minima.len(), 128);

@@ -269,10 +269,10 @@ pub async fn capabilities(client: &Elasticsearch, index: &str) -> Capabilities {
 
 /// Checks the MinHash fields (default names) of a stored `_source` against
 /// [`neardup::Fingerprinter::sketch_fields`] of `texts`, in the compact layout with the
-/// containment fields a new index gets ([`MinHashLayout::NEW`], fields format 3): one
+/// containment fields a new index gets ([`MinHashLayout::NEW`], fields format 4): one
 /// 6-character term per band (the band key's highest 36 bits), the signature's lowest 8 bits
-/// of each minimum back from base64, the version code, the reason, one 3-character term per
-/// minimum and the distinct shingle count; or, for a too-short text, the version code,
+/// of each minimum back from base64, the version code, the reason, one 4-character term for
+/// each of the first 64 minima and the distinct shingle count; or, for a too-short text, the version code,
 /// `too_short` and null values.
 pub fn assert_minhash_fields(src: &Value, fp: &neardup::Fingerprinter, texts: &[&str], id: &str) {
     use neardup::es::{ContainmentMeta, MinHashFieldNames, MinHashLayout, MinHashMeta};
@@ -305,8 +305,14 @@ pub fn assert_minhash_fields(src: &Value, fp: &neardup::Fingerprinter, texts: &[
             assert_eq!(src["minHashReason"], Value::Null, "{id}");
             let minima = src["minHashMinima"].as_str().expect("minima stored");
             let minima: Vec<&str> = minima.split(' ').collect();
-            assert_eq!(minima.len(), f.signature.len(), "{id}");
-            assert!(minima.iter().all(|t| t.len() == 3), "{minima:?}");
+            let want = meta
+                .containment
+                .as_ref()
+                .unwrap()
+                .minima_terms(&f.signature);
+            assert_eq!(minima, want, "{id}");
+            assert_eq!(minima.len(), 64, "{id}");
+            assert!(minima.iter().all(|t| t.len() == 4), "{minima:?}");
             assert_eq!(
                 src["minHashDistinct"],
                 serde_json::json!(f.signature.distinct()),

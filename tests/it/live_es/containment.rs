@@ -1,7 +1,7 @@
-//! Containment on a live node (fields format 3): a lead excerpt and a passage from the middle
-//! of an article are found from either side with their relation; `--no-containment` answers
-//! as before; an index in fields format 2 keeps answering as before until `es-init
-//! --upgrade` and `backfill` move it in place.
+//! Containment on a live node (fields format 4): a lead excerpt and a passage from the middle
+//! of an article are found from either side with their relation, by the server's script as
+//! by the client; `--no-containment` answers as before; indices in fields format 2 and 3 keep
+//! answering as before until `es-init --upgrade` and `backfill` move them in place.
 
 use crate::common;
 
@@ -25,6 +25,12 @@ fn similar(index: &str, id: &str, extra: &[&str]) -> (String, BTreeMap<String, V
     args.extend(extra);
     let (code, out, err) = cli(index, &args);
     assert_eq!(code, 0, "{err}");
+    // The server's script runs: a script Elasticsearch refuses would fall back to the client
+    // filter with this warning.
+    assert!(
+        !err.contains("refused the server-side filter script"),
+        "{err}"
+    );
     let by_id = common::json_lines(&out)
         .into_iter()
         .map(|l| (l["id"].as_str().unwrap().to_owned(), l))
@@ -124,7 +130,7 @@ async fn an_excerpt_and_a_passage_are_found_from_either_side() {
     let (code, out, err) = cli(&idx.name, &["es-init"]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("layout, containment"), "{out}");
-    assert_eq!(read_meta(&client, &idx.name).await.fields_format(), 3);
+    assert_eq!(read_meta(&client, &idx.name).await.fields_format(), 4);
     let (docs, planted) = articles();
     t::load(&client, &idx.name, &docs).await;
     let (code, _, err) = cli(&idx.name, &["worker", "--once"]);
@@ -174,12 +180,75 @@ async fn an_excerpt_and_a_passage_are_found_from_either_side() {
         assert_eq!(served, only, "{full}");
         assert!(!body.to_string().contains(middle.as_str()), "{body}");
     }
-    // The client-side filter gives the same answer.
-    let (full, lead, _) = &planted[0];
-    let (server, _) = similar(&idx.name, full, &[]);
-    let (client_side, found) = similar(&idx.name, full, &["--filter", "client"]);
-    assert_eq!(server, client_side);
-    assert!(found.contains_key(lead));
+    // The client-side filter gives the same answer: the server's script keeps every
+    // partial copy the rule keeps.
+    for (full, lead, middle) in &planted {
+        for id in [full, lead, middle] {
+            let (server, _) = similar(&idx.name, id, &[]);
+            let (client_side, _) = similar(&idx.name, id, &["--filter", "client"]);
+            assert_eq!(server, client_side, "{id}");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_format_3_index_keeps_answering_and_moves_to_format_4_in_place() {
+    let client = t::client().await;
+    let idx = TestIndex::new("containment-format-3");
+    let mut three = IndexMeta::default();
+    three.minhash.as_mut().unwrap().containment = Some(es::ContainmentMeta::format_3());
+    three.format = three.fields_format();
+    es::init_index(&client, &RetryPolicy::none(), &idx.name, &three)
+        .await
+        .unwrap();
+    let (docs, planted) = articles();
+    t::load(&client, &idx.name, &docs).await;
+    let (code, _, err) = cli(&idx.name, &["worker", "--once"]);
+    assert_eq!(code, 0, "{err}");
+    t::refresh(&client, &idx.name).await;
+    let minima = |src: &Value| {
+        let terms: Vec<String> = src["minHashMinima"]
+            .as_str()
+            .unwrap()
+            .split(' ')
+            .map(str::to_owned)
+            .collect();
+        (terms.len(), terms[0].len())
+    };
+    let (src, _) = t::get(&client, &idx.name, &planted[0].0).await;
+    assert_eq!(minima(&src), (128, 3), "{src}");
+    // Format 3 finds partial copies by its own terms (10 of 128 agreeing), and a plain
+    // es-init keeps it.
+    check_partial_copies(&idx.name, &planted);
+    let (code, _, err) = cli(&idx.name, &["es-init"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(read_meta(&client, &idx.name).await.fields_format(), 3);
+    assert_eq!(stale(&client, &idx.name).await, 0);
+
+    // The upgrade records format 4: every document is stale until the back-fill rewrites
+    // its terms.
+    let (code, _, err) = cli(&idx.name, &["es-init", "--upgrade"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(read_meta(&client, &idx.name).await.fields_format(), 4);
+    assert_eq!(stale(&client, &idx.name).await, docs.len() as u64);
+    let state = tempfile::tempdir().unwrap();
+    let (code, _, err) = cli(
+        &idx.name,
+        &[
+            "backfill",
+            "--quiet",
+            "--state",
+            state.path().join("s.jsonl").to_str().unwrap(),
+            "--failed",
+            state.path().join("f.jsonl").to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    t::refresh(&client, &idx.name).await;
+    assert_eq!(stale(&client, &idx.name).await, 0);
+    let (src, _) = t::get(&client, &idx.name, &planted[0].0).await;
+    assert_eq!(minima(&src), (64, 4), "{src}");
+    check_partial_copies(&idx.name, &planted);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -215,12 +284,12 @@ async fn a_format_2_index_keeps_answering_and_moves_to_containment_in_place() {
     assert!(!out.contains("layout, containment"), "{out}");
     assert_eq!(read_meta(&client, &idx.name).await.fields_format(), 2);
 
-    // The upgrade records format 3; every document is stale, and still found as before.
+    // The upgrade records format 4; every document is stale, and still found as before.
     let (code, out, err) = cli(&idx.name, &["es-init", "--upgrade"]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("layout, containment"), "{out}");
     let meta = read_meta(&client, &idx.name).await;
-    assert_eq!(meta.fields_format(), 3);
+    assert_eq!(meta.fields_format(), 4);
     assert!(meta.has_containment());
     assert_eq!(stale(&client, &idx.name).await, docs.len() as u64);
     for ((full, _, _), want) in planted.iter().zip(&before) {

@@ -422,7 +422,7 @@ async fn a_partial_copy_joins_the_group_of_its_article_in_either_order_and_regro
     let idx = TestIndex::new("groups-partial");
     es_init(&idx.name);
     let indexer = t::indexer(&client, &idx.name).await;
-    assert!(indexer.meta().has_containment(), "es-init gives format 3");
+    assert!(indexer.meta().has_containment(), "es-init gives format 4");
     let fields = vec!["title".to_owned(), "content".to_owned()];
     let sk = |v: &Value| indexer.sketch(v, &fields).unwrap();
     let long = long_articles(3);

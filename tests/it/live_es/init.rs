@@ -277,8 +277,8 @@ async fn the_index_records_what_it_holds_in_meta_and_every_reader_gets_it_back()
     assert_eq!(props["minHashSignature"]["type"], "binary");
     assert_eq!(props["simHashA"]["type"], "short");
     let meta = meta_json(&client, &idx.name).await;
-    // MinHash in the compact layout with the containment fields, fields format 3.
-    assert_eq!(meta["neardup"]["format"], 3);
+    // MinHash in the compact layout with the containment fields, fields format 4.
+    assert_eq!(meta["neardup"]["format"], 4);
     assert_eq!(props["minHashMinima"]["type"], "text");
     assert_eq!(props["minHashDistinct"]["type"], "integer");
     assert_eq!(
