@@ -7,7 +7,9 @@
 //! the signatures of the whole corpus, under each candidate step:
 //! - `bands`: today's LSH bands (42 × 3 by default): a candidate shares a band key;
 //! - `minima≥m`: at least `m` of the 128 minima agree, position by position (one key per
-//!   (position, minimum), counted per document).
+//!   (position, minimum), counted per document); with `--positions N --minimum-bits B`, of
+//!   the first N minima on their lowest B bits, as an Elasticsearch index's minima terms
+//!   hold them (fields format 4: 64 and 18).
 //!
 //! For each step and share it reports the recall of the source article among the candidates,
 //! the recall after the relation rule (`relation::MatchRule`, defaults), and the candidates
@@ -41,6 +43,12 @@ pub struct ContainmentBench {
     /// Smallest numbers of agreeing minima to measure.
     #[arg(long, value_delimiter = ',', default_values_t = [2, 4, 6, 8, 10, 12, 16])]
     minima: Vec<u32>,
+    /// Minima keyed, the signature's first ones (Elasticsearch's fields format 4: 64).
+    #[arg(long, default_value_t = 128)]
+    positions: usize,
+    /// Lowest bits of each minimum keyed (fields format 4: 18; format 3: 10).
+    #[arg(long, default_value_t = 32)]
+    minimum_bits: u32,
     /// Corpus articles used as queries to measure the cost for whole articles.
     #[arg(long, default_value_t = 500)]
     cost_queries: usize,
@@ -53,10 +61,23 @@ struct Index {
     bands: HashMap<u64, Vec<u32>>,
     minima: HashMap<(u8, u32), Vec<u32>>,
     docs: usize,
+    /// Minima keyed (the first ones) and the mask of their bits kept.
+    positions: usize,
+    mask: u32,
 }
 
 impl Index {
-    fn new(sigs: &[Option<Signature>], params: &neardup::MinHashParams) -> Index {
+    fn new(
+        sigs: &[Option<Signature>],
+        params: &neardup::MinHashParams,
+        positions: usize,
+        minimum_bits: u32,
+    ) -> Index {
+        let mask = if minimum_bits >= 32 {
+            u32::MAX
+        } else {
+            (1u32 << minimum_bits) - 1
+        };
         let mut bands: HashMap<u64, Vec<u32>> = HashMap::new();
         let mut minima: HashMap<(u8, u32), Vec<u32>> = HashMap::new();
         for (d, s) in sigs.iter().enumerate() {
@@ -64,14 +85,19 @@ impl Index {
             for k in s.band_keys(params) {
                 bands.entry(k).or_default().push(d as u32);
             }
-            for (i, &v) in s.values().iter().enumerate() {
-                minima.entry((i as u8, v)).or_default().push(d as u32);
+            for (i, &v) in s.values().iter().take(positions).enumerate() {
+                minima
+                    .entry((i as u8, v & mask))
+                    .or_default()
+                    .push(d as u32);
             }
         }
         Index {
             bands,
             minima,
             docs: sigs.len(),
+            positions,
+            mask,
         }
     }
 
@@ -93,8 +119,8 @@ impl Index {
     /// documents with at least one).
     fn agreements(&self, q: &Signature) -> HashMap<u32, u32> {
         let mut counts: HashMap<u32, u32> = HashMap::new();
-        for (i, &v) in q.values().iter().enumerate() {
-            if let Some(docs) = self.minima.get(&(i as u8, v)) {
+        for (i, &v) in q.values().iter().take(self.positions).enumerate() {
+            if let Some(docs) = self.minima.get(&(i as u8, v & self.mask)) {
                 for &d in docs {
                     *counts.entry(d).or_default() += 1;
                 }
@@ -151,7 +177,7 @@ pub fn run(args: ContainmentBench) -> CmdResult {
         .par_iter()
         .map(|f| fp.minhash_fields(f).ok().map(|m| m.signature))
         .collect();
-    let index = Index::new(&sigs, &params);
+    let index = Index::new(&sigs, &params, args.positions, args.minimum_bits);
     let rule = MatchRule::new(Threshold::default(), MatchOptions::default());
 
     let long: Vec<usize> = (0..docs.len())
@@ -173,6 +199,8 @@ pub fn run(args: ContainmentBench) -> CmdResult {
         long.len(),
         sample.len()
     );
+    // Which minima are keyed, on how many bits: `128x32b` is every whole minimum.
+    let keyed = format!("{}x{}b", args.positions, args.minimum_bits.min(32));
     println!(
         "kind\tshare\tqueries\tstep\tcandidate_recall\tfound_recall\tcandidates_per_query\tother_links_per_query"
     );
@@ -262,7 +290,7 @@ pub fn run(args: ContainmentBench) -> CmdResult {
             );
             for (i, m) in args.minima.iter().enumerate() {
                 print(
-                    &format!("minima>={m}"),
+                    &format!("minima>={m}/{keyed}"),
                     sum(&mut rows.iter().map(|r| r.1[i])),
                 );
             }
@@ -299,7 +327,7 @@ pub fn run(args: ContainmentBench) -> CmdResult {
     );
     for (i, m) in args.minima.iter().enumerate() {
         println!(
-            "whole\t1\t{}\tminima>={m}\t-\t-\t{:.1}",
+            "whole\t1\t{}\tminima>={m}/{keyed}\t-\t-\t{:.1}",
             costs.len(),
             costs.iter().map(|c| c.1[i]).sum::<u64>() as f64 / n
         );

@@ -67,11 +67,12 @@ pub struct Args {
     /// Default: what the index records, else 8.
     #[arg(long, value_name = "BITS")]
     signature_bits: Option<u8>,
-    /// Hold no containment fields (fields format 3: one term per MinHash minimum and the
-    /// distinct shingle count, which find partial copies: excerpts, teasers, passages). An
-    /// index answers near-duplicates only then. Default: what the index records; a new index,
-    /// and one moved by --upgrade, holds them (in the compact layout). docs/elasticsearch.md,
-    /// "Containment: fields format 3".
+    /// Hold no containment fields (fields format 4: a term for each of the first 64 MinHash
+    /// minima and the distinct shingle count, which find partial copies: excerpts, teasers,
+    /// passages). An index answers near-duplicates only then. Default: what the index
+    /// records (format 3's terms for every minimum included); a new index, and one moved by
+    /// --upgrade, holds them in format 4 (in the compact layout). docs/elasticsearch.md,
+    /// "Containment: fields formats 4 and 3".
     #[arg(long)]
     no_containment: bool,
     /// Mapping of the four blocks: `short` (compatible with the older Java service) or

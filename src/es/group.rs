@@ -7,7 +7,7 @@
 //! - Linked means what `similar` links at the index's default tolerance ([`group_near`]:
 //!   MinHash at the default threshold where the index holds MinHash, else SimHash at k = 3):
 //!   a shared band (or block) and the estimate within the tolerance; and, where the index
-//!   holds the containment fields (fields format 3), a partial copy either way (a teaser, an
+//!   holds the containment fields (fields format 4 or 3), a partial copy either way (a teaser, an
 //!   excerpt, a passage: [`crate::relation`]), found as `similar` finds it.
 //! - A new article linked to stored articles joins the group of the best link
 //!   ([`best_link_first`]): a near-duplicate (the nearest), else an article it is contained
@@ -83,7 +83,7 @@ pub struct Linked {
 }
 
 /// What a group links, in one index ([`IndexMeta`]): the index's default tolerance, with
-/// partial copies where the index holds the containment fields (MinHash, fields format 3),
+/// partial copies where the index holds the containment fields (MinHash, fields format 4 or 3),
 /// near-duplicates only otherwise. Every writer and `regroup` search with it.
 pub fn group_near(meta: &IndexMeta) -> Near {
     let method = meta.default_method();

@@ -206,7 +206,7 @@ impl Similarity {
 /// answers of every release before containment; [`Near::new`] with
 /// [`MatchOptions::default`] also asks for partial copies, and every match then says its
 /// relation and, where both articles carry their distinct shingle counts (indices in fields
-/// format 3), the containment estimate. Containment is a MinHash relation: a SimHash query
+/// format 4 or 3), the containment estimate. Containment is a MinHash relation: a SimHash query
 /// answers near-duplicates whatever the options.
 #[derive(Copy, Clone, Debug, PartialEq)]
 pub struct Near {
@@ -1422,7 +1422,7 @@ pub(crate) struct StoredQuery {
     terms: Option<StoredTerms>,
 }
 
-/// The terms stored beside a compact signature: its band terms, and in fields format 3 its
+/// The terms stored beside a compact signature: its band terms, and in fields formats 4 and 3 its
 /// minima's terms.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct StoredTerms {
@@ -1537,7 +1537,7 @@ fn source_sketch(
     }
 }
 
-/// A stored signature with the distinct shingle count stored beside it (fields format 3),
+/// A stored signature with the distinct shingle count stored beside it (fields formats 4 and 3),
 /// read by `read`; unchanged where there is none (an index or document without it).
 fn with_distinct<'a>(
     sketch: Option<Sketch>,
