@@ -56,6 +56,10 @@ pub struct EsGroupsBench {
     /// become the connected components of what `similar` links) and report the shares again.
     #[arg(long)]
     regroup: bool,
+    /// Both indices without the containment fields (fields format 2, `es-init
+    /// --no-containment`): groups of near-duplicates only, to compare the write rate.
+    #[arg(long)]
+    no_containment: bool,
     #[command(flatten)]
     profile: ProfileArgs,
 }
@@ -88,7 +92,8 @@ pub fn run(args: EsGroupsBench) -> CmdResult {
         BlockType::Short,
         FieldNames::default(),
         MinHashFieldNames::default(),
-    );
+    )
+    .with_containment(!args.no_containment);
     let grouped = IndexMeta {
         group: Some(GroupMeta::default()),
         ..plain.clone()

@@ -18,10 +18,11 @@ use anyhow::Context;
 use elasticsearch::http::Method as Http;
 use neardup::es::{
     self, BlockType, EsIndexer, FieldNames, FilterMode, IndexMeta, MinHashFieldNames,
-    MinHashLayout, RetryPolicy, Similar, SimilarOptions,
+    MinHashLayout, Near, RetryPolicy, Similar, SimilarOptions,
 };
 use neardup::eval::{read_pairs, Confusion, LabelledPair};
 use neardup::input::field_texts;
+use neardup::relation::MatchOptions;
 use neardup::Methods;
 use rayon::prelude::*;
 use serde_json::Value;
@@ -54,6 +55,10 @@ pub struct EsRecallBench {
     /// Keep the index afterwards.
     #[arg(long)]
     keep: bool,
+    /// Look up partial copies too (`neardup similar`'s default; without it, near-duplicates
+    /// only): a pair counts as found whatever relation its match says.
+    #[arg(long)]
+    containment: bool,
     /// The MinHash layout of the index (`es-init --layout`): `compact` (the default of a new
     /// index) or `full`.
     #[arg(long, default_value = "compact", value_parser = ["compact", "full"])]
@@ -169,6 +174,7 @@ pub fn run(args: EsRecallBench) -> CmdResult {
             ..SimilarOptions::default()
         };
         let similar = Arc::new(Similar::with_options(client.clone(), fp.clone(), options, retry.clone()));
+        let options = MatchOptions::with_containment(args.containment);
         let mut lookups = JoinSet::new();
         let mut found = vec![false; pairs.len()];
         for (i, [a, b]) in ids.iter().cloned().enumerate() {
@@ -179,7 +185,7 @@ pub fn run(args: EsRecallBench) -> CmdResult {
             let similar = similar.clone();
             let index = index.clone();
             lookups.spawn(async move {
-                let s = similar.by_id(index.as_str(), &a, tolerance).await?;
+                let s = similar.by_id(index.as_str(), &a, Near::new(tolerance, options)).await?;
                 anyhow::Ok((i, s.matches.iter().any(|m| m.id == b)))
             });
         }
@@ -191,7 +197,7 @@ pub fn run(args: EsRecallBench) -> CmdResult {
 
         let all = Confusion::count(&pairs, &found, |_| true);
         println!(
-            "Elasticsearch {version} at {}; {} pairs of {path} ({} positive, {} negative); {} distinct articles written by EsIndexer::index_article in {:.1} s; {} lookups (Similar::by_id, {method} {tolerance}, {} filter) in {:.1} s",
+            "Elasticsearch {version} at {}; {} pairs of {path} ({} positive, {} negative); {} distinct articles written by EsIndexer::index_article in {:.1} s; {} lookups (Similar::by_id, {method} {tolerance}, {}, {} filter) in {:.1} s",
             config.display_urls(),
             pairs.len(),
             all.positives(),
@@ -199,6 +205,7 @@ pub fn run(args: EsRecallBench) -> CmdResult {
             distinct_ids(&ids),
             written.as_secs_f64(),
             pairs.len(),
+            if args.containment { "partial copies too" } else { "near-duplicates only" },
             args.filter,
             looked_up.as_secs_f64(),
         );
