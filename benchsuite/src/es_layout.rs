@@ -306,7 +306,7 @@ impl Layout {
     /// The library's description of an index holding this option's methods (today's
     /// fields and names); the option changes what it writes from there.
     fn meta(&self, fp: &Fingerprinter) -> IndexMeta {
-        let mut meta = IndexMeta::new(
+        let meta = IndexMeta::new(
             fp.config(),
             self.methods,
             BlockType::Short,
@@ -315,11 +315,10 @@ impl Layout {
         )
         .with_layout(self.library)
         .with_containment(self.containment.is_some());
-        if let (Some(want), Some(m)) = (&self.containment, &mut meta.minhash) {
-            m.containment = Some(want.clone());
+        match &self.containment {
+            Some(c) => meta.with_containment_terms(c.clone()),
+            None => meta,
         }
-        meta.format = meta.fields_format();
-        meta
     }
 
     /// The `properties` of the option's fields: today's mapping, changed per axis.

@@ -210,13 +210,13 @@ pub fn run(args: Args) -> CmdResult {
         });
         // Containment is kept as recorded unless an upgrade or --no-containment asks
         // otherwise; a new index holds it.
+        let recorded_terms = recorded
+            .iter()
+            .filter_map(|m| m.minhash.as_ref())
+            .find(|m| m.fields == minhash_names)
+            .map(|m| m.containment.clone());
         let containment = !args.no_containment
-            && (args.upgrade
-                || recorded
-                    .iter()
-                    .filter_map(|m| m.minhash.as_ref())
-                    .find(|m| m.fields == minhash_names)
-                    .is_none_or(|m| m.containment.is_some()));
+            && (args.upgrade || recorded_terms.as_ref().is_none_or(Option::is_some));
         let wanted = IndexMeta::new(
             &FingerprintConfig {
                 profile,
@@ -234,17 +234,9 @@ pub fn run(args: Args) -> CmdResult {
         let mut wanted = wanted.with_layout(layout).with_containment(containment);
         // The containment terms of an index recorded in fields format 3 stay as they are
         // unless an upgrade moves them to format 4.
-        if let (false, Some(w)) = (args.upgrade, wanted.minhash.as_mut()) {
-            let have = recorded
-                .iter()
-                .filter_map(|m| m.minhash.as_ref())
-                .find(|m| m.fields == w.fields)
-                .and_then(|m| m.containment.clone());
-            if let (Some(have), Some(want)) = (have, w.containment.as_mut()) {
-                *want = have;
-            }
+        if let (false, Some(Some(have))) = (args.upgrade, recorded_terms) {
+            wanted = wanted.with_containment_terms(have);
         }
-        wanted.format = wanted.fields_format();
         wanted.group = group;
         let outcome = match args.upgrade {
             true => es::upgrade_index(&client, &retry, &args.index, &wanted).await?,

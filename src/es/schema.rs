@@ -1200,6 +1200,16 @@ impl IndexMeta {
         self
     }
 
+    /// This description with the containment terms `c` where it holds the containment fields
+    /// (an index recorded in fields format 3 keeps its own), the format following.
+    pub fn with_containment_terms(mut self, c: ContainmentMeta) -> IndexMeta {
+        if let Some(held) = self.minhash.as_mut().and_then(|m| m.containment.as_mut()) {
+            *held = c;
+        }
+        self.format = self.fields_format();
+        self
+    }
+
     /// Whether the index holds the containment fields: MinHash in fields format 3 or 4.
     pub fn has_containment(&self) -> bool {
         self.minhash
@@ -1562,34 +1572,27 @@ mod tests {
                 .collect::<Vec<u32>>(),
         );
         let alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-        // Format 4: the first 64 minima, 6 bits of position and 18 of the minimum.
-        let c = ContainmentMeta::new();
-        let terms = c.minima_terms(&sig);
-        assert_eq!(terms.len(), 64);
-        for (i, t) in terms.iter().enumerate() {
-            assert_eq!(t.len(), 4, "{t}");
-            let key = t
-                .chars()
-                .fold(0u64, |acc, ch| acc << 6 | alphabet.find(ch).unwrap() as u64);
-            assert_eq!(key >> 18, i as u64, "{t}");
-            assert_eq!(key & 0x3ffff, u64::from(sig.values()[i] & 0x3ffff), "{t}");
+        // Format 4: the first 64 minima, 6 bits of position and 18 of the minimum in 4
+        // characters; format 3: every minimum, 7 bits of position and 10 in 3.
+        for (c, n, chars, bits) in [
+            (ContainmentMeta::new(), 64, 4, 18),
+            (ContainmentMeta::format_3(), 128, 3, 10),
+        ] {
+            let terms = c.minima_terms(&sig);
+            assert_eq!(terms.len(), n);
+            let mask = (1u64 << bits) - 1;
+            for (i, t) in terms.iter().enumerate() {
+                assert_eq!(t.len(), chars, "{t}");
+                let key = t
+                    .chars()
+                    .fold(0u64, |acc, ch| acc << 6 | alphabet.find(ch).unwrap() as u64);
+                assert_eq!(key >> bits, i as u64, "{t}");
+                assert_eq!(key & mask, u64::from(sig.values()[i]) & mask, "{t}");
+            }
+            assert_eq!(c.minima_value(&sig).split(' ').count(), n);
+            let distinct: std::collections::HashSet<&String> = terms.iter().collect();
+            assert_eq!(distinct.len(), n);
         }
-        assert_eq!(c.minima_value(&sig).split(' ').count(), 64);
-        // Format 3: every minimum, 7 bits of position and 10 of the minimum.
-        let c = ContainmentMeta::format_3();
-        let terms = c.minima_terms(&sig);
-        assert_eq!(terms.len(), 128);
-        for (i, t) in terms.iter().enumerate() {
-            assert_eq!(t.len(), 3, "{t}");
-            let key = t
-                .chars()
-                .fold(0u64, |acc, ch| acc << 6 | alphabet.find(ch).unwrap() as u64);
-            assert_eq!(key >> 10, i as u64, "{t}");
-            assert_eq!(key & 0x3ff, u64::from(sig.values()[i] & 0x3ff), "{t}");
-        }
-        assert_eq!(c.minima_value(&sig).split(' ').count(), 128);
-        let distinct: std::collections::HashSet<&String> = terms.iter().collect();
-        assert_eq!(distinct.len(), 128);
     }
 
     #[test]

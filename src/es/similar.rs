@@ -1351,28 +1351,26 @@ fn minhash_body(
                     "params": { "f": &names.signature, "q": q, "m": min_agreements(sig.len(), bits, t) },
                 })
             }
-            (MinHashLayout::Compact { .. }, None) => json!({
-                "source": SCRIPT_MINHASH_BITS,
-                "params": {
+            (MinHashLayout::Compact { .. }, relate) => {
+                let mut params = json!({
                     "f": &names.signature,
                     "q": sig.reduced(bits).values(),
                     "b": bits,
                     "m": min_agreements(sig.len(), bits, t),
-                },
-            }),
-            (MinHashLayout::Compact { .. }, Some((c, rule))) => json!({
-                "source": SCRIPT_MINHASH_RELATE,
-                "params": {
-                    "f": &names.signature,
-                    "q": sig.reduced(bits).values(),
-                    "b": bits,
-                    "m": min_agreements(sig.len(), bits, t),
-                    "d": &c.fields.distinct,
-                    "x": sig.distinct().unwrap_or(0),
-                    "s": rule.min_shingles,
-                    "c": rule.threshold - SIMILARITY_EPSILON - SCRIPT_CONTAINMENT_SLACK,
-                },
-            }),
+                });
+                let source = match relate {
+                    None => SCRIPT_MINHASH_BITS,
+                    Some((c, rule)) => {
+                        params["d"] = json!(&c.fields.distinct);
+                        params["x"] = json!(sig.distinct().unwrap_or(0));
+                        params["s"] = json!(rule.min_shingles);
+                        params["c"] =
+                            json!(rule.threshold - SIMILARITY_EPSILON - SCRIPT_CONTAINMENT_SLACK);
+                        SCRIPT_MINHASH_RELATE
+                    }
+                };
+                json!({ "source": source, "params": params })
+            }
         };
         script["lang"] = json!("painless");
         json!({ "script": { "script": script } })
@@ -1986,8 +1984,7 @@ mod tests {
             1
         );
         // An index of fields format 3 searches all 128 minima, 10 of them agreeing.
-        let mut three = IndexMeta::default();
-        three.minhash.as_mut().unwrap().containment = Some(ContainmentMeta::format_3());
+        let three = IndexMeta::default().with_containment_terms(ContainmentMeta::format_3());
         let b3 = query_body(
             &described(&three),
             FilterMode::Server,

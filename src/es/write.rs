@@ -1045,8 +1045,7 @@ mod tests {
         // The lowest 10 bits of each are format 3's terms below.
         assert_eq!(minima[..3], ["A43Y", "BVaX", "Cm2-"]);
         assert_eq!(m["minHashDistinct"], json!(32));
-        let mut three = IndexMeta::default();
-        three.minhash.as_mut().unwrap().containment = Some(ContainmentMeta::format_3());
+        let three = IndexMeta::default().with_containment_terms(ContainmentMeta::format_3());
         assert_eq!(three.fields_format(), 3);
         let m = golden_fields(&three);
         assert_eq!(m["minHashVersion"], "mc28f40bf");
