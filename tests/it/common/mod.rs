@@ -57,3 +57,28 @@ pub fn json_lines(s: &str) -> Vec<serde_json::Value> {
 pub mod es;
 pub mod regroup;
 pub mod serve;
+
+/// `neardup backfill --quiet` of `index` on the test node, its state and failed files in a
+/// temporary directory; it must exit 0. Then a refresh.
+pub async fn backfill(client: &elasticsearch::Elasticsearch, index: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let (state, failed) = (dir.path().join("s.jsonl"), dir.path().join("f.jsonl"));
+    let url = es::url();
+    let (code, _, err) = neardup(
+        &[
+            "backfill",
+            "--quiet",
+            "--es",
+            &url,
+            "--index",
+            index,
+            "--state",
+            state.to_str().unwrap(),
+            "--failed",
+            failed.to_str().unwrap(),
+        ],
+        b"",
+    );
+    assert_eq!(code, 0, "{err}");
+    es::refresh(client, index).await;
+}

@@ -193,9 +193,8 @@ async fn an_excerpt_and_a_passage_are_found_from_either_side() {
 async fn a_format_3_index_keeps_answering_and_moves_to_format_4_in_place() {
     let client = t::client().await;
     let idx = TestIndex::new("containment-format-3");
-    let mut three = IndexMeta::default();
-    three.minhash.as_mut().unwrap().containment = Some(es::ContainmentMeta::format_3());
-    three.format = three.fields_format();
+    let three = IndexMeta::default().with_containment_terms(es::ContainmentMeta::format_3());
+    assert_eq!(three.format, 3);
     es::init_index(&client, &RetryPolicy::none(), &idx.name, &three)
         .await
         .unwrap();
@@ -229,20 +228,7 @@ async fn a_format_3_index_keeps_answering_and_moves_to_format_4_in_place() {
     assert_eq!(code, 0, "{err}");
     assert_eq!(read_meta(&client, &idx.name).await.fields_format(), 4);
     assert_eq!(stale(&client, &idx.name).await, docs.len() as u64);
-    let state = tempfile::tempdir().unwrap();
-    let (code, _, err) = cli(
-        &idx.name,
-        &[
-            "backfill",
-            "--quiet",
-            "--state",
-            state.path().join("s.jsonl").to_str().unwrap(),
-            "--failed",
-            state.path().join("f.jsonl").to_str().unwrap(),
-        ],
-    );
-    assert_eq!(code, 0, "{err}");
-    t::refresh(&client, &idx.name).await;
+    common::backfill(&client, &idx.name).await;
     assert_eq!(stale(&client, &idx.name).await, 0);
     let (src, _) = t::get(&client, &idx.name, &planted[0].0).await;
     assert_eq!(minima(&src), (64, 4), "{src}");
@@ -294,20 +280,7 @@ async fn a_format_2_index_keeps_answering_and_moves_to_containment_in_place() {
         assert_eq!(&similar(&idx.name, full, &["--no-containment"]).0, want);
     }
 
-    let state = tempfile::tempdir().unwrap();
-    let (code, _, err) = cli(
-        &idx.name,
-        &[
-            "backfill",
-            "--quiet",
-            "--state",
-            state.path().join("s.jsonl").to_str().unwrap(),
-            "--failed",
-            state.path().join("f.jsonl").to_str().unwrap(),
-        ],
-    );
-    assert_eq!(code, 0, "{err}");
-    t::refresh(&client, &idx.name).await;
+    common::backfill(&client, &idx.name).await;
     assert_eq!(stale(&client, &idx.name).await, 0);
     let fp = meta.fingerprinter(&idx.name).unwrap();
     for (id, d) in &docs {

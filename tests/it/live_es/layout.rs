@@ -217,20 +217,7 @@ async fn a_full_layout_index_moves_to_the_compact_one_in_place() {
     for (b, want) in bases.iter().zip(&full_answers) {
         assert_eq!(&similar_ids(&idx.name, b), want, "{b}");
     }
-    let state = tempfile::tempdir().unwrap();
-    let (code, _, err) = cli(
-        &idx.name,
-        &[
-            "backfill",
-            "--quiet",
-            "--state",
-            state.path().join("s.jsonl").to_str().unwrap(),
-            "--failed",
-            state.path().join("f.jsonl").to_str().unwrap(),
-        ],
-    );
-    assert_eq!(code, 0, "{err}");
-    t::refresh(&client, &idx.name).await;
+    common::backfill(&client, &idx.name).await;
     let fp = meta.fingerprinter(&idx.name).unwrap();
     for (id, d) in &docs {
         let (src, _) = t::get(&client, &idx.name, id).await;
