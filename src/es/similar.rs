@@ -688,16 +688,23 @@ impl Similar {
         terms: Option<&StoredTerms>,
         exclude: Option<(&str, &str)>,
     ) -> Result<Similarity, EsError> {
-        if options.containment.is_some()
-            && query.method() == Method::MinHash
-            && !d.meta.has_containment()
-            && !self.containment_warned.swap(true, Ordering::Relaxed)
-        {
-            tracing::warn!(
-                index = %indices,
-                "`{indices}` holds no containment fields (fields format {}): only near-duplicates are found; to find partial copies too, run `neardup es-init --upgrade` and then `neardup backfill` on it",
-                d.meta.fields_format()
-            );
+        if options.containment.is_some() && query.method() == Method::MinHash {
+            let format = d.meta.fields_format();
+            let upgrade = if !d.meta.has_containment() {
+                Some("holds no containment fields: only near-duplicates are found; to find partial copies too")
+            } else if format < super::schema::META_FORMAT {
+                Some("holds the containment terms of an older format, which make partial copies several times slower to find on a large index (docs/elasticsearch.md); to move it to the current terms")
+            } else {
+                None
+            };
+            if let Some(why) = upgrade {
+                if !self.containment_warned.swap(true, Ordering::Relaxed) {
+                    tracing::warn!(
+                        index = %indices,
+                        "`{indices}` (fields format {format}) {why}, run `neardup es-init --upgrade` and then `neardup backfill` on it",
+                    );
+                }
+            }
         }
         let filter = self.effective_filter();
         match self

@@ -214,9 +214,13 @@ async fn a_format_3_index_keeps_answering_and_moves_to_format_4_in_place() {
     };
     let (src, _) = t::get(&client, &idx.name, &planted[0].0).await;
     assert_eq!(minima(&src), (128, 3), "{src}");
-    // Format 3 finds partial copies by its own terms (10 of 128 agreeing), and a plain
-    // es-init keeps it.
+    // Format 3 finds partial copies by its own terms (10 of 128 agreeing), says once how to
+    // move to format 4, and a plain es-init keeps it.
     check_partial_copies(&idx.name, &planted);
+    let (code, _, err) = cli(&idx.name, &["similar", "--id", &planted[0].0]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("(fields format 3)"), "{err}");
+    assert!(err.contains("es-init --upgrade"), "{err}");
     let (code, _, err) = cli(&idx.name, &["es-init"]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(read_meta(&client, &idx.name).await.fields_format(), 3);
@@ -233,6 +237,9 @@ async fn a_format_3_index_keeps_answering_and_moves_to_format_4_in_place() {
     let (src, _) = t::get(&client, &idx.name, &planted[0].0).await;
     assert_eq!(minima(&src), (64, 4), "{src}");
     check_partial_copies(&idx.name, &planted);
+    let (code, _, err) = cli(&idx.name, &["similar", "--id", &planted[0].0]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!err.contains("es-init --upgrade"), "{err}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
