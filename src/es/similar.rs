@@ -1206,16 +1206,18 @@ if (v == (int) q.get(i)) { a++; } } \
 return a >= params.m;";
 
 /// The painless count of agreeing minima of the compact layout, into `a` (of `n`, on `b`
-/// bits), shared by [`SCRIPT_MINHASH_BITS`] and [`SCRIPT_MINHASH_RELATE`].
+/// bits), shared by [`SCRIPT_MINHASH_BITS`] and [`SCRIPT_MINHASH_RELATE`]. At 8 bits (the
+/// default) each minimum is one byte, read as it is; any other width is unpacked.
 macro_rules! count_agreeing_bits {
     () => {
         "if (doc[params.f].size() == 0) { return false; } \
 BytesRef r = doc[params.f].value; List q = params.q; int n = q.size(); int b = params.b; \
 int w; if (r.length == 4 * n) { w = 32; } else if (r.length == (n * b + 7) / 8) { w = b; } else { return false; } \
 byte[] x = r.bytes; int end = r.offset + r.length; long mask = (1L << b) - 1; int a = 0; \
+if (w == 8) { for (int i = 0; i < n; i++) { if ((x[r.offset + i] & 255) == ((Number) q.get(i)).longValue()) { a++; } } } else { \
 for (int i = 0; i < n; i++) { long at = (long) i * w; int j = r.offset + (int) (at >> 3); \
 long acc = 0; for (int k = 0; k < 5 && j + k < end; k++) { acc |= ((long) (x[j + k] & 255)) << (8 * k); } \
-if (((acc >>> (int) (at & 7)) & mask) == ((Number) q.get(i)).longValue()) { a++; } } "
+if (((acc >>> (int) (at & 7)) & mask) == ((Number) q.get(i)).longValue()) { a++; } } } "
     };
 }
 
