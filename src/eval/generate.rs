@@ -635,8 +635,8 @@ pub fn generate(
     // reported: two articles of one page, day or event sometimes share most of a text in
     // other words or other sentence breaks (a summary of a notice beside the notice), which
     // the sentence index does not see.
-    let shares_text = SharedText::new(articles);
-    let clean_negative = |i: usize, j: usize| !is_related(i, j) && !shares_text.shares(i, j);
+    let runs = ArticleRuns::new(articles);
+    let clean_negative = |i: usize, j: usize| !is_related(i, j) && !runs.share_text(i, j);
 
     if config.real > 0 {
         let mut real = index.overlapping_pairs(0.5);
@@ -784,7 +784,7 @@ pub fn generate(
                     continue;
                 }
                 let shared = title_words[i].intersection(&title_words[j]).count();
-                if shared >= 3 && index.containment(i, j) == 0.0 && !shares_text.shares(i, j) {
+                if shared >= 3 && index.containment(i, j) == 0.0 && !runs.share_text(i, j) {
                     events.push((i, j));
                 }
             }
@@ -800,7 +800,7 @@ pub fn generate(
         events.len().min(config.negatives)
     ));
 
-    let mut topics = same_topic_pairs(articles);
+    let mut topics = same_topic_pairs_of(articles, &runs);
     let found = topics.len();
     topics.shuffle(&mut g.rng);
     for &(i, j) in topics.iter().take(config.negatives) {
@@ -819,33 +819,30 @@ pub fn generate(
     pairs
 }
 
-/// Whether two corpus articles share text by the oracle ([`oracle::overlap`] of their title
-/// and content runs): at least [`oracle::FALSE_POSITIVE_BELOW`] of the shorter one, so that
-/// reporting them is no error. Runs are made once per article asked about.
-struct SharedText<'a> {
-    articles: &'a [Article],
-    runs: std::cell::RefCell<HashMap<usize, std::rc::Rc<[u64]>>>,
+/// The oracle's runs of every corpus article (title and content), made once for the negatives
+/// that must share no text and for the same-topic ones that must share little.
+struct ArticleRuns {
+    runs: Vec<Vec<u64>>,
 }
 
-impl<'a> SharedText<'a> {
-    fn new(articles: &'a [Article]) -> SharedText<'a> {
-        SharedText {
-            articles,
-            runs: Default::default(),
+impl ArticleRuns {
+    fn new(articles: &[Article]) -> ArticleRuns {
+        ArticleRuns {
+            runs: articles
+                .par_iter()
+                .map(|a| oracle::runs(&[a.title.as_str(), a.content.as_str()]))
+                .collect(),
         }
     }
 
-    fn runs(&self, i: usize) -> std::rc::Rc<[u64]> {
-        let a = &self.articles[i];
-        self.runs
-            .borrow_mut()
-            .entry(i)
-            .or_insert_with(|| oracle::runs(&[&a.title, &a.content]).into())
-            .clone()
+    fn overlap(&self, i: usize, j: usize) -> oracle::Overlap {
+        oracle::overlap(&self.runs[i], &self.runs[j])
     }
 
-    fn shares(&self, i: usize, j: usize) -> bool {
-        oracle::overlap(&self.runs(i), &self.runs(j)).containment >= oracle::FALSE_POSITIVE_BELOW
+    /// Whether reporting articles `i` and `j` would be no error by the oracle: they share at
+    /// least [`oracle::FALSE_POSITIVE_BELOW`] of the shorter one's text.
+    fn share_text(&self, i: usize, j: usize) -> bool {
+        self.overlap(i, j).verdict() != oracle::Verdict::Unrelated
     }
 }
 
@@ -892,6 +889,11 @@ pub fn keywords(fp: &Fingerprinter, text: &str, n: usize) -> Vec<String> {
 /// at least [`TOPIC_SHARED`] of their top [`TOPIC_KEYWORDS`] keywords (title and content) in
 /// common, and 5-character containment below [`TOPIC_MAX_CONTAINMENT`].
 pub fn same_topic_pairs(articles: &[Article]) -> Vec<(usize, usize)> {
+    same_topic_pairs_of(articles, &ArticleRuns::new(articles))
+}
+
+/// [`same_topic_pairs`] with the articles' runs already made.
+fn same_topic_pairs_of(articles: &[Article], runs: &ArticleRuns) -> Vec<(usize, usize)> {
     let fp = Fingerprinter::for_profile(Profile::Default);
     let texts: Vec<[&str; 2]> = articles
         .iter()
@@ -907,7 +909,6 @@ pub fn same_topic_pairs(articles: &[Article]) -> Vec<(usize, usize)> {
             postings.entry(k.as_str()).or_default().push(i as u32);
         }
     }
-    let runs: Vec<Vec<u64>> = texts.par_iter().map(|t| oracle::runs(t)).collect();
     let mut out: Vec<(usize, usize)> = (0..articles.len())
         .into_par_iter()
         .flat_map_iter(|i| {
@@ -919,11 +920,9 @@ pub fn same_topic_pairs(articles: &[Article]) -> Vec<(usize, usize)> {
                     }
                 }
             }
-            let runs = &runs;
             shared.into_iter().filter_map(move |(j, n)| {
                 let j = j as usize;
-                (n >= TOPIC_SHARED
-                    && oracle::overlap(&runs[i], &runs[j]).containment < TOPIC_MAX_CONTAINMENT)
+                (n >= TOPIC_SHARED && runs.overlap(i, j).containment < TOPIC_MAX_CONTAINMENT)
                     .then_some((i, j))
             })
         })
