@@ -43,9 +43,9 @@ use elasticsearch::Elasticsearch;
 use serde_json::{json, Map, Value};
 
 use super::init::mappings;
-use super::path_segment_keep_patterns;
 use super::scan::{Paging, ScanOptions, ScanStats, Scanner};
 use super::schema::{IndexMeta, MinHashLayout, MinHashMeta, SimHashMeta};
+use super::{path_segment, path_segment_keep_patterns};
 use super::{request, BlockType, Body, EsError, FieldNames, RetryPolicy};
 use crate::fingerprint::Methods;
 use crate::input::field_texts;
@@ -854,12 +854,20 @@ impl Similar {
 
     /// The one hit for `id` in `indices` (`_index`, `_id`, `_source` limited to `fields`).
     /// Errors: [`EsError::DocumentNotFound`], [`EsError::AmbiguousId`].
+    ///
+    /// `indices` naming one index (or an alias of one) is read with a realtime get, one
+    /// lookup by id; anything else, or a get that finds nothing (the document may have been
+    /// routed elsewhere, or the alias may name several indices), with an `ids` search of
+    /// them all, which also finds an id stored twice.
     pub async fn find_document(
         &self,
         indices: &IndexList,
         id: &str,
         fields: &[&str],
     ) -> Result<Value, EsError> {
+        if let Some(hit) = self.get_document(indices, id, fields).await? {
+            return Ok(hit);
+        }
         let body = json!({
             "query": { "ids": { "values": [id] } },
             "size": 10,
@@ -890,6 +898,46 @@ impl Similar {
                     .collect(),
             }),
         }
+    }
+
+    /// The document `id` by a realtime get when `indices` is one name (no pattern, no
+    /// list): `Some` when it is found; `None` when it is not, or when the name cannot be
+    /// read that way (an alias of several indices), for [`Similar::find_document`] to
+    /// search. Other errors are returned.
+    async fn get_document(
+        &self,
+        indices: &IndexList,
+        id: &str,
+        fields: &[&str],
+    ) -> Result<Option<Value>, EsError> {
+        let name = indices.as_str();
+        if name.is_empty() || name.contains([',', '*']) || name.starts_with(['_', '-']) {
+            return Ok(None);
+        }
+        let what = format!("index `{indices}`: get document `{id}`");
+        let path = format!("/{}/_doc/{}", path_segment(name), path_segment(id));
+        let source = fields.join(",");
+        let reply = self
+            .scanner
+            .retry()
+            .run(|| async {
+                let reply = super::send(
+                    self.scanner.client(),
+                    HttpMethod::Get,
+                    &path,
+                    &[("_source_includes", &source)],
+                    None,
+                )
+                .await?;
+                match reply.status.as_u16() {
+                    // Not found (or no such index), or an alias of several indices: the
+                    // search says which.
+                    400 | 404 => Ok(None),
+                    _ => super::check(&what, reply).map(Some),
+                }
+            })
+            .await?;
+        Ok(reply.filter(|r| r["found"] == true))
     }
 
     /// Reads what the indices hold (`_meta`, or the Java layout) and which fingerprint fields

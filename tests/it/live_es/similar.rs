@@ -248,6 +248,37 @@ async fn several_indices_at_once_and_an_id_in_two_of_them() {
         e.to_string().contains(&a.name) && e.to_string().contains(&b.name),
         "{e}"
     );
+
+    // One name is read by id (a get); an alias of both cannot be, and is searched: the same
+    // answer as the list.
+    let both = format!("{}-alias", a.name);
+    let only_a = format!("{}-alias-a", a.name);
+    t::call(
+        &client,
+        Method::Post,
+        "/_aliases",
+        Some(json!({ "actions": [
+            { "add": { "indices": [&a.name, &b.name], "alias": &both } },
+            { "add": { "index": &a.name, "alias": &only_a } },
+        ] })),
+    )
+    .await;
+    let e = s.by_id(both.as_str(), &base, 3).await.unwrap_err();
+    assert!(matches!(e, EsError::AmbiguousId { .. }), "{e}");
+    let planted = want
+        .iter()
+        .find(|m| m.index.as_ref() == Some(&b.name))
+        .unwrap();
+    let via_alias = s.by_id(both.as_str(), &planted.id, 3).await.unwrap();
+    let via_list = s.by_id(comma.as_str(), &planted.id, 3).await.unwrap();
+    assert_eq!(via_alias.matches, via_list.matches);
+    assert!(!via_alias.matches.is_empty());
+    assert_eq!(
+        s.by_id(only_a.as_str(), &base, 3).await.unwrap().matches,
+        s.by_id(a.name.as_str(), &base, 3).await.unwrap().matches,
+    );
+    let e = s.by_id(only_a.as_str(), "no-such-id", 3).await.unwrap_err();
+    assert!(matches!(e, EsError::DocumentNotFound { .. }), "{e}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
