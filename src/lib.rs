@@ -58,7 +58,7 @@ pub use fingerprint::{
     Versions, Weight,
 };
 pub use method::{Match, Method, Query, Score, Sketch, Tolerance};
-pub use minhash::{MinHashParams, MinHasher, Signature, Threshold};
+pub use minhash::{MinHashParams, MinHasher, MinimaOrder, Signature, Threshold};
 pub use simhash::allpairs::AllPairs;
 pub use simhash::{hamming, BlockLayout, SimHash};
 pub use store::Store;

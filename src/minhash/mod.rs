@@ -378,6 +378,48 @@ impl Signature {
             .sum()
     }
 
+    /// How the minima of two whole signatures of one length compare, position by position,
+    /// over the positions where both hold a minimum of their own bin; `None` when either is
+    /// a b-bit signature (its lowest bits keep no order) or the lengths differ.
+    ///
+    /// A value a signature holds at two positions was copied there by densification (an
+    /// empty bin borrows a filled one's minimum), and which of them is its own cannot be
+    /// told from the values: such positions are left out (and so, by chance about once in
+    /// 2^32, are two bins whose minima are equal). Where the minimum of A
+    /// is the smaller, A holds a shingle B lacks; see [`crate::relation`] for the
+    /// containment this tells.
+    pub fn minima_order(&self, other: &Signature) -> Option<MinimaOrder> {
+        if !self.is_full() || !other.is_full() || self.values.len() != other.values.len() {
+            return None;
+        }
+        let (mine, theirs) = (self.held_once(), other.held_once());
+        let mut order = MinimaOrder::default();
+        for (i, (x, y)) in self.values.iter().zip(other.values.iter()).enumerate() {
+            if !(mine[i] && theirs[i]) {
+                continue;
+            }
+            match x.cmp(y) {
+                std::cmp::Ordering::Equal => order.equal += 1,
+                std::cmp::Ordering::Less => order.less += 1,
+                std::cmp::Ordering::Greater => order.greater += 1,
+            }
+        }
+        Some(order)
+    }
+
+    /// For each position, whether its value is held at no other position.
+    fn held_once(&self) -> Vec<bool> {
+        let mut sorted = self.values.to_vec();
+        sorted.sort_unstable();
+        self.values
+            .iter()
+            .map(|v| {
+                let first = sorted.partition_point(|w| w < v);
+                sorted.get(first + 1) != Some(v)
+            })
+            .collect()
+    }
+
     /// Estimated Jaccard similarity. Of two whole signatures: the share of agreeing
     /// positions. When either keeps only `b < 32` bits, both are compared on their lowest
     /// `b` bits, where unrelated minima agree by chance with probability `C = 2^-b`: the
@@ -454,6 +496,18 @@ pub struct MinHasher {
 /// Enough probes that an empty bin finds a non-empty one unless almost all are empty; past
 /// them, the bins are walked in order.
 const PROBES_PER_BIN: usize = 32;
+
+/// How the minima of two whole signatures compare ([`Signature::minima_order`]): counts of
+/// positions, read from the first signature's side.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct MinimaOrder {
+    /// Both hold the same minimum: a shingle of both sets.
+    pub equal: u32,
+    /// The first signature's minimum is the smaller: a shingle of the first set only.
+    pub less: u32,
+    /// The other's minimum is the smaller: a shingle of the other set only.
+    pub greater: u32,
+}
 
 impl MinHasher {
     /// A hasher for `params` (which must pass [`MinHashParams::validate`]).
