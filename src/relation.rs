@@ -29,9 +29,9 @@
 //! with no factor |A| / |B|, and is exactly 1 for a part wholly in its article. The smaller
 //! article is also contained when at least [`ORDER_AGREEING`] such positions agree, that
 //! estimate reaches [`ORDER_CONTAINMENT`], and Ĉ (judged with the margin) is at least
-//! [`ORDER_FLOOR`]: the figures that
-//! chose these are in `docs/evaluation.md` ("Containment from the order of the minima"). The
-//! containment reported stays Ĉ, the one estimate every backend gives.
+//! [`ORDER_FLOOR`]: the figures that chose these are in `docs/evaluation.md` ("Containment
+//! from the order of the minima"). The containment reported stays Ĉ, the one estimate every
+//! backend gives.
 //!
 //! **Direction.** A relation reads from the query to the match, as a sentence: for
 //! `similar --id X`, a match `M` with `contains` means "X contains M" (M is a piece of X), and

@@ -914,30 +914,27 @@ impl Similar {
         if name.is_empty() || name.contains([',', '*']) || name.starts_with(['_', '-']) {
             return Ok(None);
         }
-        let what = format!("index `{indices}`: get document `{id}`");
-        let path = format!("/{}/_doc/{}", path_segment(name), path_segment(id));
         let source = fields.join(",");
-        let reply = self
-            .scanner
-            .retry()
-            .run(|| async {
-                let reply = super::send(
-                    self.scanner.client(),
-                    HttpMethod::Get,
-                    &path,
-                    &[("_source_includes", &source)],
-                    None,
-                )
-                .await?;
-                match reply.status.as_u16() {
-                    // Not found (or no such index), or an alias of several indices: the
-                    // search says which.
-                    400 | 404 => Ok(None),
-                    _ => super::check(&what, reply).map(Some),
-                }
+        match request(
+            self.scanner.client(),
+            self.scanner.retry(),
+            &format!("index `{indices}`: get document `{id}`"),
+            HttpMethod::Get,
+            &format!("/{}/_doc/{}", path_segment(name), path_segment(id)),
+            &[("_source_includes", &source)],
+            None,
+        )
+        .await
+        {
+            Ok(hit) => Ok(Some(hit).filter(|h| h["found"] == true)),
+            // Not found (or no such index), or an alias of several indices: the search says
+            // which.
+            Err(EsError::Status {
+                status: 400 | 404, ..
             })
-            .await?;
-        Ok(reply.filter(|r| r["found"] == true))
+            | Err(EsError::IndexNotFound { .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
     }
 
     /// Reads what the indices hold (`_meta`, or the Java layout) and which fingerprint fields
