@@ -46,7 +46,7 @@ use std::time::Duration;
 
 use elasticsearch::auth::Credentials;
 use elasticsearch::cert::{Certificate, CertificateValidation};
-use elasticsearch::http::headers::{HeaderMap, HeaderValue, CONTENT_TYPE};
+use elasticsearch::http::headers::{HeaderMap, HeaderValue, ACCEPT_ENCODING, CONTENT_TYPE};
 use elasticsearch::http::transport::{SingleNodeConnectionPool, TransportBuilder};
 use elasticsearch::http::{Method, StatusCode, Url};
 use elasticsearch::Elasticsearch;
@@ -131,6 +131,12 @@ pub struct EsConfig {
     /// is not retried: a refused connection, an unknown host or no answer in this time fails
     /// at once, while [`RetryPolicy`] retries only requests to a cluster that has answered.
     pub connect_timeout: Duration,
+    /// Gzip the bodies sent and ask for gzipped answers. Off by default, as in
+    /// Elasticsearch's own Java and Python clients: it saves bytes on a slow link and costs
+    /// CPU time on both sides of every request (about 0.3 ms of a `similar` lookup at 1M
+    /// documents on one machine, docs/elasticsearch.md). Off, the client asks for plain
+    /// answers (`Accept-Encoding: identity`) and still reads a gzipped one.
+    pub compression: bool,
 }
 
 impl EsConfig {
@@ -179,6 +185,7 @@ impl EsConfig {
             ca_cert: None,
             timeout: Duration::from_secs(60),
             connect_timeout: Duration::from_secs(10),
+            compression: false,
         })
     }
 
@@ -228,6 +235,12 @@ impl EsConfig {
             TransportBuilder::new(nodes::Nodes::new(&self.urls))
         };
         builder = builder.timeout(self.timeout).enable_meta_header(false);
+        builder = if self.compression {
+            builder.request_body_compression(true)
+        } else {
+            // The HTTP client asks for gzip by itself unless a request names an encoding.
+            builder.header(ACCEPT_ENCODING, HeaderValue::from_static("identity"))
+        };
         match &self.auth {
             Auth::None => {}
             Auth::Basic { user, password } => {
@@ -758,6 +771,73 @@ fn truncate(s: &str, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The head of the one request `send` makes with a client of `config` (a JSON body),
+    /// read off the socket by a listener that answers `{}`; and whether the body came
+    /// gzipped (it starts with gzip's magic bytes).
+    async fn sent(config: EsConfig) -> (String, bool) {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let server = std::thread::spawn(move || {
+            let (mut socket, _) = listener.accept().unwrap();
+            let mut read = Vec::new();
+            let mut buf = [0u8; 4096];
+            let head_end = loop {
+                let n = socket.read(&mut buf).unwrap();
+                assert!(n > 0, "the client closed before a whole request head");
+                read.extend_from_slice(&buf[..n]);
+                if let Some(i) = read.windows(4).position(|w| w == b"\r\n\r\n") {
+                    break i + 4;
+                }
+            };
+            let head = String::from_utf8_lossy(&read[..head_end]).to_ascii_lowercase();
+            let length: usize = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .map_or(0, |v| v.trim().parse().unwrap());
+            while read.len() < head_end + length {
+                let n = socket.read(&mut buf).unwrap();
+                read.extend_from_slice(&buf[..n]);
+            }
+            let gzipped = read[head_end..].starts_with(&[0x1f, 0x8b]);
+            socket
+                .write_all(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}")
+                .unwrap();
+            (head, gzipped)
+        });
+        let client = EsConfig {
+            urls: vec![Url::parse(&url).unwrap()],
+            ..config
+        }
+        .client()
+        .unwrap();
+        let body = Body::Json(serde_json::json!({ "query": { "match_all": {} } }));
+        let reply = send(&client, Method::Post, "/i/_search", &[], Some(&body))
+            .await
+            .unwrap();
+        assert_eq!(reply.body, serde_json::json!({}));
+        server.join().unwrap()
+    }
+
+    #[tokio::test]
+    async fn answers_are_asked_plain_unless_compression_is_on() {
+        let plain = EsConfig::new("http://127.0.0.1:9200").unwrap();
+        assert!(!plain.compression, "off by default");
+        let (head, gzipped) = sent(plain.clone()).await;
+        assert!(head.contains("accept-encoding: identity\r\n"), "{head}");
+        assert!(!head.contains("content-encoding"), "{head}");
+        assert!(!gzipped);
+
+        let (head, gzipped) = sent(EsConfig {
+            compression: true,
+            ..plain
+        })
+        .await;
+        assert!(head.contains("accept-encoding: gzip"), "{head}");
+        assert!(head.contains("content-encoding: gzip\r\n"), "{head}");
+        assert!(gzipped, "the body is gzipped");
+    }
 
     #[test]
     fn credentials_in_the_url_move_to_basic_auth_and_never_print() {

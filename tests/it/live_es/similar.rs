@@ -12,8 +12,8 @@ use elasticsearch::http::Method;
 use neardup::es::schema::minhash_fields_json;
 use neardup::es::MinHashLayout;
 use neardup::es::{
-    simhash_fields_json, BlockType, EsError, FieldNames, FilterMode, IndexMeta, Match, Paging,
-    QueryFingerprint, RetryPolicy, Similar, SimilarOptions,
+    simhash_fields_json, BlockType, EsConfig, EsError, FieldNames, FilterMode, IndexMeta, Match,
+    Paging, QueryFingerprint, RetryPolicy, Similar, SimilarOptions,
 };
 use neardup::store::sort_matches;
 use neardup::{
@@ -1373,4 +1373,58 @@ fn the_cli_uses_the_indices_method_and_looks_up_many_ids() {
     assert_eq!(code, 2, "{err}");
     let (code, _, err) = run(&["--fingerprint", "0123456789abcdef", "-k", "2"], b"");
     assert_eq!(code, 0, "{err}");
+}
+
+/// `--es-compress` (gzipped requests, gzipped answers asked for) writes and finds what a
+/// plain client does: a gzipped bulk load, a back-fill, and `similar --id` of every article
+/// through the command line, with and without it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_compressing_client_writes_and_finds_what_a_plain_one_does() {
+    let plain = t::client().await;
+    let gzip = EsConfig {
+        compression: true,
+        ..EsConfig::new(&t::url()).unwrap()
+    }
+    .client()
+    .unwrap();
+    let idx = t::initialised(&plain, "similar-gzip", &IndexMeta::default()).await;
+    let articles = t::example_articles();
+    t::load(&gzip, &idx.name, &articles).await;
+    let url = t::url();
+    let dir = tempfile::tempdir().unwrap();
+    let (state, failed) = (dir.path().join("s.jsonl"), dir.path().join("f.jsonl"));
+    let (code, _, err) = common::neardup(
+        &[
+            "backfill",
+            "--quiet",
+            "--es-compress",
+            "--es",
+            &url,
+            "--index",
+            &idx.name,
+            "--state",
+            state.to_str().unwrap(),
+            "--failed",
+            failed.to_str().unwrap(),
+        ],
+        b"",
+    );
+    assert_eq!(code, 0, "{err}");
+    t::refresh(&plain, &idx.name).await;
+    let mut found = 0;
+    for (id, _) in &articles {
+        let lookup = |extra: &[&str]| {
+            let mut args = vec!["similar", "--es", &url, "--index", &idx.name, "--id", id];
+            args.extend_from_slice(extra);
+            common::neardup(&args, b"")
+        };
+        let (code, out, err) = lookup(&[]);
+        assert!(code == 0 || code == 4, "{id}: {err}");
+        assert_eq!(lookup(&["--es-compress"]), (code, out.clone(), err), "{id}");
+        found += common::json_lines(&out).len();
+    }
+    assert!(
+        found > 0,
+        "the examples hold near-duplicates and partial copies"
+    );
 }
