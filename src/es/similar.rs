@@ -29,7 +29,9 @@
 //!   reaches the threshold, [`min_agreements`]), so only true matches cross the network. Every
 //!   transferred candidate is checked here again, so both filters give the same answer.
 //!
-//! Results are sorted nearest first, then by id and index; the query document is left out.
+//! Results are sorted nearest first, then by id and index; the query document is left out,
+//! by the candidate query itself (`must_not` its `_id` in its `_index`), so that it is
+//! neither collected nor sent back.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
@@ -183,7 +185,8 @@ pub struct Similarity {
     /// document. Each has its `index`.
     pub matches: Vec<Match>,
     /// Documents whose fingerprints crossed the network (all candidates with the client
-    /// filter, only true matches with the server filter; the query document included).
+    /// filter, only true matches with the server filter; never the query document of a
+    /// lookup by id, which the candidate query leaves out).
     pub transferred: u64,
     pub scan: ScanStats,
 }
@@ -740,7 +743,10 @@ impl Similar {
         terms: Option<&StoredTerms>,
         exclude: Option<(&str, &str)>,
     ) -> Result<Similarity, EsError> {
-        let body = query_body(d, filter, query, options, terms);
+        let mut body = query_body(d, filter, query, options, terms);
+        if let Some((index, id)) = exclude {
+            leave_out(&mut body, index, id);
+        }
         // Relations are a MinHash answer, given where partial copies are asked for.
         let relations = options.containment.is_some() && query.method() == Method::MinHash;
         let scan_options = ScanOptions {
@@ -762,6 +768,8 @@ impl Similar {
                     let (Some(index), Some(id)) = (h["_index"].as_str(), h["_id"].as_str()) else {
                         continue;
                     };
+                    // The query leaves it out; a hit of a remote cluster (`cluster:index`)
+                    // names its index otherwise there.
                     if exclude == Some((index, id)) {
                         continue;
                     }
@@ -1323,6 +1331,20 @@ fn query_body(
             options.containment.as_ref(),
         ),
     }
+}
+
+/// Leaves the query document (`id` in `index`) out of the hits of a candidate query `body`,
+/// so that it is neither collected nor sent back: a lookup by id finds its own document
+/// first, and often nothing else.
+fn leave_out(body: &mut Value, index: &str, id: &str) {
+    let query = body["query"].take();
+    body["query"] = json!({ "bool": {
+        "filter": [query],
+        "must_not": [{ "bool": { "filter": [
+            { "ids": { "values": [id] } },
+            { "term": { "_index": index } },
+        ] } }],
+    } });
 }
 
 fn simhash_body(
