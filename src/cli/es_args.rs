@@ -56,7 +56,12 @@ pub struct EsArgs {
     pub connect_timeout: Duration,
     /// Gzip what is sent to Elasticsearch and ask for gzipped answers: for a slow link to
     /// the cluster. Off by default: on a fast network it only adds time to every request.
-    #[arg(long = "es-compress", env = "NEARDUP_ES_COMPRESS")]
+    /// The variable takes 1/0, true/false, yes/no, on/off.
+    #[arg(
+        long = "es-compress",
+        env = "NEARDUP_ES_COMPRESS",
+        value_parser = clap::builder::BoolishValueParser::new()
+    )]
     pub compress: bool,
 }
 
@@ -380,6 +385,19 @@ mod tests {
         };
         assert!(!config(&[]).compression, "off by default");
         assert!(config(&["--es-compress"]).compression);
+        // The variable (no other test reads it).
+        for (value, on) in [
+            ("1", true),
+            ("yes", true),
+            ("true", true),
+            ("0", false),
+            ("off", false),
+        ] {
+            std::env::set_var("NEARDUP_ES_COMPRESS", value);
+            let c = config(&[]);
+            std::env::remove_var("NEARDUP_ES_COMPRESS");
+            assert_eq!(c.compression, on, "NEARDUP_ES_COMPRESS={value}");
+        }
     }
 
     #[test]
