@@ -61,24 +61,28 @@ pub mod serve;
 /// `neardup backfill --quiet` of `index` on the test node, its state and failed files in a
 /// temporary directory; it must exit 0. Then a refresh.
 pub async fn backfill(client: &elasticsearch::Elasticsearch, index: &str) {
+    backfill_with(client, index, &[]).await
+}
+
+/// [`backfill`] with more flags (`extra`).
+pub async fn backfill_with(client: &elasticsearch::Elasticsearch, index: &str, extra: &[&str]) {
     let dir = tempfile::tempdir().unwrap();
     let (state, failed) = (dir.path().join("s.jsonl"), dir.path().join("f.jsonl"));
     let url = es::url();
-    let (code, _, err) = neardup(
-        &[
-            "backfill",
-            "--quiet",
-            "--es",
-            &url,
-            "--index",
-            index,
-            "--state",
-            state.to_str().unwrap(),
-            "--failed",
-            failed.to_str().unwrap(),
-        ],
-        b"",
-    );
+    let mut args = vec![
+        "backfill",
+        "--quiet",
+        "--es",
+        &url,
+        "--index",
+        index,
+        "--state",
+        state.to_str().unwrap(),
+        "--failed",
+        failed.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    let (code, _, err) = neardup(&args, b"");
     assert_eq!(code, 0, "{err}");
     es::refresh(client, index).await;
 }

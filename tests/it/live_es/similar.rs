@@ -1392,27 +1392,8 @@ async fn a_compressing_client_writes_and_finds_what_a_plain_one_does() {
     let idx = t::initialised(&plain, "similar-gzip", &IndexMeta::default()).await;
     let articles = t::example_articles();
     t::load(&gzip, &idx.name, &articles).await;
+    common::backfill_with(&plain, &idx.name, &["--es-compress"]).await;
     let url = t::url();
-    let dir = tempfile::tempdir().unwrap();
-    let (state, failed) = (dir.path().join("s.jsonl"), dir.path().join("f.jsonl"));
-    let (code, _, err) = common::neardup(
-        &[
-            "backfill",
-            "--quiet",
-            "--es-compress",
-            "--es",
-            &url,
-            "--index",
-            &idx.name,
-            "--state",
-            state.to_str().unwrap(),
-            "--failed",
-            failed.to_str().unwrap(),
-        ],
-        b"",
-    );
-    assert_eq!(code, 0, "{err}");
-    t::refresh(&plain, &idx.name).await;
     let mut found = 0;
     for (id, _) in &articles {
         let lookup = |extra: &[&str]| {
