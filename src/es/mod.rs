@@ -776,35 +776,30 @@ mod tests {
     /// read off the socket by a listener that answers `{}`; and whether the body came
     /// gzipped (it starts with gzip's magic bytes).
     async fn sent(config: EsConfig) -> (String, bool) {
-        use std::io::{Read, Write};
+        use std::io::{BufRead, BufReader, Read, Write};
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         let server = std::thread::spawn(move || {
-            let (mut socket, _) = listener.accept().unwrap();
-            let mut read = Vec::new();
-            let mut buf = [0u8; 4096];
-            let head_end = loop {
-                let n = socket.read(&mut buf).unwrap();
-                assert!(n > 0, "the client closed before a whole request head");
-                read.extend_from_slice(&buf[..n]);
-                if let Some(i) = read.windows(4).position(|w| w == b"\r\n\r\n") {
-                    break i + 4;
-                }
-            };
-            let head = String::from_utf8_lossy(&read[..head_end]).to_ascii_lowercase();
+            let (socket, _) = listener.accept().unwrap();
+            let mut reader = BufReader::new(socket.try_clone().unwrap());
+            let mut head = String::new();
+            while !head.ends_with("\r\n\r\n") {
+                assert!(
+                    reader.read_line(&mut head).unwrap() > 0,
+                    "the client closed before a whole request head"
+                );
+            }
+            let head = head.to_ascii_lowercase();
             let length: usize = head
                 .lines()
                 .find_map(|l| l.strip_prefix("content-length:"))
                 .map_or(0, |v| v.trim().parse().unwrap());
-            while read.len() < head_end + length {
-                let n = socket.read(&mut buf).unwrap();
-                read.extend_from_slice(&buf[..n]);
-            }
-            let gzipped = read[head_end..].starts_with(&[0x1f, 0x8b]);
-            socket
+            let mut body = vec![0; length];
+            reader.read_exact(&mut body).unwrap();
+            (&socket)
                 .write_all(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}")
                 .unwrap();
-            (head, gzipped)
+            (head, body.starts_with(&[0x1f, 0x8b]))
         });
         let client = EsConfig {
             urls: vec![Url::parse(&url).unwrap()],
