@@ -33,32 +33,15 @@
 // The command line's modules name the library `neardup::…`, as any user of it does.
 extern crate self as neardup;
 
+// The facade: one way in for an embedder. Each concern is a crate of its own (ARCHITECTURE.md
+// draws the graph); their modules keep the paths they always had here.
+pub use neardup_core::*;
+pub use neardup_es as es;
+pub use neardup_eval as eval;
+#[cfg(feature = "serve")]
+pub use neardup_serve as serve;
+pub use neardup_store as store;
+pub use neardup_store::Store;
+
 #[cfg(feature = "cli")]
 pub mod cli;
-pub mod error;
-pub mod es;
-pub mod eval;
-pub mod fingerprint;
-pub mod hashing;
-pub mod input;
-pub mod method;
-pub mod minhash;
-pub mod pipeline;
-pub mod relation;
-#[cfg(feature = "serve")]
-pub mod serve;
-pub mod simhash;
-pub mod store;
-pub mod text;
-
-pub use error::{Error, Result};
-pub use fingerprint::{
-    Features, Fingerprint, FingerprintConfig, FingerprintRecord, Fingerprinter, Methods,
-    MinHashFingerprint, MinHashOutcome, Outcome, Profile, Scheme, Sketches, Thresholds, TooShort,
-    Versions, Weight,
-};
-pub use method::{Match, Method, Query, Score, Sketch, Tolerance};
-pub use minhash::{MinHashParams, MinHasher, MinimaOrder, Signature, Threshold};
-pub use simhash::allpairs::AllPairs;
-pub use simhash::{hamming, BlockLayout, SimHash};
-pub use store::Store;

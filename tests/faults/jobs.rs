@@ -82,7 +82,7 @@ pub async fn regroup(c: &Cluster, fault: RegroupFault) -> Row {
     ];
     let mut child = neardup(&es, &args)
         .args(["--log-format", "json"])
-        .env("RUST_LOG", "neardup::es::regroup=debug")
+        .env("RUST_LOG", "neardup_es::regroup=debug")
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()

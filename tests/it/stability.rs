@@ -1,5 +1,5 @@
 //! Pinned fingerprints and MinHash signatures: an accidental change of output fails here. A
-//! deliberate change bumps the fingerprint version (src/fingerprint/mod.rs) and re-pins these
+//! deliberate change bumps the fingerprint version (crates/core/src/fingerprint/mod.rs) and re-pins these
 //! values.
 
 use crate::common;
@@ -130,7 +130,7 @@ const MINHASH_VERSION_PRETOKENIZED: &str =
 /// A text's full MinHash signature and its LSH band keys, computed once with the code of
 /// `MINHASH_VERSION`. Signatures and band keys live in stores for years: if one of these
 /// changes, the new code makes signatures that old stores cannot be compared with, so the
-/// change needs a version bump (`MINHASH_VERSION_NAME` in src/fingerprint/mod.rs, or the
+/// change needs a version bump (`MINHASH_VERSION_NAME` in crates/core/src/fingerprint/mod.rs, or the
 /// parameters' part of the version) before these values are re-pinned.
 struct GoldenSignature {
     name: &'static str,

@@ -189,15 +189,16 @@ fn require_node() {
 }
 
 /// The top-level entries of the repository that the build compiles in: the manifest, the
-/// lock file, `src/`, and wherever an `include_str!` / `include_bytes!` under `src/` points.
+/// lock file, `src/` and `crates/` (the workspace's product crates), and wherever an
+/// `include_str!` / `include_bytes!` under them points.
 fn compiled_in() -> Vec<String> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"))
         .canonicalize()
         .unwrap();
-    let mut found: Vec<String> = ["Cargo.toml", "Cargo.lock", "src"]
+    let mut found: Vec<String> = ["Cargo.toml", "Cargo.lock", "src", "crates"]
         .map(String::from)
         .to_vec();
-    let mut dirs = vec![root.join("src")];
+    let mut dirs = vec![root.join("src"), root.join("crates")];
     while let Some(dir) = dirs.pop() {
         for entry in std::fs::read_dir(&dir).unwrap() {
             let path = entry.unwrap().path();

@@ -153,7 +153,7 @@ async fn a_regroup_killed_in_the_middle_goes_on_from_its_work_file() {
         .args(args)
         .args(["--max-docs-per-sec", "20", "--log-format", "json"])
         .env("NEARDUP_ES_URL", t::url())
-        .env("RUST_LOG", "neardup::es::regroup=debug")
+        .env("RUST_LOG", "neardup_es::regroup=debug")
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()

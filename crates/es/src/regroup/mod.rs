@@ -1,0 +1,563 @@
+//! `neardup regroup`: recompute the duplicate groups of a whole index as the connected
+//! components of what `similar` links at the index's default tolerance, and write only the
+//! labels that change.
+//!
+//! The writers ([`super::group`]) keep groups current one article at a time and never
+//! relabel others, so two groups an article bridges stay apart, and articles written by two
+//! processes at the same moment can start two groups. A regroup joins them.
+//!
+//! ## How
+//!
+//! 1. **Link.** The index is walked once (the one paging layer, [`super::Scanner`]), reading each
+//!    article's stored sketch, label and `_seq_no`/`_primary_term`. For each article with a
+//!    sketch, [`Similar::by_fingerprint`] runs at the index's default tolerance — the search
+//!    every writer runs — and the article is united with what it finds in an on-disk
+//!    union-find (`forest`). Links are symmetric (a shared band and an estimate within the
+//!    tolerance, or a Hamming distance), so a link missed by one side's search (the other
+//!    article was not yet searchable) is found by the other's.
+//! 2. **Choose.** Each component's representative is, where the index orders groups by a
+//!    field (`es-init --group-order`), its earliest member by the writers' one rule
+//!    ([`super::group::earliest_first`]). In the default order (first fingerprinted, which
+//!    no document records), it is the member whose id most members already carry as their
+//!    label, so that the fewest labels change (a group the writers made is labelled with its
+//!    first fingerprinted member; joined groups keep the larger one's label), ties to the
+//!    smaller id. A member in every case, so a deleted representative's label gives way.
+//! 3. **Write.** Each article whose label differs from its representative's id gets it, in
+//!    guarded partial updates (`if_seq_no`/`if_primary_term` of the version read): an
+//!    article changed since (re-fingerprinted, relabelled by a writer) is left as it is and
+//!    counted. An article too short to have a sketch carries its own id; one never
+//!    fingerprinted is left to the back-fill.
+//!
+//! ## Memory, resumability, cost
+//!
+//! The union-find, the article numbering and the tallies live in a redb file (`--state`),
+//! so memory is one page of articles, the searches in flight and redb's page cache
+//! ([`RegroupConfig::cache_bytes`]), whatever the index size; the file grows by about
+//! 100 bytes per article. Each page of the walk (its articles, their links) is one
+//! transaction, as is each chunk of the choice and each bulk of labels: a run killed at any
+//! moment and started again with the same command goes on from its last commit (pages
+//! already linked are read again but not searched again). The cluster pays one `similar`
+//! search per article (what the writers pay once per write) and one partial update per
+//! changed label, paced by [`RegroupConfig::max_docs_per_sec`].
+//!
+//! Articles written during the link phase after the walk began are not walked (the writers
+//! label them); articles changed after they were read keep their label.
+
+mod forest;
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use elasticsearch::http::Method as HttpMethod;
+use elasticsearch::Elasticsearch;
+use futures_util::StreamExt;
+use serde::Serialize;
+use serde_json::{json, Value};
+
+pub use self::forest::{Component, Phase};
+use self::forest::{Forest, Node, Rank};
+use super::backfill::control::Pace;
+use super::backfill::{refresh, resolve_indices, Paging, WalkError, WalkSpec, Walker};
+use super::group::{better_container, group_near, order_key_at};
+use super::schema::GroupOrder;
+use super::similar::StoredQuery;
+use super::{
+    path_segment, request, EsError, EsIndexer, GroupLabel, ItemFailure, RetryPolicy, Similar,
+    SimilarOptions,
+};
+use neardup_core::method::Match;
+use neardup_core::relation::Relation;
+
+/// Why a regroup stopped.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RegroupError {
+    #[error(transparent)]
+    Es(#[from] EsError),
+    #[error("state file {}: {detail}", path.display())]
+    State { path: PathBuf, detail: String },
+    #[error("state file {} is in use by another regroup; wait for it, or pass --state to use another file", path.display())]
+    StateInUse { path: PathBuf },
+    #[error("state file {} belongs to another regroup ({recorded}). Pass --restart to discard it, or --state to use another file", path.display())]
+    OtherJob { path: PathBuf, recorded: String },
+    #[error("no index matches `{0}`")]
+    NoIndex(String),
+    #[error("`{pattern}` is {} indices ({}): regroup one index at a time", indices.len(), indices.join(", "))]
+    SeveralIndices {
+        pattern: String,
+        indices: Vec<String>,
+    },
+    #[error("index `{0}` keeps no duplicate groups: `neardup es-init --index {0}` adds them")]
+    NoGroups(String),
+    #[error("cannot write the groups: {0}")]
+    Output(std::io::Error),
+    #[error("index `{0}` is being moved to the compact MinHash layout: run `neardup backfill --index {0}` to the end first (it records when every document is moved), then regroup")]
+    LayoutUpgrade(String),
+}
+
+/// How a regroup runs.
+#[derive(Clone, Debug)]
+pub struct RegroupConfig {
+    /// One index, or an alias or pattern that names one.
+    pub index: String,
+    /// The work file (see the module docs); [`default_state_path`] by default.
+    pub state: PathBuf,
+    /// Compute and list the groups, write nothing.
+    pub dry_run: bool,
+    /// Discard a work file left by another regroup and start over.
+    pub restart: bool,
+    /// Articles per page of the walk (and per transaction of the work file).
+    pub page_size: usize,
+    /// `similar` searches in flight.
+    pub searches_in_flight: usize,
+    /// Labels per bulk request.
+    pub bulk_size: usize,
+    /// Searches, and labels written, per second at most (none: unlimited).
+    pub max_docs_per_sec: Option<f64>,
+    pub paging: Paging,
+    pub keep_alive: Duration,
+    pub retry: RetryPolicy,
+    /// redb's page cache for the work file, in bytes.
+    pub cache_bytes: usize,
+}
+
+impl RegroupConfig {
+    pub fn new(index: impl Into<String>) -> RegroupConfig {
+        let index = index.into();
+        RegroupConfig {
+            state: default_state_path(&index, false),
+            index,
+            dry_run: false,
+            restart: false,
+            page_size: 500,
+            searches_in_flight: 8,
+            bulk_size: 500,
+            max_docs_per_sec: None,
+            paging: Paging::Auto,
+            keep_alive: Duration::from_secs(300),
+            retry: RetryPolicy::default(),
+            cache_bytes: 64 << 20,
+        }
+    }
+}
+
+/// `.neardup-regroup-<index>.redb` (`.dry-run.redb` for a dry run), in the working directory.
+pub fn default_state_path(index: &str, dry_run: bool) -> PathBuf {
+    let safe: String = index
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let tail = if dry_run { ".dry-run" } else { "" };
+    PathBuf::from(format!(".neardup-regroup-{safe}{tail}.redb"))
+}
+
+/// Where a running regroup is.
+#[derive(Clone, Debug)]
+pub struct RegroupProgress {
+    pub phase: Phase,
+    /// Articles read (link), or chosen (choose), or labels checked (write).
+    pub done: u64,
+    /// The index's article count, where known.
+    pub total: Option<u64>,
+}
+
+/// What a regroup did (counts of the whole job, over every run that made it).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct RegroupReport {
+    pub index: String,
+    pub field: String,
+    pub tolerance: String,
+    pub dry_run: bool,
+    /// This run went on from a work file a previous run left.
+    pub resumed: bool,
+    pub state_file: PathBuf,
+    /// Articles read.
+    pub articles: u64,
+    /// Articles searched by this run (the rest were linked by a previous one).
+    pub searched: u64,
+    /// Components of articles with a sketch (a single article is a group of its own).
+    pub groups: u64,
+    /// Of those, with two or more articles.
+    pub shared_groups: u64,
+    pub largest_group: u64,
+    /// Labels that differ from what the groups say (written, or for a dry run, would be).
+    pub changed: u64,
+    pub written: u64,
+    /// Articles changed since they were read: left as they are.
+    pub conflicts: u64,
+    /// Articles deleted since they were read.
+    pub deleted: u64,
+    /// Labels Elasticsearch refused (this run's).
+    pub failed: Vec<ItemFailureReport>,
+    /// The run stopped on request before the end: run it again to go on.
+    pub interrupted: bool,
+    pub elapsed_secs: f64,
+}
+
+/// A label not written, and why.
+#[derive(Clone, Debug, Serialize)]
+pub struct ItemFailureReport {
+    pub id: String,
+    pub status: u16,
+    pub reason: String,
+}
+
+impl From<ItemFailure> for ItemFailureReport {
+    fn from(f: ItemFailure) -> Self {
+        ItemFailureReport {
+            id: f.id,
+            status: f.status,
+            reason: format!("{}: {}", f.error_type, f.reason),
+        }
+    }
+}
+
+/// Walks lost this many times in a row stop the job (it can be run again).
+const MAX_LOST_WALKS: u32 = 5;
+
+/// Articles per transaction of the choice.
+const CHOOSE_CHUNK: usize = 10_000;
+
+/// Recomputes the groups of `config.index` (see the module docs). `stop` ends the run after
+/// the page or bulk in flight (the report says `interrupted`); `progress` is called after
+/// each; `each_group` gets, for a dry run, every group of two or more articles.
+pub async fn regroup(
+    client: Elasticsearch,
+    config: &RegroupConfig,
+    stop: &AtomicBool,
+    progress: impl Fn(&RegroupProgress),
+    mut each_group: impl FnMut(&Component) -> std::io::Result<()>,
+) -> Result<RegroupReport, RegroupError> {
+    let started = Instant::now();
+    let index = one_index(&client, &config.retry, &config.index).await?;
+    let indexer = EsIndexer::open(
+        client.clone(),
+        &index,
+        config.retry.clone(),
+        &Default::default(),
+    )
+    .await?;
+    let meta = indexer.meta().clone();
+    let group = meta
+        .group
+        .clone()
+        .ok_or_else(|| RegroupError::NoGroups(index.clone()))?;
+    let method = meta.default_method();
+    if meta.minhash.as_ref().is_some_and(|m| m.from_full) {
+        return Err(RegroupError::LayoutUpgrade(index.clone()));
+    }
+    let near = group_near(&meta);
+    let tolerance = near.tolerance;
+    let similar = Similar::with_options(
+        client.clone(),
+        None,
+        SimilarOptions {
+            paging: config.paging,
+            keep_alive: config.keep_alive,
+            ..SimilarOptions::default()
+        },
+        config.retry.clone(),
+    );
+    let key = json!({
+        "index": index,
+        "field": group.field,
+        "tolerance": tolerance.to_string(),
+        "partial_copies": near.options.containment.is_some(),
+        "version": meta.version(method),
+        "order": group.order.field(),
+        "dry_run": config.dry_run,
+    })
+    .to_string();
+    let forest = Forest::open(&config.state, &key, config.restart, config.cache_bytes)?;
+    let mut report = RegroupReport {
+        index: index.clone(),
+        field: group.field.clone(),
+        tolerance: tolerance.to_string(),
+        dry_run: config.dry_run,
+        resumed: forest.linked()? > 0,
+        state_file: config.state.clone(),
+        ..RegroupReport::default()
+    };
+    let pace = Pace::new(config.max_docs_per_sec);
+    let total = count(&client, &config.retry, &index).await.ok();
+
+    if forest.phase()? == Phase::Link {
+        refresh(&client, &config.retry, &index).await?;
+        let mut fields: Vec<String> = similar.sketch_source_fields(index.as_str(), method).await?;
+        fields.push(group.field.clone());
+        fields.extend(group.order.field().map(str::to_owned));
+        let spec = WalkSpec {
+            index: index.clone(),
+            query: json!({ "match_all": {} }),
+            fields,
+            page_size: config.page_size,
+            preference: None,
+            keep_alive: config.keep_alive,
+            slice: None,
+        };
+        let mut lost = 0u32;
+        'walks: loop {
+            let mut walker = Walker::open(similar.scanner(), config.paging, spec.clone());
+            let mut read = 0u64;
+            loop {
+                if stop.load(Ordering::Relaxed) {
+                    walker.close().await;
+                    report.interrupted = true;
+                    return finish(report, &forest, started);
+                }
+                let page = match walker.next_page().await {
+                    Ok(p) => p,
+                    Err(WalkError::Lost(e)) if lost < MAX_LOST_WALKS => {
+                        lost += 1;
+                        tracing::warn!(index = %index, error = %e, "walk lost, starting a new one (pages already linked are not searched again)");
+                        continue 'walks;
+                    }
+                    Err(e) => return Err(e.into_inner().into()),
+                };
+                lost = 0;
+                if page.is_empty() {
+                    walker.close().await;
+                    break 'walks;
+                }
+                read += page.len() as u64;
+                let mut nodes = Vec::with_capacity(page.len());
+                let mut sketches = Vec::with_capacity(page.len());
+                for hit in &page {
+                    let raw = json!({ "_id": hit.id, "_index": index, "_source": hit.source });
+                    let sketch = similar.stored_sketch(index.as_str(), &raw, method).await?;
+                    nodes.push(Node {
+                        id: hit.id.clone(),
+                        seq_no: hit.seq_no,
+                        primary_term: hit.primary_term,
+                        label: hit.source[&group.field].as_str().map(str::to_owned),
+                        has_sketch: sketch.is_some(),
+                        order: group
+                            .order
+                            .field()
+                            .and_then(|f| order_key_at(&hit.source, f)),
+                    });
+                    sketches.push(sketch);
+                }
+                let ids: Vec<&str> = nodes.iter().map(|n| n.id.as_str()).collect();
+                let todo: Vec<(String, StoredQuery)> = forest
+                    .unsearched(&ids)?
+                    .into_iter()
+                    .zip(nodes.iter().zip(sketches))
+                    .filter_map(|(todo, (n, s))| Some((n.id.clone(), s.filter(|_| todo)?)))
+                    .collect();
+                pace.take(todo.len()).await;
+                let found: Vec<Result<(String, Vec<String>), EsError>> =
+                    futures_util::stream::iter(todo)
+                        .map(|(id, sketch)| {
+                            let (similar, index) = (&similar, &index);
+                            async move {
+                                let s = similar.by_stored(index.as_str(), sketch, near).await?;
+                                let matches = s.matches.into_iter().filter(|m| {
+                                    m.id != id && m.index.as_deref().is_none_or(|i| i == index)
+                                });
+                                let links = group_links(matches);
+                                Ok((id, links))
+                            }
+                        })
+                        .buffered(config.searches_in_flight.max(1))
+                        .collect()
+                        .await;
+                let links = found.into_iter().collect::<Result<Vec<_>, _>>()?;
+                report.searched += links.len() as u64;
+                forest.record_page(&nodes, &links)?;
+                tracing::debug!(index = %index, read, linked = forest.linked()?, "regroup: page linked");
+                progress(&RegroupProgress {
+                    phase: Phase::Link,
+                    done: read,
+                    total,
+                });
+            }
+        }
+        forest.set_phase(Phase::Choose)?;
+    }
+
+    if forest.phase()? == Phase::Choose {
+        let rank = match group.order {
+            GroupOrder::Fingerprinted => Rank::MostCarried,
+            GroupOrder::Earliest { .. } => Rank::Earliest,
+        };
+        forest.choose(rank, CHOOSE_CHUNK, config.dry_run, |done| {
+            progress(&RegroupProgress {
+                phase: Phase::Choose,
+                done,
+                total,
+            })
+        })?;
+        forest.set_phase(Phase::Write)?;
+    }
+
+    if forest.phase()? == Phase::Write {
+        let mut from = forest.written_upto()?;
+        loop {
+            if stop.load(Ordering::Relaxed) {
+                report.interrupted = true;
+                return finish(report, &forest, started);
+            }
+            let (changes, next) = forest.changes(from, config.bulk_size.max(1))?;
+            let upto = next.unwrap_or(u64::MAX);
+            if config.dry_run {
+                forest.mark_written(upto, &[("changed", changes.len() as u64)])?;
+            } else if !changes.is_empty() {
+                pace.take(changes.len()).await;
+                let labels: Vec<GroupLabel> = changes
+                    .iter()
+                    .map(|c| GroupLabel {
+                        id: c.id.clone(),
+                        guard: Some((c.seq_no, c.primary_term)),
+                        label: c.label.clone(),
+                    })
+                    .collect();
+                let r = indexer.write_group_labels(&labels).await?;
+                forest.mark_written(
+                    upto,
+                    &[
+                        ("changed", changes.len() as u64),
+                        ("written", r.updated + r.noop),
+                        ("conflicts", r.conflicts.len() as u64),
+                        ("deleted", r.missing.len() as u64),
+                    ],
+                )?;
+                report
+                    .failed
+                    .extend(r.failed.into_iter().map(ItemFailureReport::from));
+            } else {
+                forest.mark_written(upto, &[])?;
+            }
+            progress(&RegroupProgress {
+                phase: Phase::Write,
+                done: upto.min(total.unwrap_or(u64::MAX)),
+                total,
+            });
+            match next {
+                Some(n) => from = n,
+                None => break,
+            }
+        }
+        if config.dry_run {
+            forest.components(|c| each_group(&c).map_err(RegroupError::Output))?;
+        }
+        forest.set_phase(Phase::Done)?;
+    }
+    finish(report, &forest, started)
+}
+
+/// What a regroup unites an article with, of what its search found: every near-duplicate,
+/// and, of the articles it is contained in, the one it is most contained in (ties: the
+/// smaller id). A part is united with one container only, so a short item contained in two
+/// different reports (a statement both quote) does not join their groups; the parts an
+/// article contains (`contains`) are left to their own searches, which choose.
+fn group_links(matches: impl IntoIterator<Item = Match>) -> Vec<String> {
+    let mut links = Vec::new();
+    let mut container: Option<(f64, String)> = None;
+    for m in matches {
+        match m.relation {
+            None | Some(Relation::NearDuplicate) => links.push(m.id),
+            Some(Relation::ContainedIn) => {
+                let c = m.containment.unwrap_or(0.0);
+                let better = container
+                    .as_ref()
+                    .is_none_or(|(bc, bid)| better_container(c, &m.id, (*bc, bid)));
+                if better {
+                    container = Some((c, m.id));
+                }
+            }
+            Some(Relation::Contains) => {}
+        }
+    }
+    links.extend(container.map(|(_, id)| id));
+    links
+}
+
+fn finish(
+    mut report: RegroupReport,
+    forest: &Forest,
+    started: Instant,
+) -> Result<RegroupReport, RegroupError> {
+    let t = forest.tally()?;
+    report.articles = t.articles;
+    report.groups = t.groups;
+    report.shared_groups = t.shared;
+    report.largest_group = t.largest;
+    report.changed = forest.count("changed")?;
+    report.written = forest.count("written")?;
+    report.conflicts = forest.count("conflicts")?;
+    report.deleted = forest.count("deleted")?;
+    report.elapsed_secs = started.elapsed().as_secs_f64();
+    Ok(report)
+}
+
+/// The one concrete index `pattern` names.
+async fn one_index(
+    client: &Elasticsearch,
+    retry: &RetryPolicy,
+    pattern: &str,
+) -> Result<String, RegroupError> {
+    let mut indices = resolve_indices(client, retry, pattern).await?;
+    indices.sort();
+    indices.dedup();
+    match indices.len() {
+        0 => Err(RegroupError::NoIndex(pattern.to_owned())),
+        1 => Ok(indices.remove(0)),
+        _ => Err(RegroupError::SeveralIndices {
+            pattern: pattern.to_owned(),
+            indices,
+        }),
+    }
+}
+
+async fn count(client: &Elasticsearch, retry: &RetryPolicy, index: &str) -> Result<u64, EsError> {
+    let r: Value = request(
+        client,
+        retry,
+        &format!("index `{index}`: count"),
+        HttpMethod::Get,
+        &format!("/{}/_count", path_segment(index)),
+        &[],
+        None,
+    )
+    .await?;
+    Ok(r["count"].as_u64().unwrap_or(0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use neardup_core::Score;
+
+    fn m(id: &str, relation: Relation, containment: f64) -> Match {
+        let mut m = Match::new(id, Score::Similarity(0.2));
+        m.relation = Some(relation);
+        m.containment = Some(containment);
+        m
+    }
+
+    #[test]
+    fn a_part_is_united_with_its_near_duplicates_and_its_best_container_only() {
+        let found = [
+            m("report-b", Relation::ContainedIn, 0.92),
+            m("copy", Relation::NearDuplicate, 0.95),
+            m("report-a", Relation::ContainedIn, 0.97),
+            m("report-c", Relation::ContainedIn, 0.97),
+            m("its-own-lead", Relation::Contains, 1.0),
+            Match::new("simhash-near", Score::Distance(2)),
+        ];
+        assert_eq!(
+            group_links(found),
+            ["copy", "simhash-near", "report-a"],
+            "near-duplicates, then the container it is most in (ties: the smaller id)"
+        );
+        assert!(group_links([m("part", Relation::Contains, 1.0)]).is_empty());
+    }
+}

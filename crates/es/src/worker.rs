@@ -1,0 +1,413 @@
+//! Keeping an index's fingerprints current, one pass at a time.
+//!
+//! A pass finds the documents that need a (new) fingerprint with one query
+//! ([`Worker::stale_query`]):
+//!
+//! - for any method the index holds (its `_meta`), no version field (`simHashVersion`,
+//!   `minHashVersion`) or one other than the version `_meta` records: never fingerprinted, by
+//!   another pipeline version, or written before `es-init` added the method ([`stale_query`]);
+//!   where `es-init` installed edit tracking ([`super::track_edits`]), also edited since;
+//! - with a changed field (`--changed-field updated_at`): changed at or after the watermark,
+//!   the field's highest value when the previous pass started (minus an overlap for dates, to
+//!   cover refresh delays and writers' clock skew).
+//!
+//! Too-short texts are written with the current versions, the reason `too_short` and `null`
+//! values, so the first rule skips them until their text changes.
+//!
+//! One pass writes every method the index holds, in one guarded partial update per document.
+//! Each pass starts by reading the index's `_meta` again, so a method `es-init` adds to a
+//! running worker's index is filled in from the next pass on, and refreshes the index when
+//! its periodic refresh is off (`refresh_interval: -1`), so the query sees every write.
+//!
+//! Documents are read through the one paging layer ([`Scanner`]: a point in time where the
+//! cluster has one, else a scroll, in index order), fingerprinted on all cores, and written
+//! back in bulk, each update guarded by the `_seq_no`/`_primary_term` the text was read with.
+//! A pass that loses its read ([`EsError::ContextLost`]) fails; the next pass finds what it
+//! did not write, as the query is the checkpoint.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use elasticsearch::http::Method;
+use rayon::prelude::*;
+use serde_json::{json, Value};
+
+use super::group::order_key_at;
+use super::scan::{Paging, ScanOptions, Scanner};
+use super::write::{sketch_source, BulkReport, EsIndexer, FingerprintUpdate};
+use super::{path_segment, request, Body, EsError, IndexMeta};
+
+/// What the worker reads and how.
+#[derive(Clone, Debug)]
+pub struct WorkerConfig {
+    /// Text fields fingerprinted together, in order (dotted paths allowed).
+    pub text_fields: Vec<String>,
+    /// A date or number field the article service bumps on every change (e.g. `updated_at`).
+    pub changed_field: Option<String>,
+    /// Documents per page read and bulk request.
+    pub batch_size: usize,
+    /// How long Elasticsearch keeps the point in time or scroll between two pages.
+    pub scroll_keep_alive: Duration,
+    /// For a date `changed_field`: documents changed up to this long before the watermark are
+    /// looked at again (refresh delay, clock skew between writers).
+    pub changed_overlap: Duration,
+}
+
+impl Default for WorkerConfig {
+    fn default() -> Self {
+        WorkerConfig {
+            text_fields: vec!["title".into(), "content".into()],
+            changed_field: None,
+            batch_size: 500,
+            scroll_keep_alive: Duration::from_secs(300),
+            changed_overlap: Duration::from_secs(60),
+        }
+    }
+}
+
+/// The highest value of the changed field seen at the start of a pass.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Watermark {
+    /// Milliseconds since the epoch (date fields).
+    EpochMillis(i64),
+    /// A numeric field's value.
+    Number(f64),
+}
+
+/// What one pass did.
+#[derive(Clone, Debug, Default)]
+pub struct PassReport {
+    /// Stale documents the query found when the pass started.
+    pub stale: u64,
+    /// Documents read and fingerprinted.
+    pub seen: u64,
+    pub fingerprinted: u64,
+    pub too_short: u64,
+    /// What the bulk updates did, item by item.
+    pub writes: BulkReport,
+    /// Stopped early (a signal): the rest is left for the next pass.
+    pub interrupted: bool,
+    pub elapsed: Duration,
+}
+
+/// Keeps one index's fingerprints current. Holds the watermark between passes.
+#[derive(Debug)]
+pub struct Worker {
+    indexer: EsIndexer,
+    /// Reads the stale documents; remembers the paging detected in the first pass.
+    scanner: Scanner,
+    config: WorkerConfig,
+    watermark: Option<Watermark>,
+    changed_is_date: Option<bool>,
+}
+
+impl Worker {
+    /// A worker writing through `indexer` (its index, what it holds, fingerprinter and retry
+    /// policy). Call [`Worker::check`] before the first pass.
+    pub fn new(indexer: EsIndexer, config: WorkerConfig) -> Worker {
+        Worker {
+            scanner: Scanner::new(indexer.client().clone(), indexer.retry().clone()),
+            indexer,
+            config,
+            watermark: None,
+            changed_is_date: None,
+        }
+    }
+
+    pub fn indexer(&self) -> &EsIndexer {
+        &self.indexer
+    }
+
+    /// The current watermark (persist it to resume change detection after a restart).
+    pub fn watermark(&self) -> Option<&Watermark> {
+        self.watermark.as_ref()
+    }
+
+    /// Starts change detection at `w` instead of at the first pass (which then only looks
+    /// at missing and outdated fingerprints).
+    pub fn set_watermark(&mut self, w: Option<Watermark>) {
+        self.watermark = w;
+    }
+
+    /// Whether `changed_field` is a date (known after [`Worker::check`]).
+    pub fn changed_field_is_date(&self) -> bool {
+        self.changed_is_date == Some(true)
+    }
+
+    /// Checks that the index still maps the fields of every method it holds (so writes cannot
+    /// create them with a dynamic mapping; [`EsIndexer::reload`]) and finds the changed
+    /// field's type.
+    pub async fn check(&mut self) -> Result<(), EsError> {
+        self.indexer.reload().await?;
+        if let Some(field) = &self.config.changed_field {
+            self.changed_is_date = Some(field_is_date(&self.indexer, field).await?);
+        }
+        Ok(())
+    }
+
+    /// The query that finds documents needing a fingerprint (see the module docs):
+    /// `stale_query`, or changed since the watermark.
+    pub fn stale_query(&self) -> Value {
+        let mut should = vec![stale_query(self.indexer.meta())];
+        if let (Some(field), Some(w)) = (&self.config.changed_field, &self.watermark) {
+            should.push(match w {
+                Watermark::EpochMillis(ms) => {
+                    let from = ms - self.config.changed_overlap.as_millis() as i64;
+                    json!({ "range": { field: { "gte": from, "format": "epoch_millis" } } })
+                }
+                Watermark::Number(n) => json!({ "range": { field: { "gte": n } } }),
+            });
+        }
+        json!({ "bool": { "should": should, "minimum_should_match": 1 } })
+    }
+
+    /// One pass over the stale documents. Stops after the batch in flight once `stop` is set.
+    pub async fn pass(&mut self, stop: &AtomicBool) -> Result<PassReport, EsError> {
+        let started = Instant::now();
+        if self.config.changed_field.is_some() && self.changed_is_date.is_none() {
+            self.check().await?;
+        } else {
+            self.indexer.reload().await?;
+        }
+        // An index with periodic refresh off (`refresh_interval: -1`, e.g. during a bulk
+        // load) would never show the pass what was written since: refresh it first.
+        if self.indexer.refresh_interval().await?.is_none() {
+            let indexer = &self.indexer;
+            super::backfill::refresh(indexer.client(), indexer.retry(), indexer.index()).await?;
+        }
+        let next_watermark = match &self.config.changed_field {
+            Some(f) => self.max_changed(f).await?,
+            None => None,
+        };
+        let mut report = PassReport::default();
+        let index = self.indexer.index().to_owned();
+        // The text, and the field groups are ordered by where they are.
+        let mut source = self.config.text_fields.clone();
+        source.extend(self.indexer.group_order_field().map(str::to_owned));
+        let body = json!({
+            "query": self.stale_query(),
+            "_source": source,
+            "seq_no_primary_term": true,
+            "track_total_hits": true,
+        });
+        let options = ScanOptions {
+            page_size: self.config.batch_size.max(1),
+            keep_alive: self.config.scroll_keep_alive,
+            single_request_first: false,
+            paging: Paging::Auto,
+
+            slice: None,
+        };
+        let mut cursor = self.scanner.cursor(&index, body, &options);
+        let result = loop {
+            let hits = match cursor.next_page().await {
+                Ok(hits) => hits,
+                Err(e) => break Err(e),
+            };
+            report.stale = cursor.total().unwrap_or(0);
+            if hits.is_empty() {
+                break Ok(());
+            }
+            if let Err(e) = self.process(hits, &mut report).await {
+                break Err(e);
+            }
+            tracing::info!(
+                index = %index,
+                seen = report.seen,
+                stale = report.stale,
+                "batch written"
+            );
+            if stop.load(Ordering::SeqCst) {
+                report.interrupted = true;
+                break Ok(());
+            }
+        };
+        cursor.close().await;
+        result?;
+        if !report.interrupted && next_watermark.is_some() {
+            self.watermark = next_watermark;
+        }
+        report.elapsed = started.elapsed();
+        Ok(report)
+    }
+
+    /// Sketches one page of hits with every method the index holds, on all cores, and writes
+    /// the fields back.
+    async fn process(&self, hits: Vec<Value>, report: &mut PassReport) -> Result<(), EsError> {
+        let fp = self.indexer.fingerprinter().clone();
+        let methods = self.indexer.meta().methods();
+        let fields = self.config.text_fields.clone();
+        let order_field = self.indexer.group_order_field().map(str::to_owned);
+        let updates = tokio::task::spawn_blocking(move || {
+            hits.par_iter()
+                .filter_map(|h| {
+                    let id = h["_id"].as_str()?.to_owned();
+                    let guard = Some((h["_seq_no"].as_u64()?, h["_primary_term"].as_u64()?));
+                    match sketch_source(&fp, methods, &h["_source"], &fields) {
+                        Ok(sketches) => Some(FingerprintUpdate {
+                            id,
+                            guard,
+                            sketches,
+                            order: order_field
+                                .as_deref()
+                                .and_then(|f| order_key_at(&h["_source"], f)),
+                        }),
+                        Err(bad) => {
+                            tracing::warn!(%id, "{bad}: not fingerprinted (fix the document or --field)");
+                            None
+                        }
+                    }
+                })
+                .collect::<Vec<_>>()
+        })
+        .await
+        .map_err(|e| EsError::Config(format!("fingerprinting task failed: {e}")))?;
+        report.seen += updates.len() as u64;
+        for u in &updates {
+            match u.sketches.too_short() {
+                None => report.fingerprinted += 1,
+                Some(_) => report.too_short += 1,
+            }
+        }
+        let written = self.indexer.update_fingerprints(&updates).await?;
+        for f in &written.failed {
+            tracing::error!(index = %self.indexer.index(), "{f}");
+        }
+        report.writes.merge(written);
+        Ok(())
+    }
+
+    /// The changed field's highest value now, as the next pass's watermark.
+    async fn max_changed(&self, field: &str) -> Result<Option<Watermark>, EsError> {
+        let index = self.indexer.index();
+        let body = json!({ "size": 0, "aggs": { "max_changed": { "max": { "field": field } } } });
+        let r = request(
+            self.indexer.client(),
+            &super::RetryPolicy::default(),
+            &format!("index `{index}`: highest `{field}`"),
+            Method::Post,
+            &format!("/{}/_search", path_segment(index)),
+            &[],
+            Some(&Body::Json(body)),
+        )
+        .await?;
+        let Some(v) = r["aggregations"]["max_changed"]["value"].as_f64() else {
+            return Ok(None);
+        };
+        Ok(Some(if self.changed_is_date == Some(true) {
+            Watermark::EpochMillis(v as i64)
+        } else {
+            Watermark::Number(v)
+        }))
+    }
+}
+
+/// The documents of an index holding `meta` whose fingerprint of some method is missing or of
+/// another version than the one `_meta` records: for each method held, a `must_not` `term` on
+/// its version field, any of them (`bool` `should`). A document whose SimHash is current but
+/// which has no MinHash yet (written before `es-init` added MinHash) matches.
+pub fn stale_query(meta: &IndexMeta) -> Value {
+    let mut should = Vec::new();
+    if let Some(s) = &meta.simhash {
+        should.push(json!({
+            "bool": { "must_not": [ { "term": { &s.fields.version: &s.version } } ] }
+        }));
+    }
+    if let Some(m) = &meta.minhash {
+        should.push(json!({
+            "bool": { "must_not": [ { "term": { &m.fields.version: m.stored_version() } } ] }
+        }));
+    }
+    json!({ "bool": { "should": should, "minimum_should_match": 1 } })
+}
+
+/// Whether `field` is mapped as a date (else it must be numeric) in every index behind `index`.
+async fn field_is_date(indexer: &EsIndexer, field: &str) -> Result<bool, EsError> {
+    let index = indexer.index();
+    let r = request(
+        indexer.client(),
+        &super::RetryPolicy::default(),
+        &format!("index `{index}`: mapping of `{field}`"),
+        Method::Get,
+        &format!(
+            "/{}/_mapping/field/{}",
+            path_segment(index),
+            path_segment(field)
+        ),
+        &[],
+        None,
+    )
+    .await?;
+    let mut types = Vec::new();
+    for m in r.as_object().into_iter().flat_map(|o| o.values()) {
+        if let Some(mapping) = m["mappings"][field]["mapping"].as_object() {
+            types.extend(
+                mapping
+                    .values()
+                    .filter_map(|v| v["type"].as_str())
+                    .map(str::to_owned),
+            );
+        }
+    }
+    if types.is_empty() {
+        return Err(EsError::Config(format!(
+            "index `{index}` has no field `{field}` (--changed-field): name a date or number field the article service updates on every change"
+        )));
+    }
+    let numeric = [
+        "long",
+        "integer",
+        "short",
+        "byte",
+        "double",
+        "float",
+        "half_float",
+        "scaled_float",
+        "unsigned_long",
+    ];
+    if types.iter().all(|t| t == "date" || t == "date_nanos") {
+        Ok(true)
+    } else if types.iter().all(|t| numeric.contains(&t.as_str())) {
+        Ok(false)
+    } else {
+        Err(EsError::Config(format!(
+            "field `{field}` of index `{index}` is mapped as {types:?}: --changed-field needs a date or number field"
+        )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{BlockType, FieldNames};
+    use neardup_core::{FingerprintConfig, Fingerprinter, Profile};
+
+    #[test]
+    fn stale_means_any_held_method_missing_or_of_another_version() {
+        let both = IndexMeta::default();
+        let v = Fingerprinter::versions(&FingerprintConfig::default());
+        let q = stale_query(&both);
+        assert_eq!(q["bool"]["minimum_should_match"], 1);
+        assert_eq!(
+            q["bool"]["should"],
+            json!([
+                { "bool": { "must_not": [ { "term": { "simHashVersion": v.simhash } } ] } },
+                { "bool": { "must_not": [ { "term": { "minHashVersion": both.minhash.as_ref().unwrap().stored_version() } } ] } },
+            ])
+        );
+        let full = IndexMeta::default().with_layout(crate::MinHashLayout::Full);
+        assert_eq!(
+            stale_query(&full)["bool"]["should"][1],
+            json!({ "bool": { "must_not": [ { "term": { "minHashVersion": v.minhash } } ] } })
+        );
+        let seed = IndexMeta::legacy(FieldNames::default(), BlockType::Short);
+        let seed_version =
+            Fingerprinter::versions(&FingerprintConfig::for_profile(Profile::Seed000));
+        assert_eq!(
+            stale_query(&seed)["bool"]["should"],
+            json!([
+                { "bool": { "must_not": [ { "term": { "simHashVersion": seed_version.simhash } } ] } },
+            ])
+        );
+    }
+}
