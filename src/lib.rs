@@ -45,3 +45,8 @@ pub use neardup_store::Store;
 
 #[cfg(feature = "cli")]
 pub mod cli;
+
+/// Compiles the Rust examples of `docs/elasticsearch.md`, so the guide cannot drift from the API.
+#[cfg(doctest)]
+#[doc = include_str!("../docs/elasticsearch.md")]
+pub struct ElasticsearchGuide;

@@ -4,10 +4,10 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::Context;
+use neardup::allpairs::simhash::AllPairs;
 use neardup::input::{self, InputSpec, Lines};
 use neardup::pipeline::fingerprint_body;
 use neardup::relation::MatchOptions;
-use neardup::simhash::allpairs::AllPairs;
 use neardup::store::{OpenOptions, Store, StoreConfig};
 use neardup::{Method, SimHash, Sketch, Tolerance};
 use rayon::prelude::*;
@@ -35,7 +35,7 @@ pub struct AllPairsBench {
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// Groups up to this size are compared pair by pair, larger ones split again (tuning).
-    #[arg(long, default_value_t = neardup::simhash::allpairs::DEFAULT_LEAF_SIZE)]
+    #[arg(long, default_value_t = neardup::allpairs::simhash::DEFAULT_LEAF_SIZE)]
     leaf: usize,
     #[command(flatten)]
     profile: ProfileArgs,

@@ -5,10 +5,10 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::Context;
-use neardup::minhash::allpairs::{all_pairs_related, MinHashMatches};
+use neardup::allpairs::minhash::{all_pairs_related, MinHashMatches};
+use neardup::allpairs::simhash::{AllPairs, Matches};
 use neardup::pipeline::{self, Item, PipelineOptions};
 use neardup::relation::{MatchOptions, MatchRule, Relation};
-use neardup::simhash::allpairs::{AllPairs, Matches};
 use neardup::{Methods, MinHashParams, Score, Signature, SimHash, Sketches, Tolerance};
 use serde::Serialize;
 use serde_json::Value;

@@ -4,8 +4,8 @@ use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
+use neardup::allpairs::simhash::AllPairs;
 use neardup::relation::{containment, MatchOptions, Relation};
-use neardup::simhash::allpairs::AllPairs;
 use neardup::store::{Match, OpenOptions, Plan, Store, StoreConfig, StoreError};
 use neardup::{Method, MinHashParams, MinHasher, Score, Signature, SimHash, Sketch, Tolerance};
 use proptest::prelude::*;

@@ -21,17 +21,8 @@ pub enum Error {
     #[error("give a distance k (SimHash) or a threshold (MinHash), not both")]
     ToleranceConflict,
 
-    #[error("a {sketch} sketch cannot be queried with {tolerance}: give the tolerance of its method (SimHash: a distance k; MinHash: a threshold)")]
-    QueryMismatch {
-        sketch: crate::Method,
-        tolerance: crate::Tolerance,
-    },
-
     #[error("distance k = {k} is not supported: at most {max} (k + 1 blocks of at least 8 bits)")]
     UnsupportedDistance { k: u32, max: u32 },
-
-    #[error("{0}")]
-    Input(#[from] crate::input::InputError),
 
     #[error("I/O error on {path}")]
     Io {

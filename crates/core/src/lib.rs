@@ -17,6 +17,7 @@
 //!   of documents fingerprinted on all cores. Reading a file the caller names
 //!   ([`input::open`]) is the only I/O here.
 
+pub mod allpairs;
 pub mod error;
 pub mod fingerprint;
 pub mod hashing;
@@ -28,6 +29,7 @@ pub mod relation;
 pub mod simhash;
 pub mod text;
 
+pub use allpairs::simhash::AllPairs;
 pub use error::{Error, Result};
 pub use fingerprint::{
     Features, Fingerprint, FingerprintConfig, FingerprintRecord, Fingerprinter, Methods,
@@ -36,5 +38,4 @@ pub use fingerprint::{
 };
 pub use method::{Match, Method, Query, Score, Sketch, Tolerance};
 pub use minhash::{MinHashParams, MinHasher, MinimaOrder, Signature, Threshold};
-pub use simhash::allpairs::AllPairs;
 pub use simhash::{hamming, BlockLayout, SimHash};

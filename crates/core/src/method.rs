@@ -96,10 +96,21 @@ pub enum Query {
     },
 }
 
+/// A sketch of one method asked with the tolerance of the other ([`Query::new`]).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("a {sketch} sketch cannot be queried with {tolerance}: give the tolerance of its method (SimHash: a distance k; MinHash: a threshold)")]
+pub struct QueryMismatch {
+    pub sketch: Method,
+    pub tolerance: Tolerance,
+}
+
 impl Query {
     /// The query of `sketch` at `tolerance` (a bare `u32` is a SimHash `k`), or
-    /// [`crate::Error::QueryMismatch`] when they belong to different methods.
-    pub fn new(sketch: impl Into<Sketch>, tolerance: impl Into<Tolerance>) -> crate::Result<Query> {
+    /// [`QueryMismatch`] when they belong to different methods.
+    pub fn new(
+        sketch: impl Into<Sketch>,
+        tolerance: impl Into<Tolerance>,
+    ) -> Result<Query, QueryMismatch> {
         match (sketch.into(), tolerance.into()) {
             (Sketch::SimHash(fingerprint), Tolerance::Distance(k)) => {
                 Ok(Query::SimHash { fingerprint, k })
@@ -108,7 +119,7 @@ impl Query {
                 signature,
                 threshold,
             }),
-            (s, tolerance) => Err(crate::Error::QueryMismatch {
+            (s, tolerance) => Err(QueryMismatch {
                 sketch: s.method(),
                 tolerance,
             }),

@@ -298,7 +298,7 @@ pub async fn finish_layout_upgrade(
         &format!("/{}/_count", path_segment(concrete)),
         &[],
         Some(&Body::Json(
-            json!({ "query": super::worker::stale_query(&meta) }),
+            json!({ "query": crate::schema::stale_query(&meta) }),
         )),
     )
     .await?;

@@ -5,7 +5,7 @@
 use std::future::Future;
 use std::time::Duration;
 
-use super::EsError;
+use crate::error::EsError;
 
 /// How often and how patiently to retry.
 #[derive(Clone, Debug, PartialEq)]

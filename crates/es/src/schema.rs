@@ -1422,9 +1422,29 @@ impl fmt::Display for IndexMeta {
     }
 }
 
+/// The documents of an index holding `meta` whose fingerprint of some method is missing or of
+/// another version than the one `_meta` records: for each method held, a `must_not` `term` on
+/// its version field, any of them (`bool` `should`). A document whose SimHash is current but
+/// which has no MinHash yet (written before `es-init` added MinHash) matches.
+pub fn stale_query(meta: &IndexMeta) -> Value {
+    let mut should = Vec::new();
+    if let Some(s) = &meta.simhash {
+        should.push(json!({
+            "bool": { "must_not": [ { "term": { &s.fields.version: &s.version } } ] }
+        }));
+    }
+    if let Some(m) = &meta.minhash {
+        should.push(json!({
+            "bool": { "must_not": [ { "term": { &m.fields.version: m.stored_version() } } ] }
+        }));
+    }
+    json!({ "bool": { "should": should, "minimum_should_match": 1 } })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use neardup_core::{FingerprintConfig, Fingerprinter, Profile};
 
     #[test]
     fn shipped_mappings_have_every_default_field() {
@@ -1986,5 +2006,34 @@ mod tests {
         let both = BTreeMap::from([("a".to_owned(), untracked), ("b".to_owned(), meta.clone())]);
         assert_eq!(IndexMeta::common(&both).unwrap().tracking, meta.tracking);
         assert_eq!(IndexMeta::union(&both).unwrap().tracking, meta.tracking);
+    }
+
+    #[test]
+    fn stale_means_any_held_method_missing_or_of_another_version() {
+        let both = IndexMeta::default();
+        let v = Fingerprinter::versions(&FingerprintConfig::default());
+        let q = stale_query(&both);
+        assert_eq!(q["bool"]["minimum_should_match"], 1);
+        assert_eq!(
+            q["bool"]["should"],
+            json!([
+                { "bool": { "must_not": [ { "term": { "simHashVersion": v.simhash } } ] } },
+                { "bool": { "must_not": [ { "term": { "minHashVersion": both.minhash.as_ref().unwrap().stored_version() } } ] } },
+            ])
+        );
+        let full = IndexMeta::default().with_layout(crate::MinHashLayout::Full);
+        assert_eq!(
+            stale_query(&full)["bool"]["should"][1],
+            json!({ "bool": { "must_not": [ { "term": { "minHashVersion": v.minhash } } ] } })
+        );
+        let seed = IndexMeta::legacy(FieldNames::default(), BlockType::Short);
+        let seed_version =
+            Fingerprinter::versions(&FingerprintConfig::for_profile(Profile::Seed000));
+        assert_eq!(
+            stale_query(&seed)["bool"]["should"],
+            json!([
+                { "bool": { "must_not": [ { "term": { "simHashVersion": seed_version.simhash } } ] } },
+            ])
+        );
     }
 }

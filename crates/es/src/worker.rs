@@ -35,7 +35,8 @@ use serde_json::{json, Value};
 use super::group::order_key_at;
 use super::scan::{Paging, ScanOptions, Scanner};
 use super::write::{sketch_source, BulkReport, EsIndexer, FingerprintUpdate};
-use super::{path_segment, request, Body, EsError, IndexMeta};
+use super::{path_segment, request, Body, EsError};
+use crate::schema::stale_query;
 
 /// What the worker reads and how.
 #[derive(Clone, Debug)]
@@ -173,7 +174,7 @@ impl Worker {
         // load) would never show the pass what was written since: refresh it first.
         if self.indexer.refresh_interval().await?.is_none() {
             let indexer = &self.indexer;
-            super::backfill::refresh(indexer.client(), indexer.retry(), indexer.index()).await?;
+            crate::client::refresh(indexer.client(), indexer.retry(), indexer.index()).await?;
         }
         let next_watermark = match &self.config.changed_field {
             Some(f) => self.max_changed(f).await?,
@@ -302,25 +303,6 @@ impl Worker {
     }
 }
 
-/// The documents of an index holding `meta` whose fingerprint of some method is missing or of
-/// another version than the one `_meta` records: for each method held, a `must_not` `term` on
-/// its version field, any of them (`bool` `should`). A document whose SimHash is current but
-/// which has no MinHash yet (written before `es-init` added MinHash) matches.
-pub fn stale_query(meta: &IndexMeta) -> Value {
-    let mut should = Vec::new();
-    if let Some(s) = &meta.simhash {
-        should.push(json!({
-            "bool": { "must_not": [ { "term": { &s.fields.version: &s.version } } ] }
-        }));
-    }
-    if let Some(m) = &meta.minhash {
-        should.push(json!({
-            "bool": { "must_not": [ { "term": { &m.fields.version: m.stored_version() } } ] }
-        }));
-    }
-    json!({ "bool": { "should": should, "minimum_should_match": 1 } })
-}
-
 /// Whether `field` is mapped as a date (else it must be numeric) in every index behind `index`.
 async fn field_is_date(indexer: &EsIndexer, field: &str) -> Result<bool, EsError> {
     let index = indexer.index();
@@ -373,41 +355,5 @@ async fn field_is_date(indexer: &EsIndexer, field: &str) -> Result<bool, EsError
         Err(EsError::Config(format!(
             "field `{field}` of index `{index}` is mapped as {types:?}: --changed-field needs a date or number field"
         )))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::{BlockType, FieldNames};
-    use neardup_core::{FingerprintConfig, Fingerprinter, Profile};
-
-    #[test]
-    fn stale_means_any_held_method_missing_or_of_another_version() {
-        let both = IndexMeta::default();
-        let v = Fingerprinter::versions(&FingerprintConfig::default());
-        let q = stale_query(&both);
-        assert_eq!(q["bool"]["minimum_should_match"], 1);
-        assert_eq!(
-            q["bool"]["should"],
-            json!([
-                { "bool": { "must_not": [ { "term": { "simHashVersion": v.simhash } } ] } },
-                { "bool": { "must_not": [ { "term": { "minHashVersion": both.minhash.as_ref().unwrap().stored_version() } } ] } },
-            ])
-        );
-        let full = IndexMeta::default().with_layout(crate::MinHashLayout::Full);
-        assert_eq!(
-            stale_query(&full)["bool"]["should"][1],
-            json!({ "bool": { "must_not": [ { "term": { "minHashVersion": v.minhash } } ] } })
-        );
-        let seed = IndexMeta::legacy(FieldNames::default(), BlockType::Short);
-        let seed_version =
-            Fingerprinter::versions(&FingerprintConfig::for_profile(Profile::Seed000));
-        assert_eq!(
-            stale_query(&seed)["bool"]["should"],
-            json!([
-                { "bool": { "must_not": [ { "term": { "simHashVersion": seed_version.simhash } } ] } },
-            ])
-        );
     }
 }

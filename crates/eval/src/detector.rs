@@ -8,10 +8,10 @@ use rayon::prelude::*;
 
 use super::minhash;
 use super::{score_simhash, LabelledPair, Scored};
-use neardup_core::minhash::allpairs::all_pairs_related;
+use neardup_core::allpairs::minhash::all_pairs_related;
+use neardup_core::allpairs::simhash::AllPairs;
 use neardup_core::minhash::{Signature, Threshold};
 use neardup_core::relation::{MatchOptions, MatchRule};
-use neardup_core::simhash::allpairs::AllPairs;
 use neardup_core::text::Boilerplate;
 use neardup_core::{Fingerprinter, SimHash};
 use std::sync::Arc;

@@ -10,7 +10,10 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::{json, Value};
 
-use super::{ApiError, ErrorCode, Found, Metrics, ServeConfig, WriteOptions};
+use crate::config::ServeConfig;
+use crate::error::{ApiError, ErrorCode};
+use crate::metrics::Metrics;
+use crate::shapes::{Found, WriteOptions};
 use neardup_core::relation::MatchOptions;
 use neardup_core::{Sketches, Tolerance};
 use neardup_es::{
@@ -232,7 +235,7 @@ impl EsSide {
                 )
                 .await?;
             match done.pop().expect("one answer per article") {
-                Inserted::Written(r) => Ok(super::stored(
+                Inserted::Written(r) => Ok(crate::shapes::stored(
                     w.indexer.index(),
                     &r.id,
                     r.result == "created",
@@ -423,7 +426,7 @@ impl Writer {
             .index_article_refresh(Some(id), article, sketches, refresh)
             .await
             .map_err(|e| failed(m, e))?;
-        Ok(super::stored(
+        Ok(crate::shapes::stored(
             self.indexer.index(),
             &r.id,
             r.result == "created",

@@ -20,7 +20,8 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::{json, Value};
 
-use super::{ApiError, ErrorCode, Found, WriteOptions};
+use crate::error::{ApiError, ErrorCode};
+use crate::shapes::{Found, WriteOptions};
 use neardup_core::fingerprint::Methods;
 use neardup_core::relation::MatchOptions;
 use neardup_core::{Fingerprinter, Sketch, Tolerance};
@@ -261,7 +262,7 @@ impl StoreBackend {
             .write(index, vec![(id.clone(), Ok(texts))], opts)
             .await?;
         let created = done.pop().expect("one answer per article")?;
-        Ok(super::stored(&self.name, &id, created))
+        Ok(crate::shapes::stored(&self.name, &id, created))
     }
 
     /// Stores the sketches of articles (`(id, its texts or why they cannot be read)`), in

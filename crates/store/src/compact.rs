@@ -21,7 +21,7 @@
 //! hold `1/(2f)` of a page — full, without splitting, when `f` is chosen from the entry size.
 //! Only the size depends on this; the content is the same entries whatever the page layout.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use redb::{
     Database, Key, ReadTransaction, ReadableTable, ReadableTableMetadata, TableDefinition, Value,
@@ -30,16 +30,13 @@ use redb::{
 
 use super::config::open_db_file;
 use super::error::{DbContext, StoreError, StoreResult};
-use super::migrate::{remove_if_present, sync};
 use super::tables::{Keys, BANDS, BLOCKS, DOCS, IDS, META, MINIMA};
 use super::Store;
+use crate::store::{copy_path, remove_if_present, sync};
 
 /// redb's page size, and the header of a leaf page.
 const PAGE: usize = 4096;
 const LEAF_HEADER: usize = 4;
-
-/// The suffix of the copy a compaction builds beside the database file.
-const COPY_SUFFIX: &str = ".compacting";
 
 impl Store {
     /// Rewrites the store densely into a new file and puts it in place of the old one (see
@@ -89,20 +86,6 @@ impl Store {
         self.db = fresh;
         Ok(())
     }
-}
-
-/// Where a compaction of the database file `file` builds its copy.
-fn copy_path(file: &Path) -> PathBuf {
-    let mut name = file.as_os_str().to_owned();
-    name.push(COPY_SUFFIX);
-    PathBuf::from(name)
-}
-
-/// Removes what a compaction of `file` killed before its rename left behind. Called once
-/// the store's file is open, so no live compaction can own the copy: that one would hold
-/// the store's file, which redb lets one process open at a time.
-pub(super) fn remove_stale_copy(file: &Path) -> StoreResult<()> {
-    remove_if_present(&copy_path(file))
 }
 
 /// Copies `def` from `src` into `dst` densely (see the module docs).

@@ -27,6 +27,7 @@ use super::error::{DbContext, StoreError, StoreResult};
 use super::tables::{signature_of, DOCS, META, MINIMA};
 use super::writer::Op;
 use super::{OpenOptions, Store, StoreConfig, FORMAT};
+use crate::store::{remove_if_present, sync};
 use neardup_core::method::{Method, Sketch};
 use neardup_core::minhash::Signature;
 use neardup_core::simhash::{BlockLayout, SimHash};
@@ -236,26 +237,6 @@ fn copy_documents(
     }
     flush(new, &mut batch, &mut n, dir)?;
     Ok(n)
-}
-
-pub(super) fn remove_if_present(file: &Path) -> StoreResult<()> {
-    match std::fs::remove_file(file) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(StoreError::Io {
-            path: file.to_owned(),
-            source: e,
-        }),
-        _ => Ok(()),
-    }
-}
-
-/// Makes a file's (or a directory's entries') contents durable.
-pub(super) fn sync(path: &Path) -> StoreResult<()> {
-    std::fs::File::open(path)
-        .and_then(|f| f.sync_all())
-        .map_err(|source| StoreError::Io {
-            path: path.to_owned(),
-            source,
-        })
 }
 
 /// Writes a store in format 1 (as neardup wrote them before format 2) holding `docs`: for

@@ -10,7 +10,7 @@ use super::tables::{
     band_prefix, block_fingerprint, block_range, find, fingerprint_of, signature_of, Keys, BANDS,
     BLOCKS, DOCS, IDS, MINIMA,
 };
-use super::{query_mismatch, store_query, Store};
+use crate::store::{query_mismatch, store_query, Store};
 use neardup_core::method::{sort_matches, Match, Query, Score, Sketch, Tolerance};
 use neardup_core::minhash::{MinHashParams, Signature};
 use neardup_core::relation::{candidate_agreeing_minima, MatchOptions};
@@ -410,6 +410,61 @@ impl BlockProbe<'_> {
         }
         sort_matches(&mut out);
         Ok(out)
+    }
+}
+
+impl Store {
+    /// A consistent read-only view as of now; concurrent writes do not affect it.
+    pub fn snapshot(&self) -> StoreResult<Snapshot<'_>> {
+        Ok(Snapshot {
+            store: self,
+            txn: self.db.begin_read().at(&self.path)?,
+        })
+    }
+
+    /// Number of documents.
+    pub fn len(&self) -> StoreResult<u64> {
+        self.snapshot()?.len()
+    }
+
+    /// Whether the store holds no document.
+    pub fn is_empty(&self) -> StoreResult<bool> {
+        Ok(self.len()? == 0)
+    }
+
+    /// The sketch stored for `id`.
+    pub fn get(&self, id: &str) -> StoreResult<Option<Sketch>> {
+        self.snapshot()?.get(id)
+    }
+
+    /// Stored documents related to `sketch` under `options`, nearest first (ties by id):
+    /// near-duplicates within `tolerance` and, with a containment rule, articles contained in
+    /// it or containing it; each MinHash match says its relation, read from the query, and
+    /// the containment estimate (see [`neardup_core::relation`]). Under
+    /// [`MatchOptions::NEAR_DUPLICATES_ONLY`], near-duplicates only. SimHash matches are
+    /// near-duplicates within the distance, without a relation. `exclude` leaves one id out,
+    /// e.g. the document the query came from. A `u32` tolerance is a SimHash distance.
+    pub fn similar(
+        &self,
+        sketch: impl Into<Sketch>,
+        tolerance: impl Into<Tolerance>,
+        exclude: Option<&str>,
+        options: &MatchOptions,
+    ) -> StoreResult<Vec<Match>> {
+        self.snapshot()?
+            .similar(&sketch.into(), tolerance.into(), exclude, options)
+    }
+
+    /// [`Store::similar`] for the stored document `id`, itself excluded; `None` if `id` is
+    /// not stored.
+    pub fn similar_to_id(
+        &self,
+        id: &str,
+        tolerance: impl Into<Tolerance>,
+        options: &MatchOptions,
+    ) -> StoreResult<Option<Vec<Match>>> {
+        self.snapshot()?
+            .similar_to_id(id, tolerance.into(), options)
     }
 }
 

@@ -11,7 +11,7 @@ use super::tables::{
     band_prefix, block_key, check_signature, find, id_hash, Keys, BANDS, BLOCKS, DOCS, IDS, META,
     MINIMA, NEXT_DOC,
 };
-use super::{method_mismatch, query_mismatch, store_query, Store};
+use crate::store::{method_mismatch, query_mismatch, store_query, Store};
 use neardup_core::method::{Match, Method, Query, Sketch, Tolerance};
 use neardup_core::relation::MatchOptions;
 

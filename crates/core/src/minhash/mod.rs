@@ -26,8 +26,6 @@
 //! little-endian byte orders, integer arithmetic only. Signatures are stored in indices for
 //! years; `tests/it/stability.rs` pins them.
 
-pub mod allpairs;
-
 use std::fmt;
 use std::sync::Arc;
 

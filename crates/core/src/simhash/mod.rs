@@ -6,7 +6,6 @@
 //! index that files each fingerprint under each of its blocks finds every neighbour within `k`
 //! by looking up the query's blocks, then checking the full distance.
 
-pub mod allpairs;
 mod blocks;
 mod fold;
 

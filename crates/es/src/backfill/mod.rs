@@ -66,34 +66,15 @@ pub use self::walk::{Hit, WalkError, WalkSpec, Walker};
 use super::group::order_key_at;
 pub use super::scan::Paging;
 use super::scan::{ScanOptions, Scanner, Slice};
-use super::worker::stale_query;
 use super::write::sketch_source;
 use super::{
     path_segment, request, verify_index, Body, EsError, EsIndexer, FieldNames, FingerprintUpdate,
     IndexMeta, MinHashLayout, RetryPolicy,
 };
+use crate::client::refresh;
+use crate::schema::stale_query;
 use neardup_core::fingerprint::Methods;
 use neardup_core::Fingerprinter;
-
-/// Makes what was written to `index` searchable (the back-fill and the regroup, before they
-/// walk it).
-pub(crate) async fn refresh(
-    client: &Elasticsearch,
-    retry: &RetryPolicy,
-    index: &str,
-) -> Result<(), EsError> {
-    request(
-        client,
-        retry,
-        &format!("index `{index}`: refresh"),
-        Method::Post,
-        &format!("/{}/_refresh", path_segment(index)),
-        &[],
-        None,
-    )
-    .await
-    .map(drop)
-}
 
 /// Which documents are walked.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]

@@ -58,7 +58,7 @@ use serde_json::{json, Value};
 pub use self::forest::{Component, Phase};
 use self::forest::{Forest, Node, Rank};
 use super::backfill::control::Pace;
-use super::backfill::{refresh, resolve_indices, Paging, WalkError, WalkSpec, Walker};
+use super::backfill::{resolve_indices, Paging, WalkError, WalkSpec, Walker};
 use super::group::{better_container, group_near, order_key_at};
 use super::schema::GroupOrder;
 use super::similar::StoredQuery;
@@ -66,6 +66,7 @@ use super::{
     path_segment, request, EsError, EsIndexer, GroupLabel, ItemFailure, RetryPolicy, Similar,
     SimilarOptions,
 };
+use crate::client::refresh;
 use neardup_core::method::Match;
 use neardup_core::relation::Relation;
 

@@ -22,7 +22,7 @@ use std::collections::HashMap;
 
 use rayon::prelude::*;
 
-use super::{BlockLayout, SimHash};
+use crate::simhash::{BlockLayout, SimHash};
 
 /// Groups at most this large are compared pair by pair; larger ones are split again.
 pub const DEFAULT_LEAF_SIZE: usize = 256;
@@ -33,8 +33,8 @@ const MIN_SUB_BITS: u32 = 4;
 /// Finds all pairs within distance `k`.
 ///
 /// ```
-/// use neardup::simhash::allpairs::AllPairs;
-/// use neardup::SimHash;
+/// use neardup_core::allpairs::simhash::AllPairs;
+/// use neardup_core::SimHash;
 ///
 /// let fps = [SimHash(0b0000), SimHash(0xffff_0000), SimHash(0b0111)];
 /// let m = AllPairs::new(3).unwrap().run(&fps);
@@ -85,7 +85,7 @@ pub struct Cluster {
 }
 
 impl AllPairs {
-    /// A finder for distance `k` (at most [`super::MAX_K`]).
+    /// A finder for distance `k` (at most [`crate::simhash::MAX_K`]).
     pub fn new(k: u32) -> crate::Result<AllPairs> {
         Ok(AllPairs {
             layout: BlockLayout::for_distance(k)?,

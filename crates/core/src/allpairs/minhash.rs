@@ -19,7 +19,7 @@ use std::collections::HashMap;
 
 use rayon::prelude::*;
 
-use super::{MinHashParams, Signature, Threshold};
+use crate::minhash::{MinHashParams, Signature, Threshold};
 use crate::relation::{candidate_agreeing_minima, MatchOptions, MatchRule, Related, Relation};
 
 /// A linked pair of distinct signatures `u < v` (positions in `holders`): their similarity,
