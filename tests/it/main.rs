@@ -6,6 +6,7 @@
 
 mod common;
 
+mod architecture;
 mod blocks_prop;
 mod boilerplate;
 mod cli_es_errors;
