@@ -16,7 +16,7 @@
 //! - **SimHash**, Hamming distance ≤ k on the four 16-bit block fields: for k ≤ 3 two
 //!   fingerprints share a whole block (pigeonhole), so a `bool` `should` of four `term`s finds
 //!   every candidate; for 4 ≤ k ≤ 7 some block is within distance 1, so each block field is
-//!   probed with 17 values (itself and its 16 one-bit flips, [`block_probes`]).
+//!   probed with 17 values (itself and its 16 one-bit flips, [`query::block_probes`]).
 //!
 //! The candidates are read page by page ([`Scanner`]: point in time + `search_after`, or
 //! scroll where the cluster has no PIT), fetching only the fingerprint doc values, never
@@ -26,7 +26,7 @@
 //! - [`FilterMode::Server`]: a painless script filter applies the same rule inside
 //!   Elasticsearch (Hamming distance with `Long.bitCount`; for MinHash the agreeing `u32`s of
 //!   the `binary` signature doc value counted against the smallest number of agreements that
-//!   reaches the threshold, [`min_agreements`]), so only true matches cross the network. Every
+//!   reaches the threshold, [`query::min_agreements`]), so only true matches cross the network. Every
 //!   transferred candidate is checked here again, so both filters give the same answer.
 //!
 //! Results are sorted nearest first, then by id and index; the query document is left out,
@@ -46,16 +46,24 @@ use serde_json::{json, Map, Value};
 
 use super::init::mappings;
 use super::scan::{Paging, ScanOptions, ScanStats, Scanner};
-use super::schema::{IndexMeta, MinHashLayout, MinHashMeta, SimHashMeta};
+use super::schema::{IndexMeta, MinHashMeta, SimHashMeta};
 use super::{path_segment, path_segment_keep_patterns};
 use super::{request, BlockType, Body, EsError, FieldNames, RetryPolicy};
 use neardup_core::fingerprint::Methods;
 use neardup_core::input::field_texts;
 pub use neardup_core::method::Match;
 use neardup_core::method::{sort_matches, Query};
-use neardup_core::minhash::{Threshold, SIMILARITY_EPSILON};
-use neardup_core::relation::{ContainmentRule, MatchOptions};
-use neardup_core::{Fingerprinter, Method, Signature, SimHash, Sketch, Tolerance, TooShort};
+use neardup_core::minhash::Threshold;
+use neardup_core::relation::MatchOptions;
+use neardup_core::{Fingerprinter, Method, SimHash, Sketch, Tolerance, TooShort};
+
+mod hit;
+mod query;
+mod scripts;
+
+use hit::{hit_sketch, source_sketch};
+use query::{leave_out, query_body, sketch_fields, stored_terms};
+pub(crate) use query::{StoredQuery, StoredTerms};
 
 /// The largest k the four 16-bit blocks answer exactly: a pair within distance 7 has some
 /// block within distance 1.
@@ -1192,515 +1200,19 @@ fn describe_mappings(
     })
 }
 
-/// The values probed in one 16-bit block field for a SimHash query within `k`: the block
-/// itself for k ≤ [`WHOLE_BLOCK_K`]; for larger k (up to [`FLIPPED_BLOCK_K`]) also its 16 one-bit
-/// flips. Four blocks, total distance ≤ 7: some block differs in at most one bit.
-pub fn block_probes(block: i16, k: u32) -> Vec<i16> {
-    let mut out = vec![block];
-    if k > WHOLE_BLOCK_K {
-        out.extend((0..16).map(|bit| (block as u16 ^ (1u16 << bit)) as i16));
-    }
-    out
-}
-
-/// The fewest agreeing positions of two signatures of length `n`, compared on their lowest
-/// `bits` bits, whose estimated similarity reaches `t`: the rule of [`Sketch::score`] in
-/// integers, for the server-side script. `n + 1` when no number of agreements reaches it.
-pub fn min_agreements(n: usize, bits: u8, t: Threshold) -> usize {
-    (0..=n)
-        .find(|&a| {
-            Sketch::MinHash(Signature::from_reduced_values(vec![0u32; n], bits))
-                .score(
-                    &Sketch::MinHash(Signature::from_reduced_values(
-                        (0..n).map(|i| u32::from(i >= a)).collect::<Vec<u32>>(),
-                        bits,
-                    )),
-                    Tolerance::Similarity(t),
-                )
-                .is_some()
-        })
-        .unwrap_or(n + 1)
-}
-
-/// The painless SimHash filter: the whole fingerprint from the `long` where a document has
-/// it, else (documents written by the older Java service, which has no `long`) from the four
-/// blocks. `short` block doc values are numbers, `keyword` ones decimal strings.
-const SCRIPT_LONG_OR_BLOCKS: &str = "long v; \
-if (doc[params.f].size() != 0) { v = doc[params.f].value; } else { \
-v = 0L; for (String b : params.b) { if (doc[b].size() == 0) { return false; } \
-def x = doc[b].value; long l = x instanceof String ? Long.parseLong((String) x) : ((Number) x).longValue(); \
-v = (v << 16) | (l & 0xFFFFL); } } \
-return Long.bitCount(v ^ params.q) <= params.k;";
-
-/// The painless SimHash filter on the four blocks alone (no `long` doc values in some index).
-const SCRIPT_BLOCKS: &str = "long v = 0L; for (String b : params.b) { \
-if (doc[b].size() == 0) { return false; } \
-def x = doc[b].value; long l = x instanceof String ? Long.parseLong((String) x) : ((Number) x).longValue(); \
-v = (v << 16) | (l & 0xFFFFL); } \
-return Long.bitCount(v ^ params.q) <= params.k;";
-
-/// The painless SimHash filter on the `long` alone (blocks without doc values). A document
-/// without the `long` passes, and the client-side check (always applied) decides on its
-/// `_source` blocks.
-const SCRIPT_LONG: &str =
-    "doc[params.f].size() == 0 || Long.bitCount(doc[params.f].value ^ params.q) <= params.k";
-
-/// The painless MinHash filter: the `binary` signature doc value holds the signature's
-/// little-endian `u32`s; count those equal to the query's (`params.q`, as signed 32-bit
-/// integers) and keep the document when at least `params.m` agree ([`min_agreements`]).
-/// A signature of another length never matches, as in [`Signature::similarity`].
-const SCRIPT_MINHASH: &str = "if (doc[params.f].size() == 0) { return false; } \
-BytesRef r = doc[params.f].value; List q = params.q; int n = q.size(); \
-if (r.length != 4 * n) { return false; } byte[] x = r.bytes; int a = 0; \
-for (int i = 0; i < n; i++) { int j = r.offset + 4 * i; \
-int b0 = x[j]; int b1 = x[j + 1]; int b2 = x[j + 2]; int b3 = x[j + 3]; \
-int v = (b0 & 255) | ((b1 & 255) << 8) | ((b2 & 255) << 16) | (b3 << 24); \
-if (v == (int) q.get(i)) { a++; } } \
-return a >= params.m;";
-
-/// The painless count of agreeing minima of the compact layout, into `a` (of `n`, on `b`
-/// bits), shared by [`SCRIPT_MINHASH_BITS`] and [`SCRIPT_MINHASH_RELATE`]. At 8 bits (the
-/// default) each minimum is one byte, read as it is; any other width is unpacked.
-macro_rules! count_agreeing_bits {
-    () => {
-        "if (doc[params.f].size() == 0) { return false; } \
-BytesRef r = doc[params.f].value; List q = params.q; int n = q.size(); int b = params.b; \
-int w; if (r.length == 4 * n) { w = 32; } else if (r.length == (n * b + 7) / 8) { w = b; } else { return false; } \
-byte[] x = r.bytes; int end = r.offset + r.length; long mask = (1L << b) - 1; int a = 0; \
-if (w == 8) { for (int i = 0; i < n; i++) { if ((x[r.offset + i] & 255) == ((Number) q.get(i)).longValue()) { a++; } } } else { \
-for (int i = 0; i < n; i++) { long at = (long) i * w; int j = r.offset + (int) (at >> 3); \
-long acc = 0; for (int k = 0; k < 5 && j + k < end; k++) { acc |= ((long) (x[j + k] & 255)) << (8 * k); } \
-if (((acc >>> (int) (at & 7)) & mask) == ((Number) q.get(i)).longValue()) { a++; } } } "
-    };
-}
-
-/// The painless MinHash filter of the compact layout: the `binary` signature doc value holds
-/// the lowest `params.b` bits of each minimum, packed little-endian
-/// ([`MinHashLayout::signature_bytes`]), or whole `u32`s in a document written before the
-/// index was upgraded to the layout (compared on the same bits). Count the positions equal to
-/// the query's (`params.q`, its minima's lowest bits) and keep the document when at least
-/// `params.m` agree ([`min_agreements`]). Any other length never matches.
-const SCRIPT_MINHASH_BITS: &str = concat!(count_agreeing_bits!(), "return a >= params.m;");
-
-/// The painless filter of the compact layout with partial copies asked: a near-duplicate as
-/// in [`SCRIPT_MINHASH_BITS`], or else the containment half of
-/// [`neardup_core::relation::MatchRule::relate`]: the smaller of the query's distinct shingle count
-/// (`params.x`) and the document's (`params.d`, doc values) reaches `params.s`, and the
-/// smaller one's estimated containment in the larger ([`neardup_core::relation::containment`] of the
-/// b-bit estimate `(P − 2^-b) / (1 − 2^-b)`) reaches `params.c`. The rule's evidence margin is
-/// left to the client, which judges every document the script keeps, so the script keeps at
-/// least what the rule does.
-const SCRIPT_MINHASH_RELATE: &str = concat!(
-    count_agreeing_bits!(),
-    "if (a >= params.m) { return true; } \
-if (doc[params.d].size() == 0) { return false; } \
-double y = doc[params.d].value; double qx = ((Number) params.x).doubleValue(); \
-double small = Math.min(qx, y); double large = Math.max(qx, y); \
-if (small < 1 || small < ((Number) params.s).doubleValue()) { return false; } \
-double chance = Math.pow(2.0, -b); double sim = Math.max(0.0, ((double) a / n - chance) / (1.0 - chance)); \
-return sim * (large + small) / ((1.0 + sim) * small) >= ((Number) params.c).doubleValue();"
-);
-
-/// How far below the containment threshold [`SCRIPT_MINHASH_RELATE`] keeps a document, so
-/// that floating point in painless never drops one the rule keeps.
-const SCRIPT_CONTAINMENT_SLACK: f64 = 1e-6;
-
-/// The candidate query (see the module docs), without paging. The indices hold the query's
-/// method (checked by the callers).
-fn query_body(
-    d: &Described,
-    filter: FilterMode,
-    query: &Query,
-    options: &MatchOptions,
-    terms: Option<&StoredTerms>,
-) -> Value {
-    match query {
-        &Query::SimHash { fingerprint, k } => {
-            simhash_body(&simhash_meta(&d.meta).fields, d, filter, fingerprint, k)
-        }
-        Query::MinHash {
-            signature,
-            threshold,
-        } => minhash_body(
-            minhash_meta(&d.meta),
-            d,
-            filter,
-            signature,
-            terms,
-            *threshold,
-            options.containment.as_ref(),
-        ),
-    }
-}
-
-/// Leaves the query document (`id` in `index`) out of the hits of a candidate query `body`,
-/// so that it is neither collected nor sent back: a lookup by id finds its own document
-/// first, and often nothing else.
-fn leave_out(body: &mut Value, index: &str, id: &str) {
-    let query = body["query"].take();
-    body["query"] = json!({ "bool": {
-        "filter": [query],
-        "must_not": [{ "bool": { "filter": [
-            { "ids": { "values": [id] } },
-            { "term": { "_index": index } },
-        ] } }],
-    } });
-}
-
-fn simhash_body(
-    names: &FieldNames,
-    d: &Described,
-    filter: FilterMode,
-    fp: SimHash,
-    k: u32,
-) -> Value {
-    let should: Vec<Value> = names
-        .blocks
-        .iter()
-        .zip(fp.blocks16())
-        .map(|(f, b)| {
-            if k <= WHOLE_BLOCK_K {
-                json!({ "term": { f: b } })
-            } else {
-                json!({ "terms": { f: block_probes(b, k) } })
-            }
-        })
-        .collect();
-    let mut filters = vec![json!({ "bool": { "should": should, "minimum_should_match": 1 } })];
-    let script = match (d.long_doc_values, d.blocks_doc_values) {
-        (true, true) => Some(SCRIPT_LONG_OR_BLOCKS),
-        (false, true) => Some(SCRIPT_BLOCKS),
-        (true, false) => Some(SCRIPT_LONG),
-        // No doc values to script on: the client-side check does all the filtering.
-        (false, false) => None,
-    };
-    if let (FilterMode::Server, Some(source)) = (filter, script) {
-        filters.push(json!({ "script": { "script": {
-            "lang": "painless",
-            "source": source,
-            "params": { "q": fp.as_i64(), "k": k, "f": &names.simhash, "b": &names.blocks },
-        } } }));
-    }
-    let mut body = json!({ "query": { "bool": { "filter": filters } } });
-    if d.blocks_doc_values {
-        body["_source"] = json!(false);
-        body["docvalue_fields"] = json!(&names.blocks);
-    } else {
-        // Blocks mapped with `doc_values: false` (as the older Java service did): read them
-        // from `_source`, limited to the four fields.
-        body["_source"] = json!(&names.blocks);
-    }
-    body
-}
-
-/// The MinHash candidate query: documents sharing a band term (and, with the server filter,
-/// reaching the threshold in the painless script). With partial copies asked (`containment`)
-/// and held by the indices, also documents whose minima's terms agree with the query's in at
-/// least [`crate::ContainmentMeta::agreeing`] positions (a `bool` `should` with
-/// `minimum_should_match`, one `term` per minimum); the server filter then keeps the
-/// near-duplicates and partial copies ([`SCRIPT_MINHASH_RELATE`]), and the rule judges them
-/// on the client. Without it, the query of every release before containment, unchanged.
-fn minhash_body(
-    m: &MinHashMeta,
-    d: &Described,
-    filter: FilterMode,
-    sig: &Signature,
-    terms: Option<&StoredTerms>,
-    t: Threshold,
-    containment: Option<&ContainmentRule>,
-) -> Value {
-    let names = &m.fields;
-    let bands = terms.map_or_else(|| m.query_terms(sig), |s| s.bands.clone());
-    let held = m.containment.as_ref().filter(|_| containment.is_some());
-    let minima = match (held, terms) {
-        (Some(_), Some(stored)) => stored.minima.clone(),
-        (Some(c), None) => Some(c.minima_terms(sig)),
-        (None, _) => None,
-    };
-    let script = (filter == FilterMode::Server && d.signature_doc_values).then(|| {
-        let bits = m.layout.signature_bits();
-        let mut script = match (m.layout, held.zip(containment)) {
-            (MinHashLayout::Full, _) => {
-                let q: Vec<i32> = sig.values().iter().map(|&v| v as i32).collect();
-                json!({
-                    "source": SCRIPT_MINHASH,
-                    "params": { "f": &names.signature, "q": q, "m": min_agreements(sig.len(), bits, t) },
-                })
-            }
-            (MinHashLayout::Compact { .. }, relate) => {
-                let mut params = json!({
-                    "f": &names.signature,
-                    "q": sig.reduced(bits).values(),
-                    "b": bits,
-                    "m": min_agreements(sig.len(), bits, t),
-                });
-                let source = match relate {
-                    None => SCRIPT_MINHASH_BITS,
-                    Some((c, rule)) => {
-                        params["d"] = json!(&c.fields.distinct);
-                        params["x"] = json!(sig.distinct().unwrap_or(0));
-                        params["s"] = json!(rule.min_shingles);
-                        params["c"] =
-                            json!(rule.threshold - SIMILARITY_EPSILON - SCRIPT_CONTAINMENT_SLACK);
-                        SCRIPT_MINHASH_RELATE
-                    }
-                };
-                json!({ "source": source, "params": params })
-            }
-        };
-        script["lang"] = json!("painless");
-        json!({ "script": { "script": script } })
-    });
-    let bands = json!({ "terms": { &names.bands: bands } });
-    let (query, fields) = match (held, minima) {
-        (Some(c), Some(minima)) => {
-            let agree: Vec<Value> = minima
-                .iter()
-                .map(|t| json!({ "term": { &c.fields.minima: t } }))
-                .collect();
-            let candidates = json!({ "bool": {
-                "should": [
-                    bands,
-                    { "bool": { "should": agree, "minimum_should_match": c.agreeing() } },
-                ],
-                "minimum_should_match": 1,
-            } });
-            let filters: Vec<Value> = std::iter::once(candidates).chain(script).collect();
-            (
-                json!({ "bool": { "filter": filters } }),
-                vec![&names.signature, &c.fields.distinct],
-            )
-        }
-        _ => {
-            let filters: Vec<Value> = std::iter::once(bands).chain(script).collect();
-            (
-                json!({ "bool": { "filter": filters } }),
-                vec![&names.signature],
-            )
-        }
-    };
-    let mut body = json!({ "query": query });
-    if d.signature_doc_values {
-        body["_source"] = json!(false);
-        body["docvalue_fields"] = json!(fields);
-    } else {
-        body["_source"] = json!(fields);
-    }
-    body
-}
-
-/// A stored sketch and, for a compact signature (whose band keys cannot be made again from its
-/// lowest bits), the terms stored beside it.
-pub(crate) struct StoredQuery {
-    pub(crate) sketch: Sketch,
-    terms: Option<StoredTerms>,
-}
-
-/// The terms stored beside a compact signature: its band terms, and in fields formats 4 and 3 its
-/// minima's terms.
-#[derive(Clone, Debug, PartialEq)]
-pub(crate) struct StoredTerms {
-    bands: Vec<String>,
-    minima: Option<Vec<String>>,
-}
-
-/// The terms stored in `source` when `sketch` is a compact signature (its own cannot be
-/// made); `None` otherwise.
-fn stored_terms(source: &Value, meta: &IndexMeta, sketch: &Sketch) -> Option<StoredTerms> {
-    match (sketch, &meta.minhash) {
-        (Sketch::MinHash(sig), Some(m)) if !sig.is_full() => Some(StoredTerms {
-            bands: source[&m.fields.bands]
-                .as_array()
-                .map(|a| {
-                    a.iter()
-                        .filter_map(Value::as_str)
-                        .map(str::to_owned)
-                        .collect()
-                })
-                .unwrap_or_default(),
-            minima: m.containment.as_ref().and_then(|c| {
-                source[&c.fields.minima]
-                    .as_str()
-                    .map(|s| s.split(' ').map(str::to_owned).collect())
-            }),
-        }),
-        _ => None,
-    }
-}
-
-/// The fields of `_source` a stored sketch of `method` is read from.
-fn sketch_fields(meta: &IndexMeta, method: Method) -> Vec<&str> {
-    match method {
-        Method::SimHash => {
-            let names = &simhash_meta(meta).fields;
-            let mut f: Vec<&str> = names.blocks.iter().map(String::as_str).collect();
-            f.push(&names.simhash);
-            f
-        }
-        Method::MinHash => {
-            let m = minhash_meta(meta);
-            let mut f = vec![m.fields.signature.as_str(), m.fields.version.as_str()];
-            if m.layout != MinHashLayout::Full {
-                f.push(&m.fields.bands);
-            }
-            if let Some(c) = &m.containment {
-                f.extend(c.fields.all());
-            }
-            f
-        }
-    }
-}
-
-/// A hit's sketch of `method`, from its doc values (or `_source`).
-fn hit_sketch(hit: &Value, d: &Described, method: Method) -> Result<Option<Sketch>, EsError> {
-    let bad = |detail: String| EsError::BadDocument {
-        id: hit["_id"].as_str().unwrap_or("?").to_owned(),
-        reason: format!("in `{}`: {detail}", hit["_index"].as_str().unwrap_or("?")),
-    };
-    let fields = &hit["fields"];
-    match method {
-        Method::SimHash => {
-            let names = &simhash_meta(&d.meta).fields;
-            let from: Vec<Option<&Value>> = if fields.is_object() {
-                names.blocks.iter().map(|b| fields[b].get(0)).collect()
-            } else {
-                names.blocks.iter().map(|b| hit["_source"].get(b)).collect()
-            };
-            Ok(blocks_value(&from).map_err(bad)?.map(Sketch::SimHash))
-        }
-        Method::MinHash => {
-            let m = minhash_meta(&d.meta);
-            let read = |f: &str| {
-                if fields.is_object() {
-                    fields[f].get(0)
-                } else {
-                    hit["_source"].get(f)
-                }
-            };
-            let f = &m.fields.signature;
-            let sketch = signature_value(read(f), f, m).map_err(bad)?;
-            Ok(with_distinct(sketch, m, read))
-        }
-    }
-}
-
-/// A stored sketch of `method` in a `_source`; `None` when there is none of the indices'
-/// version (compute it from the text then).
-fn source_sketch(
-    source: &Value,
-    meta: &IndexMeta,
-    method: Method,
-) -> Result<Option<Sketch>, String> {
-    match method {
-        Method::SimHash => {
-            Ok(source_fingerprint(source, &simhash_meta(meta).fields)?.map(Sketch::SimHash))
-        }
-        Method::MinHash => {
-            let m = minhash_meta(meta);
-            // During an upgrade to the compact layout, a compact signature's stored terms
-            // would not find the documents still in the full layout: the text makes the query.
-            if m.from_full
-                || source.get(&m.fields.version).and_then(Value::as_str)
-                    != Some(m.stored_version().as_str())
-            {
-                return Ok(None);
-            }
-            let sketch = signature_value(source.get(&m.fields.signature), &m.fields.signature, m)?;
-            Ok(with_distinct(sketch, m, |f| source.get(f)))
-        }
-    }
-}
-
-/// A stored signature with the distinct shingle count stored beside it (fields formats 4 and 3),
-/// read by `read`; unchanged where there is none (an index or document without it).
-fn with_distinct<'a>(
-    sketch: Option<Sketch>,
-    m: &MinHashMeta,
-    read: impl Fn(&str) -> Option<&'a Value>,
-) -> Option<Sketch> {
-    let distinct = m
-        .containment
-        .as_ref()
-        .and_then(|c| read(&c.fields.distinct))
-        .and_then(Value::as_u64)
-        .and_then(|n| u32::try_from(n).ok());
-    match (sketch, distinct) {
-        (Some(Sketch::MinHash(sig)), Some(n)) => Some(Sketch::MinHash(sig.with_distinct(n))),
-        (sketch, _) => sketch,
-    }
-}
-
-/// A stored signature (base64 text of its bytes in the index's layout) of the indices'
-/// length; in the compact layout, reduced to the layout's bits.
-fn signature_value(
-    v: Option<&Value>,
-    field: &str,
-    m: &MinHashMeta,
-) -> Result<Option<Sketch>, String> {
-    let s = match v {
-        None | Some(Value::Null) => return Ok(None),
-        Some(Value::String(s)) => s,
-        Some(other) => return Err(format!("`{field}` is not a base64 signature: {other}")),
-    };
-    let n = usize::from(m.params.hashes);
-    match m.layout.signature_from_base64(s, n) {
-        Some(sig) => Ok(Some(Sketch::MinHash(sig))),
-        None => Err(format!(
-            "`{field}` is not a base64 signature of {n} values ({}) in the index's {} layout",
-            m.params, m.layout
-        )),
-    }
-}
-
-/// A stored fingerprint in a `_source`: the `long` if present, else the four blocks.
-fn source_fingerprint(source: &Value, names: &FieldNames) -> Result<Option<SimHash>, String> {
-    match source.get(&names.simhash) {
-        Some(Value::Null) | None => {}
-        Some(v) => {
-            return int_value(v)
-                .map(|i| Some(SimHash::from_i64(i)))
-                .ok_or_else(|| format!("`{}` is not a 64-bit integer: {v}", names.simhash))
-        }
-    }
-    let blocks: Vec<Option<&Value>> = names.blocks.iter().map(|b| source.get(b)).collect();
-    blocks_value(&blocks)
-}
-
-/// Four block values (numbers, or decimal strings from `keyword` doc values) into a
-/// fingerprint; `None` when any is missing or null.
-fn blocks_value(blocks: &[Option<&Value>]) -> Result<Option<SimHash>, String> {
-    let mut out = [0i16; 4];
-    for (i, b) in blocks.iter().enumerate() {
-        let v = match b {
-            None | Some(Value::Null) => return Ok(None),
-            Some(v) => v,
-        };
-        let n = int_value(v).ok_or_else(|| format!("block {i} is not an integer: {v}"))?;
-        // Accepts both the signed form neardup and the Java service write and the unsigned
-        // form (0..=65535) a hand-written document might hold.
-        out[i] = match n {
-            -32768..=32767 => n as i16,
-            32768..=65535 => n as u16 as i16,
-            _ => return Err(format!("block {i} is out of 16-bit range: {n}")),
-        };
-    }
-    Ok(Some(SimHash::from_blocks16(out)))
-}
-
-fn int_value(v: &Value) -> Option<i64> {
-    match v {
-        Value::Number(n) => n.as_i64(),
-        Value::String(s) => s.parse().ok(),
-        _ => None,
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use super::hit::{blocks_value, source_fingerprint};
+    use super::query::{block_probes, min_agreements};
+    use super::scripts::{
+        SCRIPT_LONG_OR_BLOCKS, SCRIPT_MINHASH, SCRIPT_MINHASH_BITS, SCRIPT_MINHASH_RELATE,
+    };
     use super::*;
+    use crate::schema::MinHashLayout;
     use crate::ContainmentMeta;
     use neardup_core::relation::CANDIDATE_AGREEING_MINIMA;
     use neardup_core::Profile;
+    use neardup_core::Signature;
     use proptest::prelude::*;
 
     /// Both methods, MinHash in the full layout.
