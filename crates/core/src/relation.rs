@@ -71,14 +71,35 @@ pub const ORDER_FLOOR: f64 = 0.5;
 /// The candidate step for containment: a stored article is a candidate for a query when at
 /// least this many of the 128 positions of their signatures hold the same minimum. The bands
 /// reach Jaccard ≈ 0.3 only; a 20 % excerpt has Jaccard ≈ 0.2 with its article. Measured in
-/// `docs/evaluation.md`, "Partial reprints: the candidate step". The local store and
-/// Elasticsearch (`minimum_should_match`) use this one value.
+/// `docs/evaluation.md`, "Partial reprints: the candidate step". [`is_candidate`] states the
+/// step once; `dedupe` (`allpairs::minhash`), the local store, groups and `eval` take it, and
+/// so do Elasticsearch indices of fields format 3 (`minimum_should_match`). An index of fields
+/// format 4 keeps a cheaper step of its own, recorded in its `_meta` (the containment
+/// fields' `positions`, `minimum_bits` and `agreeing`: 4 agreeing of the first 64 minima, 18
+/// bits each, for a new index).
 pub const CANDIDATE_AGREEING_MINIMA: usize = 10;
 
 /// [`CANDIDATE_AGREEING_MINIMA`] for signatures of `hashes` minima: it is stated for 128, and
 /// other lengths keep the same share, rounded up, at least 1.
 pub fn candidate_agreeing_minima(hashes: usize) -> usize {
     (CANDIDATE_AGREEING_MINIMA * hashes).div_ceil(128).max(1)
+}
+
+/// The candidate step: whether the pair of `a` and `b` is compared at all. Near-duplicates are
+/// reached through the LSH bands (`share_a_band`: the two share a band key); with a
+/// containment rule in `options`, a pair is a candidate too when at least
+/// [`candidate_agreeing_minima`] of its minima agree. The indexes reach the same pairs
+/// through their tables (an inverted map in memory, the `bands` and `minima` tables of the
+/// store), and their tests compare them with this function.
+pub fn is_candidate(
+    share_a_band: bool,
+    a: &Signature,
+    b: &Signature,
+    options: &MatchOptions,
+) -> bool {
+    share_a_band
+        || (options.containment.is_some()
+            && a.agreements(b) as usize >= candidate_agreeing_minima(a.len()))
 }
 
 /// How a match relates to the query (or `b` to `a` in a pair), read from the query's side.

@@ -51,7 +51,7 @@ use serde_json::{json, Value};
 use super::schema::{GroupMeta, GroupOrder};
 use super::{request, Body, EsError, IndexMeta, Near, RetryPolicy, Similar, DEFAULT_K};
 use neardup_core::method::{Query, Score};
-use neardup_core::relation::{candidate_agreeing_minima, MatchOptions, Relation};
+use neardup_core::relation::{is_candidate, MatchOptions, Relation};
 use neardup_core::{Fingerprinter, Method, MinHashParams, Sketch, Sketches, Tolerance};
 
 /// Searches run at once per batch.
@@ -139,9 +139,7 @@ pub(crate) fn link(
     match (a, b) {
         (Query::MinHash { signature: x, .. }, Sketch::MinHash(y)) => {
             let relations = options.containment.is_some();
-            let candidate = share_a_band(a_bands, b_bands)
-                || (relations && x.agreements(y) as usize >= candidate_agreeing_minima(x.len()));
-            if !candidate {
+            if !is_candidate(share_a_band(a_bands, b_bands), x, y, options) {
                 return None;
             }
             if relations {

@@ -15,7 +15,7 @@ use rayon::prelude::*;
 
 use super::{unique_texts, LabelledPair, Scored, CONTAINED_IN};
 use neardup_core::minhash::{MinHashParams, Signature, Threshold};
-use neardup_core::relation::{candidate_agreeing_minima, MatchOptions, MatchRule, Relation};
+use neardup_core::relation::{is_candidate, MatchOptions, MatchRule, Relation};
 use neardup_core::Fingerprinter;
 
 /// Thresholds evaluated, as in the SimHash table's k = 0..8.
@@ -73,9 +73,7 @@ pub fn candidates(
     params: &MinHashParams,
     options: &MatchOptions,
 ) -> bool {
-    banded_similarity(a, b, params).is_some()
-        || (options.containment.is_some()
-            && a.agreements(b) as usize >= candidate_agreeing_minima(a.len()))
+    is_candidate(banded_similarity(a, b, params).is_some(), a, b, options)
 }
 
 /// Whether the pair `p` of signatures `a` and `b` counts as found under `rule` (see the

@@ -397,7 +397,7 @@ mod tests {
     /// pairs as a brute force over every pair.
     #[test]
     fn containment_candidates_equal_brute_force_over_agreeing_minima() {
-        use crate::relation::{candidate_agreeing_minima, MatchOptions, MatchRule};
+        use crate::relation::{is_candidate, MatchOptions, MatchRule};
         let params = MinHashParams::DEFAULT;
         let mh = MinHasher::new(params);
         // Articles and pieces of them of every size, leads and passages, and strangers.
@@ -421,7 +421,6 @@ mod tests {
             }
         }
         sigs.push(sigs[3].clone());
-        let m = candidate_agreeing_minima(params.hashes.into());
         let rule = MatchRule::new(Threshold::new(0.3).unwrap(), MatchOptions::default());
         let got = all_pairs_related(&sigs, &params, &rule);
         let mut want = Vec::new();
@@ -429,10 +428,9 @@ mod tests {
             for b in a + 1..sigs.len() {
                 let (ka, kb) = (sigs[a].band_keys(&params), sigs[b].band_keys(&params));
                 let band = ka.iter().zip(&kb).any(|(x, y)| x == y);
-                let agree = sigs[a].agreements(&sigs[b]) as usize >= m;
                 if sigs[a] == sigs[b] {
                     want.push((a as u32, b as u32, Relation::NearDuplicate));
-                } else if band || agree {
+                } else if is_candidate(band, &sigs[a], &sigs[b], &MatchOptions::default()) {
                     if let Some(r) = rule.relate(&sigs[a], &sigs[b]) {
                         want.push((a as u32, b as u32, r.relation));
                     }
