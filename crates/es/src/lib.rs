@@ -973,18 +973,6 @@ mod tests {
     }
 }
 
-/// Compiles the Rust examples of `docs/elasticsearch.md` (the overview of the Elasticsearch
-/// pages), so the guide cannot drift from the API.
-#[cfg(doctest)]
-#[doc = include_str!("../../../docs/elasticsearch.md")]
-pub struct ElasticsearchGuide;
-
-/// Compiles the Rust example of `docs/how-to/write-from-an-article-service.md` (`EsIndexer`).
-#[cfg(doctest)]
-#[doc = include_str!("../../../docs/how-to/write-from-an-article-service.md")]
-pub struct WriteFromAnArticleServiceGuide;
-
-/// Compiles the Rust example of `docs/how-to/find-near-duplicates.md` (`Similar`).
-#[cfg(doctest)]
-#[doc = include_str!("../../../docs/how-to/find-near-duplicates.md")]
-pub struct FindNearDuplicatesGuide;
+// The Rust examples of the documentation (docs/how-to/write-from-an-article-service.md,
+// docs/how-to/find-near-duplicates.md) name the library as its users do, `neardup::es::…`, so
+// they are doctested in the `neardup` crate (src/lib.rs), which re-exports this one as `es`.
