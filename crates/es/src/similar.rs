@@ -262,10 +262,10 @@ struct Described {
 /// what each index list holds and whether the cluster has point in time and scripts.
 ///
 /// ```no_run
-/// use neardup::es::{EsConfig, Similar};
-/// use neardup::Tolerance;
+/// use neardup_core::Tolerance;
+/// use neardup_es::{EsConfig, Similar};
 ///
-/// # async fn demo() -> Result<(), neardup::es::EsError> {
+/// # async fn demo() -> Result<(), neardup_es::EsError> {
 /// let client = EsConfig::new("http://127.0.0.1:9200")?.client()?;
 /// // The fingerprinter is built from what the indices record in `_meta`.
 /// let similar = Similar::new(client, None);
