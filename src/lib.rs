@@ -46,7 +46,19 @@ pub use neardup_store::Store;
 #[cfg(feature = "cli")]
 pub mod cli;
 
-/// Compiles the Rust examples of `docs/elasticsearch.md`, so the guide cannot drift from the API.
+/// Compiles the Rust examples of `docs/elasticsearch.md` (the overview of the Elasticsearch
+/// pages), so the guide cannot drift from the API. The examples name the library as its
+/// users do (`neardup::es::…`), so they are compiled here, in the facade.
 #[cfg(doctest)]
 #[doc = include_str!("../docs/elasticsearch.md")]
 pub struct ElasticsearchGuide;
+
+/// Compiles the Rust example of `docs/how-to/write-from-an-article-service.md` (`EsIndexer`).
+#[cfg(doctest)]
+#[doc = include_str!("../docs/how-to/write-from-an-article-service.md")]
+pub struct WriteFromAnArticleServiceGuide;
+
+/// Compiles the Rust example of `docs/how-to/find-near-duplicates.md` (`Similar`).
+#[cfg(doctest)]
+#[doc = include_str!("../docs/how-to/find-near-duplicates.md")]
+pub struct FindNearDuplicatesGuide;

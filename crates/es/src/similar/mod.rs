@@ -270,8 +270,8 @@ struct Described {
 /// what each index list holds and whether the cluster has point in time and scripts.
 ///
 /// ```no_run
-/// use neardup_es::{EsConfig, Similar};
 /// use neardup_core::Tolerance;
+/// use neardup_es::{EsConfig, Similar};
 ///
 /// # async fn demo() -> Result<(), neardup_es::EsError> {
 /// let client = EsConfig::new("http://127.0.0.1:9200")?.client()?;
