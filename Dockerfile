@@ -15,7 +15,7 @@
 # variant has gcc and libc6-dev, all that the C parts (ring, zstd) need.
 FROM rust:1.95-slim-bookworm AS builder
 WORKDIR /src
-# The whole repository less .dockerignore: the build reads files outside src/ (data/,
+# The whole repository less .dockerignore: the build reads files outside src/ (crates/,
 # mappings/, docs/ are compiled in), and copying everything cannot miss one.
 COPY . .
 # BuildKit cache mounts keep the downloaded crates and the compiled dependencies between
