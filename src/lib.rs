@@ -36,11 +36,14 @@ extern crate self as neardup;
 // The facade: one way in for an embedder. Each concern is a crate of its own (ARCHITECTURE.md
 // draws the graph); their modules keep the paths they always had here.
 pub use neardup_core::*;
+#[cfg(feature = "es")]
 pub use neardup_es as es;
 pub use neardup_eval as eval;
 #[cfg(feature = "serve")]
 pub use neardup_serve as serve;
+#[cfg(feature = "store")]
 pub use neardup_store as store;
+#[cfg(feature = "store")]
 pub use neardup_store::Store;
 
 #[cfg(feature = "cli")]
