@@ -39,6 +39,7 @@
 use crate::common;
 
 use std::collections::HashSet;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use common::es::{self as t};
 use neardup::es::schema::minhash_fields_json;
@@ -336,6 +337,12 @@ fn similar(client: &elasticsearch::Elasticsearch, filter: FilterMode) -> Similar
     )
 }
 
+/// What the cases exercised, over the whole run: the test fails unless the scripts met
+/// candidates on both sides of the rule and partial copies.
+static CANDIDATES: AtomicU64 = AtomicU64::new(0);
+static MATCHES: AtomicU64 = AtomicU64::new(0);
+static PARTIAL: AtomicU64 = AtomicU64::new(0);
+
 /// Checks one query's two answers against the library's (see the module docs).
 fn check(
     what: &str,
@@ -345,6 +352,13 @@ fn check(
     painless: bool,
 ) -> Result<(), String> {
     let (want, candidates) = expected;
+    CANDIDATES.fetch_add(*candidates, Ordering::Relaxed);
+    MATCHES.fetch_add(want.len() as u64, Ordering::Relaxed);
+    let partial = want.iter().filter(|m| {
+        m.relation
+            .is_some_and(|r| r != neardup::relation::Relation::NearDuplicate)
+    });
+    PARTIAL.fetch_add(partial.count() as u64, Ordering::Relaxed);
     if server.matches != client.matches {
         return Err(format!(
             "{what}: the server filter answers\n{:?}\nthe client filter\n{:?}",
@@ -553,4 +567,15 @@ fn painless_scripts_admit_exactly_what_the_rule_admits() {
     if let Err(e) = outcome {
         panic!("{e}");
     }
+    let (candidates, matches, partial) = (
+        CANDIDATES.load(Ordering::Relaxed),
+        MATCHES.load(Ordering::Relaxed),
+        PARTIAL.load(Ordering::Relaxed),
+    );
+    eprintln!("{candidates} candidates, {matches} matches, {partial} partial copies");
+    assert!(
+        matches > 0 && partial > 0,
+        "{matches} matches, {partial} partial"
+    );
+    assert!(candidates > matches, "no candidate was refused");
 }
