@@ -35,6 +35,7 @@ mod live_es {
     mod layout;
     mod nodes;
     mod regroup;
+    mod rule_agreement;
     mod scan;
     mod serve;
     mod similar;
