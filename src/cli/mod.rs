@@ -71,7 +71,7 @@ enum Command {
     Dedupe(dedupe::Args),
     /// Size, settings and bucket skew of a local store (JSON).
     Stats(stats::Args),
-    /// Rewrite a local store made by an older neardup (format 1) in the current format, keeping every document.
+    /// Rewrite a local store made by an older neardup (formats 1, 2 and 3) in the current format, keeping every document.
     Migrate(migrate::Args),
     /// Learn the boilerplate lines of a corpus or an index (a site's disclaimer, links, footer).
     Boilerplate(boilerplate::Args),
