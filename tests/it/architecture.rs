@@ -68,8 +68,21 @@ fn declared_crates(page: &str) -> Vec<(String, String, BTreeSet<String>)> {
         .collect()
 }
 
-fn cargo() -> Command {
-    Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+/// What `cargo ARGS` prints at the workspace's root, offline; fails the test if cargo fails.
+fn cargo_stdout(args: &[&str]) -> Vec<u8> {
+    let out = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .args(args)
+        .arg("--offline")
+        .current_dir(root())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "cargo {}: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
 }
 
 #[test]
@@ -89,23 +102,13 @@ fn the_crate_graph_is_the_one_architecture_md_draws() {
         }
     }
 
-    let out = cargo()
-        .args([
-            "metadata",
-            "--format-version",
-            "1",
-            "--no-deps",
-            "--offline",
-        ])
-        .current_dir(root())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let meta: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let meta: Value = serde_json::from_slice(&cargo_stdout(&[
+        "metadata",
+        "--format-version",
+        "1",
+        "--no-deps",
+    ]))
+    .unwrap();
     let mut actual: BTreeMap<String, (PathBuf, BTreeSet<String>)> = BTreeMap::new();
     for package in meta["packages"].as_array().unwrap() {
         let name = package["name"].as_str().unwrap().to_owned();
@@ -148,26 +151,16 @@ fn the_crate_graph_is_the_one_architecture_md_draws() {
 
 #[test]
 fn the_core_links_no_network_database_or_async_crate() {
-    let out = cargo()
-        .args([
-            "tree",
-            "--offline",
-            "-p",
-            "neardup-core",
-            "-e",
-            "normal",
-            "--prefix",
-            "none",
-        ])
-        .current_dir(root())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let tree = String::from_utf8(out.stdout).unwrap();
+    let tree = String::from_utf8(cargo_stdout(&[
+        "tree",
+        "-p",
+        "neardup-core",
+        "-e",
+        "normal",
+        "--prefix",
+        "none",
+    ]))
+    .unwrap();
     let linked: BTreeSet<&str> = tree.lines().filter_map(|l| l.split(' ').next()).collect();
     assert!(linked.contains("jieba-rs"), "{tree}");
     for banned in ["tokio", "reqwest", "hyper", "elasticsearch", "axum", "redb"] {
@@ -187,6 +180,9 @@ struct CrateSource {
     reexports: BTreeMap<String, String>,
     /// Names of items the crate root defines itself.
     root_items: BTreeSet<String>,
+    /// The crate root's own code: `lib.rs` less its `mod` declarations and re-exports (the
+    /// front, which is no arrow).
+    root_code: String,
 }
 
 /// The code of a file as the layers see it: comment lines and inline test modules
@@ -242,22 +238,21 @@ fn read_crate(dir: &Path) -> CrateSource {
                 .unwrap()
                 .to_owned();
             let first = rel.split('/').next().unwrap().trim_end_matches(".rs");
-            let module = if first == "lib" { "lib" } else { first }.to_owned();
+            let module = first.to_owned();
             let text = code_of(&std::fs::read_to_string(&path).unwrap());
             files.entry(module).or_default().push((rel, text));
         }
     }
-    let lib = code_of(&std::fs::read_to_string(src.join("lib.rs")).unwrap());
+    let lib = files["lib"][0].1.clone();
     let mut reexports = BTreeMap::new();
     let mut root_items = BTreeSet::new();
+    let mut own = Vec::new();
     for statement in lib.split(';') {
-        let s = statement.trim();
-        let s = s.rsplit(']').next().unwrap().trim(); // after attributes
-        let s = s
-            .strip_prefix("pub(crate) ")
-            .map(|rest| format!("pub {rest}"))
-            .unwrap_or_else(|| s.to_owned());
-        if let Some(rest) = s.strip_prefix("pub use ") {
+        let s = statement.trim().rsplit(']').next().unwrap().trim(); // after attributes
+        let reexport = s
+            .strip_prefix("pub use ")
+            .or_else(|| s.strip_prefix("pub(crate) use "));
+        if let Some(rest) = reexport {
             let rest = rest.trim_start_matches("self::");
             let Some((module, names)) = rest.split_once("::") else {
                 continue;
@@ -268,6 +263,8 @@ fn read_crate(dir: &Path) -> CrateSource {
             {
                 reexports.insert(name.to_owned(), module.to_owned());
             }
+        } else if !(s.starts_with("mod ") || s.starts_with("pub mod ")) {
+            own.push(statement);
         }
     }
     for line in lib.lines() {
@@ -281,11 +278,7 @@ fn read_crate(dir: &Path) -> CrateSource {
         }
         if let (Some(kind), Some(name)) = (words.next(), words.next()) {
             if ["struct", "enum", "fn", "type", "const", "static", "trait"].contains(&kind) {
-                let name: String = name
-                    .chars()
-                    .take_while(|c| c.is_alphanumeric() || *c == '_')
-                    .collect();
-                root_items.insert(name);
+                root_items.insert(ident_prefix(name));
             }
         }
     }
@@ -293,7 +286,15 @@ fn read_crate(dir: &Path) -> CrateSource {
         files,
         reexports,
         root_items,
+        root_code: own.join(";"),
     }
+}
+
+/// The identifier `s` starts with (empty when it starts with none).
+fn ident_prefix(s: &str) -> String {
+    s.chars()
+        .take_while(|c| c.is_alphanumeric() || *c == '_')
+        .collect()
 }
 
 /// The first segments of what a path reaches after `prefix`: `crate::a::B` → [a],
@@ -333,20 +334,13 @@ fn heads_after(text: &str, prefix: &str) -> Vec<String> {
             }
             items.push(item);
             for item in items {
-                let head: String = item
-                    .trim()
-                    .chars()
-                    .take_while(|c| c.is_alphanumeric() || *c == '_')
-                    .collect();
+                let head = ident_prefix(item.trim());
                 if !head.is_empty() {
                     heads.push(head);
                 }
             }
         } else {
-            let head: String = rest
-                .chars()
-                .take_while(|c| c.is_alphanumeric() || *c == '_')
-                .collect();
+            let head = ident_prefix(rest);
             if !head.is_empty() {
                 heads.push(head);
             }
@@ -376,20 +370,9 @@ fn module_arrows(source: &CrateSource) -> BTreeMap<(String, String), BTreeSet<St
             if module == "lib" {
                 // The front: declaring modules and re-exporting them is no arrow; what the
                 // root's own items use is.
-                let own: String = text
-                    .split(';')
-                    .filter(|s| {
-                        let s = s.trim().rsplit(']').next().unwrap().trim();
-                        !(s.starts_with("pub use ")
-                            || s.starts_with("pub(crate) use ")
-                            || s.starts_with("mod ")
-                            || s.starts_with("pub mod "))
-                    })
-                    .collect::<Vec<_>>()
-                    .join(";");
                 for m in &modules {
                     let m = m.as_str();
-                    if m != "lib" && !heads_after(&own, &format!("{m}::")).is_empty() {
+                    if m != "lib" && !heads_after(&source.root_code, &format!("{m}::")).is_empty() {
                         heads.push(m.to_owned());
                     }
                 }
