@@ -118,20 +118,19 @@ fn case() -> impl Strategy<Value = Case> {
         })
 }
 
-/// SplitMix64: the words of a case from its seed.
-struct Rng(u64);
+/// The words of a case, drawn from its seed by proptest's ChaCha generator.
+struct Words(TestRng);
 
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
+impl Words {
+    fn new(seed: u64) -> Words {
+        Words(TestRng::from_seed(
+            RngAlgorithm::ChaCha,
+            &seed.to_le_bytes().repeat(4),
+        ))
     }
 
     fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
+        (self.0.next_u64() % n as u64) as usize
     }
 
     fn word(&mut self) -> String {
@@ -180,7 +179,7 @@ struct Doc {
 }
 
 fn docs(case: &Case, fp: &Fingerprinter, meta: &IndexMeta) -> Vec<Doc> {
-    let mut rng = Rng(case.seed);
+    let mut rng = Words::new(case.seed);
     let base = rng.words(case.base_words);
     let base_text = text(&base);
     let minhash = meta.minhash.as_ref().unwrap();
