@@ -2,8 +2,8 @@
 //! them) and record what it holds in the mapping's `_meta`.
 
 use neardup::es::{
-    self, BlockType, GroupMeta, GroupOrder, IndexMeta, InitOutcome, MetaSource, MinHashLayout,
-    RetryPolicy, Tracking,
+    self, BlockType, FormatRequest, GroupMeta, GroupOrder, IndexMeta, InitOutcome, LayoutRequest,
+    MetaSource, RetryPolicy, Tracking,
 };
 use neardup::{FingerprintConfig, Method, Methods, MinHashParams, Profile};
 use std::path::PathBuf;
@@ -138,37 +138,25 @@ pub fn run(args: Args) -> CmdResult {
             None => Profile::default(),
         };
         let recorded = recorded(&client, &retry, &args.index, &names).await?;
-        let minhash = match args.minhash_params {
-            Some(p) => p,
-            None => recorded
-                .iter()
-                .filter_map(|m| m.minhash.as_ref())
-                .find(|m| m.fields == minhash_names)
-                .map(|m| m.params)
-                .unwrap_or_default(),
-        };
-        // The MinHash layout is kept as recorded unless asked otherwise (another one needs
-        // --upgrade); a new index gets the compact one.
-        let recorded_layout = recorded
+        let recorded_minhash = recorded
             .iter()
             .filter_map(|m| m.minhash.as_ref())
-            .find(|m| m.fields == minhash_names)
-            .map(|m| m.layout);
+            .find(|m| m.fields == minhash_names);
+        let minhash = match args.minhash_params {
+            Some(p) => p,
+            None => recorded_minhash.map(|m| m.params).unwrap_or_default(),
+        };
         let layout = match (args.layout.as_deref(), args.signature_bits) {
             (Some("full"), Some(_)) => {
                 return Err(common::usage(
                     "--signature-bits: the full layout keeps whole minima; leave it out, or pass --layout compact",
                 ))
             }
-            (Some("full"), None) => MinHashLayout::Full,
-            (_, Some(bits)) => MinHashLayout::Compact {
+            (Some("full"), None) => LayoutRequest::Full,
+            (Some(_), bits) | (None, bits @ Some(_)) => LayoutRequest::Compact {
                 signature_bits: bits,
             },
-            (Some(_), None) => match recorded_layout {
-                Some(l @ MinHashLayout::Compact { .. }) => l,
-                _ => MinHashLayout::NEW,
-            },
-            (None, None) => recorded_layout.unwrap_or(MinHashLayout::NEW),
+            (None, None) => LayoutRequest::Recorded,
         };
         // Folding is kept as recorded unless an upgrade or --no-fold asks otherwise. A new
         // index folds; one written before `_meta` existed (the Java service's, or an early
@@ -208,15 +196,6 @@ pub fn run(args: Args) -> CmdResult {
                 },
             }
         });
-        // Containment is kept as recorded unless an upgrade or --no-containment asks
-        // otherwise; a new index holds it.
-        let recorded_terms = recorded
-            .iter()
-            .filter_map(|m| m.minhash.as_ref())
-            .find(|m| m.fields == minhash_names)
-            .map(|m| m.containment.clone());
-        let containment = !args.no_containment
-            && (args.upgrade || recorded_terms.as_ref().is_none_or(Option::is_some));
         let wanted = IndexMeta::new(
             &FingerprintConfig {
                 profile,
@@ -231,12 +210,12 @@ pub fn run(args: Args) -> CmdResult {
             names,
             minhash_names,
         );
-        let mut wanted = wanted.with_layout(layout).with_containment(containment);
-        // The containment terms of an index recorded in fields format 3 stay as they are
-        // unless an upgrade moves them to format 4.
-        if let (false, Some(Some(have))) = (args.upgrade, recorded_terms) {
-            wanted = wanted.with_containment_terms(have);
-        }
+        let format = FormatRequest {
+            layout,
+            no_containment: args.no_containment,
+            upgrade: args.upgrade,
+        };
+        let mut wanted = format.apply(recorded_minhash, wanted);
         wanted.group = group;
         let outcome = match args.upgrade {
             true => es::upgrade_index(&client, &retry, &args.index, &wanted).await?,

@@ -4,8 +4,9 @@
 //! - [`EsConfig`] says where the cluster is and how to log in; [`EsConfig::client`] builds the
 //!   official [`Elasticsearch`](elasticsearch::Elasticsearch) client from it.
 //! - [`schema`]: the fields as data: names ([`FieldNames`], [`MinHashFieldNames`]), block type
-//!   ([`BlockType`]), what `_meta` records ([`IndexMeta`]), the JSON mappings shipped in
-//!   `mappings/`, and how values are encoded and decoded. No cluster calls.
+//!   ([`BlockType`]), what `_meta` records ([`IndexMeta`]), the fields formats in one table
+//!   ([`FieldsFormat`]), the JSON mappings shipped in `mappings/`, and how values are encoded
+//!   and decoded. No cluster calls.
 //! - `init`: what talks to the cluster about the schema: [`init_index`] (`neardup es-init`),
 //!   [`upgrade_index`] (`es-init --upgrade`),
 //!   [`verify_index`], [`read_meta`], [`existing_profile`].
@@ -59,8 +60,9 @@ pub use retry::RetryPolicy;
 pub use scan::{Cursor, Paging, ScanOptions, ScanStats, Scanner, Slice};
 pub use schema::{
     stale_query, tracking_pipeline, tracking_pipeline_name, BlockType, ContainmentFieldNames,
-    ContainmentMeta, FieldNames, GroupMeta, GroupOrder, IndexMeta, MetaSource, MinHashFieldNames,
-    MinHashLayout, MinHashMeta, SimHashMeta, TrackingMeta, TRACKING_MARKER,
+    ContainmentMeta, FieldNames, FieldsFormat, FormatRequest, GroupMeta, GroupOrder, IndexMeta,
+    LayoutRequest, MetaSource, MinHashFieldNames, MinHashLayout, MinHashMeta, SimHashMeta,
+    TrackingMeta, TRACKING_MARKER,
 };
 pub use similar::{
     FilterMode, IndexList, Match, Near, QueryFingerprint, Similar, SimilarOptions, Similarity,

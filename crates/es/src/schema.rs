@@ -55,6 +55,9 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{json, Map, Value};
 
 use super::EsError;
+pub use format::{FieldsFormat, FormatRequest, LayoutRequest};
+
+mod format;
 use neardup_core::fingerprint::{Methods, MinHashOutcome};
 use neardup_core::relation::CANDIDATE_AGREEING_MINIMA;
 use neardup_core::text::Boilerplate;
@@ -195,14 +198,6 @@ impl FromStr for BlockType {
 
 /// The key under the mapping's `_meta` that neardup owns.
 pub const META_KEY: &str = "neardup";
-/// The newest layout of `_meta.neardup` and the fields this neardup reads; bumped when it
-/// changes incompatibly. Format 2 is format 1 with the MinHash fields in the compact layout
-/// ([`MinHashLayout::Compact`]); format 3 is format 2 with the containment fields
-/// ([`ContainmentMeta`]) for every minimum; format 4 keeps them for the first minima, with
-/// more bits ([`ContainmentMeta::positions`]). An index records the format of what it holds
-/// ([`IndexMeta::fields_format`]), so one in an older layout stays readable by older neardups.
-pub const META_FORMAT: u32 = 4;
-
 /// `mappings/neardup-minhash-fields.json`: the MinHash fields under their default names.
 pub const MAPPING_MINHASH: &str = include_str!("../../../mappings/neardup-minhash-fields.json");
 
@@ -289,16 +284,6 @@ impl MinHashLayout {
         match self {
             MinHashLayout::Full => Signature::FULL_BITS,
             MinHashLayout::Compact { signature_bits } => signature_bits,
-        }
-    }
-
-    /// The `_meta` fields format of indices in this layout: 1 for [`MinHashLayout::Full`], 2
-    /// for [`MinHashLayout::Compact`] (a neardup that reads only format 1 refuses it, rather
-    /// than writing format-1 values into it).
-    pub fn meta_format(self) -> u32 {
-        match self {
-            MinHashLayout::Full => 1,
-            MinHashLayout::Compact { .. } => 2,
         }
     }
 
@@ -521,15 +506,6 @@ impl ContainmentMeta {
         }
     }
 
-    /// The fields format these containment fields make: 4 with `positions` or `agreeing`
-    /// recorded, else 3.
-    pub fn fields_format(&self) -> u32 {
-        match (self.positions, self.agreeing) {
-            (None, None) => 3,
-            _ => 4,
-        }
-    }
-
     /// How many of a signature of `n` minima have a term.
     pub fn positions(&self, n: usize) -> usize {
         self.positions.map_or(n, |p| usize::from(p).min(n))
@@ -744,7 +720,6 @@ pub enum MetaSource {
 /// What an index holds: its methods, their versions, parameters and field names.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct IndexMeta {
-    pub format: u32,
     /// jieba's HMM setting the words of both methods were made with.
     pub hmm: bool,
     /// Whether texts were folded from Traditional into Simplified before segmentation
@@ -955,8 +930,7 @@ impl IndexMeta {
         minhash_fields: MinHashFieldNames,
     ) -> IndexMeta {
         let versions = Fingerprinter::versions(config);
-        let meta = IndexMeta {
-            format: 1,
+        IndexMeta {
             hmm: config.hmm,
             fold: config.folds(),
             boilerplate: config
@@ -981,9 +955,7 @@ impl IndexMeta {
             group: None,
             tracking: None,
             source: MetaSource::Recorded,
-        };
-        let format = meta.fields_format();
-        IndexMeta { format, ..meta }
+        }
     }
 
     /// An index holding only the design card's SimHash fields, of `profile`.
@@ -1168,10 +1140,11 @@ impl IndexMeta {
         json!({ "properties": props })
     }
 
-    /// The JSON stored under `_meta.neardup`.
+    /// The JSON stored under `_meta.neardup`, with the number of its fields format
+    /// ([`FieldsFormat::recorded`]).
     pub fn to_json(&self) -> Value {
         let mut v = serde_json::to_value(self).expect("IndexMeta serialises");
-        v["format"] = json!(self.fields_format());
+        v["format"] = json!(FieldsFormat::of(self).recorded().number());
         v
     }
 
@@ -1185,7 +1158,6 @@ impl IndexMeta {
                 m.containment = None;
             }
         }
-        self.format = self.fields_format();
         self
     }
 
@@ -1196,7 +1168,6 @@ impl IndexMeta {
             m.containment = (on && m.layout != MinHashLayout::Full)
                 .then(|| m.containment.clone().unwrap_or_default());
         }
-        self.format = self.fields_format();
         self
     }
 
@@ -1206,7 +1177,6 @@ impl IndexMeta {
         if let Some(held) = self.minhash.as_mut().and_then(|m| m.containment.as_mut()) {
             *held = c;
         }
-        self.format = self.fields_format();
         self
     }
 
@@ -1217,17 +1187,10 @@ impl IndexMeta {
             .is_some_and(|m| m.containment.is_some())
     }
 
-    /// The `format` recorded in `_meta`: 3 or 4 with the containment fields ([`ContainmentMeta::fields_format`]), 2 when the MinHash
-    /// fields are in the compact layout, else 1 ([`MinHashLayout::meta_format`]).
-    pub fn fields_format(&self) -> u32 {
-        self.minhash.as_ref().map_or(1, |m| match &m.containment {
-            Some(c) => c.fields_format(),
-            None => m.layout.meta_format(),
-        })
-    }
-
     /// The description of one concrete index from its mapping (`{"properties": …, "_meta": …}`).
-    /// `legacy_fields` names the SimHash fields of an index without `_meta.neardup`.
+    /// `legacy_fields` names the SimHash fields of an index without `_meta.neardup`. The
+    /// format `_meta` records must be one this neardup reads and the one what it records
+    /// makes ([`FieldsFormat::of`]).
     pub fn from_mapping(
         index: &str,
         mapping: &Value,
@@ -1239,25 +1202,27 @@ impl IndexMeta {
                     index: index.to_owned(),
                     detail: e.to_string(),
                 })?;
-            if !(1..=META_FORMAT).contains(&meta.format) {
+            let newest = FieldsFormat::NEWEST.number().unwrap_or_default();
+            let Some(recorded) = m["format"].as_u64().and_then(FieldsFormat::from_number) else {
                 return Err(EsError::BadMeta {
                     index: index.to_owned(),
                     detail: format!(
-                        "format {} is not one this neardup reads (1 to {META_FORMAT}); use the neardup version that wrote it",
-                        meta.format
+                        "format {} is not one this neardup reads (1 to {newest}); use the neardup version that wrote it",
+                        m["format"]
                     ),
                 });
-            }
-            if meta.format != meta.fields_format() {
+            };
+            let holds = FieldsFormat::of(&meta);
+            if recorded != holds {
                 return Err(EsError::BadMeta {
                     index: index.to_owned(),
                     detail: format!(
                         "format {} does not go with the MinHash layout it records ({}, format {})",
-                        meta.format,
+                        m["format"],
                         meta.minhash
                             .as_ref()
                             .map_or(MinHashLayout::Full, |m| m.layout),
-                        meta.fields_format()
+                        holds.number().unwrap_or_default()
                     ),
                 });
             }
@@ -1544,7 +1509,7 @@ mod tests {
         let c = old.minhash.as_ref().unwrap().containment.as_ref().unwrap();
         assert_eq!(*c, ContainmentMeta::format_3());
         assert_eq!((c.positions(128), c.agreeing()), (128, 10));
-        assert_eq!(old.fields_format(), 3);
+        assert_eq!(FieldsFormat::of(&old), FieldsFormat::V3);
         assert_eq!(old.minhash.as_ref().unwrap().stored_version(), "mc28f40bf");
         assert_ne!(
             old.minhash.as_ref().unwrap().stored_version(),
@@ -1579,7 +1544,7 @@ mod tests {
         assert!(IndexMeta::from_mapping("i", &mapping, &FieldNames::default()).is_err());
         let full = m.clone().with_layout(MinHashLayout::Full);
         assert!(!full.has_containment());
-        assert_eq!(full.fields_format(), 1);
+        assert_eq!(FieldsFormat::of(&full), FieldsFormat::V1);
         assert!(!full.with_containment(true).has_containment());
         assert_eq!(two.with_containment(true), m);
     }

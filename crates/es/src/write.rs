@@ -1037,7 +1037,7 @@ mod tests {
     #[test]
     fn golden_containment_fields_of_a_fixed_article() {
         let meta = IndexMeta::default();
-        assert_eq!(meta.fields_format(), 4);
+        assert_eq!(crate::FieldsFormat::of(&meta), crate::FieldsFormat::V4);
         let m = golden_fields(&meta);
         let two = golden_fields(&IndexMeta::default().with_containment(false));
         assert_eq!(m.len(), 13);
@@ -1051,7 +1051,7 @@ mod tests {
         assert_eq!(minima[..3], ["A43Y", "BVaX", "Cm2-"]);
         assert_eq!(m["minHashDistinct"], json!(32));
         let three = IndexMeta::default().with_containment_terms(ContainmentMeta::format_3());
-        assert_eq!(three.fields_format(), 3);
+        assert_eq!(crate::FieldsFormat::of(&three), crate::FieldsFormat::V3);
         let m = golden_fields(&three);
         assert_eq!(m["minHashVersion"], "mc28f40bf");
         let minima: Vec<&str> = m["minHashMinima"].as_str().unwrap().split(' ').collect();

@@ -128,7 +128,10 @@ async fn an_excerpt_and_a_passage_are_found_from_either_side() {
     let (code, out, err) = cli(&idx.name, &["es-init"]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("layout, containment"), "{out}");
-    assert_eq!(read_meta(&client, &idx.name).await.fields_format(), 4);
+    assert_eq!(
+        es::FieldsFormat::of(&read_meta(&client, &idx.name).await),
+        es::FieldsFormat::V4
+    );
     let (docs, planted) = articles();
     t::load(&client, &idx.name, &docs).await;
     let (code, _, err) = cli(&idx.name, &["worker", "--once"]);
@@ -194,7 +197,7 @@ async fn a_format_3_index_keeps_answering_and_moves_to_format_4_in_place() {
     let client = t::client().await;
     let idx = TestIndex::new("containment-format-3");
     let three = IndexMeta::default().with_containment_terms(es::ContainmentMeta::format_3());
-    assert_eq!(three.format, 3);
+    assert_eq!(es::FieldsFormat::of(&three), es::FieldsFormat::V3);
     es::init_index(&client, &RetryPolicy::none(), &idx.name, &three)
         .await
         .unwrap();
@@ -223,14 +226,20 @@ async fn a_format_3_index_keeps_answering_and_moves_to_format_4_in_place() {
     assert!(err.contains("es-init --upgrade"), "{err}");
     let (code, _, err) = cli(&idx.name, &["es-init"]);
     assert_eq!(code, 0, "{err}");
-    assert_eq!(read_meta(&client, &idx.name).await.fields_format(), 3);
+    assert_eq!(
+        es::FieldsFormat::of(&read_meta(&client, &idx.name).await),
+        es::FieldsFormat::V3
+    );
     assert_eq!(stale(&client, &idx.name).await, 0);
 
     // The upgrade records format 4: every document is stale until the back-fill rewrites
     // its terms.
     let (code, _, err) = cli(&idx.name, &["es-init", "--upgrade"]);
     assert_eq!(code, 0, "{err}");
-    assert_eq!(read_meta(&client, &idx.name).await.fields_format(), 4);
+    assert_eq!(
+        es::FieldsFormat::of(&read_meta(&client, &idx.name).await),
+        es::FieldsFormat::V4
+    );
     assert_eq!(stale(&client, &idx.name).await, docs.len() as u64);
     common::backfill(&client, &idx.name).await;
     assert_eq!(stale(&client, &idx.name).await, 0);
@@ -273,14 +282,17 @@ async fn a_format_2_index_keeps_answering_and_moves_to_containment_in_place() {
     // A plain es-init keeps what the index records (it adds groups and edit tracking,
     // which the library call above left out).
     assert!(!out.contains("layout, containment"), "{out}");
-    assert_eq!(read_meta(&client, &idx.name).await.fields_format(), 2);
+    assert_eq!(
+        es::FieldsFormat::of(&read_meta(&client, &idx.name).await),
+        es::FieldsFormat::V2
+    );
 
     // The upgrade records format 4; every document is stale, and still found as before.
     let (code, out, err) = cli(&idx.name, &["es-init", "--upgrade"]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("layout, containment"), "{out}");
     let meta = read_meta(&client, &idx.name).await;
-    assert_eq!(meta.fields_format(), 4);
+    assert_eq!(es::FieldsFormat::of(&meta), es::FieldsFormat::V4);
     assert!(meta.has_containment());
     assert_eq!(stale(&client, &idx.name).await, docs.len() as u64);
     for ((full, _, _), want) in planted.iter().zip(&before) {

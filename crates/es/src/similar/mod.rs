@@ -46,7 +46,7 @@ use serde_json::{json, Map, Value};
 
 use super::init::mappings;
 use super::scan::{Paging, ScanOptions, ScanStats, Scanner};
-use super::schema::{IndexMeta, MinHashMeta, SimHashMeta};
+use super::schema::{FieldsFormat, IndexMeta, MinHashMeta, SimHashMeta};
 use super::{path_segment, path_segment_keep_patterns};
 use super::{request, BlockType, Body, EsError, FieldNames, RetryPolicy};
 use neardup_core::fingerprint::Methods;
@@ -700,19 +700,12 @@ impl Similar {
         exclude: Option<(&str, &str)>,
     ) -> Result<Similarity, EsError> {
         if options.containment.is_some() && query.method() == Method::MinHash {
-            let format = d.meta.fields_format();
-            let upgrade = if !d.meta.has_containment() {
-                Some("holds no containment fields: only near-duplicates are found; to find partial copies too")
-            } else if format < super::schema::META_FORMAT {
-                Some("holds the containment terms of an older format, which make partial copies several times slower to find on a large index (docs/elasticsearch.md); to move it to the current terms")
-            } else {
-                None
-            };
-            if let Some(why) = upgrade {
+            let format = FieldsFormat::of(&d.meta);
+            if let Some(why) = format.containment_advice() {
                 if !self.containment_warned.swap(true, Ordering::Relaxed) {
                     tracing::warn!(
                         index = %indices,
-                        "`{indices}` (fields format {format}) {why}, run `neardup es-init --upgrade` and then `neardup backfill` on it",
+                        "`{indices}` ({format}) {why}, run `neardup es-init --upgrade` and then `neardup backfill` on it",
                     );
                 }
             }
