@@ -544,6 +544,106 @@ fn the_documented_es_init_creates_the_index() {
     );
 }
 
+/// The compose file's `worker` service, run as the container would (the image's ENTRYPOINT,
+/// the service's command with `NEARDUP_INDEX` interpolated, its environment and the image's):
+/// an article the application writes into an index es-init prepared is fingerprinted with no
+/// command run, and SIGTERM ends the worker with exit code 0 and JSON log lines. It is the
+/// service's image, and the image's HEALTHCHECK (the service's /healthz) is off for it.
+#[test]
+fn the_compose_worker_fingerprints_what_the_application_writes() {
+    require_node();
+    const INDEX_VAR: &str = "${NEARDUP_INDEX:-articles}";
+    let image = dockerfile();
+    let compose = yaml("docker-compose.yml");
+    let service = &compose["services"]["worker"];
+    assert_eq!(
+        service["build"], compose["services"]["neardup"]["build"],
+        "the worker is built like the service: one image"
+    );
+    assert_eq!(
+        service["entrypoint"],
+        Yaml::BadValue,
+        "the worker keeps the image's ENTRYPOINT"
+    );
+    assert_eq!(
+        service["healthcheck"]["disable"],
+        Yaml::Boolean(true),
+        "the image's HEALTHCHECK asks /healthz, which the worker does not serve"
+    );
+    let mut args = strings(&service["command"], "command");
+    assert_eq!(args[0], "worker", "{args:?}");
+    assert_eq!(flag_value(&args, "--index"), INDEX_VAR, "{args:?}");
+    let index = t::TestIndex::new("deploy-worker");
+    replace_flag_value(&mut args, "--index", &index.name);
+    let env = container_env(&image, &compose, service);
+    let run = |args: &[String]| {
+        let mut command = Command::new(binary(&image));
+        command
+            .args(&image.entrypoint[1..])
+            .args(args)
+            .env_clear()
+            .envs(env.iter().map(|(k, v)| (k, v)))
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        command
+    };
+    let out = run(&["es-init".into(), "--index".into(), index.name.clone()])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut worker = run(&args).spawn().unwrap();
+    let stderr = worker.stderr.take().unwrap();
+    let log = std::thread::spawn(move || {
+        BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+            .collect::<Vec<String>>()
+    });
+
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let (id, article) = t::shared_articles(1).remove(0);
+    let fingerprinted = rt.block_on(async {
+        let client = t::client().await;
+        // The application's write: a plain index request, no neardup in between.
+        t::call(
+            &client,
+            Method::Put,
+            &format!("/{}/_doc/{id}?refresh=true", index.name),
+            Some(article),
+        )
+        .await;
+        // Within the worker's interval (10 s) and one pass.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let (src, _) = t::get(&client, &index.name, &id).await;
+            if src["minHashSignature"].is_string() || Instant::now() > deadline {
+                return src;
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    });
+    let code = sigterm(&mut worker);
+    let log = log.join().unwrap();
+    assert!(
+        fingerprinted["minHashSignature"].is_string() && fingerprinted["simHash"].is_i64(),
+        "not fingerprinted within 60 s: {fingerprinted}\n{}",
+        log.join("\n")
+    );
+    assert_eq!(code, Some(0), "{log:?}");
+    for line in &log {
+        let v: Value =
+            serde_json::from_str(line).unwrap_or_else(|_| panic!("not a JSON log line: {line}"));
+        assert!(v["level"].is_string(), "{line}");
+    }
+}
+
 /// The tag of an image reference (`name:TAG`).
 fn tag(image: &str) -> &str {
     image.rsplit_once(':').map(|(_, t)| t).unwrap_or("latest")
