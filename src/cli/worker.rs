@@ -45,6 +45,14 @@ pub struct Args {
     /// previous pass's watermark (refresh delay, writers' clock skew).
     #[arg(long, default_value = "60s", value_parser = parse_duration, value_name = "DURATION")]
     changed_overlap: Duration,
+    /// Do not follow the changes feed: find edits only through the stale query (edit
+    /// tracking's final pipeline, where es-init installed it) and --changed-field. By default
+    /// each pass also reads every document written since the previous one, by its sequence
+    /// number, with checkpoints kept in the index `neardup-feed-<index>` (created on the first
+    /// pass: the worker needs `create_index`, `read` and `write` there, and `monitor` and
+    /// `view_index_metadata` on --index).
+    #[arg(long)]
+    no_feed: bool,
     /// Pause between two passes.
     #[arg(long, default_value = "10s", value_parser = parse_duration, value_name = "DURATION")]
     interval: Duration,
@@ -85,6 +93,7 @@ pub fn run(args: Args) -> CmdResult {
                 changed_field: args.changed_field.clone(),
                 batch_size: args.batch_size,
                 changed_overlap: args.changed_overlap,
+                feed: !args.no_feed,
                 ..WorkerConfig::default()
             },
         );
@@ -114,6 +123,7 @@ pub fn run(args: Args) -> CmdResult {
             es_version = %version,
             index = %args.index,
             holds = %worker.indexer().meta(),
+            feed = worker.feed_index().unwrap_or("off"),
             "worker started"
         );
 
@@ -252,6 +262,8 @@ fn log_pass(n: u64, r: &PassReport) {
         changed_meanwhile = r.writes.conflicts.len(),
         deleted_meanwhile = r.writes.missing.len(),
         failed = r.writes.failed.len(),
+        feed_read = r.feed.read,
+        feed_unchanged = r.feed.unchanged,
         interrupted = r.interrupted,
         secs = format!("{:.2}", r.elapsed.as_secs_f64()),
         "pass done"

@@ -30,6 +30,7 @@ mod live_es {
     mod claims;
     mod containment;
     mod deploy;
+    mod feed;
     mod groups;
     mod init;
     mod layout;

@@ -14,6 +14,8 @@
 //!   fields in bulk, guarded by sequence numbers so a stale fingerprint never wins.
 //! - `worker`: one pass of "find documents whose fingerprint is missing, outdated or older
 //!   than their text, and write a fresh one".
+//! - [`feed`]: the changes feed the worker follows: every document written since its last
+//!   look, by `_seq_no` above each shard's checkpoint, checkpoints kept in Elasticsearch.
 //! - `similar`: the query path: [`Similar`] finds every document near a document, a text
 //!   or a fingerprint, with the method the indices record in `_meta` ([`IndexMeta`]): MinHash
 //!   above a similarity, or SimHash within Hamming distance k ≤ 7.
@@ -31,6 +33,7 @@ mod claims;
 mod client;
 mod dedupe;
 mod error;
+pub mod feed;
 pub mod group;
 mod init;
 mod nodes;
@@ -69,7 +72,7 @@ pub use similar::{
     DEFAULT_K, FLIPPED_BLOCK_K,
 };
 pub use tracking::{track_edits, untrack_edits, Tracking};
-pub use worker::{PassReport, Watermark, Worker, WorkerConfig};
+pub use worker::{FeedReport, PassReport, Watermark, Worker, WorkerConfig};
 pub use write::{
     fingerprint_fields_json, fingerprint_source, simhash_fields_json, sketch_source, BulkReport,
     EsIndexer, FingerprintUpdate, GroupLabel, IndexedArticle, ItemFailure, Refresh,

@@ -11,13 +11,23 @@
 //!   the field's highest value when the previous pass started (minus an overlap for dates, to
 //!   cover refresh delays and writers' clock skew).
 //!
+//! - with the changes feed (on unless [`WorkerConfig::feed`] is off): every document written
+//!   since the previous pass, by anyone and however, found by its `_seq_no` above each shard's
+//!   stored checkpoint ([`super::feed`]). These are written only where the stored fingerprint
+//!   fields differ from what the current text gives, so the worker's own writes, read once
+//!   more by the next pass, settle there with nothing written. Where the index has no stored
+//!   checkpoint yet (a first pass, a re-created index), the feed starts at the global
+//!   checkpoints read when this pass started, before its stale query: the stale query covers
+//!   what came before, the feed everything after.
+//!
 //! Too-short texts are written with the current versions, the reason `too_short` and `null`
 //! values, so the first rule skips them until their text changes.
 //!
 //! One pass writes every method the index holds, in one guarded partial update per document.
 //! Each pass starts by reading the index's `_meta` again, so a method `es-init` adds to a
 //! running worker's index is filled in from the next pass on, and refreshes the index when
-//! its periodic refresh is off (`refresh_interval: -1`), so the query sees every write.
+//! its periodic refresh is off (`refresh_interval: -1`) or the feed is on, so the query sees
+//! every write.
 //!
 //! Documents are read through the one paging layer ([`Scanner`]: a point in time where the
 //! cluster has one, else a scroll, in index order), fingerprinted on all cores, and written
@@ -32,9 +42,12 @@ use elasticsearch::http::Method;
 use rayon::prelude::*;
 use serde_json::{json, Value};
 
+use super::feed::{fields_differ, plan, Feed, IndexNow, Plan, ShardEvent};
 use super::group::order_key_at;
 use super::scan::{Paging, ScanOptions, Scanner};
-use super::write::{sketch_source, BulkReport, EsIndexer, FingerprintUpdate};
+use super::write::{
+    fingerprint_fields_json, sketch_source, BulkReport, EsIndexer, FingerprintUpdate,
+};
 use super::{path_segment, request, Body, EsError};
 use crate::schema::stale_query;
 
@@ -52,6 +65,9 @@ pub struct WorkerConfig {
     /// For a date `changed_field`: documents changed up to this long before the watermark are
     /// looked at again (refresh delay, clock skew between writers).
     pub changed_overlap: Duration,
+    /// Follow the changes feed ([`super::feed`]): find every document written since the
+    /// previous pass by its sequence number, checkpoints kept in `neardup-feed-{index}`.
+    pub feed: bool,
 }
 
 impl Default for WorkerConfig {
@@ -62,6 +78,7 @@ impl Default for WorkerConfig {
             batch_size: 500,
             scroll_keep_alive: Duration::from_secs(300),
             changed_overlap: Duration::from_secs(60),
+            feed: true,
         }
     }
 }
@@ -86,9 +103,26 @@ pub struct PassReport {
     pub too_short: u64,
     /// What the bulk updates did, item by item.
     pub writes: BulkReport,
+    /// What the changes feed did.
+    pub feed: FeedReport,
     /// Stopped early (a signal): the rest is left for the next pass.
     pub interrupted: bool,
     pub elapsed: Duration,
+}
+
+/// What the changes feed did in one pass ([`super::feed`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FeedReport {
+    /// Concrete indices whose feed started at this pass (no checkpoint, or a new UUID).
+    pub started: u64,
+    /// Shards with writes since their checkpoint, read.
+    pub shards_read: u64,
+    /// Documents read from the feed (written since the previous pass).
+    pub read: u64,
+    /// Of those, documents whose stored fingerprint fields were already right: not written.
+    pub unchanged: u64,
+    /// Checkpoints another worker stored first (ours were dropped, theirs stand).
+    pub lost_races: u64,
 }
 
 /// Keeps one index's fingerprints current. Holds the watermark between passes.
@@ -100,6 +134,8 @@ pub struct Worker {
     config: WorkerConfig,
     watermark: Option<Watermark>,
     changed_is_date: Option<bool>,
+    /// The changes feed, unless turned off.
+    feed: Option<Feed>,
 }
 
 impl Worker {
@@ -108,6 +144,13 @@ impl Worker {
     pub fn new(indexer: EsIndexer, config: WorkerConfig) -> Worker {
         Worker {
             scanner: Scanner::new(indexer.client().clone(), indexer.retry().clone()),
+            feed: config.feed.then(|| {
+                Feed::new(
+                    indexer.client().clone(),
+                    indexer.retry().clone(),
+                    indexer.index(),
+                )
+            }),
             indexer,
             config,
             watermark: None,
@@ -162,7 +205,13 @@ impl Worker {
         json!({ "bool": { "should": should, "minimum_should_match": 1 } })
     }
 
-    /// One pass over the stale documents. Stops after the batch in flight once `stop` is set.
+    /// The index holding the changes feed's checkpoints, where the feed is on.
+    pub fn feed_index(&self) -> Option<&str> {
+        self.feed.as_ref().map(Feed::store_index)
+    }
+
+    /// One pass over the stale documents, then over the changes feed. Stops after the batch
+    /// in flight once `stop` is set.
     pub async fn pass(&mut self, stop: &AtomicBool) -> Result<PassReport, EsError> {
         let started = Instant::now();
         if self.config.changed_field.is_some() && self.changed_is_date.is_none() {
@@ -170,9 +219,17 @@ impl Worker {
         } else {
             self.indexer.reload().await?;
         }
+        // Read before the stale query: where the feed starts, it starts here.
+        let feed_now = match &self.feed {
+            Some(feed) => Some(feed.now().await?),
+            None => None,
+        };
         // An index with periodic refresh off (`refresh_interval: -1`, e.g. during a bulk
-        // load) would never show the pass what was written since: refresh it first.
-        if self.indexer.refresh_interval().await?.is_none() {
+        // load) would never show the pass what was written since: refresh it first. With the
+        // feed, always: the stale query then reads no version the previous pass replaced
+        // (a shard idle for searches skips its periodic refreshes), and every write up to the
+        // global checkpoints just read is searchable.
+        if feed_now.is_some() || self.indexer.refresh_interval().await?.is_none() {
             let indexer = &self.indexer;
             crate::client::refresh(indexer.client(), indexer.retry(), indexer.index()).await?;
         }
@@ -209,7 +266,7 @@ impl Worker {
             if hits.is_empty() {
                 break Ok(());
             }
-            if let Err(e) = self.process(hits, &mut report).await {
+            if let Err(e) = self.process(hits, &mut report, false).await {
                 break Err(e);
             }
             tracing::info!(
@@ -228,15 +285,142 @@ impl Worker {
         if !report.interrupted && next_watermark.is_some() {
             self.watermark = next_watermark;
         }
+        if let (Some(now), false) = (feed_now, report.interrupted) {
+            if let Some(mut feed) = self.feed.take() {
+                let result = self.follow(&mut feed, now, stop, &mut report).await;
+                self.feed = Some(feed);
+                result?;
+            }
+        }
         report.elapsed = started.elapsed();
         Ok(report)
     }
 
+    /// The changes feed's part of a pass: per concrete index, start the feed at `now` or
+    /// read each shard's writes since its checkpoint, then store the checkpoints reached.
+    async fn follow(
+        &self,
+        feed: &mut Feed,
+        now: Vec<IndexNow>,
+        stop: &AtomicBool,
+        report: &mut PassReport,
+    ) -> Result<(), EsError> {
+        let mut source = self.config.text_fields.clone();
+        source.extend(self.indexer.group_order_field().map(str::to_owned));
+        if let Some(props) = self.indexer.meta().mapping()["properties"].as_object() {
+            source.extend(props.keys().cloned());
+        }
+        let options = ScanOptions {
+            page_size: self.config.batch_size.max(1),
+            keep_alive: self.config.scroll_keep_alive,
+            single_request_first: false,
+            paging: Paging::Auto,
+            slice: None,
+        };
+        for index in now {
+            let stored = feed.load(&index.uuid).await?;
+            let steps = match plan(stored.as_ref().map(|s| &s.marks), &index) {
+                Plan::Start {
+                    why,
+                    marks: Some(marks),
+                } => {
+                    tracing::info!(
+                        index = %index.index,
+                        uuid = %index.uuid,
+                        why,
+                        "changes feed starts at the global checkpoints read before this pass's stale query"
+                    );
+                    if feed.save(&marks, stored.map(|s| s.guard)).await? {
+                        report.feed.started += 1;
+                    } else {
+                        report.feed.lost_races += 1;
+                    }
+                    continue;
+                }
+                Plan::Start { why, marks: None } => {
+                    tracing::warn!(
+                        index = %index.index,
+                        why,
+                        "changes feed not started: a shard has no started primary; the next pass tries again"
+                    );
+                    continue;
+                }
+                Plan::Follow(steps) => steps,
+            };
+            let Some(stored) = stored else { continue };
+            // The pass refreshed after reading the global checkpoints; once more where the stale
+            // query wrote, so the feed does not read the versions it replaced.
+            if report.writes.updated > 0 && steps.iter().any(|s| s.read.is_some()) {
+                crate::client::refresh(self.indexer.client(), self.indexer.retry(), &index.index)
+                    .await?;
+            }
+            let mut next = stored.marks.clone();
+            for (i, s) in steps.into_iter().enumerate() {
+                log_event(&index.index, s.next.shard, s.event.as_ref());
+                if let Some(range) = s.read {
+                    let mut cursor = feed.read(
+                        &self.scanner,
+                        &index.index,
+                        s.next.shard,
+                        range,
+                        &source,
+                        &options,
+                    );
+                    report.feed.shards_read += 1;
+                    let result = loop {
+                        let hits = match cursor.next_page().await {
+                            Ok(hits) if hits.is_empty() => break Ok(()),
+                            Ok(hits) => hits,
+                            Err(e) => break Err(e),
+                        };
+                        if let Err(e) = self.process(hits, report, true).await {
+                            break Err(e);
+                        }
+                        tracing::info!(
+                            index = %index.index,
+                            shard = s.next.shard,
+                            read = report.feed.read,
+                            "changes feed: batch looked at"
+                        );
+                        if stop.load(Ordering::SeqCst) {
+                            report.interrupted = true;
+                            break Ok(());
+                        }
+                    };
+                    cursor.close().await;
+                    result?;
+                    if report.interrupted {
+                        break;
+                    }
+                }
+                next.shards[i] = s.next;
+            }
+            if next != stored.marks && !feed.save(&next, Some(stored.guard)).await? {
+                tracing::info!(
+                    index = %index.index,
+                    "another worker stored the feed's checkpoint first: it stands"
+                );
+                report.feed.lost_races += 1;
+            }
+            if report.interrupted {
+                break;
+            }
+        }
+        Ok(())
+    }
+
     /// Sketches one page of hits with every method the index holds, on all cores, and writes
-    /// the fields back.
-    async fn process(&self, hits: Vec<Value>, report: &mut PassReport) -> Result<(), EsError> {
+    /// the fields back; `only_changed` (the feed's pages): only where the stored fields differ.
+    async fn process(
+        &self,
+        hits: Vec<Value>,
+        report: &mut PassReport,
+        only_changed: bool,
+    ) -> Result<(), EsError> {
         let fp = self.indexer.fingerprinter().clone();
-        let methods = self.indexer.meta().methods();
+        let meta = self.indexer.meta().clone();
+        let methods = meta.methods();
+        let read = hits.len() as u64;
         let fields = self.config.text_fields.clone();
         let order_field = self.indexer.group_order_field().map(str::to_owned);
         let updates = tokio::task::spawn_blocking(move || {
@@ -245,6 +429,15 @@ impl Worker {
                     let id = h["_id"].as_str()?.to_owned();
                     let guard = Some((h["_seq_no"].as_u64()?, h["_primary_term"].as_u64()?));
                     match sketch_source(&fp, methods, &h["_source"], &fields) {
+                        Ok(sketches)
+                            if only_changed
+                                && !fields_differ(
+                                    &h["_source"],
+                                    &fingerprint_fields_json(&meta, &sketches),
+                                ) =>
+                        {
+                            None
+                        }
                         Ok(sketches) => Some(FingerprintUpdate {
                             id,
                             guard,
@@ -263,12 +456,20 @@ impl Worker {
         })
         .await
         .map_err(|e| EsError::Config(format!("fingerprinting task failed: {e}")))?;
-        report.seen += updates.len() as u64;
+        if only_changed {
+            report.feed.read += read;
+            report.feed.unchanged += read - updates.len() as u64;
+        } else {
+            report.seen += updates.len() as u64;
+        }
         for u in &updates {
             match u.sketches.too_short() {
                 None => report.fingerprinted += 1,
                 Some(_) => report.too_short += 1,
             }
+        }
+        if updates.is_empty() {
+            return Ok(());
         }
         let written = self.indexer.update_fingerprints(&updates).await?;
         for f in &written.failed {
@@ -300,6 +501,33 @@ impl Worker {
         } else {
             Watermark::Number(v)
         }))
+    }
+}
+
+/// Logs what happened to a shard's primary since its checkpoint was stored.
+fn log_event(index: &str, shard: u32, event: Option<&ShardEvent>) {
+    match event {
+        None => {}
+        Some(ShardEvent::TermChanged { from, to, back_to }) => tracing::info!(
+            index,
+            shard,
+            from,
+            to,
+            back_to,
+            "changes feed: the shard's primary term changed (failover); following its global checkpoint, which only holds operations on every in-sync copy"
+        ),
+        Some(ShardEvent::Moved { from, to }) => tracing::info!(
+            index,
+            shard,
+            from = from.as_str(),
+            to = to.as_str(),
+            "changes feed: the shard's primary moved to another node"
+        ),
+        Some(ShardEvent::Unavailable) => tracing::warn!(
+            index,
+            shard,
+            "changes feed: the shard has no started primary; skipped until it has"
+        ),
     }
 }
 

@@ -72,6 +72,8 @@ impl Drop for TestIndex {
                 let path = format!("/{}", es::path_segment(&name));
                 let _ = es::send(&client, Method::Delete, &path, &[], None).await;
                 // The edit-tracking pipeline es-init installed outlives its index.
+                let feed = es::feed::feed_index_name(&name);
+                let _ = es::send(&client, Method::Delete, &format!("/{feed}"), &[], None).await;
                 let pipeline = es::tracking_pipeline_name(&name);
                 let path = format!("/_ingest/pipeline/{}", es::path_segment(&pipeline));
                 let _ = es::send(&client, Method::Delete, &path, &[], None).await;
