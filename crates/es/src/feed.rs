@@ -50,6 +50,10 @@
 //! of two workers that read the same checkpoint, the one that stores second is refused and
 //! keeps nothing, so a slower worker never moves it back.
 //!
+//! **Failed writes.** A fingerprint write that fails for a reason that may pass ([`retry_later`]:
+//! 429 beyond the retries, a 5xx) keeps its shard's checkpoint where it was: the next pass reads
+//! the range again and writes only what still differs.
+//!
 //! **Limits.** A shard whose primary is not started is skipped until it is (its checkpoint
 //! stays). Deletes are not seen (nothing to fingerprint). The refresh each pass costs a
 //! segment per written shard, like a periodic refresh.
@@ -62,6 +66,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
 use super::scan::{Cursor, ScanOptions, Scanner};
+use super::write::ItemFailure;
 use super::{check, path_segment, request, send, Body, EsError, RetryPolicy};
 
 /// The index holding the feed's checkpoints for the articles of `index`.
@@ -262,6 +267,14 @@ pub fn fields_differ(source: &Value, wanted: &Map<String, Value>) -> bool {
     wanted
         .iter()
         .any(|(k, v)| source.get(k).unwrap_or(&Value::Null) != v)
+}
+
+/// Whether a shard's checkpoint must stay where it was after these write failures of its
+/// range: one of them may pass on another try (429: the cluster pushed back beyond the
+/// retries; a 5xx). A failure that would fail again (a mapping refusal, 4xx) does not hold
+/// the feed back: it is logged, and the document is written once its text changes.
+pub fn retry_later(failures: &[ItemFailure]) -> bool {
+    failures.iter().any(|f| f.status == 429 || f.status >= 500)
 }
 
 /// A stored checkpoint and the version of its document, the guard of the next save.
@@ -650,6 +663,20 @@ mod tests {
         ));
         assert!(fields_differ(&json!({ "simHash": 6 }), &wanted));
         assert!(fields_differ(&json!({ "title": "t" }), &wanted));
+    }
+
+    #[test]
+    fn only_failures_that_may_pass_hold_the_checkpoint() {
+        let failure = |status| ItemFailure {
+            id: "a".into(),
+            status,
+            error_type: "x".into(),
+            reason: "y".into(),
+        };
+        assert!(!retry_later(&[]));
+        assert!(!retry_later(&[failure(400), failure(404)]));
+        assert!(retry_later(&[failure(400), failure(429)]));
+        assert!(retry_later(&[failure(503)]));
     }
 
     #[test]

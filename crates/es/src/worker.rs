@@ -42,7 +42,7 @@ use elasticsearch::http::Method;
 use rayon::prelude::*;
 use serde_json::{json, Value};
 
-use super::feed::{fields_differ, plan, Feed, IndexNow, Plan, ShardEvent};
+use super::feed::{fields_differ, plan, retry_later, Feed, IndexNow, Plan, ShardEvent};
 use super::group::order_key_at;
 use super::scan::{Paging, ScanOptions, Scanner};
 use super::write::{
@@ -357,6 +357,7 @@ impl Worker {
             let mut next = stored.marks.clone();
             for (i, s) in steps.into_iter().enumerate() {
                 log_event(&index.index, s.next.shard, s.event.as_ref());
+                let failed_before = report.writes.failed.len();
                 if let Some(range) = s.read {
                     let mut cursor = feed.read(
                         &self.scanner,
@@ -392,6 +393,14 @@ impl Worker {
                     if report.interrupted {
                         break;
                     }
+                }
+                if retry_later(&report.writes.failed[failed_before..]) {
+                    tracing::warn!(
+                        index = %index.index,
+                        shard = s.next.shard,
+                        "changes feed: a write failed for a reason that passes (the cluster pushed back or erred); the shard's checkpoint stays, and the next pass reads its range again"
+                    );
+                    continue;
                 }
                 next.shards[i] = s.next;
             }
