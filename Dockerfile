@@ -21,10 +21,12 @@ COPY . .
 # BuildKit cache mounts keep the downloaded crates and the compiled dependencies between
 # builds: after a source change only neardup itself is compiled again. target/ is a cache
 # mount, so the binary is copied out of it in the same step. The release profile keeps line
-# tables for profiling (Cargo.toml); the image drops them (symbols stay, for backtraces).
+# tables for profiling (Cargo.toml); the image would strip them, so it does not make them
+# (a shorter build; symbols stay, for backtraces).
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
-    CARGO_PROFILE_RELEASE_STRIP=debuginfo cargo build --release --locked --bin neardup \
+    CARGO_PROFILE_RELEASE_DEBUG=0 CARGO_PROFILE_RELEASE_STRIP=debuginfo \
+    cargo build --release --locked --bin neardup \
     && cp target/release/neardup /usr/local/bin/neardup
 
 # Runtime: Debian's slim image, the builder's release (glibc), plus curl for the healthcheck.
