@@ -342,3 +342,26 @@ pub async fn indexer(client: &Elasticsearch, index: &str) -> es::EsIndexer {
     .await
     .unwrap()
 }
+
+/// The fingerprint fields of a stored `_source`.
+pub fn stored_fields(src: &Value) -> serde_json::Map<String, Value> {
+    src.as_object()
+        .unwrap()
+        .iter()
+        .filter(|(k, _)| k.starts_with("minHash") || k.starts_with("simHash"))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
+
+/// What neardup's fingerprinting makes of a `_source`'s current text (the worker's default
+/// fields, `title` and `content`).
+pub fn wanted_fields(indexer: &es::EsIndexer, src: &Value) -> serde_json::Map<String, Value> {
+    let sketches = es::sketch_source(
+        indexer.fingerprinter(),
+        indexer.meta().methods(),
+        src,
+        &es::WorkerConfig::default().text_fields,
+    )
+    .unwrap();
+    es::fingerprint_fields_json(indexer.meta(), &sketches)
+}

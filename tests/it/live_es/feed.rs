@@ -16,10 +16,10 @@ use common::es::{self as t, TestIndex};
 use elasticsearch::http::Method;
 use elasticsearch::Elasticsearch;
 use neardup::es::{
-    self, feed, fingerprint_fields_json, sketch_source, Body, EsIndexer, GroupMeta, IndexMeta,
-    PassReport, RetryPolicy, Tracking, Worker, WorkerConfig,
+    self, feed, Body, EsIndexer, GroupMeta, IndexMeta, PassReport, RetryPolicy, Tracking, Worker,
+    WorkerConfig,
 };
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
 const ARTICLES: usize = 500;
 /// Edits of each kind; five kinds, 160 edits.
@@ -50,28 +50,6 @@ async fn all_docs(client: &Elasticsearch, index: &str) -> BTreeMap<String, (Valu
             )
         })
         .collect()
-}
-
-/// The fingerprint fields of a stored `_source`.
-fn stored_fields(src: &Value) -> Map<String, Value> {
-    src.as_object()
-        .unwrap()
-        .iter()
-        .filter(|(k, _)| k.starts_with("minHash") || k.starts_with("simHash"))
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect()
-}
-
-/// What neardup's fingerprinting makes of a `_source`'s current text.
-fn wanted_fields(indexer: &EsIndexer, src: &Value) -> Map<String, Value> {
-    let sketches = sketch_source(
-        indexer.fingerprinter(),
-        indexer.meta().methods(),
-        src,
-        &text_fields(),
-    )
-    .unwrap();
-    fingerprint_fields_json(indexer.meta(), &sketches)
 }
 
 fn halved(content: &Value, tag: &str) -> Value {
@@ -325,8 +303,8 @@ async fn scenario(prefix: &str, tracked: bool) -> Option<(PassReport, PassReport
     for id in &edited {
         let (src, _) = &after_edits[id];
         assert_ne!(
-            stored_fields(src),
-            wanted_fields(&indexer, src),
+            t::stored_fields(src),
+            t::wanted_fields(&indexer, src),
             "{id}: the edit changes the fingerprint"
         );
     }
@@ -339,13 +317,13 @@ async fn scenario(prefix: &str, tracked: bool) -> Option<(PassReport, PassReport
     let after = all_docs(&client, &name).await;
     let mut right = 0;
     for (id, (src, seq)) in &after {
-        if stored_fields(src) == wanted_fields(&indexer, src) {
+        if t::stored_fields(src) == t::wanted_fields(&indexer, src) {
             right += 1;
         }
         if !edited.contains(id) {
             assert_eq!(
-                stored_fields(src),
-                stored_fields(&before[id].0),
+                t::stored_fields(src),
+                t::stored_fields(&before[id].0),
                 "{id}: not rewritten"
             );
             assert_eq!(*seq, after_edits[id].1, "{id}: not written at all");

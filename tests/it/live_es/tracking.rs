@@ -15,8 +15,8 @@ use common::es::{self as t, TestIndex};
 use elasticsearch::http::Method;
 use elasticsearch::Elasticsearch;
 use neardup::es::{
-    self, fingerprint_fields_json, sketch_source, Body, EsIndexer, GroupLabel, GroupMeta,
-    IndexMeta, Refresh, RetryPolicy, Tracking, Worker, WorkerConfig, TRACKING_MARKER,
+    self, Body, EsIndexer, GroupLabel, GroupMeta, IndexMeta, Refresh, RetryPolicy, Tracking,
+    Worker, WorkerConfig, TRACKING_MARKER,
 };
 use serde_json::{json, Map, Value};
 
@@ -51,28 +51,6 @@ async fn stale_ids(client: &Elasticsearch, indexer: &EsIndexer) -> BTreeSet<Stri
         .iter()
         .map(|h| h["_id"].as_str().unwrap().to_owned())
         .collect()
-}
-
-/// The fingerprint fields of a stored `_source`.
-fn stored_fields(src: &Value) -> Map<String, Value> {
-    src.as_object()
-        .unwrap()
-        .iter()
-        .filter(|(k, _)| k.starts_with("minHash") || k.starts_with("simHash"))
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect()
-}
-
-/// What neardup's fingerprinting makes of a `_source`'s current text.
-fn wanted_fields(indexer: &EsIndexer, src: &Value) -> Map<String, Value> {
-    let sketches = sketch_source(
-        indexer.fingerprinter(),
-        indexer.meta().methods(),
-        src,
-        &text_fields(),
-    )
-    .unwrap();
-    fingerprint_fields_json(indexer.meta(), &sketches)
 }
 
 /// Sends a request; `None` where the node has no handler for it (`_update_by_query` is a
@@ -176,7 +154,7 @@ async fn edits_of_every_kind_are_re_fingerprinted_and_neardup_writes_are_not() {
         for (id, _) in &docs {
             let (src, _) = t::get(&client, &idx.name, id).await;
             assert!(src.get(TRACKING_MARKER).is_none(), "{id}: {src}");
-            v.push(stored_fields(&src));
+            v.push(t::stored_fields(&src));
         }
         v
     };
@@ -312,17 +290,17 @@ async fn edits_of_every_kind_are_re_fingerprinted_and_neardup_writes_are_not() {
     for ((id, _), old) in docs.iter().zip(&before) {
         let (src, _) = t::get(&client, &idx.name, id).await;
         assert!(src.get(TRACKING_MARKER).is_none(), "{id}: {src}");
-        let now = stored_fields(&src);
+        let now = t::stored_fields(&src);
         if !edited.contains(id) {
             assert_eq!(&now, old, "{id}: not edited, not rewritten");
         }
         if *id == docs[8].0 && !bulk_updates {
             // The limit: a bulk `update` action the engine ran without the pipeline is not
             // seen (docs/elasticsearch.md, "Edits").
-            assert_ne!(now, wanted_fields(&indexer, &src), "{id}");
+            assert_ne!(now, t::wanted_fields(&indexer, &src), "{id}");
             continue;
         }
-        assert_eq!(now, wanted_fields(&indexer, &src), "{id}");
+        assert_eq!(now, t::wanted_fields(&indexer, &src), "{id}");
     }
     let r = worker.pass(&AtomicBool::new(false)).await.unwrap();
     assert_eq!(r.writes.total(), 0, "{r:?}");
