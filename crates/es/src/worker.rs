@@ -44,7 +44,7 @@ use serde_json::{json, Value};
 
 use super::feed::{fields_differ, plan, retry_later, Feed, IndexNow, Plan, ShardEvent};
 use super::group::order_key_at;
-use super::scan::{Paging, ScanOptions, Scanner};
+use super::scan::{Cursor, Paging, ScanOptions, Scanner};
 use super::write::{
     fingerprint_fields_json, sketch_source, BulkReport, EsIndexer, FingerprintUpdate,
 };
@@ -248,40 +248,17 @@ impl Worker {
             "seq_no_primary_term": true,
             "track_total_hits": true,
         });
-        let options = ScanOptions {
-            page_size: self.config.batch_size.max(1),
-            keep_alive: self.config.scroll_keep_alive,
-            single_request_first: false,
-            paging: Paging::Auto,
-
-            slice: None,
-        };
-        let mut cursor = self.scanner.cursor(&index, body, &options);
-        let result = loop {
-            let hits = match cursor.next_page().await {
-                Ok(hits) => hits,
-                Err(e) => break Err(e),
-            };
-            report.stale = cursor.total().unwrap_or(0);
-            if hits.is_empty() {
-                break Ok(());
-            }
-            if let Err(e) = self.process(hits, &mut report, false).await {
-                break Err(e);
-            }
+        let cursor = self.scanner.cursor(&index, body, &self.scan_options());
+        self.drain(cursor, &mut report, false, stop, |report, total| {
+            report.stale = total.unwrap_or(0);
             tracing::info!(
                 index = %index,
                 seen = report.seen,
                 stale = report.stale,
                 "batch written"
             );
-            if stop.load(Ordering::SeqCst) {
-                report.interrupted = true;
-                break Ok(());
-            }
-        };
-        cursor.close().await;
-        result?;
+        })
+        .await?;
         if !report.interrupted && next_watermark.is_some() {
             self.watermark = next_watermark;
         }
@@ -310,13 +287,7 @@ impl Worker {
         if let Some(props) = self.indexer.meta().mapping()["properties"].as_object() {
             source.extend(props.keys().cloned());
         }
-        let options = ScanOptions {
-            page_size: self.config.batch_size.max(1),
-            keep_alive: self.config.scroll_keep_alive,
-            single_request_first: false,
-            paging: Paging::Auto,
-            slice: None,
-        };
+        let options = self.scan_options();
         for index in now {
             let stored = feed.load(&index.uuid).await?;
             let steps = match plan(stored.as_ref().map(|s| &s.marks), &index) {
@@ -359,7 +330,7 @@ impl Worker {
                 log_event(&index.index, s.next.shard, s.event.as_ref());
                 let failed_before = report.writes.failed.len();
                 if let Some(range) = s.read {
-                    let mut cursor = feed.read(
+                    let cursor = feed.read(
                         &self.scanner,
                         &index.index,
                         s.next.shard,
@@ -368,28 +339,15 @@ impl Worker {
                         &options,
                     );
                     report.feed.shards_read += 1;
-                    let result = loop {
-                        let hits = match cursor.next_page().await {
-                            Ok(hits) if hits.is_empty() => break Ok(()),
-                            Ok(hits) => hits,
-                            Err(e) => break Err(e),
-                        };
-                        if let Err(e) = self.process(hits, report, true).await {
-                            break Err(e);
-                        }
+                    self.drain(cursor, report, true, stop, |report, _| {
                         tracing::info!(
                             index = %index.index,
                             shard = s.next.shard,
                             read = report.feed.read,
                             "changes feed: batch looked at"
                         );
-                        if stop.load(Ordering::SeqCst) {
-                            report.interrupted = true;
-                            break Ok(());
-                        }
-                    };
-                    cursor.close().await;
-                    result?;
+                    })
+                    .await?;
                     if report.interrupted {
                         break;
                     }
@@ -416,6 +374,49 @@ impl Worker {
             }
         }
         Ok(())
+    }
+
+    /// How the pass and the feed page through their reads: the worker's batch size and
+    /// keep-alive, a point in time where the cluster has one.
+    fn scan_options(&self) -> ScanOptions {
+        ScanOptions {
+            page_size: self.config.batch_size.max(1),
+            keep_alive: self.config.scroll_keep_alive,
+            single_request_first: false,
+            paging: Paging::Auto,
+            slice: None,
+        }
+    }
+
+    /// Reads `cursor` to its end, fingerprinting and writing each page (`only_changed`: the
+    /// feed's pages, written only where the stored fields differ) and calling `page_done` with
+    /// the report and the cursor's total after each; stops after the page in flight once
+    /// `stop` is set (`report.interrupted`). The cursor is closed either way.
+    async fn drain(
+        &self,
+        mut cursor: Cursor,
+        report: &mut PassReport,
+        only_changed: bool,
+        stop: &AtomicBool,
+        page_done: impl Fn(&mut PassReport, Option<u64>),
+    ) -> Result<(), EsError> {
+        let result = loop {
+            let hits = match cursor.next_page().await {
+                Ok(hits) if hits.is_empty() => break Ok(()),
+                Ok(hits) => hits,
+                Err(e) => break Err(e),
+            };
+            if let Err(e) = self.process(hits, report, only_changed).await {
+                break Err(e);
+            }
+            page_done(report, cursor.total());
+            if stop.load(Ordering::SeqCst) {
+                report.interrupted = true;
+                break Ok(());
+            }
+        };
+        cursor.close().await;
+        result
     }
 
     /// Sketches one page of hits with every method the index holds, on all cores, and writes
