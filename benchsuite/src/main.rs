@@ -18,6 +18,7 @@ mod es_throughput;
 mod es_tracking;
 mod index;
 mod serve_writes;
+mod soak;
 
 use std::time::Instant;
 
@@ -100,6 +101,10 @@ enum Bench {
     /// Articles written per second through `neardup serve` (plain and dedupe `PUT`s) beside
     /// direct Elasticsearch PUTs of the same articles at the same concurrency.
     ServeWrites(serve_writes::ServeWritesBench),
+    /// A long day of mixed traffic (lookups, PUTs, dedupe PUTs, bulk) through `neardup
+    /// serve` on a cluster, one node killed and started again in the middle: memory, claims
+    /// held and p50/p99 per minute, every answer and write checked.
+    Soak(soak::SoakBench),
 }
 
 #[derive(clap::Args, Debug)]
@@ -136,6 +141,7 @@ fn run(b: Bench) -> CmdResult {
         Bench::Backfill(args) => backfill::run(args),
         Bench::ContainmentCandidates(args) => containment::run(args),
         Bench::ServeWrites(args) => serve_writes::run(args),
+        Bench::Soak(args) => soak::run(args),
     }
 }
 

@@ -99,7 +99,13 @@ struct Run {
 }
 
 /// The service process, stopped when dropped.
-struct Served(Child);
+pub(crate) struct Served(Child);
+
+impl Served {
+    pub(crate) fn pid(&self) -> u32 {
+        self.0.id()
+    }
+}
 
 impl Drop for Served {
     fn drop(&mut self) {
@@ -119,7 +125,7 @@ pub fn run(args: ServeWritesBench) -> CmdResult {
         Some(p) => p.clone(),
         None => std::env::current_exe()?.with_file_name("neardup"),
     };
-    let (served, url) = serve(&bin, &args.es)?;
+    let (served, url) = serve(&bin, &args.es, "60s")?;
     es_args::runtime()?.block_on(async {
         let version = es::first_contact(&client, config.connect_timeout).await?;
         let service = EsConfig::new(&url)?.client()?;
@@ -220,8 +226,13 @@ fn read_articles(path: &str, n: usize) -> anyhow::Result<Vec<(String, String)>> 
     Ok(out)
 }
 
-/// Starts `neardup serve` on a free port; returns it and its URL.
-fn serve(bin: &std::path::Path, es: &EsArgs) -> anyhow::Result<(Served, String)> {
+/// Starts `neardup serve` on a free port with request timeout `timeout` (`25s`); returns it
+/// and its URL.
+pub(crate) fn serve(
+    bin: &std::path::Path,
+    es: &EsArgs,
+    timeout: &str,
+) -> anyhow::Result<(Served, String)> {
     let mut cmd = Command::new(bin);
     let es_url = es.url.as_deref().context("--es URL is required")?;
     cmd.args(["--log-format", "json", "serve", "--es", es_url])
@@ -231,7 +242,7 @@ fn serve(bin: &std::path::Path, es: &EsArgs) -> anyhow::Result<(Served, String)>
             "--max-concurrency",
             "1024",
             "--timeout",
-            "60s",
+            timeout,
         ])
         .stdout(Stdio::null())
         .stderr(Stdio::piped());

@@ -15,7 +15,7 @@ pub mod es_args;
 mod es_init;
 pub mod eval;
 #[cfg(feature = "eval-plot")]
-mod eval_plot;
+pub mod eval_plot;
 mod fingerprint;
 mod index;
 mod migrate;
