@@ -13,7 +13,10 @@
 //!
 //! For each step and share it reports the recall of the source article among the candidates,
 //! the recall after the relation rule (`relation::MatchRule`, defaults), and the candidates
-//! per query (the cost); the candidates per query of whole corpus articles as queries, too.
+//! per query (the cost); the candidates per query of whole corpus articles as queries, too;
+//! and, over the whole corpus, how many of the near-duplicate pairs the bands find (a shared
+//! band, estimate at the default threshold) each step makes candidates, and how many pairs at
+//! the threshold it finds that share no band.
 
 use std::collections::HashMap;
 
@@ -330,6 +333,52 @@ pub fn run(args: ContainmentBench) -> CmdResult {
             "whole\t1\t{}\tminima>={m}/{keyed}\t-\t-\t{:.1}",
             costs.len(),
             costs.iter().map(|c| c.1[i]).sum::<u64>() as f64 / n
+        );
+    }
+    // Near-duplicates over the whole corpus: the pairs the bands answer today (a shared band
+    // and an estimate at the threshold), the share of them each minima step makes candidates
+    // too, and the pairs at the threshold that share no band but that step finds.
+    let threshold = Threshold::default();
+    let pairs: Vec<(u64, Vec<(u64, u64)>)> = (0..index.docs)
+        .into_par_iter()
+        .filter_map(|d| {
+            let q = sigs[d].as_ref()?;
+            let near = |c: &u32| {
+                *c as usize > d
+                    && sigs[*c as usize]
+                        .as_ref()
+                        .is_some_and(|s| threshold.admits(q.similarity(s)))
+            };
+            let bands: Vec<u32> = index
+                .band_candidates(q, &params)
+                .into_iter()
+                .filter(near)
+                .collect();
+            let counts = index.agreements(q);
+            let steps = args
+                .minima
+                .iter()
+                .map(|&m| {
+                    let over = |c: &u32| counts.get(c).is_some_and(|&n| n >= m);
+                    let covered = bands.iter().filter(|c| over(c)).count() as u64;
+                    let extra = counts
+                        .keys()
+                        .filter(|c| over(c) && near(c) && bands.binary_search(c).is_err())
+                        .count() as u64;
+                    (covered, extra)
+                })
+                .collect();
+            Some((bands.len() as u64, steps))
+        })
+        .collect();
+    let total: u64 = pairs.iter().map(|p| p.0).sum();
+    println!("near-duplicates\tpairs\tstep\tshare_of_band_pairs_found\tpairs_found_without_a_band");
+    for (i, m) in args.minima.iter().enumerate() {
+        let covered: u64 = pairs.iter().map(|p| p.1[i].0).sum();
+        let extra: u64 = pairs.iter().map(|p| p.1[i].1).sum();
+        println!(
+            "near-duplicates\t{total}\tminima>={m}/{keyed}\t{:.4} ({covered})\t{extra}",
+            covered as f64 / total.max(1) as f64
         );
     }
     Ok(Status::Done)
