@@ -310,3 +310,42 @@ pub fn run(args: StoreLayoutBench) -> CmdResult {
     }
     Ok(Status::Done)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layouts_parse_and_bad_ones_are_refused() {
+        assert_eq!(parse_layout("format3").unwrap(), vec![KeyTable::Bands]);
+        assert_eq!(
+            parse_layout("format4").unwrap(),
+            vec![KeyTable::Bands, KeyTable::Minima]
+        );
+        assert_eq!(
+            parse_layout("bands+m64x18").unwrap(),
+            vec![
+                KeyTable::Bands,
+                KeyTable::Packed {
+                    positions: 64,
+                    bits: 18
+                }
+            ]
+        );
+        // 64 positions take 6 bits: 26 more fit in a u32, 27 do not.
+        assert!(parse_layout("m64x26").is_ok());
+        assert!(parse_layout("m64x27").is_err());
+        assert!(parse_layout("m0x8").is_err());
+        assert!(parse_layout("blocks").is_err());
+    }
+
+    /// The same shares as the store's compaction (`compact.rs`'s own test).
+    #[test]
+    fn first_pass_matches_the_stores() {
+        assert_eq!(first_pass(543), (4, 7));
+        let (num, den) = first_pass(9);
+        let share = num as f64 / den as f64;
+        assert!(share > 0.5 && share < 0.52, "{share}");
+        assert_eq!(first_pass(10_000), (1, 1));
+    }
+}
