@@ -13,7 +13,12 @@
 //!
 //! For each step and share it reports the recall of the source article among the candidates,
 //! the recall after the relation rule (`relation::MatchRule`, defaults), and the candidates
-//! per query (the cost); the candidates per query of whole corpus articles as queries, too.
+//! per query (the cost); the candidates per query of whole corpus articles as queries, too;
+//! and, over the whole corpus, how many of the near-duplicate pairs the bands find (a shared
+//! band, estimate at the default threshold) each step makes candidates, and how many pairs at
+//! the threshold it finds that share no band.
+//! With `--pairs`, labelled pairs (`neardup eval --generate`) too: per group of positives, the
+//! share each step (and the bands or it, as a store's containment query) makes candidates.
 
 use std::collections::HashMap;
 
@@ -52,6 +57,10 @@ pub struct ContainmentBench {
     /// Corpus articles used as queries to measure the cost for whole articles.
     #[arg(long, default_value_t = 500)]
     cost_queries: usize,
+    /// Also labelled pairs (`neardup eval --generate`): for each group of positives, the
+    /// share each step makes candidates and the share then found (related by the rule).
+    #[arg(long, value_name = "PATH")]
+    pairs: Option<String>,
     #[command(flatten)]
     profile: ProfileArgs,
 }
@@ -332,5 +341,147 @@ pub fn run(args: ContainmentBench) -> CmdResult {
             costs.iter().map(|c| c.1[i]).sum::<u64>() as f64 / n
         );
     }
+    if let Some(path) = &args.pairs {
+        labelled_pairs(path, &args, &fp, &params, &rule)?;
+    }
+    // Near-duplicates over the whole corpus: the pairs the bands answer today (a shared band
+    // and an estimate at the threshold), the share of them each minima step makes candidates
+    // too, and the pairs at the threshold that share no band but that step finds.
+    let threshold = Threshold::default();
+    let pairs: Vec<(u64, Vec<(u64, u64)>)> = (0..index.docs)
+        .into_par_iter()
+        .filter_map(|d| {
+            let q = sigs[d].as_ref()?;
+            let near = |c: &u32| {
+                *c as usize > d
+                    && sigs[*c as usize]
+                        .as_ref()
+                        .is_some_and(|s| threshold.admits(q.similarity(s)))
+            };
+            let bands: Vec<u32> = index
+                .band_candidates(q, &params)
+                .into_iter()
+                .filter(near)
+                .collect();
+            let counts = index.agreements(q);
+            let steps = args
+                .minima
+                .iter()
+                .map(|&m| {
+                    let over = |c: &u32| counts.get(c).is_some_and(|&n| n >= m);
+                    let covered = bands.iter().filter(|c| over(c)).count() as u64;
+                    let extra = counts
+                        .keys()
+                        .filter(|c| over(c) && near(c) && bands.binary_search(c).is_err())
+                        .count() as u64;
+                    (covered, extra)
+                })
+                .collect();
+            Some((bands.len() as u64, steps))
+        })
+        .collect();
+    let total: u64 = pairs.iter().map(|p| p.0).sum();
+    println!("near-duplicates\tpairs\tstep\tshare_of_band_pairs_found\tpairs_found_without_a_band");
+    for (i, m) in args.minima.iter().enumerate() {
+        let covered: u64 = pairs.iter().map(|p| p.1[i].0).sum();
+        let extra: u64 = pairs.iter().map(|p| p.1[i].1).sum();
+        println!(
+            "near-duplicates\t{total}\tminima>={m}/{keyed}\t{:.4} ({covered})\t{extra}",
+            covered as f64 / total.max(1) as f64
+        );
+    }
     Ok(Status::Done)
+}
+
+/// A positive labelled pair: its group, whether the rule relates it, and for the bands, each
+/// minima step, and the bands or that step: (a candidate, then related).
+struct PairRow {
+    group: String,
+    related: bool,
+    steps: Vec<(bool, bool)>,
+}
+
+/// Per group of positive labelled pairs (`LabelledPair::group`): how many, and for the bands,
+/// each minima step alone, and the bands or that step (a containment query of a store), the
+/// share of pairs that are candidates and the share then related by the rule.
+fn labelled_pairs(
+    path: &str,
+    args: &ContainmentBench,
+    fp: &neardup::Fingerprinter,
+    params: &neardup::MinHashParams,
+    rule: &MatchRule,
+) -> anyhow::Result<()> {
+    let file = input::open(path)?;
+    let pairs = neardup::eval::read_pairs(file.reader, path)?;
+    let mask = if args.minimum_bits >= 32 {
+        u32::MAX
+    } else {
+        (1u32 << args.minimum_bits) - 1
+    };
+    let keyed = format!("{}x{}b", args.positions, args.minimum_bits.min(32));
+    let text = |m: &serde_json::Map<String, serde_json::Value>| -> Vec<String> {
+        ["title", "content"]
+            .iter()
+            .filter_map(|f| m.get(*f).and_then(|v| v.as_str()).map(str::to_owned))
+            .collect()
+    };
+    let rows: Vec<PairRow> = pairs
+        .par_iter()
+        .filter(|p| p.duplicate)
+        .filter_map(|p| {
+            let a = fp.minhash_fields(&text(&p.a)).ok()?.signature;
+            let b = fp.minhash_fields(&text(&p.b)).ok()?.signature;
+            let related = rule.relate(&a, &b).is_some();
+            let band = a
+                .band_keys(params)
+                .iter()
+                .zip(b.band_keys(params).iter())
+                .any(|(x, y)| x == y);
+            let agree = a
+                .values()
+                .iter()
+                .zip(b.values())
+                .take(args.positions)
+                .filter(|(x, y)| (*x ^ *y) & mask == 0)
+                .count() as u32;
+            let mut steps = vec![(band, band && related)];
+            for &m in &args.minima {
+                steps.push((agree >= m, agree >= m && related));
+            }
+            for &m in &args.minima {
+                let c = band || agree >= m;
+                steps.push((c, c && related));
+            }
+            Some(PairRow {
+                group: p.group(),
+                related,
+                steps,
+            })
+        })
+        .collect();
+    let mut groups: Vec<String> = rows.iter().map(|r| r.group.clone()).collect();
+    groups.sort_unstable();
+    groups.dedup();
+    let mut names = vec![format!("bands={}x{}", params.bands, params.rows)];
+    names.extend(args.minima.iter().map(|m| format!("minima>={m}/{keyed}")));
+    names.extend(
+        args.minima
+            .iter()
+            .map(|m| format!("bands|minima>={m}/{keyed}")),
+    );
+    println!("pairs\tgroup\tpairs\tstep\tcandidate_recall\tfound_recall (rule alone)");
+    for g in &groups {
+        let in_group: Vec<_> = rows.iter().filter(|r| &r.group == g).collect();
+        let n = in_group.len() as f64;
+        let rule_alone = in_group.iter().filter(|r| r.related).count() as f64 / n;
+        for (i, name) in names.iter().enumerate() {
+            let c = in_group.iter().filter(|r| r.steps[i].0).count() as f64 / n;
+            let f = in_group.iter().filter(|r| r.steps[i].1).count() as f64 / n;
+            println!(
+                "pairs\t{g}\t{}\t{name}\t{c:.3}\t{f:.3} ({rule_alone:.3})",
+                in_group.len()
+            );
+        }
+    }
+    Ok(())
 }

@@ -58,6 +58,14 @@ pub struct SimilarBench {
     /// Seed of the random fingerprints.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// MinHash store: also write every answer (mode, query id, the matches' ids and
+    /// relations, sorted) to this file, one line a query and mode, to compare two builds.
+    #[arg(long, value_name = "PATH")]
+    answers: Option<PathBuf>,
+    /// MinHash store: every stored document once as a query, instead of --queries drawn at
+    /// random.
+    #[arg(long)]
+    every_document: bool,
 }
 
 /// SplitMix64: a small, good-enough generator for benchmark data (no dependency needed).
@@ -197,6 +205,9 @@ pub fn similar(args: SimilarBench) -> CmdResult {
             args.store.display()
         ),
     };
+    if store.method() == Method::MinHash {
+        return similar_minhash(&store, &args);
+    }
     let k = args.k.unwrap_or(store.config().k);
     let snapshot = store.snapshot()?;
     let n = snapshot.len()?;
@@ -261,6 +272,89 @@ pub fn similar(args: SimilarBench) -> CmdResult {
         lat[lat.len() - 1],
         found as f64 / queries.len() as f64
     );
+    Ok(Status::Done)
+}
+
+/// `similar` on a MinHash store: stored documents as queries (themselves left out), at the
+/// default threshold, near-duplicates only and with containment (the default of `similar`)
+/// taking turns query by query (each first on every other query), each query in its own
+/// read transaction.
+fn similar_minhash(store: &Store, args: &SimilarBench) -> CmdResult {
+    let docs = store.snapshot()?.documents()?;
+    anyhow::ensure!(!docs.is_empty(), "store {} is empty", args.store.display());
+    let mut r = SplitMix(args.seed ^ 0x5eed);
+    let queries: Vec<&(String, Sketch)> = if args.every_document {
+        docs.iter().collect()
+    } else {
+        (0..args.queries)
+            .map(|_| &docs[(r.next_u64() % docs.len() as u64) as usize])
+            .collect()
+    };
+    let tolerance = Tolerance::Similarity(neardup::Threshold::default());
+    let modes = [
+        ("near-duplicates only", MatchOptions::NEAR_DUPLICATES_ONLY),
+        ("with containment", MatchOptions::default()),
+    ];
+    let run = |(id, sketch): &(String, Sketch), opts: &MatchOptions| {
+        store
+            .snapshot()
+            .and_then(|s| s.similar(sketch, tolerance, Some(id), opts))
+    };
+    // Warm the page cache and the B-tree nodes.
+    for q in queries.iter().take(1000) {
+        for (_, opts) in &modes {
+            run(q, opts)?;
+        }
+    }
+    let mut lat = vec![Vec::with_capacity(queries.len()); modes.len()];
+    let mut found = vec![0usize; modes.len()];
+    let mut answers = Vec::new();
+    // Each mode goes first on every other query: the second one reads pages the first has
+    // just brought into the cache.
+    for (i, q) in queries.iter().enumerate() {
+        for m in [i % 2, 1 - i % 2] {
+            let t = Instant::now();
+            let matches = run(q, &modes[m].1)?;
+            lat[m].push(t.elapsed().as_secs_f64() * 1e6);
+            found[m] += matches.len();
+            if args.answers.is_some() {
+                let mut ids: Vec<String> = matches
+                    .iter()
+                    .map(|x| format!("{} {:?}", x.id, x.relation))
+                    .collect();
+                ids.sort_unstable();
+                answers.push(format!("{}\t{}\t{}", modes[m].0, q.0, ids.join(", ")));
+            }
+        }
+    }
+    if let Some(path) = &args.answers {
+        answers.sort_unstable();
+        answers.dedup();
+        std::fs::write(path, answers.join("\n") + "\n")
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    println!(
+        "store {} ({} MinHash documents); {} stored documents as queries at threshold {}, each in its own read transaction, the two modes taking turns (each first on every other query)",
+        args.store.display(),
+        docs.len(),
+        queries.len(),
+        neardup::Threshold::default()
+    );
+    println!("| matches | median µs | p90 µs | p99 µs | max µs | results/query |");
+    println!("|---|---|---|---|---|---|");
+    for (m, (name, _)) in modes.iter().enumerate() {
+        let l = &mut lat[m];
+        l.sort_by(f64::total_cmp);
+        let p = |q: f64| l[((l.len() as f64 - 1.0) * q).round() as usize];
+        println!(
+            "| {name} | {:.1} | {:.1} | {:.1} | {:.1} | {:.2} |",
+            p(0.5),
+            p(0.9),
+            p(0.99),
+            l[l.len() - 1],
+            found[m] as f64 / queries.len() as f64
+        );
+    }
     Ok(Status::Done)
 }
 

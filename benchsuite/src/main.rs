@@ -19,6 +19,7 @@ mod es_tracking;
 mod index;
 mod serve_writes;
 mod soak;
+mod store_layout;
 
 use std::time::Instant;
 
@@ -65,7 +66,8 @@ enum Bench {
     EsTerms(es::EsTermsBench),
     /// All pairs within k among random fingerprints and/or a corpus's, one thread and all.
     Allpairs(index::AllPairsBench),
-    /// Latency of `similar` queries on a store (median, p99).
+    /// Latency of `similar` queries on a store (median, p99); on a MinHash store its own
+    /// documents are the queries, near-duplicates only and with containment.
     Similar(index::SimilarBench),
     /// `similar --id` latency (client vs server filter) and index size per document with and
     /// without MinHash, on Elasticsearch, over the corpus plus synthetic articles made of its
@@ -96,6 +98,10 @@ enum Bench {
     /// of 20–40 % of an article under today's bands and "at least m minima agree", and
     /// candidates per query on the whole corpus.
     ContainmentCandidates(containment::ContainmentBench),
+    /// Bytes per document of layouts of a MinHash store's key tables (band table, minima
+    /// tables of fewer positions and bits), each written as `Store::compact` writes a store
+    /// (issue 45, measurement only).
+    StoreLayout(store_layout::StoreLayoutBench),
     /// Back-fill throughput next to the raw rate of the same bulk updates (docs/s, medians).
     Backfill(backfill::BackfillBench),
     /// Articles written per second through `neardup serve` (plain and dedupe `PUT`s) beside
@@ -142,6 +148,7 @@ fn run(b: Bench) -> CmdResult {
         Bench::ContainmentCandidates(args) => containment::run(args),
         Bench::ServeWrites(args) => serve_writes::run(args),
         Bench::Soak(args) => soak::run(args),
+        Bench::StoreLayout(args) => store_layout::run(args),
     }
 }
 
