@@ -296,7 +296,7 @@ async fn fresh_index(
 
 async fn drop_index(client: &elasticsearch::Elasticsearch, index: &str) {
     let _ = es::send(client, Http::Delete, &format!("/{index}"), &[], None).await;
-    let claims = format!("/neardup-claims-{index}");
+    let claims = format!("/{}", es::claims_index_name(index));
     let _ = es::send(client, Http::Delete, &claims, &[], None).await;
 }
 

@@ -301,14 +301,19 @@ enum Action<'a> {
     Delete(&'a str, u64, u64),
 }
 
+/// The index the claims for article index `index` are kept in: `neardup-claims-{index}`.
+pub fn claims_index_name(index: &str) -> String {
+    format!("neardup-claims-{index}")
+}
+
 impl Claims {
-    /// Claims for `index`, kept in `neardup-claims-{index}`, with a 30 s lease and recent
+    /// Claims for `index`, kept in [`claims_index_name`], with a 30 s lease and recent
     /// inserts listed for 60 s.
     pub fn new(client: Elasticsearch, retry: RetryPolicy, index: &str) -> Claims {
         Claims {
             client,
             retry,
-            index: format!("neardup-claims-{index}"),
+            index: claims_index_name(index),
             articles: index.to_owned(),
             lease: Duration::from_secs(30),
             poll: Duration::from_millis(5),

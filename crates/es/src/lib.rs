@@ -46,7 +46,7 @@ mod tracking;
 mod worker;
 mod write;
 
-pub use claims::{ClaimError, Claims, Held, RecentInsert};
+pub use claims::{claims_index_name, ClaimError, Claims, Held, RecentInsert};
 pub(crate) use client::path_segment_keep_patterns;
 pub use client::{
     check, first_contact, path_segment, redact_url, request, send, server_version, Auth, Body,
