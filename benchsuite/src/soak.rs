@@ -203,10 +203,14 @@ struct Shared {
 const GIVE_UP: Duration = Duration::from_secs(300);
 
 impl Shared {
+    /// The row of the interval `at` (since the traffic started) falls in.
+    fn row_of(&self, at: Duration) -> usize {
+        (at.as_secs_f64() / self.interval.as_secs_f64()) as usize
+    }
+
     /// The row of now.
     fn row<F: FnOnce(&mut Row)>(&self, f: F) {
-        let i = (self.started.elapsed().as_secs_f64() / self.interval.as_secs_f64()) as usize;
-        self.row_at(i, f);
+        self.row_at(self.row_of(self.started.elapsed()), f);
     }
 
     fn row_at<F: FnOnce(&mut Row)>(&self, i: usize, f: F) {
@@ -220,8 +224,9 @@ impl Shared {
     /// An answer that took `took`, counted in the row of the minute its request was sent.
     fn answered(&self, kind: Kind, took: Duration) {
         let sent = self.started.elapsed().saturating_sub(took);
-        let i = (sent.as_secs_f64() / self.interval.as_secs_f64()) as usize;
-        self.row_at(i, |r| r.latency.entry(kind).or_default().push(took));
+        self.row_at(self.row_of(sent), |r| {
+            r.latency.entry(kind).or_default().push(took)
+        });
     }
 
     fn error(&self, kind: Kind) {
@@ -338,23 +343,30 @@ impl Shared {
             _ => e.unanswered = true,
         }
     }
-
-    fn acked(&self, id: &str) -> bool {
-        self.written
-            .lock()
-            .expect("written")
-            .get(id)
-            .is_some_and(|w| w.acked.is_some())
-    }
 }
 
 /// A status a client takes as the answer (anything but a server error, a timeout, 429).
-fn answered(status: u16) -> bool {
+fn is_answer(status: u16) -> bool {
     status < 500 && status != 429 && status != 408
 }
 
-/// `PUT` of one article through the service, sent again until answered; its status (`None`
-/// when given up on) and the latency of the answering request.
+/// `PUT` of version `article` of `id` through the service (registered before it is sent,
+/// settled by its answer), sent again until answered; its status (`None` when given up on)
+/// and the answer's body.
+async fn write_one(
+    s: &Shared,
+    kind: Kind,
+    id: &str,
+    article: &Value,
+    dedupe: bool,
+) -> (Option<u16>, Value) {
+    let version = s.register(id, article);
+    let (status, body) = put(s, kind, id, article, dedupe).await;
+    s.settle(id, version, status);
+    (status, body)
+}
+
+/// [`write_one`]'s requests, without the bookkeeping.
 async fn put(
     s: &Shared,
     kind: Kind,
@@ -376,7 +388,7 @@ async fn put(
         )
         .await;
         match reply {
-            Ok(r) if answered(r.status.as_u16()) => {
+            Ok(r) if is_answer(r.status.as_u16()) => {
                 s.answered(kind, t.elapsed());
                 return (Some(r.status.as_u16()), r.body);
             }
@@ -428,7 +440,7 @@ impl Worker {
                     s.wrong(format!("similar {id}: {why}"));
                 }
             }
-            Ok(r) if answered(r.status.as_u16()) => {
+            Ok(r) if is_answer(r.status.as_u16()) => {
                 s.answered(Kind::Lookup, t.elapsed());
                 s.wrong(format!("similar {id}: HTTP {}: {}", r.status, r.body));
             }
@@ -449,10 +461,8 @@ impl Worker {
         } else {
             self.new_article(s, "soak-p")
         };
-        let v = s.register(&id, &article);
-        let (status, _) = put(s, Kind::Put, &id, &article, false).await;
-        s.settle(&id, v, status);
-        if !edit && s.acked(&id) {
+        let (status, _) = write_one(s, Kind::Put, &id, &article, false).await;
+        if !edit && matches!(status, Some(200 | 201)) {
             self.mine.push(id);
         }
     }
@@ -460,9 +470,7 @@ impl Worker {
     async fn dedupe(&mut self, s: &Shared) {
         if self.rng.gen_bool(0.25) || s.variant_bases.is_empty() {
             let (id, article) = self.new_article(s, "soak-d");
-            let v = s.register(&id, &article);
-            let (status, body) = put(s, Kind::Dedupe, &id, &article, true).await;
-            s.settle(&id, v, status);
+            let (status, body) = write_one(s, Kind::Dedupe, &id, &article, true).await;
             if status == Some(409) {
                 self.check_refusal(s, &id, &body);
             }
@@ -477,9 +485,7 @@ impl Worker {
         article["content"] = Value::String(content);
         let id = format!("soak-v{}-{}", self.n, self.next);
         self.next += 1;
-        let v = s.register(&id, &article);
-        let (status, body) = put(s, Kind::Dedupe, &id, &article, true).await;
-        s.settle(&id, v, status);
+        let (status, body) = write_one(s, Kind::Dedupe, &id, &article, true).await;
         match status {
             Some(409) => self.check_refusal(s, &id, &body),
             // Written: a near-duplicate let in, which the final check counts.
@@ -528,13 +534,7 @@ impl Worker {
         let path = format!("/v1/{}/articles/_bulk", s.index);
         let give_up = Instant::now() + GIVE_UP;
         while !pending.is_empty() {
-            let mut lines = String::new();
-            for (id, _, a) in &pending {
-                let mut a = a.clone();
-                a["id"] = Value::String(id.clone());
-                lines.push_str(&a.to_string());
-                lines.push('\n');
-            }
+            let lines = bulk_lines(pending.iter().map(|(id, _, a)| (id, a)));
             let t = Instant::now();
             let reply = es::send(
                 &s.service,
@@ -558,7 +558,7 @@ impl Worker {
                 let mut again = Vec::new();
                 for ((id, v, a), item) in pending.into_iter().zip(items) {
                     let status = item["status"].as_u64().unwrap_or(0) as u16;
-                    if answered(status) {
+                    if is_answer(status) {
                         s.settle(&id, v, Some(status));
                         if !matches!(status, 200 | 201) {
                             s.wrong(format!("bulk item {id}: {item}"));
@@ -601,7 +601,7 @@ fn load_average() -> Option<f64> {
 
 /// Claim records held now (a holder whose lease has not run out), and all records.
 async fn claims(client: &Elasticsearch, index: &str) -> Option<(u64, u64)> {
-    let claims = format!("neardup-claims-{index}");
+    let claims = es::claims_index_name(index);
     es::send(
         client,
         Http::Post,
@@ -707,6 +707,18 @@ fn base_articles(real: &[neardup::eval::generate::Article], n: usize) -> Vec<(St
         .collect()
 }
 
+/// The body of a `POST /v1/{index}/articles/_bulk`: one article a line, its id inside.
+fn bulk_lines<'a>(articles: impl Iterator<Item = (&'a String, &'a Value)>) -> String {
+    let mut lines = String::new();
+    for (id, a) in articles {
+        let mut a = a.clone();
+        a["id"] = Value::String(id.clone());
+        lines.push_str(&a.to_string());
+        lines.push('\n');
+    }
+    lines
+}
+
 /// Writes `articles` through the service's bulk endpoint; every item must be written.
 async fn load_base(
     service: &Elasticsearch,
@@ -715,13 +727,7 @@ async fn load_base(
 ) -> anyhow::Result<()> {
     let path = format!("/v1/{index}/articles/_bulk");
     for chunk in articles.chunks(200) {
-        let mut lines = String::new();
-        for (id, a) in chunk {
-            let mut a = a.clone();
-            a["id"] = Value::String(id.clone());
-            lines.push_str(&a.to_string());
-            lines.push('\n');
-        }
+        let lines = bulk_lines(chunk.iter().map(|(id, a)| (id, a)));
         let r = es::send(service, Http::Post, &path, &[], Some(&Body::NdJson(lines))).await?;
         anyhow::ensure!(
             r.status.is_success(),
@@ -902,7 +908,7 @@ pub fn run(args: SoakBench) -> CmdResult {
             None,
         )
         .await;
-        let claims = format!("/neardup-claims-{}", args.index);
+        let claims = format!("/{}", es::claims_index_name(&args.index));
         let _ = es::send(&client, Http::Delete, &claims, &[], None).await;
         let settings = json!({ "settings": {
             "number_of_shards": args.shards, "number_of_replicas": args.replicas } });
@@ -1016,10 +1022,11 @@ pub fn run(args: SoakBench) -> CmdResult {
     // The traffic.
     shared.started = Instant::now();
     let shared = Arc::new(shared);
-    let (events, end) = rt.block_on(traffic(&args, &shared, &client, serve_pid, cluster_port))?;
+    let events = rt.block_on(traffic(&args, &shared, &client, serve_pid, cluster_port))?;
     let traffic_time = shared.started.elapsed();
 
-    // The end: claims, then every document.
+    // The end, once the last answer came: claims (those of requests a timeout cut short are
+    // given back in the background), then every document.
     let (held_at_end, records_at_end) = rt
         .block_on(claims(&client, &args.index))
         .unwrap_or((u64::MAX, 0));
@@ -1139,10 +1146,10 @@ pub fn run(args: SoakBench) -> CmdResult {
         traffic_time.as_secs_f64(),
         args.rate,
         args.concurrency,
-        match events.first() {
-            Some(_) => format!("; {}", events.join("; ")),
-            None => String::new(),
-        }
+        events
+            .iter()
+            .map(|(minute, what)| format!("; {what} at minute {minute:.2}"))
+            .collect::<String>()
     );
     println!();
     print!("{table}");
@@ -1167,9 +1174,7 @@ pub fn run(args: SoakBench) -> CmdResult {
         v.refused,
         v.unanswered
     );
-    println!(
-        "- claims held when the traffic stopped: {held_at_end} (records: {records_at_end}); {end}"
-    );
+    println!("- claims held when the last answer came: {held_at_end} (records: {records_at_end})");
     if let Some((median, low, high)) = memory {
         println!(
             "- the service's memory after the warm-up: median {median:.1} MB, {low:+.1} % … {high:+.1} % ({})",
@@ -1188,8 +1193,8 @@ pub fn run(args: SoakBench) -> CmdResult {
     if let Some(dir) = &args.out {
         std::fs::create_dir_all(dir)?;
         std::fs::write(dir.join("soak.csv"), &csv)?;
-        let restart = events_minutes(&events);
-        plot(&dir.join("soak.png"), &plot_rows, &restart)?;
+        let marks: Vec<f64> = events.iter().map(|e| e.0).collect();
+        plot(&dir.join("soak.png"), &plot_rows, &marks)?;
         println!(
             "- {} and {}",
             dir.join("soak.csv").display(),
@@ -1207,23 +1212,15 @@ pub fn run(args: SoakBench) -> CmdResult {
     Ok(Status::Done)
 }
 
-/// The minutes of the kill and of the node's return, from the events' text.
-fn events_minutes(events: &[String]) -> Vec<f64> {
-    events
-        .iter()
-        .filter_map(|e| e.split(" at minute ").nth(1)?.parse().ok())
-        .collect()
-}
-
-/// Runs the traffic, the sampler and the restart; the events (kill, back) and how the
-/// claims ended.
+/// Runs the traffic, the sampler and the restart; the events (kill, back), each with the
+/// minute it happened.
 async fn traffic(
     args: &SoakBench,
     shared: &Arc<Shared>,
     client: &Elasticsearch,
     serve_pid: u32,
     cluster_port: u16,
-) -> anyhow::Result<(Vec<String>, String)> {
+) -> anyhow::Result<Vec<(f64, String)>> {
     let end = shared.started + args.duration;
     let period = Duration::from_secs_f64(1.0 / args.rate);
     let next = Arc::new(Mutex::new(shared.started));
@@ -1281,32 +1278,23 @@ async fn traffic(
         tokio::time::sleep_until(at.into()).await;
         let minute = |s: &Shared| s.started.elapsed().as_secs_f64() / 60.0;
         let pid = kill_node(cluster_port, args.restart_node)?;
-        events.push(format!(
-            "node {} (pid {pid}) SIGKILLed at minute {:.2}",
-            args.restart_node,
-            minute(shared)
+        events.push((
+            minute(shared),
+            format!("node {} (pid {pid}) SIGKILLed", args.restart_node),
         ));
         tokio::time::sleep(args.down).await;
         let (port, node) = (cluster_port, args.restart_node);
         tokio::task::spawn_blocking(move || restart_node(port, node)).await??;
-        events.push(format!(
-            "node {} back in the cluster at minute {:.2}",
-            args.restart_node,
-            minute(shared)
+        events.push((
+            minute(shared),
+            format!("node {} back in the cluster", args.restart_node),
         ));
     }
     for w in workers {
         w.await?;
     }
     sampler.await?;
-    // Claims given back by requests a timeout cut short are released in the background.
-    let mut after = String::from("every claim released when the last answer came");
-    if let Some((held, _)) = claims(client, &shared.index).await {
-        if held > 0 {
-            after = format!("{held} held when the last answer came");
-        }
-    }
-    Ok((events, after))
+    Ok(events)
 }
 
 /// One point of each series of the plot.
