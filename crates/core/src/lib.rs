@@ -8,6 +8,7 @@
 //!
 //! - [`text`]: HTML → text, normalisation, Traditional → Simplified folding, learned
 //!   boilerplate, segmentation.
+//! - [`align`]: the passages two texts share, as spans of both.
 //! - [`fingerprint`]: profiles, schemes and versions; [`Fingerprinter`] turns a text into a
 //!   [`SimHash`] and/or a MinHash [`Signature`] in one pass.
 //! - [`minhash`] and [`simhash`]: the two methods, with their in-memory all-pairs.
@@ -17,6 +18,7 @@
 //!   of documents fingerprinted on all cores. Reading a file the caller names
 //!   ([`input::open`]) is the only I/O here.
 
+pub mod align;
 pub mod allpairs;
 pub mod error;
 pub mod fingerprint;

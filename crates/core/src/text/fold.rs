@@ -29,6 +29,8 @@ pub struct Folder {
     bmp: Box<[u64; 1024]>,
     /// The same for the other planes (rare ideographs).
     astral: HashSet<char>,
+    /// Each of those characters folded alone ([`Folder::fold_char`]), made on first use.
+    chars: OnceLock<std::collections::HashMap<char, char>>,
 }
 
 impl Folder {
@@ -58,6 +60,7 @@ impl Folder {
                 cc,
                 bmp: Box::new([0u64; 1024]),
                 astral: HashSet::new(),
+                chars: OnceLock::new(),
             };
             // A character counts when folding it alone changes it (a variant table may map
             // it to a form the next table maps back) and it is not also a Simplified one: 么
@@ -99,6 +102,32 @@ impl Folder {
             traditional += usize::from(self.is_traditional_char(c));
         }
         traditional > 0 && traditional * 100 >= ideographs
+    }
+
+    /// `c` folded alone into its Simplified form, in any text: the same character always
+    /// gives the same one, which is what comparing two texts letter by letter needs (the
+    /// alignment, [`crate::align`]); a character that does not fold into exactly one is kept.
+    pub fn fold_char(&self, c: char) -> char {
+        if !self.is_traditional_char(c) {
+            return c;
+        }
+        let table = self.chars.get_or_init(|| {
+            let bmp = (0..=u16::MAX).filter_map(|i| {
+                (self.bmp[usize::from(i) / 64] & (1 << (i % 64)) != 0)
+                    .then(|| char::from_u32(u32::from(i)))
+                    .flatten()
+            });
+            bmp.chain(self.astral.iter().copied())
+                .filter_map(|c| {
+                    let mut folded = self
+                        .convert(c.encode_utf8(&mut [0; 4]))
+                        .chars()
+                        .collect::<Vec<_>>();
+                    (folded.len() == 1).then(|| (c, folded.remove(0)))
+                })
+                .collect()
+        });
+        table.get(&c).copied().unwrap_or(c)
     }
 
     /// `text` folded into Simplified Chinese with mainland phrasing, or borrowed unchanged
@@ -210,6 +239,15 @@ mod tests {
             assert_ne!(t, text, "{style:?}");
             assert_eq!(f.fold(&t), text, "{style:?}: {t}");
         }
+    }
+
+    #[test]
+    fn characters_fold_alone_in_any_text() {
+        let f = Folder::shared();
+        assert_eq!(f.fold_char('會'), '会');
+        assert_eq!(f.fold_char('侶'), '侣');
+        assert_eq!(f.fold_char('会'), '会');
+        assert_eq!(f.fold_char('a'), 'a');
     }
 
     #[test]

@@ -1,0 +1,676 @@
+//! Alignment: the passages two articles share, as spans of both texts.
+//!
+//! MinHash finds candidate pairs; alignment says what they share. Each text is reduced to its
+//! **letters** ([`Letters`]): the letters and digits of its fields' plain text, normalised as
+//! the fingerprints normalise (NFKC, lower case, a Traditional text folded into Simplified),
+//! and then every Traditional character folded alone ([`Folder::fold_char`], so a quote in
+//! Traditional inside a Simplified text keeps its letters), each
+//! remembering the field and the character it came from. Punctuation, whitespace and markup
+//! are left out, so a repost that changes them still aligns run for run.
+//!
+//! The method is passim's (Smith, Cordell & Mullen 2015, which traces reprinted newspaper
+//! texts): rare n-grams anchor, then the anchors are joined along both texts.
+//! 1. **Anchors**: every [`AlignParams::anchor`]-letter window found in both texts, unless it
+//!    repeats more than [`AlignParams::max_repeats`] times in either (formula words, lists).
+//! 2. **Runs**: each anchor is extended to the longest common stretch on its diagonal (a
+//!    maximal exact match, [`Run`]).
+//! 3. **Passages**: runs are chained in the order of both texts while the gap between two runs
+//!    is small on both sides (light rewording: [`AlignParams::max_gap`]) or small on one and at
+//!    most [`AlignParams::max_insert`] on the other (a line inserted or dropped). A chain never
+//!    crosses from one field into another. Chains holding at least
+//!    [`AlignParams::min_passage`] matched letters are the [`Passage`]s.
+//!
+//! Spans ([`Span`]) are character ranges (Unicode scalar values, end exclusive) of a field's
+//! plain text ([`crate::text::plain_text`]: the field itself unless it is HTML), so a caller
+//! can mark them in what it shows. Everything here is pure: two texts in, the passages out.
+
+use unicode_normalization::UnicodeNormalization;
+use xxhash_rust::xxh3::xxh3_64;
+
+use std::collections::{HashMap, HashSet};
+
+use crate::hashing::BuildIdentity;
+use crate::text::{is_cjk_ideograph, plain_text, Folder};
+
+type Windows = HashMap<u64, Vec<u32>, BuildIdentity>;
+
+/// How texts are aligned. [`AlignParams::DEFAULT`] is what every front end uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AlignParams {
+    /// Letters in an anchor window.
+    pub anchor: usize,
+    /// A window found more often than this in either text anchors nothing.
+    pub max_repeats: usize,
+    /// Largest gap, in letters on both sides, between two runs of one passage.
+    pub max_gap: usize,
+    /// Largest gap on one side when the other side's gap is at most [`AlignParams::max_gap`]
+    /// / 4: a line inserted or dropped inside a copied passage.
+    pub max_insert: usize,
+    /// Fewest matched letters a passage holds.
+    pub min_passage: usize,
+}
+
+impl AlignParams {
+    /// The defaults.
+    pub const DEFAULT: AlignParams = AlignParams {
+        anchor: 10,
+        max_repeats: 8,
+        max_gap: 40,
+        max_insert: 160,
+        min_passage: 20,
+    };
+}
+
+impl Default for AlignParams {
+    fn default() -> Self {
+        AlignParams::DEFAULT
+    }
+}
+
+/// Between the fields of one text, a letter that matches nothing (not even the other text's
+/// separator), so no run crosses a field boundary.
+const SEPARATOR_A: char = '\u{F0000}';
+const SEPARATOR_B: char = '\u{F0001}';
+
+/// The letters and digits of an article's fields, normalised, with where each came from.
+#[derive(Clone, Debug)]
+pub struct Letters {
+    chars: Vec<char>,
+    /// For each entry of `chars`: its field and its character index in that field's plain
+    /// text (a separator holds the field it ends).
+    from: Vec<(u32, u32)>,
+    /// The letters, separators not counted.
+    count: usize,
+}
+
+impl Letters {
+    /// The letters of `fields` (title, content, … in the order the document-to-text rule
+    /// joins them).
+    pub fn new<S: AsRef<str>>(fields: &[S]) -> Letters {
+        Letters::with_separator(fields, SEPARATOR_A)
+    }
+
+    fn with_separator<S: AsRef<str>>(fields: &[S], separator: char) -> Letters {
+        let mut out = Letters {
+            chars: Vec::new(),
+            from: Vec::new(),
+            count: 0,
+        };
+        let folder = Folder::shared();
+        for (f, field) in fields.iter().enumerate() {
+            let f = f as u32;
+            if f > 0 {
+                out.chars.push(separator);
+                out.from.push((f - 1, 0));
+            }
+            let plain = plain_text(field.as_ref());
+            // A Traditional text is folded whole first, as the fingerprints fold it
+            // (phrases: 資料 → 数据), where that keeps its length so letters map back.
+            let folded = folder.fold(&plain);
+            let whole = folded.chars().count() == plain.chars().count();
+            let text = if whole { &folded } else { &plain };
+            for (i, c) in text.chars().enumerate() {
+                out.push(folder.fold_char(c), (f, i as u32));
+            }
+        }
+        out
+    }
+
+    fn push(&mut self, c: char, from: (u32, u32)) {
+        if is_cjk_ideograph(c) {
+            self.chars.push(c);
+            self.from.push(from);
+            self.count += 1;
+            return;
+        }
+        for n in std::iter::once(c).nfkc() {
+            for l in n.to_lowercase() {
+                if l.is_alphanumeric() {
+                    self.chars.push(l);
+                    self.from.push(from);
+                    self.count += 1;
+                }
+            }
+        }
+    }
+
+    /// How many letters the text holds.
+    pub fn len(&self) -> usize {
+        self.count
+    }
+
+    /// Whether the text holds no letter.
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// The letter at `i` (an index of a [`Run`]).
+    pub fn letter(&self, i: usize) -> char {
+        self.chars[i]
+    }
+
+    /// The span of letters `start..end` (indices of [`Run`]s, inside one field).
+    fn span(&self, start: usize, end: usize) -> Span {
+        let (field, first) = self.from[start];
+        let (_, last) = self.from[end - 1];
+        Span {
+            field: field as usize,
+            start: first as usize,
+            end: last as usize + 1,
+        }
+    }
+
+    fn field_of(&self, i: usize) -> u32 {
+        self.from[i].0
+    }
+}
+
+fn is_separator(c: char) -> bool {
+    c == SEPARATOR_A || c == SEPARATOR_B
+}
+
+/// A character range of one field's plain text: `start..end`, in Unicode scalar values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Span {
+    /// The field's index, in the order the fields were given.
+    pub field: usize,
+    /// The first character.
+    pub start: usize,
+    /// One past the last character.
+    pub end: usize,
+}
+
+/// A stretch of letters the two texts hold alike: `len` letters from index `a` of the first
+/// text and from index `b` of the second (indices of [`Letters`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Run {
+    /// Where it starts in the first text.
+    pub a: usize,
+    /// Where it starts in the second text.
+    pub b: usize,
+    /// Its length in letters.
+    pub len: usize,
+}
+
+/// A passage both texts hold: runs in the same order in both, with small gaps between them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Passage {
+    /// Where it is in the first text.
+    pub a: Span,
+    /// Where it is in the second text.
+    pub b: Span,
+    /// Letters of the first text from its first run to the end of its last, gaps included.
+    pub a_letters: usize,
+    /// The same in the second text.
+    pub b_letters: usize,
+    /// Letters in its runs (the same on both sides).
+    pub matched: usize,
+    /// Its runs, in order.
+    pub runs: Vec<Run>,
+}
+
+impl Passage {
+    /// Its letters in the first text, as a range of letter indices.
+    pub fn a_range(&self) -> (usize, usize) {
+        (self.runs[0].a, self.runs[0].a + self.a_letters)
+    }
+
+    /// Its letters in the second text.
+    pub fn b_range(&self) -> (usize, usize) {
+        (self.runs[0].b, self.runs[0].b + self.b_letters)
+    }
+}
+
+/// The passages two texts share, and how much of each they cover.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Alignment {
+    /// The passages, in the order of the first text.
+    pub passages: Vec<Passage>,
+    /// Letters of the first text.
+    pub a_len: usize,
+    /// Letters of the second text.
+    pub b_len: usize,
+    /// Letters of the first text inside some passage (each counted once).
+    pub a_covered: usize,
+    /// Letters of the second text inside some passage.
+    pub b_covered: usize,
+}
+
+impl Alignment {
+    /// The share of the first text inside passages, 0 for an empty text.
+    pub fn a_share(&self) -> f64 {
+        share(self.a_covered, self.a_len)
+    }
+
+    /// The share of the second text inside passages.
+    pub fn b_share(&self) -> f64 {
+        share(self.b_covered, self.b_len)
+    }
+}
+
+fn share(part: usize, whole: usize) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        part as f64 / whole as f64
+    }
+}
+
+/// Aligns the fields of two articles (see the module docs).
+pub fn align<S: AsRef<str>, T: AsRef<str>>(a: &[S], b: &[T], params: &AlignParams) -> Alignment {
+    let a = Letters::new(a);
+    let b = Letters::with_separator(b, SEPARATOR_B);
+    align_letters(&a, &b, params)
+}
+
+/// Aligns two texts already reduced to their letters.
+pub fn align_letters(a: &Letters, b: &Letters, params: &AlignParams) -> Alignment {
+    let runs = runs(a, b, params);
+    let mut found: Vec<Passage> = chain(a, b, runs, params)
+        .into_iter()
+        .filter(|p| p.matched >= params.min_passage)
+        .collect();
+    // A passage lying, on both sides, inside larger ones is a shadow of text repeated within
+    // a text (a sentence twice in both): it says nothing the larger ones do not.
+    found.sort_by_key(|p| std::cmp::Reverse(p.matched));
+    let mut passages: Vec<Passage> = Vec::new();
+    for p in found {
+        let inside = |range: (usize, usize), side: fn(&Passage) -> (usize, usize)| {
+            passages.iter().any(|q| {
+                let r = side(q);
+                r.0 <= range.0 && range.1 <= r.1
+            })
+        };
+        if !(inside(p.a_range(), Passage::a_range) && inside(p.b_range(), Passage::b_range)) {
+            passages.push(p);
+        }
+    }
+    passages.sort_by_key(|p| (p.runs[0].a, p.runs[0].b));
+    let a_covered = covered(passages.iter().map(Passage::a_range));
+    let b_covered = covered(passages.iter().map(Passage::b_range));
+    Alignment {
+        passages,
+        a_len: a.len(),
+        b_len: b.len(),
+        a_covered,
+        b_covered,
+    }
+}
+
+/// The windows of `letters` (of `k` letters, none a separator) by hash, with their starts.
+fn windows(letters: &Letters, k: usize) -> Windows {
+    let mut out = Windows::with_capacity_and_hasher(letters.chars.len(), BuildIdentity);
+    let chars = &letters.chars;
+    if chars.len() < k {
+        return out;
+    }
+    let mut bytes = Vec::with_capacity(4 * k);
+    for i in 0..=chars.len() - k {
+        let w = &chars[i..i + k];
+        if w.iter().any(|&c| is_separator(c)) {
+            continue;
+        }
+        bytes.clear();
+        bytes.extend(w.iter().flat_map(|&c| u32::from(c).to_le_bytes()));
+        out.entry(xxh3_64(&bytes)).or_default().push(i as u32);
+    }
+    out
+}
+
+/// The maximal exact matches of at least `anchor` letters that start from an anchor.
+fn runs(a: &Letters, b: &Letters, params: &AlignParams) -> Vec<Run> {
+    let k = params.anchor.max(1);
+    let wa = windows(a, k);
+    let wb = windows(b, k);
+    let (ca, cb) = (&a.chars, &b.chars);
+    let anchors = |h: &u64| -> Option<(&Vec<u32>, &Vec<u32>)> {
+        let pa = wa.get(h)?;
+        let pb = wb.get(h)?;
+        (pa.len() <= params.max_repeats && pb.len() <= params.max_repeats).then_some((pa, pb))
+    };
+    // Which window starts of the first text anchor: a run is extended from the first of its
+    // anchors only, and leftwards from one whose left neighbour does not anchor.
+    let mut anchored = vec![false; ca.len()];
+    for (h, pa) in &wa {
+        if anchors(h).is_some() {
+            for &i in pa {
+                anchored[i as usize] = true;
+            }
+        }
+    }
+    let mut seen: HashSet<Run> = HashSet::new();
+    for (h, pa) in &wa {
+        let Some((_, pb)) = anchors(h) else { continue };
+        for &i in pa {
+            for &j in pb {
+                let (i, j) = (i as usize, j as usize);
+                if ca[i..i + k] != cb[j..j + k] {
+                    continue;
+                }
+                let left_equal = i > 0 && j > 0 && ca[i - 1] == cb[j - 1];
+                if left_equal && anchored[i - 1] {
+                    continue;
+                }
+                let (mut s, mut t) = (i, j);
+                while s > 0 && t > 0 && ca[s - 1] == cb[t - 1] {
+                    s -= 1;
+                    t -= 1;
+                }
+                let mut e = i + k;
+                let mut f = j + k;
+                while e < ca.len() && f < cb.len() && ca[e] == cb[f] {
+                    e += 1;
+                    f += 1;
+                }
+                seen.insert(Run {
+                    a: s,
+                    b: t,
+                    len: e - s,
+                });
+            }
+        }
+    }
+    let mut runs: Vec<Run> = seen.into_iter().collect();
+    runs.sort_unstable();
+    runs
+}
+
+/// Runs joined into passages, in the order of both texts (see the module docs).
+fn chain(a: &Letters, b: &Letters, runs: Vec<Run>, params: &AlignParams) -> Vec<Passage> {
+    let mut open: Vec<Passage> = Vec::new();
+    for run in runs {
+        let mut best: Option<(usize, Run, usize)> = None;
+        for (n, p) in open.iter().enumerate() {
+            let last = p.runs[p.runs.len() - 1];
+            let (end_a, end_b) = (last.a + last.len, last.b + last.len);
+            if a.field_of(run.a) != a.field_of(last.a) || b.field_of(run.b) != b.field_of(last.b) {
+                continue;
+            }
+            // Overlapping the passage's end: keep only what lies beyond it on both sides.
+            let shift = end_a.saturating_sub(run.a).max(end_b.saturating_sub(run.b));
+            if shift >= run.len {
+                continue;
+            }
+            let trimmed = Run {
+                a: run.a + shift,
+                b: run.b + shift,
+                len: run.len - shift,
+            };
+            let gap_a = trimmed.a - end_a;
+            let gap_b = trimmed.b - end_b;
+            let small = gap_a.min(gap_b);
+            let large = gap_a.max(gap_b);
+            let joins = large <= params.max_gap
+                || (small <= params.max_gap / 4 && large <= params.max_insert);
+            if joins && best.is_none_or(|(_, _, cost)| gap_a + gap_b < cost) {
+                best = Some((n, trimmed, gap_a + gap_b));
+            }
+        }
+        match best {
+            Some((n, trimmed, _)) => {
+                let p = &mut open[n];
+                p.runs.push(trimmed);
+                p.matched += trimmed.len;
+            }
+            None => open.push(Passage {
+                a: Span::default_at(run.a),
+                b: Span::default_at(run.b),
+                a_letters: 0,
+                b_letters: 0,
+                matched: run.len,
+                runs: vec![run],
+            }),
+        }
+    }
+    for p in &mut open {
+        let first = p.runs[0];
+        let last = p.runs[p.runs.len() - 1];
+        p.a_letters = last.a + last.len - first.a;
+        p.b_letters = last.b + last.len - first.b;
+        p.a = a.span(first.a, last.a + last.len);
+        p.b = b.span(first.b, last.b + last.len);
+    }
+    open
+}
+
+impl Span {
+    fn default_at(start: usize) -> Span {
+        Span {
+            field: 0,
+            start,
+            end: start,
+        }
+    }
+}
+
+/// Letters inside a union of letter ranges.
+fn covered(ranges: impl Iterator<Item = (usize, usize)>) -> usize {
+    let mut ranges: Vec<(usize, usize)> = ranges.collect();
+    ranges.sort_unstable();
+    let mut total = 0;
+    let mut reach = 0;
+    for (s, e) in ranges {
+        let s = s.max(reach);
+        if e > s {
+            total += e - s;
+            reach = e;
+        }
+    }
+    total
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LEAD: &str = "国家统计局今天发布数据显示十月份全国居民消费价格同比上涨百分之二点五";
+    const TAIL: &str = "专家分析认为食品价格上涨是推动物价上行的主要因素后期有望回落";
+
+    const THIRD: &str = "业内人士表示明年一季度居民消费价格涨幅预计将保持温和态势";
+
+    fn one(s: &str) -> Vec<String> {
+        vec![s.to_string()]
+    }
+
+    #[test]
+    fn identical_texts_are_one_passage_covering_both() {
+        let text = format!("{LEAD}。{TAIL}。");
+        let al = align(&one(&text), &one(&text), &AlignParams::DEFAULT);
+        assert_eq!(al.passages.len(), 1);
+        assert_eq!(al.a_share(), 1.0);
+        assert_eq!(al.b_share(), 1.0);
+        let p = &al.passages[0];
+        assert_eq!(
+            p.a,
+            Span {
+                field: 0,
+                start: 0,
+                end: text.chars().count() - 1
+            }
+        );
+        assert_eq!(p.matched, al.a_len);
+    }
+
+    #[test]
+    fn spans_point_at_the_copied_characters() {
+        let a = format!("本报讯，{LEAD}。");
+        let b = format!("开头完全不同的一句话在这里，然后是：{LEAD}！结尾");
+        let al = align(&one(&a), &one(&b), &AlignParams::DEFAULT);
+        assert_eq!(al.passages.len(), 1);
+        let p = &al.passages[0];
+        let cut = |s: &str, sp: Span| {
+            s.chars()
+                .skip(sp.start)
+                .take(sp.end - sp.start)
+                .collect::<String>()
+        };
+        assert_eq!(cut(&a, p.a), LEAD);
+        assert_eq!(cut(&b, p.b), LEAD);
+    }
+
+    #[test]
+    fn punctuation_width_and_case_do_not_break_a_run() {
+        let a = "Ｈｅｌｌｏ，ＷＯＲＬＤ 2018年 国家统计局今天发布数据";
+        let b = "hello world：2018年。国家统计局今天发布数据";
+        let al = align(&one(a), &one(b), &AlignParams::DEFAULT);
+        assert_eq!(al.passages.len(), 1);
+        assert_eq!(al.passages[0].runs.len(), 1);
+        assert_eq!(al.a_share(), 1.0);
+    }
+
+    #[test]
+    fn light_rewording_keeps_one_passage() {
+        let a = format!("{LEAD}。{TAIL}。{THIRD}");
+        let b = format!("{LEAD}。{}。{THIRD}", TAIL.replace("推动", "带动"));
+        let al = align(&one(&a), &one(&b), &AlignParams::DEFAULT);
+        assert_eq!(al.passages.len(), 1, "{al:?}");
+        assert_eq!(al.passages[0].runs.len(), 2);
+        assert_eq!(al.a_share(), 1.0);
+    }
+
+    #[test]
+    fn a_sentence_repeated_in_both_adds_no_shadow_passage() {
+        let a = format!("{LEAD}。{TAIL}。{LEAD}");
+        let al = align(&one(&a), &one(&a), &AlignParams::DEFAULT);
+        assert_eq!(al.passages.len(), 1, "{al:?}");
+        assert_eq!(al.a_share(), 1.0);
+    }
+
+    #[test]
+    fn an_inserted_line_keeps_one_passage() {
+        let insert = "（本文来源：某某网站，转载请注明出处，更多精彩内容请关注我们的公众号）";
+        let a = format!("{LEAD}。{TAIL}。");
+        let b = format!("{LEAD}。\n{insert}\n{TAIL}。");
+        let al = align(&one(&a), &one(&b), &AlignParams::DEFAULT);
+        assert_eq!(al.passages.len(), 1, "{al:?}");
+        assert_eq!(al.a_share(), 1.0);
+    }
+
+    #[test]
+    fn runs_do_not_cross_fields() {
+        let a = vec![LEAD.to_string(), TAIL.to_string()];
+        let b = one(&format!("{LEAD}{TAIL}"));
+        let al = align(&a, &b, &AlignParams::DEFAULT);
+        assert_eq!(al.passages.len(), 2);
+        assert_eq!(al.passages[0].a.field, 0);
+        assert_eq!(al.passages[1].a.field, 1);
+        assert_eq!(al.passages[1].a.start, 0);
+        assert_eq!(al.a_share(), 1.0);
+    }
+
+    #[test]
+    fn traditional_text_aligns_with_simplified() {
+        let trad = Folder::shared().to_traditional(LEAD, crate::text::TraditionalStyle::Taiwan);
+        assert_ne!(trad, LEAD);
+        let al = align(&one(&trad), &one(LEAD), &AlignParams::DEFAULT);
+        assert!(al.a_share() > 0.9, "{al:?}");
+    }
+
+    #[test]
+    fn unrelated_texts_share_nothing() {
+        let al = align(&one(LEAD), &one(TAIL), &AlignParams::DEFAULT);
+        assert!(al.passages.is_empty());
+        assert_eq!(al.a_covered, 0);
+    }
+
+    #[test]
+    fn a_short_common_phrase_is_no_passage() {
+        let a = format!("上午十点，{}", "中华人民共和国国务院");
+        let b = format!("{}发布通知说明情况", "中华人民共和国国务院");
+        let al = align(&one(&a), &one(&b), &AlignParams::DEFAULT);
+        assert!(al.passages.is_empty(), "{al:?}");
+    }
+
+    mod properties {
+        use super::super::*;
+        use proptest::prelude::*;
+
+        /// Text of Simplified ideographs drawn at random from some 20,000 (from a seed, so
+        /// shrinking never makes a text of one repeated character), where a window of ten
+        /// repeats by chance almost never.
+        fn ideographs(len: std::ops::Range<usize>) -> impl Strategy<Value = String> {
+            (any::<u64>(), len).prop_map(|(mut seed, len)| {
+                let folder = Folder::shared();
+                let mut out = String::new();
+                while out.chars().count() < len {
+                    // splitmix64
+                    seed = seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
+                    let mut z = seed;
+                    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+                    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+                    z ^= z >> 31;
+                    let c = char::from_u32(0x4e00 + (z % 0x5000) as u32).unwrap();
+                    if !folder.is_traditional_char(c) {
+                        out.push(c);
+                    }
+                }
+                out
+            })
+        }
+
+        fn check_invariants(a: &Letters, b: &Letters, al: &Alignment) {
+            assert!(al.a_covered <= al.a_len && al.b_covered <= al.b_len);
+            for p in &al.passages {
+                assert!(p.matched >= AlignParams::DEFAULT.min_passage);
+                assert_eq!(p.matched, p.runs.iter().map(|r| r.len).sum::<usize>());
+                for r in &p.runs {
+                    for i in 0..r.len {
+                        assert_eq!(a.letter(r.a + i), b.letter(r.b + i));
+                    }
+                }
+                for w in p.runs.windows(2) {
+                    assert!(w[0].a + w[0].len <= w[1].a && w[0].b + w[0].len <= w[1].b);
+                }
+                assert!(p.a.start < p.a.end && p.b.start < p.b.end);
+            }
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(64))]
+
+            #[test]
+            fn a_text_aligns_whole_with_itself(text in ideographs(20..400)) {
+                let l = Letters::new(&[&text]);
+                let al = align_letters(&l, &l, &AlignParams::DEFAULT);
+                check_invariants(&l, &l, &al);
+                prop_assert_eq!(al.passages.len(), 1);
+                prop_assert_eq!(al.a_covered, l.len());
+            }
+
+            #[test]
+            fn a_passage_copied_into_another_text_is_found_where_it_is(
+                source in ideographs(100..400),
+                before in ideographs(0..200),
+                after in ideographs(0..200),
+                start in 0.0f64..0.7,
+                share in 0.1f64..0.3,
+            ) {
+                let chars: Vec<char> = source.chars().collect();
+                let from = (start * chars.len() as f64) as usize;
+                let to = (from + (share * chars.len() as f64) as usize).max(from + 20).min(chars.len());
+                let passage: String = chars[from..to].iter().collect();
+                let copy = format!("{before}，{passage}。{after}");
+                let (la, lb) = (Letters::new(&[&source]), Letters::new(&[&copy]));
+                let al = align_letters(&la, &lb, &AlignParams::DEFAULT);
+                check_invariants(&la, &lb, &al);
+                if to - from >= AlignParams::DEFAULT.min_passage {
+                    let before_len = before.chars().count();
+                    let p = al.passages.iter().max_by_key(|p| p.matched).unwrap();
+                    // The copied characters, give or take one that the texts around happen
+                    // to share.
+                    prop_assert!(p.a.start <= from && p.a.end >= to, "{:?} {}..{}", p, from, to);
+                    prop_assert!(p.a.start + 1 >= from && p.a.end <= to + 1);
+                    prop_assert!((before_len..=before_len + 1).contains(&p.b.start));
+                    prop_assert!(al.b_covered >= to - from);
+                }
+            }
+
+            #[test]
+            fn any_texts_keep_the_invariants(a in ".{0,300}", b in ".{0,300}") {
+                let (la, lb) = (Letters::new(&[&a]), Letters::new(&[&b]));
+                let al = align_letters(&la, &lb, &AlignParams::DEFAULT);
+                check_invariants(&la, &lb, &al);
+            }
+        }
+    }
+}
