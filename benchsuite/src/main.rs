@@ -6,6 +6,7 @@
 //!
 //! Run it with `cargo run -p neardup-bench --release -- <command> …` (see BENCHMARKS.md).
 
+mod align_pairs;
 mod backfill;
 mod containment;
 mod es;
@@ -111,6 +112,9 @@ enum Bench {
     /// serve` on a cluster, one node killed and started again in the middle: memory, claims
     /// held and p50/p99 per minute, every answer and write checked.
     Soak(soak::SoakBench),
+    /// The alignment of listed pairs of a corpus: shares in passages, passages, identity,
+    /// facts that agree and differ, one line a pair; and the time an alignment takes.
+    AlignPairs(align_pairs::AlignPairsBench),
 }
 
 #[derive(clap::Args, Debug)]
@@ -138,6 +142,7 @@ fn run(b: Bench) -> CmdResult {
         Bench::Allpairs(args) => index::allpairs(args),
         Bench::Similar(args) => index::similar(args),
         Bench::EsSimilar(args) => es_similar::run(args),
+        Bench::AlignPairs(args) => align_pairs::run(args),
         Bench::EsLayout(args) => es_layout::run(args),
         Bench::EsRecall(args) => es_recall::run(args),
         Bench::EsGroups(args) => es_groups::run(args),

@@ -1,0 +1,152 @@
+//! `neardup-bench align-pairs`: the library's alignment ([`neardup::align`]) of listed pairs
+//! of a corpus, one line of figures a pair, and the time an alignment takes (issue 43,
+//! measurement).
+//!
+//! Pairs come from JSON Lines with `"a"` and `"b"` (what `neardup dedupe --pairs` prints; its
+//! other keys are carried to the output) or a TSV with columns `n a b`. Each line out: the
+//! pair, the letters of each text, the share of each inside passages, the passages, the
+//! letters of the longest, the identity of the passages (matched letters ÷ letters they
+//! span on the longer side) and the digits matched and those in gaps on both sides (facts
+//! that disagree).
+
+use std::collections::HashMap;
+use std::io::BufRead;
+use std::time::Instant;
+
+use neardup::align::{align_letters, AlignParams, Alignment, Letters};
+use neardup::input::{self, Body, InputSpec};
+use rayon::prelude::*;
+use serde_json::Value;
+
+use neardup::cli::common::{CmdResult, Status};
+
+#[derive(clap::Args, Debug)]
+pub struct AlignPairsBench {
+    /// Corpus of JSON Lines articles (`.gz` is fine), e.g. ../shared/data/zh_articles.jsonl.gz.
+    #[arg(long, short)]
+    input: String,
+    /// The pairs: JSON Lines with "a" and "b", or a TSV `n a b` with a header line.
+    #[arg(long)]
+    pairs: String,
+}
+
+/// Figures of one alignment (see the module docs).
+struct Figures {
+    passages: usize,
+    longest: usize,
+    identity: f64,
+    digits_matched: usize,
+    digits_differing: usize,
+}
+
+fn figures(a: &Letters, b: &Letters, al: &Alignment) -> Figures {
+    let mut matched = 0;
+    let mut spanned = 0;
+    let mut digits_matched = 0;
+    let mut digits_differing = 0;
+    for p in &al.passages {
+        matched += p.matched;
+        spanned += p.a_letters.max(p.b_letters);
+        for r in &p.runs {
+            digits_matched += (r.a..r.a + r.len)
+                .filter(|&i| a.letter(i).is_ascii_digit())
+                .count();
+        }
+        for w in p.runs.windows(2) {
+            let (ga, gb) = ((w[0].a + w[0].len)..w[1].a, (w[0].b + w[0].len)..w[1].b);
+            if !ga.is_empty() && !gb.is_empty() {
+                digits_differing += ga.filter(|&i| a.letter(i).is_ascii_digit()).count();
+                digits_differing += gb.filter(|&i| b.letter(i).is_ascii_digit()).count();
+            }
+        }
+    }
+    Figures {
+        passages: al.passages.len(),
+        longest: al.passages.iter().map(|p| p.matched).max().unwrap_or(0),
+        identity: if spanned == 0 {
+            0.0
+        } else {
+            matched as f64 / spanned as f64
+        },
+        digits_matched,
+        digits_differing,
+    }
+}
+
+fn read_pairs(path: &str) -> anyhow::Result<Vec<(String, String, String)>> {
+    let file = std::io::BufReader::new(std::fs::File::open(path)?);
+    let mut out = Vec::new();
+    for line in file.lines() {
+        let line = line?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        if line.starts_with('{') {
+            let v: Value = serde_json::from_str(&line)?;
+            let id = |k: &str| match &v[k] {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            let extra = ["relation", "similarity", "containment"]
+                .iter()
+                .map(|k| v.get(*k).map_or(String::new(), |x| x.to_string()))
+                .collect::<Vec<_>>()
+                .join("\t");
+            out.push((id("a"), id("b"), extra));
+        } else {
+            let cols: Vec<&str> = line.split('\t').collect();
+            if cols.len() >= 3 && cols[0] != "n" {
+                out.push((cols[1].to_owned(), cols[2].to_owned(), cols[0].to_owned()));
+            }
+        }
+    }
+    Ok(out)
+}
+
+pub fn run(args: AlignPairsBench) -> CmdResult {
+    let pairs = read_pairs(&args.pairs)?;
+    let file = input::open(&args.input)?;
+    let mut texts: HashMap<String, Vec<String>> = HashMap::new();
+    for doc in input::documents(file.reader, &args.input, &InputSpec::default()) {
+        let doc = doc?;
+        if let Body::Fields(f) = doc.body {
+            texts.insert(doc.id.key(), f);
+        }
+    }
+    let params = AlignParams::DEFAULT;
+    let started = Instant::now();
+    let rows: Vec<String> = pairs
+        .par_iter()
+        .filter_map(|(a, b, extra)| {
+            let (ta, tb) = (texts.get(a)?, texts.get(b)?);
+            let (la, lb) = (Letters::new(ta), Letters::new(tb));
+            let al = align_letters(&la, &lb, &params);
+            let f = figures(&la, &lb, &al);
+            Some(format!(
+                "{a}\t{b}\t{}\t{}\t{:.3}\t{:.3}\t{}\t{}\t{:.3}\t{}\t{}\t{extra}",
+                al.a_len,
+                al.b_len,
+                al.a_share(),
+                al.b_share(),
+                f.passages,
+                f.longest,
+                f.identity,
+                f.digits_matched,
+                f.digits_differing,
+            ))
+        })
+        .collect();
+    let took = started.elapsed();
+    println!("a\tb\ta_len\tb_len\ta_share\tb_share\tpassages\tlongest\tidentity\tdigits_matched\tdigits_differing\textra");
+    for r in &rows {
+        println!("{r}");
+    }
+    eprintln!(
+        "align-pairs: {} pairs aligned in {:.3} s on {} threads ({:.1} µs a pair)",
+        rows.len(),
+        took.as_secs_f64(),
+        rayon::current_num_threads(),
+        took.as_secs_f64() * 1e6 / rows.len().max(1) as f64 * rayon::current_num_threads() as f64
+    );
+    Ok(Status::Done)
+}
