@@ -9,7 +9,7 @@
 //! span on the longer side) and the digits matched and those in gaps on both sides (facts
 //! that disagree).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io::BufRead;
 use std::time::Instant;
 
@@ -28,6 +28,20 @@ pub struct AlignPairsBench {
     /// The pairs: JSON Lines with "a" and "b", or a TSV `n a b` with a header line.
     #[arg(long)]
     pairs: String,
+    /// Also count, for each pair, the matched letters that are not formula text: letters of
+    /// windows (of the anchor's length) found in at least this many groups of the corpus,
+    /// a group being articles joined by listed pairs whose smaller text is ≥ 0.8 in passages.
+    #[arg(long)]
+    formula_groups: Option<usize>,
+}
+
+/// Union-find over article numbers.
+fn find(parent: &mut [usize], mut x: usize) -> usize {
+    while parent[x] != x {
+        parent[x] = parent[parent[x]];
+        x = parent[x];
+    }
+    x
 }
 
 /// Figures of one alignment (see the module docs).
@@ -73,6 +87,31 @@ fn figures(a: &Letters, b: &Letters, al: &Alignment) -> Figures {
     }
 }
 
+/// Matched letters of each text outside formula windows.
+fn own_letters(
+    a: &Letters,
+    _b: &Letters,
+    al: &Alignment,
+    formula: &HashSet<u64>,
+    k: usize,
+) -> (usize, usize) {
+    let mut is_formula = vec![false; a.windows(1).count() + 64];
+    for (i, h) in a.windows(k) {
+        if formula.contains(&h) {
+            for f in is_formula.iter_mut().skip(i).take(k) {
+                *f = true;
+            }
+        }
+    }
+    let mut own = 0;
+    for p in &al.passages {
+        for r in &p.runs {
+            own += (r.a..r.a + r.len).filter(|&i| !is_formula[i]).count();
+        }
+    }
+    (own, own)
+}
+
 fn read_pairs(path: &str) -> anyhow::Result<Vec<(String, String, String)>> {
     let file = std::io::BufReader::new(std::fs::File::open(path)?);
     let mut out = Vec::new();
@@ -114,6 +153,46 @@ pub fn run(args: AlignPairsBench) -> CmdResult {
         }
     }
     let params = AlignParams::DEFAULT;
+    let formula: Option<HashSet<u64>> = args.formula_groups.map(|min| {
+        let ids: Vec<&String> = texts.keys().collect();
+        let number: HashMap<&String, usize> =
+            ids.iter().enumerate().map(|(i, id)| (*id, i)).collect();
+        let mut parent: Vec<usize> = (0..ids.len()).collect();
+        for (a, b, _) in &pairs {
+            let (Some(&x), Some(&y)) = (number.get(a), number.get(b)) else {
+                continue;
+            };
+            let (la, lb) = (Letters::new(&texts[a]), Letters::new(&texts[b]));
+            let al = align_letters(&la, &lb, &params);
+            let small = if al.a_len <= al.b_len {
+                al.a_share()
+            } else {
+                al.b_share()
+            };
+            if small >= 0.8 {
+                let (rx, ry) = (find(&mut parent, x), find(&mut parent, y));
+                parent[rx] = ry;
+            }
+        }
+        let mut groups: HashMap<u64, HashSet<usize>> = HashMap::new();
+        for (i, id) in ids.iter().enumerate() {
+            let g = find(&mut parent, i);
+            let l = Letters::new(&texts[*id]);
+            for (_, h) in l.windows(params.anchor) {
+                groups.entry(h).or_default().insert(g);
+            }
+        }
+        let set: HashSet<u64> = groups
+            .into_iter()
+            .filter(|(_, g)| g.len() >= min)
+            .map(|(h, _)| h)
+            .collect();
+        eprintln!(
+            "align-pairs: {} formula windows (in at least {min} groups)",
+            set.len()
+        );
+        set
+    });
     let started = Instant::now();
     let rows: Vec<String> = pairs
         .par_iter()
@@ -122,8 +201,17 @@ pub fn run(args: AlignPairsBench) -> CmdResult {
             let (la, lb) = (Letters::new(ta), Letters::new(tb));
             let al = align_letters(&la, &lb, &params);
             let f = figures(&la, &lb, &al);
+            let own = formula.as_ref().map_or(String::new(), |set| {
+                let (own_a, own_b) = own_letters(&la, &lb, &al, set, params.anchor);
+                let small = if al.a_len <= al.b_len {
+                    own_a as f64 / al.a_len.max(1) as f64
+                } else {
+                    own_b as f64 / al.b_len.max(1) as f64
+                };
+                format!("{:.3}", small)
+            });
             Some(format!(
-                "{a}\t{b}\t{}\t{}\t{:.3}\t{:.3}\t{}\t{}\t{:.3}\t{}\t{}\t{extra}",
+                "{a}\t{b}\t{}\t{}\t{:.3}\t{:.3}\t{}\t{}\t{:.3}\t{}\t{}\t{own}\t{extra}",
                 al.a_len,
                 al.b_len,
                 al.a_share(),
@@ -137,7 +225,7 @@ pub fn run(args: AlignPairsBench) -> CmdResult {
         })
         .collect();
     let took = started.elapsed();
-    println!("a\tb\ta_len\tb_len\ta_share\tb_share\tpassages\tlongest\tidentity\tdigits_matched\tdigits_differing\textra");
+    println!("a\tb\ta_len\tb_len\ta_share\tb_share\tpassages\tlongest\tidentity\tdigits_matched\tdigits_differing\town_small\textra");
     for r in &rows {
         println!("{r}");
     }

@@ -67,10 +67,8 @@ impl Default for AlignParams {
     }
 }
 
-/// Between the fields of one text, a letter that matches nothing (not even the other text's
-/// separator), so no run crosses a field boundary.
-const SEPARATOR_A: char = '\u{F0000}';
-const SEPARATOR_B: char = '\u{F0001}';
+/// Between the fields of one text: a letter no run holds, so no run crosses a field boundary.
+const SEPARATOR: char = '\u{F0000}';
 
 /// The letters and digits of an article's fields, normalised, with where each came from.
 #[derive(Clone, Debug)]
@@ -87,10 +85,6 @@ impl Letters {
     /// The letters of `fields` (title, content, … in the order the document-to-text rule
     /// joins them).
     pub fn new<S: AsRef<str>>(fields: &[S]) -> Letters {
-        Letters::with_separator(fields, SEPARATOR_A)
-    }
-
-    fn with_separator<S: AsRef<str>>(fields: &[S], separator: char) -> Letters {
         let mut out = Letters {
             chars: Vec::new(),
             from: Vec::new(),
@@ -100,7 +94,7 @@ impl Letters {
         for (f, field) in fields.iter().enumerate() {
             let f = f as u32;
             if f > 0 {
-                out.chars.push(separator);
+                out.chars.push(SEPARATOR);
                 out.from.push((f - 1, 0));
             }
             let plain = plain_text(field.as_ref());
@@ -149,6 +143,23 @@ impl Letters {
         self.chars[i]
     }
 
+    /// Every window of `k` letters inside one field, as (its first letter, its hash): the
+    /// anchors of an alignment are the windows two texts share. The hash is xxh3 of the
+    /// letters' code points (little-endian `u32`s), stable across versions and platforms.
+    pub fn windows(&self, k: usize) -> impl Iterator<Item = (usize, u64)> + '_ {
+        let k = k.max(1);
+        let mut bytes = Vec::with_capacity(4 * k);
+        self.chars
+            .windows(k)
+            .enumerate()
+            .filter(|(_, w)| !w.iter().any(|&c| is_separator(c)))
+            .map(move |(i, w)| {
+                bytes.clear();
+                bytes.extend(w.iter().flat_map(|&c| u32::from(c).to_le_bytes()));
+                (i, xxh3_64(&bytes))
+            })
+    }
+
     /// The span of letters `start..end` (indices of [`Run`]s, inside one field).
     fn span(&self, start: usize, end: usize) -> Span {
         let (field, first) = self.from[start];
@@ -166,7 +177,7 @@ impl Letters {
 }
 
 fn is_separator(c: char) -> bool {
-    c == SEPARATOR_A || c == SEPARATOR_B
+    c == SEPARATOR
 }
 
 /// A character range of one field's plain text: `start..end`, in Unicode scalar values.
@@ -259,7 +270,7 @@ fn share(part: usize, whole: usize) -> f64 {
 /// Aligns the fields of two articles (see the module docs).
 pub fn align<S: AsRef<str>, T: AsRef<str>>(a: &[S], b: &[T], params: &AlignParams) -> Alignment {
     let a = Letters::new(a);
-    let b = Letters::with_separator(b, SEPARATOR_B);
+    let b = Letters::new(b);
     align_letters(&a, &b, params)
 }
 
@@ -297,22 +308,11 @@ pub fn align_letters(a: &Letters, b: &Letters, params: &AlignParams) -> Alignmen
     }
 }
 
-/// The windows of `letters` (of `k` letters, none a separator) by hash, with their starts.
+/// The windows of `letters` by hash, with their starts.
 fn windows(letters: &Letters, k: usize) -> Windows {
     let mut out = Windows::with_capacity_and_hasher(letters.chars.len(), BuildIdentity);
-    let chars = &letters.chars;
-    if chars.len() < k {
-        return out;
-    }
-    let mut bytes = Vec::with_capacity(4 * k);
-    for i in 0..=chars.len() - k {
-        let w = &chars[i..i + k];
-        if w.iter().any(|&c| is_separator(c)) {
-            continue;
-        }
-        bytes.clear();
-        bytes.extend(w.iter().flat_map(|&c| u32::from(c).to_le_bytes()));
-        out.entry(xxh3_64(&bytes)).or_default().push(i as u32);
+    for (i, h) in letters.windows(k) {
+        out.entry(h).or_default().push(i as u32);
     }
     out
 }
@@ -347,18 +347,18 @@ fn runs(a: &Letters, b: &Letters, params: &AlignParams) -> Vec<Run> {
                 if ca[i..i + k] != cb[j..j + k] {
                     continue;
                 }
-                let left_equal = i > 0 && j > 0 && ca[i - 1] == cb[j - 1];
-                if left_equal && anchored[i - 1] {
+                let same = |x: usize, y: usize| ca[x] == cb[y] && !is_separator(ca[x]);
+                if i > 0 && j > 0 && same(i - 1, j - 1) && anchored[i - 1] {
                     continue;
                 }
                 let (mut s, mut t) = (i, j);
-                while s > 0 && t > 0 && ca[s - 1] == cb[t - 1] {
+                while s > 0 && t > 0 && same(s - 1, t - 1) {
                     s -= 1;
                     t -= 1;
                 }
                 let mut e = i + k;
                 let mut f = j + k;
-                while e < ca.len() && f < cb.len() && ca[e] == cb[f] {
+                while e < ca.len() && f < cb.len() && same(e, f) {
                     e += 1;
                     f += 1;
                 }
@@ -555,6 +555,16 @@ mod tests {
         assert_eq!(al.passages[0].a.field, 0);
         assert_eq!(al.passages[1].a.field, 1);
         assert_eq!(al.passages[1].a.start, 0);
+        assert_eq!(al.a_share(), 1.0);
+    }
+
+    #[test]
+    fn no_run_crosses_from_title_into_content() {
+        let a = vec![LEAD.to_string(), TAIL.to_string()];
+        let l = Letters::new(&a);
+        let al = align_letters(&l, &l, &AlignParams::DEFAULT);
+        assert_eq!(al.passages.len(), 2, "{al:?}");
+        assert_eq!(al.a_covered, l.len());
         assert_eq!(al.a_share(), 1.0);
     }
 
