@@ -17,6 +17,7 @@ mod es_similar;
 mod es_throughput;
 mod es_tracking;
 mod index;
+mod read_pairs;
 mod serve_writes;
 mod soak;
 mod store_layout;
@@ -111,6 +112,11 @@ enum Bench {
     /// serve` on a cluster, one node killed and started again in the middle: memory, claims
     /// held and p50/p99 per minute, every answer and write checked.
     Soak(soak::SoakBench),
+    /// Pairs of articles to read by hand, drawn by how much text they share (20-letter
+    /// runs) from every pair sharing one and from a `dedupe --pairs` file, blind to any
+    /// detector: `sample` writes the numbered pairs, `show` prints them with the copied runs
+    /// marked.
+    ReadPairs(read_pairs::ReadPairsBench),
 }
 
 #[derive(clap::Args, Debug)]
@@ -149,6 +155,7 @@ fn run(b: Bench) -> CmdResult {
         Bench::ServeWrites(args) => serve_writes::run(args),
         Bench::Soak(args) => soak::run(args),
         Bench::StoreLayout(args) => store_layout::run(args),
+        Bench::ReadPairs(args) => read_pairs::run(args),
     }
 }
 
