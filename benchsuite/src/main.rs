@@ -18,6 +18,7 @@ mod es_similar;
 mod es_throughput;
 mod es_tracking;
 mod index;
+mod read_pairs;
 mod serve_writes;
 mod soak;
 mod store_layout;
@@ -115,6 +116,11 @@ enum Bench {
     /// The alignment of listed pairs of a corpus: shares in passages, passages, identity,
     /// facts that agree and differ, one line a pair; and the time an alignment takes.
     AlignPairs(align_pairs::AlignPairsBench),
+    /// Pairs of articles to read by hand, drawn by how much text they share (20-letter
+    /// runs) from every pair sharing one and from a `dedupe --pairs` file, blind to any
+    /// detector: `sample` writes the numbered pairs, `show` prints them with the copied runs
+    /// marked.
+    ReadPairs(read_pairs::ReadPairsBench),
 }
 
 #[derive(clap::Args, Debug)]
@@ -154,6 +160,7 @@ fn run(b: Bench) -> CmdResult {
         Bench::ServeWrites(args) => serve_writes::run(args),
         Bench::Soak(args) => soak::run(args),
         Bench::StoreLayout(args) => store_layout::run(args),
+        Bench::ReadPairs(args) => read_pairs::run(args),
     }
 }
 
