@@ -33,6 +33,20 @@ pub struct AlignPairsBench {
     /// a group being articles joined by listed pairs whose smaller text is ≥ 0.8 in passages.
     #[arg(long)]
     formula_groups: Option<usize>,
+    /// With --formula-groups: write each pair's relation under a trial rule to this JSON
+    /// Lines file (`{"a","b","relation"}`, for `read-pairs score`): a copy when the smaller
+    /// text has at least --copy-share of its letters in runs and --own-share outside formula
+    /// windows (`near_duplicate` when the larger has --copy-share too, else `contains` /
+    /// `contained_in`); else `shares_passage` when a passage holds at least
+    /// --passage-letters letters outside formula windows; else no line.
+    #[arg(long)]
+    relations: Option<String>,
+    #[arg(long, default_value_t = 0.6)]
+    copy_share: f64,
+    #[arg(long, default_value_t = 0.4)]
+    own_share: f64,
+    #[arg(long, default_value_t = 30)]
+    passage_letters: usize,
 }
 
 /// Union-find over article numbers.
@@ -90,26 +104,53 @@ fn figures(a: &Letters, b: &Letters, al: &Alignment) -> Figures {
 /// Matched letters of each text outside formula windows.
 fn own_letters(
     a: &Letters,
-    _b: &Letters,
+    b: &Letters,
     al: &Alignment,
     formula: &HashSet<u64>,
     k: usize,
-) -> (usize, usize) {
-    let mut is_formula = vec![false; a.windows(1).count() + 64];
-    for (i, h) in a.windows(k) {
-        if formula.contains(&h) {
-            for f in is_formula.iter_mut().skip(i).take(k) {
-                *f = true;
+) -> (usize, usize, usize) {
+    let flags = |l: &Letters| {
+        let mut is_formula = vec![false; l.len() + 64];
+        for (i, h) in l.windows(k) {
+            if formula.contains(&h) {
+                for f in is_formula.iter_mut().skip(i).take(k) {
+                    *f = true;
+                }
             }
         }
-    }
-    let mut own = 0;
-    for p in &al.passages {
-        for r in &p.runs {
-            own += (r.a..r.a + r.len).filter(|&i| !is_formula[i]).count();
-        }
-    }
-    (own, own)
+        is_formula
+    };
+    let (fa, fb) = (flags(a), flags(b));
+    let runs = || al.passages.iter().flat_map(|p| p.runs.iter());
+    let mut own_a: Vec<usize> = runs()
+        .flat_map(|r| (r.a..r.a + r.len).filter(|&i| !fa[i]))
+        .collect();
+    let mut own_b: Vec<usize> = runs()
+        .flat_map(|r| (r.b..r.b + r.len).filter(|&i| !fb[i]))
+        .collect();
+    own_a.sort_unstable();
+    own_a.dedup();
+    own_b.sort_unstable();
+    own_b.dedup();
+    let longest = al
+        .passages
+        .iter()
+        .map(|p| {
+            let a: usize = p
+                .runs
+                .iter()
+                .map(|r| (r.a..r.a + r.len).filter(|&i| !fa[i]).count())
+                .sum();
+            let b: usize = p
+                .runs
+                .iter()
+                .map(|r| (r.b..r.b + r.len).filter(|&i| !fb[i]).count())
+                .sum();
+            a.min(b)
+        })
+        .max()
+        .unwrap_or(0);
+    (own_a.len(), own_b.len(), longest)
 }
 
 fn read_pairs(path: &str) -> anyhow::Result<Vec<(String, String, String)>> {
@@ -194,6 +235,48 @@ pub fn run(args: AlignPairsBench) -> CmdResult {
         set
     });
     let started = Instant::now();
+    let relations: Vec<Option<String>> = pairs
+        .par_iter()
+        .map(|(a, b, _)| {
+            let set = formula.as_ref()?;
+            let (ta, tb) = (texts.get(a)?, texts.get(b)?);
+            let (la, lb) = (Letters::new(ta), Letters::new(tb));
+            let al = align_letters(&la, &lb, &params);
+            let (own_a, own_b, own_longest) = own_letters(&la, &lb, &al, set, params.anchor);
+            let a_small = al.a_len <= al.b_len;
+            let (ms, ml, own) = if a_small {
+                (
+                    al.a_matched_share(),
+                    al.b_matched_share(),
+                    own_a as f64 / al.a_len.max(1) as f64,
+                )
+            } else {
+                (
+                    al.b_matched_share(),
+                    al.a_matched_share(),
+                    own_b as f64 / al.b_len.max(1) as f64,
+                )
+            };
+            let relation = if ms >= args.copy_share && own >= args.own_share {
+                if ml >= args.copy_share {
+                    "near_duplicate"
+                } else if a_small {
+                    "contained_in"
+                } else {
+                    "contains"
+                }
+            } else if own_longest >= args.passage_letters {
+                "shares_passage"
+            } else {
+                return None;
+            };
+            Some(serde_json::json!({"a": a, "b": b, "relation": relation}).to_string())
+        })
+        .collect();
+    if let Some(path) = &args.relations {
+        let lines: Vec<&str> = relations.iter().flatten().map(String::as_str).collect();
+        std::fs::write(path, lines.join("\n") + "\n")?;
+    }
     let rows: Vec<String> = pairs
         .par_iter()
         .filter_map(|(a, b, extra)| {
@@ -202,20 +285,22 @@ pub fn run(args: AlignPairsBench) -> CmdResult {
             let al = align_letters(&la, &lb, &params);
             let f = figures(&la, &lb, &al);
             let own = formula.as_ref().map_or(String::new(), |set| {
-                let (own_a, own_b) = own_letters(&la, &lb, &al, set, params.anchor);
+                let (own_a, own_b, own_longest) = own_letters(&la, &lb, &al, set, params.anchor);
                 let small = if al.a_len <= al.b_len {
                     own_a as f64 / al.a_len.max(1) as f64
                 } else {
                     own_b as f64 / al.b_len.max(1) as f64
                 };
-                format!("{:.3}", small)
+                format!("{:.3}\t{own_longest}", small)
             });
             Some(format!(
-                "{a}\t{b}\t{}\t{}\t{:.3}\t{:.3}\t{}\t{}\t{:.3}\t{}\t{}\t{own}\t{extra}",
+                "{a}\t{b}\t{}\t{}\t{:.3}\t{:.3}\t{:.3}\t{:.3}\t{}\t{}\t{:.3}\t{}\t{}\t{own}\t{extra}",
                 al.a_len,
                 al.b_len,
                 al.a_share(),
                 al.b_share(),
+                al.a_matched_share(),
+                al.b_matched_share(),
                 f.passages,
                 f.longest,
                 f.identity,
@@ -225,7 +310,7 @@ pub fn run(args: AlignPairsBench) -> CmdResult {
         })
         .collect();
     let took = started.elapsed();
-    println!("a\tb\ta_len\tb_len\ta_share\tb_share\tpassages\tlongest\tidentity\tdigits_matched\tdigits_differing\town_small\textra");
+    println!("a\tb\ta_len\tb_len\ta_share\tb_share\ta_matched\tb_matched\tpassages\tlongest\tidentity\tdigits_matched\tdigits_differing\town_small\town_longest\textra");
     for r in &rows {
         println!("{r}");
     }

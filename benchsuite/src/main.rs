@@ -19,6 +19,7 @@ mod es_throughput;
 mod es_tracking;
 mod index;
 mod read_pairs;
+mod read_score;
 mod serve_writes;
 mod soak;
 mod store_layout;

@@ -68,6 +68,8 @@ enum Command {
     Sample(SampleArgs),
     /// Print pairs of a pairs.tsv for reading, copied runs marked 【…】.
     Show(ShowArgs),
+    /// Judge a detector's pairs (`dedupe --pairs`) against the labels read by hand.
+    Score(crate::read_score::ScoreArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -105,6 +107,7 @@ pub fn run(b: ReadPairsBench) -> CmdResult {
     match b.command {
         Command::Sample(args) => sample(args),
         Command::Show(args) => show(args),
+        Command::Score(args) => crate::read_score::run(args),
     }
 }
 

@@ -245,6 +245,11 @@ pub struct Alignment {
     pub a_covered: usize,
     /// Letters of the second text inside some passage.
     pub b_covered: usize,
+    /// Letters of the first text inside the runs of some passage: the copied letters, gaps
+    /// left out.
+    pub a_matched: usize,
+    /// The same in the second text.
+    pub b_matched: usize,
 }
 
 impl Alignment {
@@ -256,6 +261,16 @@ impl Alignment {
     /// The share of the second text inside passages.
     pub fn b_share(&self) -> f64 {
         share(self.b_covered, self.b_len)
+    }
+
+    /// The share of the first text in runs: what is copied letter for letter.
+    pub fn a_matched_share(&self) -> f64 {
+        share(self.a_matched, self.a_len)
+    }
+
+    /// The same for the second text.
+    pub fn b_matched_share(&self) -> f64 {
+        share(self.b_matched, self.b_len)
     }
 }
 
@@ -299,12 +314,17 @@ pub fn align_letters(a: &Letters, b: &Letters, params: &AlignParams) -> Alignmen
     passages.sort_by_key(|p| (p.runs[0].a, p.runs[0].b));
     let a_covered = covered(passages.iter().map(Passage::a_range));
     let b_covered = covered(passages.iter().map(Passage::b_range));
+    let runs = || passages.iter().flat_map(|p| p.runs.iter());
+    let a_matched = covered(runs().map(|r| (r.a, r.a + r.len)));
+    let b_matched = covered(runs().map(|r| (r.b, r.b + r.len)));
     Alignment {
         passages,
         a_len: a.len(),
         b_len: b.len(),
         a_covered,
         b_covered,
+        a_matched,
+        b_matched,
     }
 }
 
@@ -620,6 +640,7 @@ mod tests {
 
         fn check_invariants(a: &Letters, b: &Letters, al: &Alignment) {
             assert!(al.a_covered <= al.a_len && al.b_covered <= al.b_len);
+            assert!(al.a_matched <= al.a_covered && al.b_matched <= al.b_covered);
             for p in &al.passages {
                 assert!(p.matched >= AlignParams::DEFAULT.min_passage);
                 assert_eq!(p.matched, p.runs.iter().map(|r| r.len).sum::<usize>());
