@@ -180,6 +180,54 @@ fn is_separator(c: char) -> bool {
     c == SEPARATOR
 }
 
+/// Formula text: windows (of [`AlignParams::anchor`] letters, hashed as [`Letters::windows`]
+/// hashes them) that recur across many unrelated documents of a corpus: regulation clauses
+/// every admission notice quotes, the attendance formula of every meeting bulletin, a
+/// stock policy paragraph. Letters they cover are not evidence of copying
+/// ([`crate::relation::AlignRule`]). Learned from a corpus by counting, for each window,
+/// the groups of near-duplicates it is found in (a story reposted fifty times is one group,
+/// so it never becomes formula).
+#[derive(Clone, Debug, Default)]
+pub struct Formula {
+    windows: HashSet<u64, BuildIdentity>,
+    anchor: usize,
+}
+
+impl Formula {
+    /// The formula windows of `anchor` letters.
+    pub fn new(anchor: usize, windows: impl IntoIterator<Item = u64>) -> Formula {
+        Formula {
+            windows: windows.into_iter().collect(),
+            anchor,
+        }
+    }
+
+    /// How many windows it holds.
+    pub fn len(&self) -> usize {
+        self.windows.len()
+    }
+
+    /// Whether it holds none.
+    pub fn is_empty(&self) -> bool {
+        self.windows.is_empty()
+    }
+
+    /// For each letter index of `letters` (as [`Run`]s index them), whether a formula window
+    /// covers it.
+    pub fn marks(&self, letters: &Letters) -> Vec<bool> {
+        let mut marks = vec![false; letters.chars.len()];
+        if self.windows.is_empty() {
+            return marks;
+        }
+        for (i, h) in letters.windows(self.anchor) {
+            if self.windows.contains(&h) {
+                marks[i..i + self.anchor].iter_mut().for_each(|m| *m = true);
+            }
+        }
+        marks
+    }
+}
+
 /// A character range of one field's plain text: `start..end`, in Unicode scalar values.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Span {

@@ -43,6 +43,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use crate::align::{Alignment, Formula, Letters, Passage};
 use crate::minhash::{MinimaOrder, Signature, Threshold, SIMILARITY_EPSILON};
 
 /// The default containment threshold (see `docs/evaluation.md`).
@@ -112,16 +113,27 @@ pub enum Relation {
     ContainedIn,
     /// The query mostly contains the match (the match is the smaller one).
     Contains,
+    /// The two share at least one copied passage, but neither is mostly inside the other (a
+    /// statement both quote, a paragraph reused in a round-up). Found only where the texts
+    /// are aligned ([`AlignRule`]); never grouped, collapsed or refused on insert.
+    SharesPassage,
 }
 
 impl Relation {
-    /// The name in JSON: `near_duplicate`, `contained_in` or `contains`.
+    /// The name in JSON: `near_duplicate`, `contained_in`, `contains` or `shares_passage`.
     pub fn name(self) -> &'static str {
         match self {
             Relation::NearDuplicate => "near_duplicate",
             Relation::ContainedIn => "contained_in",
             Relation::Contains => "contains",
+            Relation::SharesPassage => "shares_passage",
         }
+    }
+
+    /// Whether the relation says one text is a copy of the other, whole or in part: every
+    /// relation but [`Relation::SharesPassage`].
+    pub fn is_copy(self) -> bool {
+        !matches!(self, Relation::SharesPassage)
     }
 
     /// Whether dedupe-on-insert refuses a new article with a stored match of this relation:
@@ -130,7 +142,7 @@ impl Relation {
     pub fn refuses_insert(self) -> bool {
         match self {
             Relation::NearDuplicate | Relation::ContainedIn => true,
-            Relation::Contains => false,
+            Relation::Contains | Relation::SharesPassage => false,
         }
     }
 
@@ -140,6 +152,7 @@ impl Relation {
             Relation::NearDuplicate => Relation::NearDuplicate,
             Relation::ContainedIn => Relation::Contains,
             Relation::Contains => Relation::ContainedIn,
+            Relation::SharesPassage => Relation::SharesPassage,
         }
     }
 }
@@ -345,6 +358,125 @@ fn contained_by_order(order: MinimaOrder, first_smaller: bool) -> bool {
     order.equal >= ORDER_AGREEING && share >= ORDER_CONTAINMENT - SIMILARITY_EPSILON
 }
 
+/// How two aligned texts relate ([`crate::align`]): what they share letter for letter
+/// decides, not shared words. Formula text ([`Formula`]) counts for nothing.
+///
+/// - The smaller text is a **copy** when at least [`AlignRule::copy_share`] of its letters
+///   are in runs and at least [`AlignRule::own_share`] are in runs outside formula windows:
+///   [`Relation::NearDuplicate`] when the larger has [`AlignRule::copy_share`] of its letters
+///   in runs too, else [`Relation::ContainedIn`] / [`Relation::Contains`].
+/// - Otherwise the two **share a passage** ([`Relation::SharesPassage`]) when one passage
+///   holds at least [`AlignRule::passage_letters`] letters in runs outside formula windows
+///   (on both sides).
+/// - Otherwise they are not related.
+///
+/// The figures that chose the defaults are in `docs/measurements/copied-text.md`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AlignRule {
+    /// Share of the smaller text in runs for a copy.
+    pub copy_share: f64,
+    /// Share of the smaller text in runs outside formula windows for a copy.
+    pub own_share: f64,
+    /// Letters in runs outside formula windows a passage needs to be shared.
+    pub passage_letters: usize,
+}
+
+impl AlignRule {
+    /// The defaults.
+    pub const DEFAULT: AlignRule = AlignRule {
+        copy_share: 0.6,
+        own_share: 0.4,
+        passage_letters: 30,
+    };
+
+    /// How `b` relates to `a` (read from `a`, as every relation), given their alignment and
+    /// the corpus's formula windows; `None` when they are not related.
+    pub fn relate(
+        &self,
+        a: &Letters,
+        b: &Letters,
+        alignment: &Alignment,
+        formula: &Formula,
+    ) -> Option<TextMatch> {
+        let (fa, fb) = (formula.marks(a), formula.marks(b));
+        let own = |p: &Passage| -> (usize, usize) {
+            let a = p
+                .runs
+                .iter()
+                .flat_map(|r| r.a..r.a + r.len)
+                .filter(|&i| !fa[i]);
+            let b = p
+                .runs
+                .iter()
+                .flat_map(|r| r.b..r.b + r.len)
+                .filter(|&i| !fb[i]);
+            (a.count(), b.count())
+        };
+        let mut own_a = vec![false; fa.len()];
+        let mut own_b = vec![false; fb.len()];
+        let mut longest_own = 0;
+        for p in &alignment.passages {
+            for r in &p.runs {
+                (r.a..r.a + r.len)
+                    .filter(|&i| !fa[i])
+                    .for_each(|i| own_a[i] = true);
+                (r.b..r.b + r.len)
+                    .filter(|&i| !fb[i])
+                    .for_each(|i| own_b[i] = true);
+            }
+            let (x, y) = own(p);
+            longest_own = longest_own.max(x.min(y));
+        }
+        let share = |n: usize, len: usize| if len == 0 { 0.0 } else { n as f64 / len as f64 };
+        let a_copied = alignment.a_matched_share();
+        let b_copied = alignment.b_matched_share();
+        let a_own = share(own_a.iter().filter(|&&m| m).count(), alignment.a_len);
+        let b_own = share(own_b.iter().filter(|&&m| m).count(), alignment.b_len);
+        let a_smaller = alignment.a_len <= alignment.b_len;
+        let (small, large, small_own) = if a_smaller {
+            (a_copied, b_copied, a_own)
+        } else {
+            (b_copied, a_copied, b_own)
+        };
+        let relation = if small >= self.copy_share && small_own >= self.own_share {
+            if large >= self.copy_share {
+                Relation::NearDuplicate
+            } else if a_smaller {
+                Relation::ContainedIn
+            } else {
+                Relation::Contains
+            }
+        } else if longest_own >= self.passage_letters {
+            Relation::SharesPassage
+        } else {
+            return None;
+        };
+        Some(TextMatch {
+            relation,
+            a_copied,
+            b_copied,
+        })
+    }
+}
+
+impl Default for AlignRule {
+    fn default() -> Self {
+        AlignRule::DEFAULT
+    }
+}
+
+/// Two texts related by [`AlignRule`]: the relation, and how much of each is copied
+/// (letters in runs ÷ letters; the passages themselves are the alignment's).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct TextMatch {
+    /// How the second text relates to the first, read from the first.
+    pub relation: Relation,
+    /// Share of the first text's letters in runs.
+    pub a_copied: f64,
+    /// Share of the second text's letters in runs.
+    pub b_copied: f64,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -364,6 +496,104 @@ mod tests {
 
     fn rule() -> MatchRule {
         MatchRule::new(Threshold::new(0.3).unwrap(), MatchOptions::default())
+    }
+
+    /// `n` Simplified ideographs drawn from `seed`: texts that share nothing by chance.
+    fn ideographs(seed: u64, n: usize) -> String {
+        let folder = crate::text::Folder::shared();
+        let mut out = String::new();
+        let mut i = 0u64;
+        while out.chars().count() < n {
+            let h = xxh3_64(&[seed.to_le_bytes(), i.to_le_bytes()].concat());
+            i += 1;
+            let c = char::from_u32(0x4e00 + (h % 0x5000) as u32).unwrap();
+            if !folder.is_traditional_char(c) {
+                out.push(c);
+            }
+        }
+        out
+    }
+
+    fn relate_texts(a: &str, b: &str, formula: &Formula) -> Option<TextMatch> {
+        use crate::align::{align_letters, AlignParams};
+        let (la, lb) = (Letters::new(&[a]), Letters::new(&[b]));
+        let al = align_letters(&la, &lb, &AlignParams::DEFAULT);
+        AlignRule::DEFAULT.relate(&la, &lb, &al, formula)
+    }
+
+    #[test]
+    fn aligned_copies_whole_and_in_part() {
+        let none = Formula::default();
+        let text = ideographs(1, 600);
+        let same = relate_texts(&text, &text, &none).unwrap();
+        assert_eq!(same.relation, Relation::NearDuplicate);
+        assert_eq!((same.a_copied, same.b_copied), (1.0, 1.0));
+        // A lead of 40 % under a headline of its own, and a footer.
+        let lead: String = text.chars().take(240).collect();
+        let teaser = format!("{}。{lead}。{}", ideographs(2, 12), ideographs(3, 20));
+        let r = relate_texts(&teaser, &text, &none).unwrap();
+        assert_eq!(r.relation, Relation::ContainedIn);
+        assert_eq!(
+            relate_texts(&text, &teaser, &none).unwrap().relation,
+            Relation::Contains
+        );
+    }
+
+    #[test]
+    fn a_quoted_statement_is_a_shared_passage_never_a_copy() {
+        let none = Formula::default();
+        let quote = ideographs(9, 60);
+        let a = format!(
+            "{}，他表示：“{quote}”{}",
+            ideographs(10, 300),
+            ideographs(11, 200)
+        );
+        let b = format!(
+            "{}。“{quote}”，对此{}",
+            ideographs(12, 150),
+            ideographs(13, 400)
+        );
+        let r = relate_texts(&a, &b, &none).unwrap();
+        assert_eq!(r.relation, Relation::SharesPassage);
+        assert!(!r.relation.is_copy() && !r.relation.refuses_insert());
+        // A phrase shorter than the floor relates nothing.
+        let short = ideographs(14, 25);
+        let a = format!("{}{short}{}", ideographs(15, 300), ideographs(16, 300));
+        let b = format!("{}{short}{}", ideographs(17, 300), ideographs(18, 300));
+        assert_eq!(relate_texts(&a, &b, &none), None);
+    }
+
+    #[test]
+    fn formula_text_is_no_evidence_of_copying() {
+        use crate::align::AlignParams;
+        // Two notices made of one regulation paragraph and facts of their own.
+        let clause = ideographs(20, 400);
+        let a = format!("{}{clause}{}", ideographs(21, 80), ideographs(22, 60));
+        let b = format!("{}{clause}{}", ideographs(23, 80), ideographs(24, 60));
+        let none = Formula::default();
+        assert_eq!(
+            relate_texts(&a, &b, &none).unwrap().relation,
+            Relation::NearDuplicate
+        );
+        let k = AlignParams::DEFAULT.anchor;
+        let formula = Formula::new(k, Letters::new(&[&clause]).windows(k).map(|(_, h)| h));
+        assert_eq!(relate_texts(&a, &b, &formula), None);
+    }
+
+    #[test]
+    fn template_instances_with_their_own_facts_are_not_copies() {
+        let none = Formula::default();
+        // Fixed pieces of 8 letters (under an anchor) between slots filled differently.
+        let fixed: Vec<String> = (0..40).map(|i| ideographs(100 + i, 8)).collect();
+        let instance = |seed: u64| {
+            fixed
+                .iter()
+                .enumerate()
+                .map(|(i, f)| format!("{f}{}", ideographs(seed * 1000 + i as u64, 6)))
+                .collect::<String>()
+        };
+        let r = relate_texts(&instance(1), &instance(2), &none);
+        assert!(r.is_none_or(|m| !m.relation.is_copy()), "{r:?}");
     }
 
     #[test]

@@ -103,6 +103,7 @@ pub fn best_link_first(a: &Linked, b: &Linked) -> std::cmp::Ordering {
         None | Some(Relation::NearDuplicate) => 0,
         Some(Relation::ContainedIn) => 1,
         Some(Relation::Contains) => 2,
+        Some(Relation::SharesPassage) => 3,
     };
     class(a)
         .cmp(&class(b))
@@ -320,6 +321,8 @@ pub fn assign_labels(
                 }
                 Some(Relation::ContainedIn) => (i, j),
                 Some(Relation::Contains) => (j, i),
+                // A shared passage never joins two groups.
+                Some(Relation::SharesPassage) => continue,
             };
             let c = l.containment.unwrap_or(0.0);
             let e = container.entry(part).or_insert((c, whole));
@@ -337,7 +340,7 @@ pub fn assign_labels(
     for i in 0..n {
         let r = root(&mut parent, i);
         for l in &stored[i] {
-            if l.id == items[i].0 {
+            if l.id == items[i].0 || l.relation == Some(Relation::SharesPassage) {
                 continue;
             }
             let better = match best.get(&r) {

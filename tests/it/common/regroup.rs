@@ -205,6 +205,7 @@ pub async fn labels_and_components(
                 }
                 Relation::ContainedIn => (i, j),
                 Relation::Contains => (j, i),
+                Relation::SharesPassage => continue,
             };
             let c = r.containment.unwrap_or(0.0);
             let candidate = (c, docs[whole].0.clone(), whole);

@@ -474,7 +474,9 @@ fn group_links(matches: impl IntoIterator<Item = Match>) -> Vec<String> {
                     container = Some((c, m.id));
                 }
             }
-            Some(Relation::Contains) => {}
+            // The parts an article contains choose for themselves; a shared passage never
+            // joins two groups.
+            Some(Relation::Contains) | Some(Relation::SharesPassage) => {}
         }
     }
     links.extend(container.map(|(_, id)| id));
