@@ -34,6 +34,8 @@ fn pair(dup: bool, kind: &str, transformation: Option<&str>, size: Option<f64>) 
         transformation: transformation.map(Into::into),
         size,
         relation: None,
+        a_span: None,
+        b_span: None,
     }
 }
 
@@ -60,6 +62,7 @@ fn metrics_on_a_hand_made_case() {
     let scored = Scored {
         name: "hand".into(),
         points: vec![("k=3".into(), decided)],
+        passages: Vec::new(),
         too_short: vec![false; 8],
         texts_too_short: (0, 16),
         distances: vec![None; 8],
@@ -291,6 +294,8 @@ fn scoring_finds_an_identical_pair_and_rejects_a_stranger() {
             transformation: None,
             size: None,
             relation: None,
+            a_span: None,
+            b_span: None,
         },
         LabelledPair {
             a: article(a),
@@ -300,6 +305,8 @@ fn scoring_finds_an_identical_pair_and_rejects_a_stranger() {
             transformation: None,
             size: None,
             relation: None,
+            a_span: None,
+            b_span: None,
         },
     ];
     let fields = vec!["title".to_owned(), "content".to_owned()];

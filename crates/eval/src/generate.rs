@@ -562,6 +562,8 @@ impl<'a> Generator<'a> {
                     round(measured)
                 }),
                 relation: None,
+                a_span: None,
+                b_span: None,
             });
         }
         out
@@ -664,6 +666,8 @@ pub fn generate(
                 ),
                 size: Some(round(c)),
                 relation: None,
+                a_span: None,
+                b_span: None,
             });
         }
         progress(&format!(
@@ -680,6 +684,8 @@ pub fn generate(
         transformation: Some(t.into()),
         size: None,
         relation: None,
+        a_span: None,
+        b_span: None,
     };
 
     let mut seen = HashSet::new();
@@ -751,6 +757,8 @@ pub fn generate(
             transformation: Some("shared_boilerplate".into()),
             size: None,
             relation: None,
+            a_span: None,
+            b_span: None,
         });
     }
 
@@ -1480,6 +1488,8 @@ impl Generator<'_> {
                     transformation: Some("site_boilerplate_long".into()),
                     size: None,
                     relation: None,
+                    a_span: None,
+                    b_span: None,
                 });
             }
         }
@@ -1510,6 +1520,8 @@ impl Generator<'_> {
                 transformation: Some("same_item_two_sites".into()),
                 size: Some(round(touched as f64 / chars(&item.content) as f64)),
                 relation: None,
+                a_span: None,
+                b_span: None,
             });
             made += 1;
         }
@@ -1837,6 +1849,8 @@ impl Generator<'_> {
                 transformation: Some(kind.into()),
                 size: Some(size),
                 relation: Some(CONTAINED_IN.into()),
+                a_span: None,
+                b_span: None,
             });
         }
         out
@@ -2033,6 +2047,8 @@ fn partial_with(
         transformation: Some(t.into()),
         size: None,
         relation: Some(DIFFERENT.into()),
+        a_span: None,
+        b_span: None,
     };
     let mut counts = Vec::new();
     for t in PARTIAL_NEGATIVES {
