@@ -18,7 +18,9 @@
 //! 4. `shared_quote` ([`SHARES_PASSAGE`], `shared_passage`): two unrelated articles quoting
 //!    the same statement of a third.
 //! 5. `wrapped_excerpt` ([`CONTAINED_IN`], `positive`): a lead of [`WRAPPED_SIZES`] of an
-//!    article on a site page whose boilerplate is longer than the lead.
+//!    article on a site page: the site's header and footer (500–800 characters, as the
+//!    messy kinds' sites) and a block of related links drawn for the page, longer than the
+//!    lead.
 //! 6. `reworded_passage` ([`CONTAINED_IN`], `positive`): a middle passage of
 //!    [`REWORDED_SIZES`] of an article, lightly reworded.
 //!
@@ -95,10 +97,16 @@ pub const SHARED_RUN: usize = 20;
 /// The shares of its article a wrapped excerpt keeps: its `size`.
 pub const WRAPPED_SIZES: &[f64] = &[0.2, 0.25, 0.3, 0.4];
 
+/// Characters of content the article of a wrapped excerpt has, at most (and at least
+/// [`PARTIAL_MIN_CHARS`]): its related-links block is longer than its lead, and a lead of a
+/// longer article would need a list of hundreds of headlines.
+pub const WRAPPED_MAX_CHARS: usize = 3000;
+
 /// Letters and digits a wrapped excerpt holds, at least.
 pub const WRAPPED_MIN_LETTERS: usize = 200;
 
-/// Sites with a header whose pages carry the wrapped excerpts.
+/// Sites with a header whose pages carry the wrapped excerpts (their lines are the same on
+/// every page; the related links are drawn for each).
 pub const WRAPPED_SITES: usize = 12;
 
 /// The shares of its article a reworded passage keeps: its `size`.
@@ -1165,6 +1173,14 @@ const QUOTE_INTRODUCERS: &[&str] = &[
     "{org}在声明中写道：",
     "业内人士{person}认为：",
 ];
+/// Headings of the related-links block of a wrapped excerpt's page.
+const RELATED_HEADINGS: &[&str] = &[
+    "相关阅读：",
+    "【猜你喜欢】",
+    "延伸阅读",
+    "热门推荐",
+    "—— 相关新闻 ——",
+];
 /// Clauses a reworded passage may gain at the start of a sentence.
 const ADDED_CLAUSES: &[&str] = &[
     "据了解，",
@@ -1592,9 +1608,42 @@ impl Generator<'_> {
         sites
     }
 
+    /// A block of related links for a page about article `i`: a heading
+    /// ([`RELATED_HEADINGS`]) and headlines of other corpus articles, drawn for the page, until
+    /// the block holds more than `n` characters (line breaks not counted).
+    fn related_links(&mut self, i: usize, n: usize) -> Option<Vec<String>> {
+        let mut block = vec![(*RELATED_HEADINGS.choose(&mut self.rng).unwrap()).to_owned()];
+        let style = self.rng.gen_range(0..4);
+        let mut used = HashSet::from([i]);
+        let mut total = chars(&block[0]);
+        for _ in 0..2000 {
+            if total > n {
+                return Some(block);
+            }
+            let j = self.pick();
+            let t = self.articles[j].title.trim();
+            if !(8..=40).contains(&chars(t)) || t.contains('\n') || !used.insert(j) {
+                continue;
+            }
+            let k = block.len();
+            let line = match style {
+                0 => format!("· {t}"),
+                1 => format!("{k}. {t}"),
+                2 => format!("【{k}】{t}"),
+                _ => format!("> {t}"),
+            };
+            total += chars(&line);
+            block.push(line);
+        }
+        None
+    }
+
     /// The lead of article `i` keeping `size` of its content (as `lead_excerpt` cuts it) on
-    /// the page of a site whose boilerplate is longer than the lead and does not list the
-    /// article: the page and the lead's span in the article and on the page.
+    /// a page of a site with a header that does not list the article: the site's lines before
+    /// it, then a block of related links drawn for the page and longer than the lead
+    /// ([`Generator::related_links`]: what a site's boilerplate learned from its pages cannot
+    /// take away), then the site's lines after it. The page, and the lead's span in the
+    /// article and on the page.
     fn wrapped_excerpt(
         &mut self,
         i: usize,
@@ -1617,22 +1666,21 @@ impl Generator<'_> {
         }
         let n = chars(lead);
         let title = art.title.trim();
-        let longer: Vec<&Site> = sites
+        let fit: Vec<&Site> = sites
             .iter()
-            .filter(|s| {
-                s.boilerplate_chars() > n
-                    && !s.before.iter().chain(&s.after).any(|l| l.contains(title))
-            })
+            .filter(|s| !s.before.iter().chain(&s.after).any(|l| l.contains(title)))
             .collect();
-        let site = *longer.choose(&mut self.rng)?;
+        let site = *fit.choose(&mut self.rng)?;
+        let links = self.related_links(i, n)?;
         let start = chars(raw) - chars(raw.trim_start());
         let on_page: usize = site.before.iter().map(|l| chars(l) + 1).sum();
         let title = self.teaser_title(i);
+        let item = format!("{lead}\n{}", links.join("\n"));
         Some((
             Article {
                 id: format!("{}~{}", art.id, site.key),
                 title,
-                content: site.page(lead),
+                content: site.page(&item),
             },
             [start, start + n],
             [on_page, on_page + n],
@@ -1955,7 +2003,7 @@ pub(super) fn copies_with(
                 break;
             }
             let i = g.pick();
-            if !long(i) {
+            if !long(i) || chars(&articles[i].content) > WRAPPED_MAX_CHARS {
                 continue;
             }
             let Some((b, sa, sb)) = g.wrapped_excerpt(i, size, &sites) else {
@@ -2389,22 +2437,37 @@ mod tests {
     }
 
     #[test]
-    fn wrapped_excerpts_are_leads_under_longer_boilerplate() {
+    fn wrapped_excerpts_are_leads_under_site_lines_and_longer_links() {
         for p in of("wrapped_excerpt") {
             let (x, y) = at_spans(p);
             assert_eq!(x, y);
             let a = text(&p.a, "content");
+            assert!((PARTIAL_MIN_CHARS..=WRAPPED_MAX_CHARS).contains(&chars(a)));
             let start = p.a_span.unwrap()[0];
             assert!(a.chars().take(start).all(char::is_whitespace), "a lead");
             let share = chars(&x) as f64 / chars(a) as f64;
             assert!((share - p.size.unwrap()).abs() <= super::super::PARTIAL_TOLERANCE + 1e-9);
-            // Line breaks not counted, as Site::boilerplate_chars counts.
+            // After the lead, a block of related links longer than it (line breaks not
+            // counted), then the site's lines.
             let no_breaks = |t: &str| t.chars().filter(|c| *c != '\n').count();
-            let boilerplate = no_breaks(text(&p.b, "content")) - no_breaks(&x);
+            let b = text(&p.b, "content");
+            let after: String = b.chars().skip(p.b_span.unwrap()[1] + 1).collect();
+            let mut lines = after.lines();
+            let heading = lines.next().unwrap();
+            assert!(RELATED_HEADINGS.contains(&heading), "{heading}");
+            let links: Vec<&str> = lines
+                .take_while(|l| {
+                    articles()
+                        .iter()
+                        .any(|a| !a.title.is_empty() && l.ends_with(a.title.trim()))
+                })
+                .collect();
+            let block = chars(heading) + links.iter().map(|l| chars(l)).sum::<usize>();
+            assert!(block > no_breaks(&x), "{block} vs {}", no_breaks(&x));
+            assert!(links.iter().all(|l| !l.ends_with(text(&p.a, "title"))));
             assert!(
-                boilerplate > no_breaks(&x),
-                "{boilerplate} vs {}",
-                chars(&x)
+                no_breaks(b) - no_breaks(&x) - block
+                    >= *super::super::SITE_BOILERPLATE_CHARS.start()
             );
         }
     }
