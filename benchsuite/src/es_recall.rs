@@ -274,6 +274,8 @@ mod tests {
             transformation: None,
             size: None,
             relation: None,
+            a_span: None,
+            b_span: None,
         };
         let pairs = [
             pair(&x, &x_edited),

@@ -52,7 +52,10 @@ pub struct Args {
     /// traditional_hongkong) and short items under site boilerplate longer than themselves
     /// (site_boilerplate_long negatives, same_item_two_sites positives), then the partial
     /// reprints: lead excerpts and middle passages of 20–50% of an article, and digest pages,
-    /// items quoting one statement and teasers of one day as negatives.
+    /// items quoting one statement and teasers of one day as negatives, then the copied-text
+    /// kinds of issue 43: template instances (negatives) and their reposts, round-ups and
+    /// articles quoting one statement (shares_passage), excerpts wrapped in long boilerplate
+    /// and lightly reworded passages.
     #[arg(long)]
     generate: bool,
     /// --generate: JSON Lines articles {\"id\", \"title\", \"content\"} (`.gz` is fine).
@@ -83,6 +86,11 @@ pub struct Args {
     /// are the same either way.
     #[arg(long, requires = "generate")]
     no_partial: bool,
+    /// --generate: leave out the copied-text kinds of issue 43 (template_instances,
+    /// template_repost, compilation, shared_quote, wrapped_excerpt, reworded_passage); the
+    /// pairs before them are the same either way.
+    #[arg(long, requires = "generate")]
+    no_copies: bool,
 
     /// Measure without learning boilerplate from the documents measured. By default each
     /// detector learns it from them first, as `dedupe` does from its input.
@@ -303,6 +311,7 @@ fn generate(args: &Args) -> CmdResult {
         real: args.real,
         messy: !args.no_messy,
         partial: !args.no_partial,
+        copies: !args.no_copies,
     };
     let quiet = args.run.quiet;
     let pairs = generate::generate(&articles, &config, |m| note(quiet, m));

@@ -34,6 +34,8 @@ fn pair(dup: bool, kind: &str, transformation: Option<&str>, size: Option<f64>) 
         transformation: transformation.map(Into::into),
         size,
         relation: None,
+        a_span: None,
+        b_span: None,
     }
 }
 
@@ -60,6 +62,7 @@ fn metrics_on_a_hand_made_case() {
     let scored = Scored {
         name: "hand".into(),
         points: vec![("k=3".into(), decided)],
+        passages: Vec::new(),
         too_short: vec![false; 8],
         texts_too_short: (0, 16),
         distances: vec![None; 8],
@@ -93,6 +96,7 @@ fn generator_is_deterministic_for_a_seed() {
         real: 2,
         messy: true,
         partial: true,
+        copies: false,
     };
     let a = generate::generate(&arts, &config, |_| {});
     let b = generate::generate(&arts, &config, |_| {});
@@ -291,6 +295,8 @@ fn scoring_finds_an_identical_pair_and_rejects_a_stranger() {
             transformation: None,
             size: None,
             relation: None,
+            a_span: None,
+            b_span: None,
         },
         LabelledPair {
             a: article(a),
@@ -300,6 +306,8 @@ fn scoring_finds_an_identical_pair_and_rejects_a_stranger() {
             transformation: None,
             size: None,
             relation: None,
+            a_span: None,
+            b_span: None,
         },
     ];
     let fields = vec!["title".to_owned(), "content".to_owned()];
@@ -378,6 +386,7 @@ fn cli_eval_generate_remakes_the_shipped_sample() {
             "3",
             "--no-messy",
             "--no-partial",
+            "--no-copies",
             "-q",
         ],
         b"",
@@ -435,12 +444,20 @@ fn cli_eval_generate_writes_pairs_and_rejects_bad_input() {
     ] {
         assert!(kinds(&pairs).contains(t), "{t}");
     }
+    // --no-copies: the same pairs up to the copied-text kinds, and none of them.
+    assert!(kinds(&pairs).contains("template_instances"));
+    let partial = generate("partial.jsonl", &["--no-copies"]);
+    assert_eq!(pairs[..partial.len()], partial[..]);
+    assert!(partial.iter().all(|p| !p.is_copied_text()));
     // --no-partial: the same pairs up to the partial reprints, and none of them.
-    let whole = generate("whole.jsonl", &["--no-partial"]);
+    let whole = generate("whole.jsonl", &["--no-partial", "--no-copies"]);
     assert_eq!(pairs[..whole.len()], whole[..]);
     assert!(whole.iter().all(|p| p.relation.is_none()));
     // --no-messy: the same pairs up to the messy kinds, and none of them.
-    let plain = generate("plain.jsonl", &["--no-messy", "--no-partial"]);
+    let plain = generate(
+        "plain.jsonl",
+        &["--no-messy", "--no-partial", "--no-copies"],
+    );
     assert_eq!(pairs[..plain.len()], plain[..]);
     assert!(!kinds(&plain).contains("traditional_taiwan"));
     let (code, _, err) = common::neardup(&["eval", "--pairs", "/nonexistent/pairs.jsonl"], b"");
@@ -587,6 +604,7 @@ fn same_topic_negatives_share_keywords_and_not_text() {
         real: 2,
         messy: false,
         partial: false,
+        copies: false,
     };
     let generated = generate::generate(&arts, &config, |_| {});
     let topic: Vec<&LabelledPair> = generated

@@ -71,6 +71,7 @@ fn the_messy_families_leave_every_earlier_pair_unchanged() {
         real: 3,
         messy: false,
         partial: false,
+        copies: false,
     };
     let before = generate::generate(&arts, &config, |_| {});
     let with = generate::generate(

@@ -74,6 +74,7 @@ fn the_partial_kinds_leave_every_earlier_pair_unchanged() {
         real: 3,
         messy: true,
         partial: false,
+        copies: false,
     };
     let before = generate::generate(sample(), &config, |_| {});
     let with = generate::generate(
@@ -277,6 +278,7 @@ fn corpus_negatives_share_no_text_and_never_repeat() {
     let config = Config {
         messy: false,
         partial: false,
+        copies: false,
         ..config()
     };
     let pairs = generate::generate(corpus(), &config, |_| {});

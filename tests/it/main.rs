@@ -15,6 +15,7 @@ mod cli_store;
 mod cli_usage;
 mod compat_seed000;
 mod eval;
+mod eval_copies;
 mod eval_messy;
 mod eval_partial;
 mod fingerprint;

@@ -14,6 +14,12 @@
 //! Traditional characters ([`TRADITIONAL`]), and short news items under site boilerplate
 //! longer than themselves ([`Site`]): two items of one site are `site_boilerplate_long`
 //! negatives, one item on two sites is a `same_item_two_sites` positive.
+//!
+//! The partial reprints follow ([`Config::partial`], stream 2), then the copied-text kinds of
+//! issue 43 ([`Config::copies`], stream 3, module `copies`: see [`copies()`]): template
+//! instances and their reposts, round-ups and two articles quoting one statement (which share
+//! a passage, [`crate::SHARES_PASSAGE`]), and excerpts wrapped in long boilerplate or lightly
+//! reworded.
 
 use std::collections::{HashMap, HashSet};
 use std::ops::RangeInclusive;
@@ -33,6 +39,18 @@ use neardup_core::fingerprint::{is_number, Idf};
 use neardup_core::hashing::word_hash;
 use neardup_core::text::{Folder, Segmenter, TraditionalStyle};
 use neardup_core::{Fingerprinter, Profile};
+
+mod copies;
+mod templates;
+
+pub use copies::{
+    copies, share_a_run, shared_runs_outside, span_text, template_series, CopiesStats, Instance,
+    Pools, Rewording, COMPILATION_MAX_SHARE, COMPILATION_MIN_CHARS, COMPILATION_SHARE,
+    COMPILATION_SOURCES, COPIES_STREAM, FIXED_SHARE, REWORDED_MIN_SHARE, REWORDED_SHARE,
+    REWORDED_SIZES, SHARED_QUOTE_CHARS, SHARED_QUOTE_MAX_SHARE, SHARED_RUN, SYNONYMS,
+    TEMPLATE_CHARS, TEMPLATE_FAMILIES, WRAPPED_MAX_CHARS, WRAPPED_MIN_LETTERS, WRAPPED_SITES,
+    WRAPPED_SIZES,
+};
 
 /// An article of the source corpus.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -74,6 +92,13 @@ pub struct Config {
     /// when a small input runs out of long articles). `false` gives the benchmark as it was
     /// before them; the pairs before them are the same either way.
     pub partial: bool,
+    /// Append the copied-text kinds of issue 43 ([`copies()`]) after the partial ones:
+    /// `negatives` `template_instances` pairs, `per_cell` `template_repost`, `compilation` and
+    /// `shared_quote` pairs, and `per_cell` `wrapped_excerpt` and `reworded_passage` pairs of
+    /// each of their sizes (fewer when a small input runs out of suitable articles). `false`
+    /// gives the benchmark as it was before them; the pairs before them are the same either
+    /// way.
+    pub copies: bool,
 }
 
 impl Default for Config {
@@ -85,6 +110,7 @@ impl Default for Config {
             real: 2000,
             messy: true,
             partial: true,
+            copies: true,
         }
     }
 }
@@ -562,6 +588,8 @@ impl<'a> Generator<'a> {
                     round(measured)
                 }),
                 relation: None,
+                a_span: None,
+                b_span: None,
             });
         }
         out
@@ -664,6 +692,8 @@ pub fn generate(
                 ),
                 size: Some(round(c)),
                 relation: None,
+                a_span: None,
+                b_span: None,
             });
         }
         progress(&format!(
@@ -680,6 +710,8 @@ pub fn generate(
         transformation: Some(t.into()),
         size: None,
         relation: None,
+        a_span: None,
+        b_span: None,
     };
 
     let mut seen = HashSet::new();
@@ -751,6 +783,8 @@ pub fn generate(
             transformation: Some("shared_boilerplate".into()),
             size: None,
             relation: None,
+            a_span: None,
+            b_span: None,
         });
     }
 
@@ -815,6 +849,9 @@ pub fn generate(
     }
     if config.partial {
         pairs.extend(partial_with(articles, config, &is_related, &mut progress));
+    }
+    if config.copies {
+        pairs.extend(copies::copies_with(articles, config, &is_related, &mut progress).0);
     }
     pairs
 }
@@ -1480,6 +1517,8 @@ impl Generator<'_> {
                     transformation: Some("site_boilerplate_long".into()),
                     size: None,
                     relation: None,
+                    a_span: None,
+                    b_span: None,
                 });
             }
         }
@@ -1510,6 +1549,8 @@ impl Generator<'_> {
                 transformation: Some("same_item_two_sites".into()),
                 size: Some(round(touched as f64 / chars(&item.content) as f64)),
                 relation: None,
+                a_span: None,
+                b_span: None,
             });
             made += 1;
         }
@@ -1837,6 +1878,8 @@ impl Generator<'_> {
                 transformation: Some(kind.into()),
                 size: Some(size),
                 relation: Some(CONTAINED_IN.into()),
+                a_span: None,
+                b_span: None,
             });
         }
         out
@@ -2033,6 +2076,8 @@ fn partial_with(
         transformation: Some(t.into()),
         size: None,
         relation: Some(DIFFERENT.into()),
+        a_span: None,
+        b_span: None,
     };
     let mut counts = Vec::new();
     for t in PARTIAL_NEGATIVES {

@@ -48,7 +48,8 @@ pub struct LabelledPair {
     pub a: Map<String, Value>,
     pub b: Map<String, Value>,
     pub duplicate: bool,
-    /// `positive`, `real_positive`, `random_negative` or `hard_negative`.
+    /// `positive`, `real_positive`, `random_negative`, `hard_negative`, or `shared_passage`
+    /// (the pairs of relation [`SHARES_PASSAGE`]: neither a duplicate nor unrelated).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kind: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -58,10 +59,19 @@ pub struct LabelledPair {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub size: Option<f64>,
     /// The relation the pair should get: [`CONTAINED_IN`] (`b` is a part of `a`: the
-    /// partial reprints), or [`DIFFERENT`] (written on the negatives of the partial-reprint
-    /// kinds). Files without it read as [`LabelledPair::relation`] says.
+    /// partial reprints), [`DIFFERENT`] (written on the negatives of the partial-reprint
+    /// kinds), [`NEAR_DUPLICATE`] or [`SHARES_PASSAGE`] (written on the copied-text kinds,
+    /// [`COPIES_KINDS`]). Files without it read as [`LabelledPair::relation`] says.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub relation: Option<String>,
+    /// Where the text the two share is in `a`: `[start, end)` in characters (Unicode scalar
+    /// values) of `a`'s `content` field; written on the copied-text kinds that copy a passage,
+    /// so that the spans a detector reports can be checked. Absent in older files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub a_span: Option<[usize; 2]>,
+    /// Where that text is in `b`: `[start, end)` in characters of `b`'s `content` field.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub b_span: Option<[usize; 2]>,
 }
 
 /// The relation of a near-duplicate pair.
@@ -70,6 +80,25 @@ pub const NEAR_DUPLICATE: &str = "near_duplicate";
 pub const CONTAINED_IN: &str = "contained_in";
 /// The relation of two different articles.
 pub const DIFFERENT: &str = "different";
+/// The relation of two articles that share at least one copied passage while neither is
+/// mostly inside the other: a round-up and one of its sources, two articles quoting one
+/// statement. A detector finds such a pair only by reporting this relation; reporting it as
+/// near-duplicates or one containing the other is a wrong claim.
+pub const SHARES_PASSAGE: &str = "shares_passage";
+
+/// The copied-text kinds of issue 43 (copied text, not shared words), in generation order
+/// (`generate::copies`): `template_instances` ([`DIFFERENT`]), `template_repost`
+/// ([`NEAR_DUPLICATE`]), `compilation` and `shared_quote` ([`SHARES_PASSAGE`]),
+/// `wrapped_excerpt` and `reworded_passage` ([`CONTAINED_IN`]). [`Report`] shows what each
+/// detector found and claimed wrongly on them in a table of their own.
+pub const COPIES_KINDS: &[&str] = &[
+    "template_instances",
+    "template_repost",
+    "compilation",
+    "shared_quote",
+    "wrapped_excerpt",
+    "reworded_passage",
+];
 
 impl LabelledPair {
     /// The kind, or `positive`/`negative` from the label when the file gives none.
@@ -111,6 +140,13 @@ impl LabelledPair {
 
     fn is_negative_of(&self, kind: &str) -> bool {
         !self.duplicate && self.kind() == kind
+    }
+
+    /// Whether the pair is of one of the copied-text kinds ([`COPIES_KINDS`]).
+    pub fn is_copied_text(&self) -> bool {
+        self.transformation
+            .as_deref()
+            .is_some_and(|t| COPIES_KINDS.contains(&t))
     }
 }
 
@@ -206,8 +242,15 @@ fn unique_texts(pairs: &[LabelledPair], fields: &[String]) -> (Vec<Vec<String>>,
 pub struct Scored {
     /// The detector, e.g. `default` or `minhash-128`.
     pub name: String,
-    /// One per operating point: its label (`k=3`, `J>=0.50`) and the per-pair decision.
+    /// One per operating point: its label (`k=3`, `J>=0.50`) and the per-pair decision: the
+    /// pair linked as near-duplicates or as one containing the other (a partial reprint counts
+    /// only with its direction, see [`minhash`]). On a pair that should be [`DIFFERENT`] or
+    /// [`SHARES_PASSAGE`] such a link is a wrong claim.
     pub points: Vec<(String, Vec<bool>)>,
+    /// Per operating point, in the order of `points`, whether the detector reported the pair
+    /// as sharing a passage ([`SHARES_PASSAGE`]): what finds a pair of that relation. Empty
+    /// for a detector that never reports that relation (SimHash and MinHash today).
+    pub passages: Vec<Vec<bool>>,
     /// Pairs where either text was too short to get a fingerprint (never called duplicates).
     pub too_short: Vec<bool>,
     /// Texts that got no fingerprint / all distinct texts.
@@ -248,6 +291,7 @@ pub fn score_simhash(
     Scored {
         name: name.to_owned(),
         points,
+        passages: Vec::new(),
         too_short: distances.iter().map(Option::is_none).collect(),
         texts_too_short: (prints.iter().filter(|p| p.is_none()).count(), prints.len()),
         distances,
@@ -445,6 +489,70 @@ pub fn by_group(pairs: &[LabelledPair], s: &Scored, point: usize) -> Vec<GroupRo
         .collect()
 }
 
+/// What one detector at one operating point did on one group of the copied-text kinds
+/// ([`COPIES_KINDS`]).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ClaimRow {
+    pub group: String,
+    pub pairs: usize,
+    /// The share of the pairs that can be found which were reported with the relation they
+    /// should get: linked (with its direction for [`CONTAINED_IN`]) for a duplicate, reported
+    /// as sharing a passage for [`SHARES_PASSAGE`]. `None` when the group holds only
+    /// [`DIFFERENT`] pairs, which nothing finds.
+    pub found: Option<f64>,
+    /// The share of the [`DIFFERENT`] and [`SHARES_PASSAGE`] pairs reported as
+    /// near-duplicates or as one containing the other. `None` when the group holds none.
+    pub wrong_claims: Option<f64>,
+}
+
+/// Found and wrong claims per group of the copied-text kinds at operating point `point`, in
+/// the order of [`COPIES_KINDS`]; no row when the pairs hold none of them.
+pub fn claims_by_group(pairs: &[LabelledPair], s: &Scored, point: usize) -> Vec<ClaimRow> {
+    let decided = &s.points[point].1;
+    let passage = s.passages.get(point);
+    // (kind's rank, group) → (pairs, findable, found, claimable, claimed)
+    let mut groups: BTreeMap<(usize, String), [usize; 5]> = BTreeMap::new();
+    for (i, p) in pairs.iter().enumerate() {
+        let Some(rank) = p
+            .transformation
+            .as_deref()
+            .and_then(|t| COPIES_KINDS.iter().position(|k| *k == t))
+        else {
+            continue;
+        };
+        let e = groups.entry((rank, p.group())).or_default();
+        e[0] += 1;
+        let linked = decided[i];
+        match p.relation() {
+            DIFFERENT => {
+                e[3] += 1;
+                e[4] += usize::from(linked);
+            }
+            SHARES_PASSAGE => {
+                e[1] += 1;
+                e[2] += usize::from(passage.is_some_and(|v| v[i]));
+                e[3] += 1;
+                e[4] += usize::from(linked);
+            }
+            _ => {
+                e[1] += 1;
+                e[2] += usize::from(linked);
+            }
+        }
+    }
+    groups
+        .into_iter()
+        .map(
+            |((_, group), [n, findable, found, claimable, claimed])| ClaimRow {
+                group,
+                pairs: n,
+                found: (findable > 0).then(|| found as f64 / findable as f64),
+                wrong_claims: (claimable > 0).then(|| claimed as f64 / claimable as f64),
+            },
+        )
+        .collect()
+}
+
 fn opt(v: Option<f64>) -> String {
     v.map_or("–".to_owned(), |v| format!("{v:.3}"))
 }
@@ -506,6 +614,10 @@ impl Report<'_> {
         out.push_str(&self.too_short_table());
         out.push('\n');
         out.push_str(&self.group_table());
+        if self.pairs.iter().any(LabelledPair::is_copied_text) {
+            out.push('\n');
+            out.push_str(&self.copied_text_table());
+        }
         out
     }
 
@@ -582,6 +694,52 @@ impl Report<'_> {
     }
 }
 
+impl Report<'_> {
+    /// The copied-text kinds ([`COPIES_KINDS`]) at each detector's point of the group table:
+    /// found and wrong claims per group (see [`ClaimRow`]).
+    pub fn copied_text_table(&self) -> String {
+        let points: Vec<usize> = self.scored.iter().map(|s| self.point_of(s)).collect();
+        let tables: Vec<Vec<ClaimRow>> = self
+            .scored
+            .iter()
+            .zip(&points)
+            .map(|(s, &i)| claims_by_group(self.pairs, s, i))
+            .collect();
+        let mut out = String::from(
+            "Copied text (issue 43): found = reported with the relation the pair should get (near_duplicate; contained_in with its direction; shares_passage, which no detector reports yet); wrong claims = a `different` or `shares_passage` pair reported as near_duplicate, contains or contained_in.\n\n| group | pairs |",
+        );
+        for (s, &i) in self.scored.iter().zip(&points) {
+            write!(
+                out,
+                " {n} {p} found | {n} {p} wrong claims |",
+                n = s.name,
+                p = s.points[i].0
+            )
+            .unwrap();
+        }
+        out.push_str("\n|---|---|");
+        out.push_str(&"---|---|".repeat(self.scored.len()));
+        out.push('\n');
+        let Some(first) = tables.first() else {
+            return out;
+        };
+        for (row, g) in first.iter().enumerate() {
+            write!(out, "| {} | {} |", g.group, g.pairs).unwrap();
+            for t in &tables {
+                write!(
+                    out,
+                    " {} | {} |",
+                    opt(t[row].found),
+                    opt(t[row].wrong_claims)
+                )
+                .unwrap();
+            }
+            out.push('\n');
+        }
+        out
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -595,6 +753,8 @@ mod tests {
             transformation: None,
             size: None,
             relation: None,
+            a_span: None,
+            b_span: None,
         }
     }
 
@@ -620,6 +780,94 @@ mod tests {
             "{line}"
         );
         assert_eq!(serde_json::from_str::<LabelledPair>(&line).unwrap(), p);
+    }
+
+    #[test]
+    fn spans_are_optional_and_old_files_still_read() {
+        let old: LabelledPair = serde_json::from_str(
+            r#"{"a": {}, "b": {}, "duplicate": false, "relation": "different"}"#,
+        )
+        .unwrap();
+        assert_eq!((old.a_span, old.b_span), (None, None));
+        let line = serde_json::to_string(&old).unwrap();
+        assert!(!line.contains("span"), "{line}");
+        let mut p = pair(false, "shared_passage");
+        p.relation = Some(SHARES_PASSAGE.into());
+        p.a_span = Some([3, 40]);
+        p.b_span = Some([10, 47]);
+        let line = serde_json::to_string(&p).unwrap();
+        assert!(
+            line.ends_with(r#""relation":"shares_passage","a_span":[3,40],"b_span":[10,47]}"#),
+            "{line}"
+        );
+        assert_eq!(serde_json::from_str::<LabelledPair>(&line).unwrap(), p);
+    }
+
+    /// A `shares_passage` pair is found only when reported with that relation; linking it is
+    /// a wrong claim, as linking a `different` pair is. Groups of other kinds get no row.
+    #[test]
+    fn copied_text_groups_count_found_and_wrong_claims() {
+        let copied = |dup: bool, kind: &str, t: &str, relation: &str| {
+            let mut p = pair(dup, kind);
+            p.transformation = Some(t.into());
+            p.relation = Some(relation.into());
+            p
+        };
+        let pairs = vec![
+            copied(false, "shared_passage", "compilation", SHARES_PASSAGE),
+            copied(false, "shared_passage", "compilation", SHARES_PASSAGE),
+            copied(false, "hard_negative", "template_instances", DIFFERENT),
+            copied(false, "hard_negative", "template_instances", DIFFERENT),
+            copied(true, "positive", "template_repost", NEAR_DUPLICATE),
+            pair(false, "hard_negative"),
+        ];
+        let mut s = Scored {
+            name: "d".into(),
+            points: vec![("k=3".into(), vec![true, false, false, true, true, true])],
+            passages: Vec::new(),
+            too_short: vec![false; 6],
+            texts_too_short: (0, 12),
+            distances: vec![None; 6],
+        };
+        let rows = claims_by_group(&pairs, &s, 0);
+        let figures: Vec<(&str, Option<f64>, Option<f64>)> = rows
+            .iter()
+            .map(|r| (r.group.as_str(), r.found, r.wrong_claims))
+            .collect();
+        assert_eq!(
+            figures,
+            [
+                ("hard_negative/template_instances", None, Some(0.5)),
+                ("positive/template_repost", Some(1.0), None),
+                ("shared_passage/compilation", Some(0.0), Some(0.5)),
+            ]
+        );
+        // A detector that reports shares_passage finds them.
+        s.passages = vec![vec![true, true, false, false, false, false]];
+        let rows = claims_by_group(&pairs, &s, 0);
+        assert_eq!(rows[2].found, Some(1.0));
+        let report = Report {
+            pairs: &pairs,
+            scored: std::slice::from_ref(&s),
+            points: vec!["k=3".into()],
+        };
+        let md = report.markdown();
+        assert!(
+            md.contains("| shared_passage/compilation | 2 | 1.000 | 0.500 |"),
+            "{md}"
+        );
+        // Without copied-text pairs the report is as it was.
+        let plain = Report {
+            pairs: &pairs[5..],
+            scored: &[Scored {
+                points: vec![("k=3".into(), vec![true])],
+                too_short: vec![false],
+                distances: vec![None],
+                ..s.clone()
+            }],
+            points: vec!["k=3".into()],
+        };
+        assert!(!plain.markdown().contains("Copied text"));
     }
 
     #[test]

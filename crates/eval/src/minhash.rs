@@ -124,6 +124,7 @@ pub fn score(
                 )
             })
             .collect(),
+        passages: Vec::new(),
         too_short: both.iter().map(Option::is_none).collect(),
         texts_too_short: (sigs.iter().filter(|s| s.is_none()).count(), sigs.len()),
         distances: vec![None; pairs.len()],
@@ -173,6 +174,8 @@ mod tests {
             transformation: Some("lead_excerpt".into()),
             size: Some(0.2),
             relation: Some(CONTAINED_IN.into()),
+            a_span: None,
+            b_span: None,
         };
         let t = Threshold::new(0.3).unwrap();
         let rule = MatchRule::new(t, MatchOptions::default());
