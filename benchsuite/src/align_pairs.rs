@@ -95,14 +95,6 @@ fn read_pairs(path: &str) -> anyhow::Result<Vec<(String, String, String)>> {
     Ok(out)
 }
 
-fn find(parent: &mut [usize], mut x: usize) -> usize {
-    while parent[x] != x {
-        parent[x] = parent[parent[x]];
-        x = parent[x];
-    }
-    x
-}
-
 /// Formula windows of the corpus (see the module docs).
 fn learn_formula(
     texts: &HashMap<String, Vec<String>>,
@@ -112,13 +104,12 @@ fn learn_formula(
 ) -> Formula {
     let ids: Vec<&String> = texts.keys().collect();
     let number: HashMap<&String, usize> = ids.iter().enumerate().map(|(i, id)| (*id, i)).collect();
-    let mut parent: Vec<usize> = (0..ids.len()).collect();
+    let letters: Vec<Letters> = ids.par_iter().map(|id| Letters::new(&texts[*id])).collect();
     let joined: Vec<(usize, usize)> = groups
         .par_iter()
         .filter_map(|(a, b, _)| {
             let (&x, &y) = (number.get(a)?, number.get(b)?);
-            let (la, lb) = (Letters::new(&texts[a]), Letters::new(&texts[b]));
-            let al = align_letters(&la, &lb, params);
+            let al = align_letters(&letters[x], &letters[y], params);
             let small = if al.a_len <= al.b_len {
                 al.a_matched_share()
             } else {
@@ -127,22 +118,7 @@ fn learn_formula(
             (small >= 0.8).then_some((x, y))
         })
         .collect();
-    for (x, y) in joined {
-        let (rx, ry) = (find(&mut parent, x), find(&mut parent, y));
-        parent[rx] = ry;
-    }
-    let mut in_groups: HashMap<u64, HashSet<usize>> = HashMap::new();
-    for (i, id) in ids.iter().enumerate() {
-        let g = find(&mut parent, i);
-        for (_, h) in Letters::new(&texts[*id]).windows(params.anchor) {
-            in_groups.entry(h).or_default().insert(g);
-        }
-    }
-    let windows = in_groups
-        .into_iter()
-        .filter(|(_, g)| g.len() >= min_groups)
-        .map(|(h, _)| h);
-    Formula::new(params.anchor, windows)
+    Formula::learn(&letters, joined, min_groups, params.anchor)
 }
 
 pub fn run(args: AlignPairsBench) -> CmdResult {

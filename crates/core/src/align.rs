@@ -202,6 +202,50 @@ impl Formula {
         }
     }
 
+    /// Learns the formula windows of `texts`: those found in at least `min_groups` groups,
+    /// a group being texts `joined` as near-duplicates (pairs of indices of `texts`), each
+    /// other text a group of its own.
+    pub fn learn(
+        texts: &[Letters],
+        joined: impl IntoIterator<Item = (usize, usize)>,
+        min_groups: usize,
+        anchor: usize,
+    ) -> Formula {
+        let mut parent: Vec<usize> = (0..texts.len()).collect();
+        fn root(parent: &mut [usize], mut x: usize) -> usize {
+            while parent[x] != x {
+                parent[x] = parent[parent[x]];
+                x = parent[x];
+            }
+            x
+        }
+        for (a, b) in joined {
+            let (ra, rb) = (root(&mut parent, a), root(&mut parent, b));
+            parent[ra.max(rb)] = ra.min(rb);
+        }
+        // Texts of one group one after the other, so a window counts a group once: its last
+        // group is remembered beside its count.
+        let mut order: Vec<(usize, usize)> = (0..texts.len())
+            .map(|i| (root(&mut parent, i), i))
+            .collect();
+        order.sort_unstable();
+        let mut seen: HashMap<u64, (usize, usize), BuildIdentity> =
+            HashMap::with_hasher(BuildIdentity);
+        for (group, i) in order {
+            for (_, h) in texts[i].windows(anchor) {
+                let e = seen.entry(h).or_insert((usize::MAX, 0));
+                if e.0 != group {
+                    *e = (group, e.1 + 1);
+                }
+            }
+        }
+        let windows = seen
+            .into_iter()
+            .filter(|(_, (_, groups))| *groups >= min_groups)
+            .map(|(h, _)| h);
+        Formula::new(anchor, windows)
+    }
+
     /// How many windows it holds.
     pub fn len(&self) -> usize {
         self.windows.len()
@@ -642,6 +686,32 @@ mod tests {
         assert_ne!(trad, LEAD);
         let al = align(&one(&trad), &one(LEAD), &AlignParams::DEFAULT);
         assert!(al.a_share() > 0.9, "{al:?}");
+    }
+
+    #[test]
+    fn formula_is_what_many_groups_hold_and_copies_count_once() {
+        let k = AlignParams::DEFAULT.anchor;
+        let texts: Vec<Letters> = [
+            format!("{LEAD}{TAIL}"),
+            format!("{LEAD}{TAIL}"),
+            format!("{LEAD}{TAIL}"),
+            format!("{LEAD}{THIRD}"),
+            format!("开头各不相同{LEAD}"),
+        ]
+        .iter()
+        .map(|t| Letters::new(&[t]))
+        .collect();
+        let lead = Letters::new(&[LEAD]);
+        let tail = Letters::new(&[TAIL]);
+        let held = |f: &Formula, l: &Letters| f.marks(l).iter().all(|&m| m);
+        // Five texts, no two joined: LEAD is in five groups, TAIL in three.
+        let f = Formula::learn(&texts, [], 4, k);
+        assert!(held(&f, &lead) && !held(&f, &tail));
+        let f = Formula::learn(&texts, [], 3, k);
+        assert!(held(&f, &tail));
+        // The three copies joined as near-duplicates are one group: TAIL is in one.
+        let f = Formula::learn(&texts, [(0, 1), (1, 2)], 2, k);
+        assert!(held(&f, &lead) && !f.marks(&tail).iter().any(|&m| m));
     }
 
     #[test]
