@@ -10,12 +10,14 @@
 //! relation the rule gives. With `--candidates`, whether today's MinHash candidate step
 //! reaches the pair.
 //!
-//! Formula windows are learned here from the corpus (`--formula-groups`): windows found in
+//! Texts are read as `dedupe` reads them, without the boilerplate lines learned from the
+//! corpus ([`Letters::prepared`]). Formula windows are learned here from the corpus (`--formula-groups`): windows found in
 //! at least that many groups, a group being articles joined by the pairs of `--groups`
 //! (`neardup dedupe --pairs` of the corpus) whose smaller text is at least 0.8 in runs.
 
 use std::collections::{HashMap, HashSet};
 use std::io::BufRead;
+use std::sync::Arc;
 use std::time::Instant;
 
 use neardup::align::{align_letters, AlignParams, Formula, Letters};
@@ -101,10 +103,11 @@ fn learn_formula(
     groups: &[(String, String, String)],
     min_groups: usize,
     params: &AlignParams,
+    letters_of: &(dyn Fn(&Vec<String>) -> Letters + Sync),
 ) -> Formula {
     let ids: Vec<&String> = texts.keys().collect();
     let number: HashMap<&String, usize> = ids.iter().enumerate().map(|(i, id)| (*id, i)).collect();
-    let letters: Vec<Letters> = ids.par_iter().map(|id| Letters::new(&texts[*id])).collect();
+    let letters: Vec<Letters> = ids.par_iter().map(|id| letters_of(&texts[*id])).collect();
     let joined: Vec<(usize, usize)> = groups
         .par_iter()
         .filter_map(|(a, b, _)| {
@@ -132,13 +135,19 @@ pub fn run(args: AlignPairsBench) -> CmdResult {
         }
     }
     let params = AlignParams::DEFAULT;
+    // Texts are read as `dedupe` reads them: without the boilerplate learned from the input.
+    let fp = args.profile.fingerprinter()?;
+    let all: Vec<Vec<String>> = texts.values().cloned().collect();
+    let fp =
+        fp.with_boilerplate(neardup::eval::detector::learn_boilerplate(&fp, &all).map(Arc::new));
+    let letters_of = |t: &Vec<String>| Letters::prepared(t, fp.segmenter());
     let formula = match args.formula_groups {
         Some(min) => {
             let groups = match &args.groups {
                 Some(path) => read_pairs(path)?,
                 None => pairs.clone(),
             };
-            let f = learn_formula(&texts, &groups, min, &params);
+            let f = learn_formula(&texts, &groups, min, &params, &letters_of);
             eprintln!(
                 "align-pairs: {} formula windows (in at least {min} groups)",
                 f.len()
@@ -152,7 +161,6 @@ pub fn run(args: AlignPairsBench) -> CmdResult {
         own_share: args.own_share,
         passage_letters: args.passage_letters,
     };
-    let fp = args.profile.fingerprinter()?;
     let minhash = *fp.minhasher().params();
     let candidate = |ta: &Vec<String>, tb: &Vec<String>| -> String {
         if !args.candidates {
@@ -180,7 +188,7 @@ pub fn run(args: AlignPairsBench) -> CmdResult {
         .par_iter()
         .filter_map(|(a, b, extra)| {
             let (ta, tb) = (texts.get(a)?, texts.get(b)?);
-            let (la, lb) = (Letters::new(ta), Letters::new(tb));
+            let (la, lb) = (letters_of(ta), letters_of(tb));
             let al = align_letters(&la, &lb, &params);
             let related = rule.relate(&la, &lb, &al, &formula);
             let relation = related.map_or("-", |m| m.relation.name());

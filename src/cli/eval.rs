@@ -112,6 +112,12 @@ pub struct Args {
     /// `dedupe`: a shared LSH band and estimated Jaccard ≥ the threshold).
     #[arg(long)]
     minhash: bool,
+    /// Also measure the alignment detector (issue 43, not yet what `dedupe` or a store
+    /// decide): MinHash's candidates (default parameters) related by aligning the two texts
+    /// (`relation::AlignRule`), with formula windows learned from the texts measured; it
+    /// reports shared passages (`shares_passage`) too. One operating point, `aligned`.
+    #[arg(long)]
+    aligned: bool,
     /// Also measure MinHash with these parameters, e.g. `shingle=w3` or `n=256;bands=85x3`
     /// (keys left out keep their default). Repeatable.
     #[arg(long = "minhash-params", value_name = "SPEC", value_parser = common::parse_minhash_params)]
@@ -438,6 +444,7 @@ fn detectors(args: &Args) -> anyhow::Result<Vec<Detector>> {
     if profiles.is_empty()
         && args.schemes.is_empty()
         && !args.minhash
+        && !args.aligned
         && args.minhash_params.is_empty()
     {
         profiles.push(Profile::Default);
@@ -469,6 +476,12 @@ fn detectors(args: &Args) -> anyhow::Result<Vec<Detector>> {
                 minhash: params,
                 ..config(Profile::Default)
             }),
+            options: match_options(args)?,
+        });
+    }
+    if args.aligned {
+        out.push(Detector::Aligned {
+            fp: Fingerprinter::new(config(Profile::Default)),
             options: match_options(args)?,
         });
     }

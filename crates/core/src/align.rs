@@ -30,7 +30,7 @@ use xxhash_rust::xxh3::xxh3_64;
 use std::collections::{HashMap, HashSet};
 
 use crate::hashing::BuildIdentity;
-use crate::text::{is_cjk_ideograph, plain_text, Folder};
+use crate::text::{is_cjk_ideograph, plain_text, Folder, Segmenter};
 
 type Windows = HashMap<u64, Vec<u32>, BuildIdentity>;
 
@@ -85,6 +85,57 @@ impl Letters {
     /// The letters of `fields` (title, content, … in the order the document-to-text rule
     /// joins them).
     pub fn new<S: AsRef<str>>(fields: &[S]) -> Letters {
+        Letters::read(fields, None)
+    }
+
+    /// The letters of `fields` without the lines `segmenter`'s boilerplate holds: what the
+    /// fingerprints are made of, so a short item under a long site footer aligns as the
+    /// item. As for fingerprints, a text that is all boilerplate is kept whole.
+    pub fn prepared<S: AsRef<str>>(fields: &[S], segmenter: &Segmenter) -> Letters {
+        let Some(boilerplate) = segmenter.boilerplate() else {
+            return Letters::read(fields, None);
+        };
+        // Per field, the characters of its plain text on boilerplate lines.
+        let skipped: Vec<Vec<bool>> = fields
+            .iter()
+            .map(|f| {
+                let plain = plain_text(f.as_ref());
+                let clean = segmenter.clean(&plain);
+                let cleaned: Vec<&str> = clean
+                    .split('\n')
+                    .map(str::trim)
+                    .filter(|l| !l.is_empty())
+                    .collect();
+                let mut skip = vec![false; plain.chars().count()];
+                let mut at = 0;
+                let mut lines = Vec::new();
+                for line in plain.split('\n') {
+                    let n = line.chars().count();
+                    if !line.trim().is_empty() {
+                        lines.push((at, n));
+                    }
+                    at += n + 1;
+                }
+                // Lines map one to one when normalisation kept every non-blank line.
+                if lines.len() == cleaned.len() {
+                    for (&(start, n), c) in lines.iter().zip(&cleaned) {
+                        if boilerplate.contains(c) {
+                            skip[start..start + n].iter_mut().for_each(|s| *s = true);
+                        }
+                    }
+                }
+                skip
+            })
+            .collect();
+        let kept = skipped.iter().flatten().any(|&s| !s);
+        let all_boilerplate = !kept && skipped.iter().any(|s| !s.is_empty());
+        if all_boilerplate {
+            return Letters::read(fields, None);
+        }
+        Letters::read(fields, Some(&skipped))
+    }
+
+    fn read<S: AsRef<str>>(fields: &[S], skipped: Option<&[Vec<bool>]>) -> Letters {
         let mut out = Letters {
             chars: Vec::new(),
             from: Vec::new(),
@@ -103,7 +154,11 @@ impl Letters {
             let folded = folder.fold(&plain);
             let whole = folded.chars().count() == plain.chars().count();
             let text = if whole { &folded } else { &plain };
+            let skip = skipped.map(|s| &s[f as usize]);
             for (i, c) in text.chars().enumerate() {
+                if skip.is_some_and(|s| s.get(i).copied().unwrap_or(false)) {
+                    continue;
+                }
                 out.push(folder.fold_char(c), (f, i as u32));
             }
         }
@@ -712,6 +767,34 @@ mod tests {
         // The three copies joined as near-duplicates are one group: TAIL is in one.
         let f = Formula::learn(&texts, [(0, 1), (1, 2)], 2, k);
         assert!(held(&f, &lead) && !f.marks(&tail).iter().any(|&m| m));
+    }
+
+    #[test]
+    fn boilerplate_lines_are_left_out_as_the_fingerprints_leave_them() {
+        use crate::text::boilerplate::{line_hash, Boilerplate, Line};
+        let footer = "本网站所刊登的各种新闻信息均只代表作者本人观点不代表本站立场转载请注明出处";
+        let seg = Segmenter::new(true, true);
+        let hash = line_hash(seg.clean(footer).trim());
+        let bp = Boilerplate::new(
+            vec![Line {
+                hash,
+                docs: 10,
+                text: None,
+            }],
+            10,
+            100,
+        );
+        let seg = seg.with_boilerplate(Some(std::sync::Arc::new(bp)));
+        let page = format!("{LEAD}\n{footer}");
+        let l = Letters::prepared(&[&page], &seg);
+        assert_eq!(l.len(), Letters::new(&[LEAD]).len());
+        let al = align_letters(&l, &Letters::new(&[LEAD]), &AlignParams::DEFAULT);
+        assert_eq!(al.a_share(), 1.0);
+        // A text that is all boilerplate is kept whole.
+        assert_eq!(
+            Letters::prepared(&[footer], &seg).len(),
+            Letters::new(&[footer]).len()
+        );
     }
 
     #[test]

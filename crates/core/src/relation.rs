@@ -362,7 +362,9 @@ fn contained_by_order(order: MinimaOrder, first_smaller: bool) -> bool {
 /// decides, not shared words. Formula text ([`Formula`]) counts for nothing.
 ///
 /// - The smaller text is a **copy** when at least [`AlignRule::copy_share`] of its letters
-///   are in runs and at least [`AlignRule::own_share`] are in runs outside formula windows:
+///   are in runs and at least [`AlignRule::own_share`] of its letters outside formula
+///   windows are in runs too (a copy shares the variable parts, the names and numbers; two
+///   instances of one template share the fixed text and differ exactly there):
 ///   [`Relation::NearDuplicate`] when the larger has [`AlignRule::copy_share`] of its letters
 ///   in runs too, else [`Relation::ContainedIn`] / [`Relation::Contains`].
 /// - Otherwise the two **share a passage** ([`Relation::SharesPassage`]) when one passage
@@ -375,7 +377,8 @@ fn contained_by_order(order: MinimaOrder, first_smaller: bool) -> bool {
 pub struct AlignRule {
     /// Share of the smaller text in runs for a copy.
     pub copy_share: f64,
-    /// Share of the smaller text in runs outside formula windows for a copy.
+    /// Share of the smaller text's letters outside formula windows that are in runs, for a
+    /// copy.
     pub own_share: f64,
     /// Letters in runs outside formula windows a passage needs to be shared.
     pub passage_letters: usize,
@@ -430,8 +433,16 @@ impl AlignRule {
         let share = |n: usize, len: usize| if len == 0 { 0.0 } else { n as f64 / len as f64 };
         let a_copied = alignment.a_matched_share();
         let b_copied = alignment.b_matched_share();
-        let a_own = share(own_a.iter().filter(|&&m| m).count(), alignment.a_len);
-        let b_own = share(own_b.iter().filter(|&&m| m).count(), alignment.b_len);
+        // The letters of each text outside formula windows, and the share of them in runs.
+        let free = |marks: &[bool], len: usize| len - marks.iter().filter(|&&m| m).count();
+        let a_own = share(
+            own_a.iter().filter(|&&m| m).count(),
+            free(&fa, alignment.a_len),
+        );
+        let b_own = share(
+            own_b.iter().filter(|&&m| m).count(),
+            free(&fb, alignment.b_len),
+        );
         let a_smaller = alignment.a_len <= alignment.b_len;
         let (small, large, small_own) = if a_smaller {
             (a_copied, b_copied, a_own)

@@ -6,7 +6,7 @@
 
 use rayon::prelude::*;
 
-use super::minhash;
+use super::{aligned, minhash};
 use super::{score_simhash, LabelledPair, Scored};
 use neardup_core::allpairs::minhash::all_pairs_related;
 use neardup_core::allpairs::simhash::AllPairs;
@@ -24,6 +24,11 @@ pub enum Detector {
     /// point `J>=T` ([`minhash::THRESHOLDS`]) a pair is found as the store and `dedupe`
     /// decide (see [`minhash`]).
     MinHash {
+        fp: Fingerprinter,
+        options: MatchOptions,
+    },
+    /// MinHash's candidates judged by aligning the texts ([`aligned`]): one operating point.
+    Aligned {
         fp: Fingerprinter,
         options: MatchOptions,
     },
@@ -48,13 +53,16 @@ impl Detector {
         match self {
             Detector::SimHash { name, .. } => name.clone(),
             Detector::MinHash { fp, options } => minhash::name(fp, options),
+            Detector::Aligned { fp, options } => aligned::name(fp, options),
         }
     }
 
     /// The fingerprinter it measures.
     pub fn fingerprinter(&self) -> &Fingerprinter {
         match self {
-            Detector::SimHash { fp, .. } | Detector::MinHash { fp, .. } => fp,
+            Detector::SimHash { fp, .. }
+            | Detector::MinHash { fp, .. }
+            | Detector::Aligned { fp, .. } => fp,
         }
     }
 
@@ -70,6 +78,10 @@ impl Detector {
                 fp: fp.with_boilerplate(boilerplate),
                 options,
             },
+            Detector::Aligned { fp, options } => Detector::Aligned {
+                fp: fp.with_boilerplate(boilerplate),
+                options,
+            },
         }
     }
 
@@ -78,6 +90,7 @@ impl Detector {
         match self {
             Detector::SimHash { name, fp } => score_simhash(name, fp, fields, pairs, max_k),
             Detector::MinHash { fp, options } => minhash::score(fp, options, fields, pairs),
+            Detector::Aligned { fp, options } => aligned::score(fp, options, fields, pairs),
         }
     }
 
@@ -88,6 +101,7 @@ impl Detector {
         match self {
             Detector::SimHash { name, fp } => simhash_pairs(name, fp, texts, max_k),
             Detector::MinHash { fp, options } => minhash_pairs(fp, options, texts),
+            Detector::Aligned { fp, options } => aligned_pairs(fp, options, texts),
         }
     }
 }
@@ -175,6 +189,43 @@ fn minhash_pairs(fp: &Fingerprinter, options: &MatchOptions, texts: &[Vec<String
             })
             .collect(),
         too_short: missing(&sigs),
+    }
+}
+
+/// Every pair of `texts` the alignment detector ([`aligned`]) claims as a copy: the candidates MinHash relates at its lowest
+/// evaluated threshold ([`minhash::THRESHOLDS`]), kept when the alignment rule says copy;
+/// the score is the smaller text's share in runs.
+fn aligned_pairs(fp: &Fingerprinter, options: &MatchOptions, texts: &[Vec<String>]) -> CorpusPairs {
+    let prepared = aligned::prepare(fp, texts);
+    let (docs, present): (Vec<u32>, Vec<Signature>) = prepared
+        .sigs
+        .iter()
+        .enumerate()
+        .filter_map(|(i, s)| Some((i as u32, s.clone()?)))
+        .unzip();
+    let rule = MatchRule::new(
+        Threshold::new(minhash::THRESHOLDS[0]).expect("the thresholds are in range"),
+        *options,
+    );
+    let related = all_pairs_related(&present, &fp.config().minhash, &rule);
+    let candidates: Vec<(u32, u32, f64)> = related.pairs().collect();
+    let mut claimed: Vec<(u32, u32, f64)> = candidates
+        .par_iter()
+        .filter_map(|&(a, b, _)| {
+            let (a, b) = (docs[a as usize], docs[b as usize]);
+            let m = prepared.relate(a as usize, b as usize)?;
+            m.relation
+                .is_copy()
+                .then(|| (a.min(b), a.max(b), m.a_copied.min(m.b_copied)))
+        })
+        .collect();
+    claimed.sort_unstable_by_key(|p| (p.0, p.1));
+    CorpusPairs {
+        name: aligned::name(fp, options),
+        points: vec![(aligned::POINT.to_owned(), claimed)],
+        too_short: (0..prepared.sigs.len() as u32)
+            .filter(|&i| prepared.sigs[i as usize].is_none())
+            .collect(),
     }
 }
 

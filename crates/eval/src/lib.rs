@@ -17,6 +17,7 @@
 //! `generate` and `synth` draw seeded random edits and are behind the feature `generate` (on
 //! with `cli`): an article service that embeds the library does not compile them.
 
+pub mod aligned;
 pub mod corpus;
 pub mod detector;
 #[cfg(feature = "generate")]

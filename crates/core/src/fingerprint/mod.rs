@@ -578,6 +578,12 @@ impl Fingerprinter {
         )
     }
 
+    /// How this fingerprinter prepares text (normalisation, folding, boilerplate): the
+    /// alignment reads texts the same way ([`crate::align::Letters::prepared`]).
+    pub fn segmenter(&self) -> &Segmenter {
+        &self.segmenter
+    }
+
     /// The boilerplate this fingerprinter drops (never for `seed000`).
     pub fn boilerplate(&self) -> Option<&Arc<Boilerplate>> {
         self.segmenter.boilerplate()
