@@ -707,7 +707,7 @@ impl Report<'_> {
             .map(|(s, &i)| claims_by_group(self.pairs, s, i))
             .collect();
         let mut out = String::from(
-            "Copied text (issue 43): found = reported with the relation the pair should get (near_duplicate; contained_in with its direction; shares_passage, which no detector reports yet); wrong claims = a `different` or `shares_passage` pair reported as near_duplicate, contains or contained_in.\n\n| group | pairs |",
+            "Copied text (issue 43): found = reported with the relation the pair should get (near_duplicate; contained_in with its direction; shares_passage, which only the alignment detector, `--aligned`, reports); wrong claims = a `different` or `shares_passage` pair reported as near_duplicate, contains or contained_in.\n\n| group | pairs |",
         );
         for (s, &i) in self.scored.iter().zip(&points) {
             write!(
