@@ -36,11 +36,7 @@ fn text<'a>(m: &'a Map<String, Value>, f: &str) -> &'a str {
 }
 
 fn article(m: &Map<String, Value>) -> Article {
-    Article {
-        id: text(m, "id").to_owned(),
-        title: text(m, "title").to_owned(),
-        content: text(m, "content").to_owned(),
-    }
+    Article::from_map(m).expect("a generated article has an id, a title and a content")
 }
 
 #[test]

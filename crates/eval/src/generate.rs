@@ -61,6 +61,17 @@ pub struct Article {
 }
 
 impl Article {
+    /// The article of a pair's side (`LabelledPair::a` or `b`), `None` when it lacks a
+    /// string `id`, `title` or `content`.
+    pub fn from_map(m: &Map<String, Value>) -> Option<Article> {
+        let text = |f: &str| m.get(f)?.as_str().map(str::to_owned);
+        Some(Article {
+            id: text("id")?,
+            title: text("title")?,
+            content: text("content")?,
+        })
+    }
+
     fn to_map(&self) -> Map<String, Value> {
         let mut m = Map::new();
         m.insert("id".into(), self.id.clone().into());
@@ -1081,6 +1092,18 @@ impl Site {
     }
 }
 
+/// The sentence end of [`lead_cuts`] nearest to `size` of `content`'s characters, within
+/// [`PARTIAL_TOLERANCE`] of it (a byte offset); `None` when no sentence ends there.
+pub(crate) fn nearest_lead_cut(content: &str, size: f64) -> Option<usize> {
+    let target = size * chars(content) as f64;
+    lead_cuts(content, &share_range(chars(content), size))
+        .into_iter()
+        .min_by(|&x, &y| {
+            let off = |c: usize| (chars(&content[..c]) as f64 - target).abs();
+            off(x).total_cmp(&off(y))
+        })
+}
+
 /// Where a lead of `content` with a length in `range` (characters) can end: after `。！？!?`
 /// (and the closing quotes or brackets after it), at a paragraph end, or at the end of the
 /// text. Byte offsets, ascending; `content[..cut]` is the lead.
@@ -1762,13 +1785,7 @@ impl Generator<'_> {
     fn lead_excerpt(&mut self, i: usize, size: f64) -> Option<Article> {
         let art = &self.articles[i];
         let content = &art.content;
-        let target = size * chars(content) as f64;
-        let cut = lead_cuts(content, &share_range(chars(content), size))
-            .into_iter()
-            .min_by(|&x, &y| {
-                let off = |c: usize| (chars(&content[..c]) as f64 - target).abs();
-                off(x).total_cmp(&off(y))
-            })?;
+        let cut = nearest_lead_cut(content, size)?;
         let lead = content[..cut].trim();
         if chars(&oracle::letters(lead)) < PARTIAL_MIN_LETTERS {
             return None;

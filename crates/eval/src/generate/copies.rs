@@ -38,8 +38,8 @@ use xxhash_rust::xxh3::xxh3_64;
 
 use super::templates::FAMILIES;
 use super::{
-    categories, category, chars, lead_cuts, round, share_range, short_title, split_sentences,
-    Article, Config, Generator, Site, CITIES, EDITORS, GIVEN, PARTIAL_MIN_CHARS,
+    categories, category, chars, nearest_lead_cut, round, share_range, short_title,
+    split_sentences, Article, Config, Generator, Site, CITIES, EDITORS, GIVEN, PARTIAL_MIN_CHARS,
     PARTIAL_MIN_LETTERS, PASSAGE_START, SOURCES, SURNAMES,
 };
 use crate::oracle;
@@ -1652,13 +1652,7 @@ impl Generator<'_> {
     ) -> Option<(Article, [usize; 2], [usize; 2])> {
         let art = &self.articles[i];
         let content = &art.content;
-        let target = size * chars(content) as f64;
-        let cut = lead_cuts(content, &share_range(chars(content), size))
-            .into_iter()
-            .min_by(|&x, &y| {
-                let off = |c: usize| (chars(&content[..c]) as f64 - target).abs();
-                off(x).total_cmp(&off(y))
-            })?;
+        let cut = nearest_lead_cut(content, size)?;
         let raw = &content[..cut];
         let lead = raw.trim();
         if chars(&oracle::letters(lead)) < WRAPPED_MIN_LETTERS {
@@ -2159,11 +2153,7 @@ mod tests {
     }
 
     fn article(m: &Map<String, Value>) -> Article {
-        Article {
-            id: text(m, "id").to_owned(),
-            title: text(m, "title").to_owned(),
-            content: text(m, "content").to_owned(),
-        }
+        Article::from_map(m).expect("a generated article has an id, a title and a content")
     }
 
     /// The corpus article a generated one is made from (`<id>~<what>`).
