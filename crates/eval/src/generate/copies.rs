@@ -287,12 +287,13 @@ const ORG_ENDS: &[&str] = &[
 impl Pools {
     /// The pools of `articles` (deterministic: no RNG, same on every platform). People are
     /// words tagged `nr` of 2–3 characters starting with a common surname, next to a word
-    /// that names a person ([`NAME_BEFORE`], [`NAME_AFTER`]), the [`SKIP_FAMOUS`] most
-    /// frequent left out; places are words tagged `ns` ending in `省市县区镇乡村州`; cities are
-    /// those ending in `市` (places of two characters, mostly common words such as 城市 or 山区,
+    /// that names a person (`NAME_BEFORE`, `NAME_AFTER`), the `SKIP_FAMOUS` most frequent
+    /// left out; places are words tagged `ns` ending in `省市县区镇乡村州`; cities are those
+    /// ending in `市` (places of two characters, mostly common words such as 城市 or 山区,
     /// regions (`…地区`), states of four characters or more (`…州`, mostly foreign) and
-    /// [`NOT_PLACES`] are left out); organisations are words tagged `nt` of 3–14 characters ending as
-    /// an organisation does ([`ORG_ENDS`]) and not left out ([`NOT_ORGS`]), each at least twice in the sample.
+    /// `NOT_PLACES` are left out); organisations are words tagged `nt` of 3–14 characters
+    /// ending as an organisation does (`ORG_ENDS`) and not left out (`NOT_ORGS`), each at
+    /// least twice in the sample.
     pub fn mine(articles: &[Article]) -> Pools {
         let step = articles.len().div_ceil(MINED_ARTICLES).max(1);
         let sample: Vec<&Article> = articles.iter().step_by(step).collect();
