@@ -27,6 +27,7 @@
 use unicode_normalization::UnicodeNormalization;
 use xxhash_rust::xxh3::xxh3_64;
 
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 
 use crate::hashing::BuildIdentity;
@@ -85,22 +86,22 @@ impl Letters {
     /// The letters of `fields` (title, content, … in the order the document-to-text rule
     /// joins them).
     pub fn new<S: AsRef<str>>(fields: &[S]) -> Letters {
-        Letters::read(fields, None)
+        Letters::read(&plain_texts(fields), None)
     }
 
     /// The letters of `fields` without the lines `segmenter`'s boilerplate holds: what the
     /// fingerprints are made of, so a short item under a long site footer aligns as the
     /// item. As for fingerprints, a text that is all boilerplate is kept whole.
     pub fn prepared<S: AsRef<str>>(fields: &[S], segmenter: &Segmenter) -> Letters {
+        let plains = plain_texts(fields);
         let Some(boilerplate) = segmenter.boilerplate() else {
-            return Letters::read(fields, None);
+            return Letters::read(&plains, None);
         };
         // Per field, the characters of its plain text on boilerplate lines.
-        let skipped: Vec<Vec<bool>> = fields
+        let skipped: Vec<Vec<bool>> = plains
             .iter()
-            .map(|f| {
-                let plain = plain_text(f.as_ref());
-                let clean = segmenter.clean(&plain);
+            .map(|plain| {
+                let clean = segmenter.clean(plain);
                 let cleaned: Vec<&str> = clean
                     .split('\n')
                     .map(str::trim)
@@ -130,30 +131,30 @@ impl Letters {
         let kept = skipped.iter().flatten().any(|&s| !s);
         let all_boilerplate = !kept && skipped.iter().any(|s| !s.is_empty());
         if all_boilerplate {
-            return Letters::read(fields, None);
+            return Letters::read(&plains, None);
         }
-        Letters::read(fields, Some(&skipped))
+        Letters::read(&plains, Some(&skipped))
     }
 
-    fn read<S: AsRef<str>>(fields: &[S], skipped: Option<&[Vec<bool>]>) -> Letters {
+    /// The letters of the fields' plain texts, leaving out the characters `skipped` marks.
+    fn read(plains: &[Cow<'_, str>], skipped: Option<&[Vec<bool>]>) -> Letters {
         let mut out = Letters {
             chars: Vec::new(),
             from: Vec::new(),
             count: 0,
         };
         let folder = Folder::shared();
-        for (f, field) in fields.iter().enumerate() {
+        for (f, plain) in plains.iter().enumerate() {
             let f = f as u32;
             if f > 0 {
                 out.chars.push(SEPARATOR);
                 out.from.push((f - 1, 0));
             }
-            let plain = plain_text(field.as_ref());
             // A Traditional text is folded whole first, as the fingerprints fold it
             // (phrases: 資料 → 数据), where that keeps its length so letters map back.
-            let folded = folder.fold(&plain);
+            let folded = folder.fold(plain);
             let whole = folded.chars().count() == plain.chars().count();
-            let text = if whole { &folded } else { &plain };
+            let text: &str = if whole { &folded } else { plain };
             let skip = skipped.map(|s| &s[f as usize]);
             for (i, c) in text.chars().enumerate() {
                 if skip.is_some_and(|s| s.get(i).copied().unwrap_or(false)) {
@@ -229,6 +230,11 @@ impl Letters {
     fn field_of(&self, i: usize) -> u32 {
         self.from[i].0
     }
+}
+
+/// Each field as plain text ([`plain_text`]: HTML reduced to its visible text), read once.
+fn plain_texts<S: AsRef<str>>(fields: &[S]) -> Vec<Cow<'_, str>> {
+    fields.iter().map(|f| plain_text(f.as_ref())).collect()
 }
 
 fn is_separator(c: char) -> bool {
@@ -421,7 +427,8 @@ impl Alignment {
     }
 }
 
-fn share(part: usize, whole: usize) -> f64 {
+/// `part` ÷ `whole`, 0 for an empty whole.
+pub(crate) fn share(part: usize, whole: usize) -> f64 {
     if whole == 0 {
         0.0
     } else {

@@ -43,7 +43,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::align::{Alignment, Formula, Letters, Passage};
+use crate::align::{share, Alignment, Formula, Letters, Run};
 use crate::minhash::{MinimaOrder, Signature, Threshold, SIMILARITY_EPSILON};
 
 /// The default containment threshold (see `docs/evaluation.md`).
@@ -401,48 +401,36 @@ impl AlignRule {
         alignment: &Alignment,
         formula: &Formula,
     ) -> Option<TextMatch> {
-        let (fa, fb) = (formula.marks(a), formula.marks(b));
-        let own = |p: &Passage| -> (usize, usize) {
-            let a = p
-                .runs
+        // One side's letters outside formula windows: the share of them in runs (each
+        // counted once), and how many each passage holds.
+        let own = |marks: Vec<bool>, len: usize, start: fn(&Run) -> usize| {
+            let mut in_runs = vec![false; marks.len()];
+            let per_passage: Vec<usize> = alignment
+                .passages
                 .iter()
-                .flat_map(|r| r.a..r.a + r.len)
-                .filter(|&i| !fa[i]);
-            let b = p
-                .runs
-                .iter()
-                .flat_map(|r| r.b..r.b + r.len)
-                .filter(|&i| !fb[i]);
-            (a.count(), b.count())
+                .map(|p| {
+                    let own = p
+                        .runs
+                        .iter()
+                        .flat_map(|r| start(r)..start(r) + r.len)
+                        .filter(|&i| !marks[i]);
+                    own.map(|i| in_runs[i] = true).count()
+                })
+                .collect();
+            let free = len - marks.iter().filter(|&&m| m).count();
+            let copied = in_runs.iter().filter(|&&m| m).count();
+            (share(copied, free), per_passage)
         };
-        let mut own_a = vec![false; fa.len()];
-        let mut own_b = vec![false; fb.len()];
-        let mut longest_own = 0;
-        for p in &alignment.passages {
-            for r in &p.runs {
-                (r.a..r.a + r.len)
-                    .filter(|&i| !fa[i])
-                    .for_each(|i| own_a[i] = true);
-                (r.b..r.b + r.len)
-                    .filter(|&i| !fb[i])
-                    .for_each(|i| own_b[i] = true);
-            }
-            let (x, y) = own(p);
-            longest_own = longest_own.max(x.min(y));
-        }
-        let share = |n: usize, len: usize| if len == 0 { 0.0 } else { n as f64 / len as f64 };
+        let (a_own, a_passages) = own(formula.marks(a), alignment.a_len, |r| r.a);
+        let (b_own, b_passages) = own(formula.marks(b), alignment.b_len, |r| r.b);
+        let longest_own = a_passages
+            .iter()
+            .zip(&b_passages)
+            .map(|(x, y)| *x.min(y))
+            .max()
+            .unwrap_or(0);
         let a_copied = alignment.a_matched_share();
         let b_copied = alignment.b_matched_share();
-        // The letters of each text outside formula windows, and the share of them in runs.
-        let free = |marks: &[bool], len: usize| len - marks.iter().filter(|&&m| m).count();
-        let a_own = share(
-            own_a.iter().filter(|&&m| m).count(),
-            free(&fa, alignment.a_len),
-        );
-        let b_own = share(
-            own_b.iter().filter(|&&m| m).count(),
-            free(&fb, alignment.b_len),
-        );
         let a_smaller = alignment.a_len <= alignment.b_len;
         let (small, large, small_own) = if a_smaller {
             (a_copied, b_copied, a_own)
