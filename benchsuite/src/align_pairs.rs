@@ -16,15 +16,14 @@
 //! (`neardup dedupe --pairs` of the corpus) whose smaller text is at least 0.8 in runs.
 
 use std::collections::{HashMap, HashSet};
-use std::io::BufRead;
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::read_pairs::{parse_dedupe_pairs, parse_sample_pairs};
 use neardup::align::{align_letters, AlignParams, Formula, Letters};
 use neardup::input::{self, Body, InputSpec};
 use neardup::relation::AlignRule;
 use rayon::prelude::*;
-use serde_json::Value;
 
 use neardup::cli::common::{CmdResult, ProfileArgs, Status};
 
@@ -64,37 +63,28 @@ pub struct AlignPairsBench {
     profile: ProfileArgs,
 }
 
-/// The pairs of a file, each with what the file says of it beside the ids.
+/// The pairs of a file, each with what the file says of it beside the ids: a `dedupe
+/// --pairs` file's relation, similarity and containment, or a sample's pair number.
 fn read_pairs(path: &str) -> anyhow::Result<Vec<(String, String, String)>> {
-    let file = std::io::BufReader::new(
-        std::fs::File::open(path).map_err(|e| anyhow::anyhow!("cannot open {path}: {e}"))?,
-    );
-    let mut out = Vec::new();
-    for line in file.lines() {
-        let line = line?;
-        if line.trim().is_empty() {
-            continue;
-        }
-        if line.starts_with('{') {
-            let v: Value = serde_json::from_str(&line)?;
-            let id = |k: &str| match &v[k] {
-                Value::String(s) => s.clone(),
-                other => other.to_string(),
-            };
+    let text =
+        std::fs::read_to_string(path).map_err(|e| anyhow::anyhow!("cannot read {path}: {e}"))?;
+    if !text.trim_start().starts_with('{') {
+        return Ok(parse_sample_pairs(path, &text)?
+            .into_iter()
+            .map(|(n, a, b)| (a, b, n.to_string()))
+            .collect());
+    }
+    Ok(parse_dedupe_pairs(path, &text)?
+        .into_iter()
+        .map(|p| {
             let extra = ["relation", "similarity", "containment"]
                 .iter()
-                .map(|k| v.get(*k).map_or(String::new(), |x| x.to_string()))
+                .map(|k| p.fields.get(*k).map_or(String::new(), |x| x.to_string()))
                 .collect::<Vec<_>>()
                 .join("\t");
-            out.push((id("a"), id("b"), extra));
-        } else {
-            let cols: Vec<&str> = line.split('\t').collect();
-            if cols.len() >= 3 && cols[0] != "n" {
-                out.push((cols[1].to_owned(), cols[2].to_owned(), cols[0].to_owned()));
-            }
-        }
-    }
-    Ok(out)
+            (p.a, p.b, extra)
+        })
+        .collect())
 }
 
 /// Formula windows of the corpus (see the module docs).

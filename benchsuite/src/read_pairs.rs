@@ -350,27 +350,78 @@ fn pool_coverage(texts: &[Text], pairs: &[u64]) -> Vec<Coverage> {
         .collect()
 }
 
-/// The pairs of a `neardup dedupe --pairs` file as sorted, distinct keys.
-fn read_links(path: &str, index: &HashMap<&str, u32>) -> anyhow::Result<Vec<u64>> {
+/// One line of a `neardup dedupe --pairs` file: its two ids and the whole object.
+pub(crate) struct PairLine {
+    pub a: String,
+    pub b: String,
+    pub fields: Value,
+}
+
+/// The lines of a `neardup dedupe --pairs` file (JSON Lines with `"a"` and `"b"`, strings or
+/// numbers); errors name the file and the line.
+pub(crate) fn dedupe_pairs(path: &str) -> anyhow::Result<Vec<PairLine>> {
     let text = std::fs::read_to_string(path).with_context(|| format!("reading {path}"))?;
+    parse_dedupe_pairs(path, &text)
+}
+
+/// [`dedupe_pairs`] of a file already read.
+pub(crate) fn parse_dedupe_pairs(path: &str, text: &str) -> anyhow::Result<Vec<PairLine>> {
     let mut out = Vec::new();
     for (n, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
             continue;
         }
-        let v: Value = serde_json::from_str(line).with_context(|| format!("{path}:{}", n + 1))?;
-        let id = |k: &str| -> anyhow::Result<u32> {
-            let s = match v.get(k) {
-                Some(Value::String(s)) => s.clone(),
-                Some(other) => other.to_string(),
+        let fields: Value =
+            serde_json::from_str(line).with_context(|| format!("{path}:{}", n + 1))?;
+        let id = |k: &str| -> anyhow::Result<String> {
+            match fields.get(k) {
+                Some(Value::String(s)) => Ok(s.clone()),
+                Some(other) => Ok(other.to_string()),
                 None => bail!("{path}:{}: no `{k}`", n + 1),
-            };
-            index
-                .get(s.as_str())
-                .copied()
-                .with_context(|| format!("{path}:{}: id {s} is not in the corpus", n + 1))
+            }
         };
         let (a, b) = (id("a")?, id("b")?);
+        out.push(PairLine { a, b, fields });
+    }
+    Ok(out)
+}
+
+/// The numbered pairs of a sample's pairs.tsv (`n a b`, a header line first).
+pub(crate) fn sample_pairs(path: &str) -> anyhow::Result<Vec<(usize, String, String)>> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {path}"))?;
+    parse_sample_pairs(path, &text)
+}
+
+/// [`sample_pairs`] of a file already read.
+pub(crate) fn parse_sample_pairs(
+    path: &str,
+    text: &str,
+) -> anyhow::Result<Vec<(usize, String, String)>> {
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate().skip(1) {
+        let cols: Vec<&str> = line.split('\t').collect();
+        let [n, a, b] = cols[..] else {
+            bail!("{path}:{}: not `n a b`", i + 1);
+        };
+        let n: usize = n
+            .parse()
+            .with_context(|| format!("{path}:{}: bad n", i + 1))?;
+        out.push((n, a.to_owned(), b.to_owned()));
+    }
+    Ok(out)
+}
+
+/// The pairs of a `neardup dedupe --pairs` file as sorted, distinct keys.
+fn read_links(path: &str, index: &HashMap<&str, u32>) -> anyhow::Result<Vec<u64>> {
+    let mut out = Vec::new();
+    for p in dedupe_pairs(path)? {
+        let id = |s: &str| -> anyhow::Result<u32> {
+            index
+                .get(s)
+                .copied()
+                .with_context(|| format!("{path}: id {s} is not in the corpus"))
+        };
+        let (a, b) = (id(&p.a)?, id(&p.b)?);
         if a != b {
             out.push(key(a, b));
         }
@@ -722,21 +773,10 @@ fn parse_range(s: &str) -> anyhow::Result<(usize, usize)> {
 
 fn show(args: ShowArgs) -> CmdResult {
     let (from, to) = parse_range(&args.range)?;
-    let text =
-        std::fs::read_to_string(&args.pairs).with_context(|| format!("reading {}", args.pairs))?;
-    let mut wanted: Vec<(usize, String, String)> = Vec::new();
-    for (i, line) in text.lines().enumerate().skip(1) {
-        let cols: Vec<&str> = line.split('\t').collect();
-        let [n, a, b] = cols[..] else {
-            bail!("{}:{}: not `n a b`", args.pairs, i + 1);
-        };
-        let n: usize = n
-            .parse()
-            .with_context(|| format!("{}:{}: bad n", args.pairs, i + 1))?;
-        if (from..=to).contains(&n) {
-            wanted.push((n, a.to_owned(), b.to_owned()));
-        }
-    }
+    let mut wanted: Vec<(usize, String, String)> = sample_pairs(&args.pairs)?
+        .into_iter()
+        .filter(|(n, _, _)| (from..=to).contains(n))
+        .collect();
     if wanted.is_empty() {
         return Err(common::usage(format!(
             "no pair numbered {} in {}",

@@ -19,8 +19,6 @@
 
 use std::collections::HashMap;
 
-use serde_json::Value;
-
 use neardup::cli::common::{CmdResult, Status};
 
 #[derive(clap::Args, Debug)]
@@ -103,20 +101,13 @@ pub fn run(args: ScoreArgs) -> CmdResult {
             .map(|r| (r["n"].clone(), r))
             .collect();
     let mut answers: HashMap<(String, String), String> = HashMap::new();
-    let text = std::fs::read_to_string(&args.detector)
-        .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", args.detector))?;
-    for line in text.lines().filter(|l| !l.trim().is_empty()) {
-        let v: Value = serde_json::from_str(line)?;
-        let id = |k: &str| match &v[k] {
-            Value::String(s) => s.clone(),
-            other => other.to_string(),
-        };
-        let relation = v["relation"]
+    for p in crate::read_pairs::dedupe_pairs(&args.detector)? {
+        let relation = p.fields["relation"]
             .as_str()
             .unwrap_or("near_duplicate")
             .to_owned();
-        answers.insert((id("a"), id("b")), relation.clone());
-        answers.insert((id("b"), id("a")), relation);
+        answers.insert((p.b.clone(), p.a.clone()), relation.clone());
+        answers.insert((p.a, p.b), relation);
     }
     // Pairs drawn per runs stratum, for the weights.
     let mut drawn: HashMap<String, usize> = HashMap::new();
