@@ -5,10 +5,12 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::Context;
-use neardup::allpairs::minhash::{all_pairs_related, MinHashMatches};
+use neardup::align::Span;
+use neardup::allpairs::aligned::{self, AlignedPair};
+use neardup::allpairs::minhash::{all_pairs_related, MinHashCluster, MinHashMatches};
 use neardup::allpairs::simhash::{AllPairs, Matches};
 use neardup::pipeline::{self, Item, PipelineOptions};
-use neardup::relation::{MatchOptions, MatchRule, Relation};
+use neardup::relation::{AlignRule, MatchOptions, MatchRule, Relation};
 use neardup::{Methods, MinHashParams, Score, Signature, SimHash, Sketches, Tolerance};
 use serde::Serialize;
 use serde_json::Value;
@@ -28,6 +30,15 @@ pub struct Args {
     /// `"relation"` and `"containment"`) instead of clusters. The relation reads "a relation b".
     #[arg(long)]
     pairs: bool,
+    /// Alignment decides (MinHash only): MinHash finds candidates down to a similarity of
+    /// 0.1, then the texts are aligned and a pair is linked when one text is a copy of the
+    /// other in letters, facts included (`near_duplicate`, `contains`, `contained_in`), or
+    /// reported as `shares_passage` when they share a passage without either being a copy
+    /// (never clustered). Two instances of one template are not copies: formula text recurring
+    /// across the input is learned and does not count. Pairs carry `a_copied`, `b_copied` and
+    /// the shared `passages` (character spans of both texts). Reads the input twice more.
+    #[arg(long, conflicts_with_all = ["threshold", "k", "no_containment", "pre_tokenized"])]
+    align: bool,
     #[command(flatten)]
     relation: RelationArgs,
     #[command(flatten)]
@@ -60,6 +71,56 @@ struct ClusterLine<'a> {
     contained: Option<u64>,
 }
 
+/// A pair linked by alignment (`--align --pairs`).
+#[derive(Serialize)]
+struct AlignedLine<'a> {
+    a: &'a Value,
+    b: &'a Value,
+    /// MinHash's estimate, which made the pair a candidate.
+    similarity: f64,
+    /// How b relates to a, read "a relation b".
+    relation: Relation,
+    /// Share of a's letters (and b's) copied in the other, letter for letter.
+    a_copied: f64,
+    b_copied: f64,
+    passages: Vec<PassageLine>,
+}
+
+/// A passage both texts hold: where it is in each, and its letters in runs.
+#[derive(Serialize)]
+struct PassageLine {
+    a: Span,
+    b: Span,
+    matched: usize,
+}
+
+impl<'a> AlignedLine<'a> {
+    fn new(p: &AlignedPair, ids: &'a [Value]) -> AlignedLine<'a> {
+        AlignedLine {
+            a: &ids[p.a as usize],
+            b: &ids[p.b as usize],
+            similarity: p.similarity,
+            relation: p.matched.relation,
+            a_copied: round(p.matched.a_copied),
+            b_copied: round(p.matched.b_copied),
+            passages: p
+                .passages
+                .iter()
+                .map(|q| PassageLine {
+                    a: q.a,
+                    b: q.b,
+                    matched: q.matched,
+                })
+                .collect(),
+        }
+    }
+}
+
+/// A share to four decimals, as it is printed.
+fn round(x: f64) -> f64 {
+    (x * 1e4).round() / 1e4
+}
+
 #[derive(Serialize)]
 struct PairLine<'a> {
     a: &'a Value,
@@ -78,6 +139,8 @@ struct PairLine<'a> {
 enum Batch {
     SimHash(AllPairs, Vec<SimHash>),
     MinHash(MatchRule, MinHashParams, Vec<Signature>),
+    /// MinHash's candidates for the alignment (`--align`).
+    Candidates(MinHashParams, Vec<Signature>),
 }
 
 impl Batch {
@@ -85,9 +148,16 @@ impl Batch {
         tolerance: Tolerance,
         params: MinHashParams,
         options: MatchOptions,
+        align: bool,
     ) -> anyhow::Result<Batch> {
         Ok(match tolerance {
+            Tolerance::Distance(_) if align => {
+                return Err(common::usage(
+                    "--align works with MinHash: leave out --method simhash, or --align",
+                ))
+            }
             Tolerance::Distance(k) => Batch::SimHash(AllPairs::new(k)?, Vec::new()),
+            Tolerance::Similarity(_) if align => Batch::Candidates(params, Vec::new()),
             Tolerance::Similarity(t) => {
                 Batch::MinHash(MatchRule::new(t, options), params, Vec::new())
             }
@@ -101,7 +171,7 @@ impl Batch {
                 Some(Ok(f)) => v.push(f.simhash),
                 _ => return false,
             },
-            Batch::MinHash(_, _, v) => match s.minhash {
+            Batch::MinHash(_, _, v) | Batch::Candidates(_, v) => match s.minhash {
                 Some(Ok(f)) => v.push(f.signature),
                 _ => return false,
             },
@@ -115,6 +185,7 @@ impl Batch {
             Batch::MinHash(rule, params, v) => {
                 Found::MinHash(all_pairs_related(&v, &params, &rule))
             }
+            Batch::Candidates(params, v) => Found::MinHash(aligned::candidates(&v, &params)),
         }
     }
 }
@@ -225,13 +296,14 @@ pub fn run(args: Args) -> CmdResult {
     let spec = args.input.spec();
     let mut spool = None;
     let mut input = args.input.input.clone();
-    if !args.no_boilerplate && args.profile.boilerplate.is_none() && !spec.pre_tokenized {
-        // Learning reads the input twice: standard input is kept in a file for that.
-        if input == "-" {
-            let s = Spool::of_stdin()?;
-            input = s.path.to_string_lossy().into_owned();
-            spool = Some(s);
-        }
+    let learn = !args.no_boilerplate && args.profile.boilerplate.is_none() && !spec.pre_tokenized;
+    // Learning and aligning read the input again: standard input is kept in a file for that.
+    if (learn || args.align) && input == "-" {
+        let s = Spool::of_stdin()?;
+        input = s.path.to_string_lossy().into_owned();
+        spool = Some(s);
+    }
+    if learn {
         let learned = pipeline::learn_boilerplate(
             neardup::input::open(&input)?,
             &spec,
@@ -249,12 +321,18 @@ pub fn run(args: Args) -> CmdResult {
             fp = fp.with_boilerplate(Some(Arc::new(b)));
         }
     }
-    let mut batch = Batch::new(tolerance, *fp.minhasher().params(), args.relation.options())?;
+    let mut batch = Batch::new(
+        tolerance,
+        *fp.minhasher().params(),
+        args.relation.options(),
+        args.align,
+    )?;
     let source = neardup::input::open(&input)?;
     let pb = common::progress_bar(&source, args.run.quiet);
     let position = Arc::clone(&source.position);
     let strict = args.input.strict;
     let mut ids: Vec<Value> = Vec::new();
+    let mut lines: Vec<u64> = Vec::new();
 
     let counts = pipeline::run(
         source,
@@ -265,10 +343,13 @@ pub fn run(args: Args) -> CmdResult {
         |item| -> anyhow::Result<()> {
             match item {
                 Item::Doc {
-                    id, sketches: s, ..
+                    line,
+                    id,
+                    sketches: s,
                 } => {
                     if batch.push(s) {
                         ids.push(id.0);
+                        lines.push(line);
                     }
                 }
                 Item::Bad(e) => {
@@ -287,40 +368,102 @@ pub fn run(args: Args) -> CmdResult {
     let counts = counts?;
     let paired = Instant::now();
     let found = batch.run();
-    let clusters = found.clusters();
+    let decided = if args.align {
+        let candidates: Vec<(u32, u32, f64)> = found
+            .pairs()
+            .map(|(a, b, score, ..)| (a, b, score.similarity().unwrap_or(0.0)))
+            .collect();
+        if !args.run.quiet {
+            eprintln!("dedupe: aligning {} candidate pairs", candidates.len());
+        }
+        Some(neardup::pipeline::align_candidates(
+            || neardup::input::open(&input),
+            &spec,
+            &fp,
+            &lines,
+            &candidates,
+            &AlignRule::DEFAULT,
+        )?)
+    } else {
+        None
+    };
+    let clusters = match &decided {
+        Some(d) => aligned::clusters(ids.len(), &d.pairs)
+            .into_iter()
+            .map(|c: MinHashCluster| {
+                (
+                    c.members,
+                    Score::Similarity(c.min_similarity),
+                    (c.contained > 0).then_some(c.contained),
+                )
+            })
+            .collect(),
+        None => found.clusters(),
+    };
     let pair_secs = paired.elapsed().as_secs_f64();
 
     let mut out = common::stdout();
-    if args.pairs {
-        for (a, b, score, relation, containment) in found.pairs() {
-            let line = PairLine {
-                a: &ids[a as usize],
-                b: &ids[b as usize],
-                score,
-                relation,
-                containment,
-            };
-            serde_json::to_writer(&mut out, &line).context("writing output")?;
-            out.write_all(b"\n").context("writing output")?;
+    match &decided {
+        Some(d) if args.pairs => {
+            for p in &d.pairs {
+                write_line(&mut out, &AlignedLine::new(p, &ids))?;
+            }
         }
-    } else {
-        for (members, score, contained) in &clusters {
-            let line = ClusterLine {
-                cluster: members.iter().map(|&i| &ids[i as usize]).collect(),
-                max_distance: score.distance(),
-                min_similarity: score.similarity(),
-                contained: *contained,
-            };
-            serde_json::to_writer(&mut out, &line).context("writing output")?;
-            out.write_all(b"\n").context("writing output")?;
+        None if args.pairs => {
+            for (a, b, score, relation, containment) in found.pairs() {
+                write_line(
+                    &mut out,
+                    &PairLine {
+                        a: &ids[a as usize],
+                        b: &ids[b as usize],
+                        score,
+                        relation,
+                        containment,
+                    },
+                )?;
+            }
+        }
+        _ => {
+            for (members, score, contained) in &clusters {
+                write_line(
+                    &mut out,
+                    &ClusterLine {
+                        cluster: members.iter().map(|&i| &ids[i as usize]).collect(),
+                        max_distance: score.distance(),
+                        min_similarity: score.similarity(),
+                        contained: *contained,
+                    },
+                )?;
+            }
         }
     }
     common::flush(&mut out)?;
 
     if !args.run.quiet {
         let in_clusters: usize = clusters.iter().map(|c| c.0.len()).sum();
+        let linked = match &decided {
+            Some(d) => {
+                let copies = d
+                    .pairs
+                    .iter()
+                    .filter(|p| p.matched.relation.is_copy())
+                    .count();
+                format!(
+                    "{copies} copy pairs and {} pairs sharing a passage by alignment ({} candidate pairs of {method}, {} texts aligned, {} formula windows learned)",
+                    d.pairs.len() - copies,
+                    found.pair_count(),
+                    d.texts,
+                    d.formula_windows,
+                )
+            }
+            None => format!(
+                "{} pairs with {method} {tolerance} ({} candidate pairs compared)",
+                found.pair_count(),
+                found.comparisons()
+            ),
+        };
         eprintln!(
-            "dedupe: {} documents, {} fingerprinted, {} too short, {} bad lines; {} holding {} documents, {} duplicates (beyond the first of each cluster), {} pairs with {method} {tolerance} ({} candidate pairs compared); all pairs in {:.3} s, total {:.2} s",
+            "dedupe: {} documents, {} fingerprinted, {} too short, {} bad lines; {} holding {} documents, {} duplicates (beyond the first of each cluster), {linked}; all pairs in {:.3} s, total {:.2} s",
             counts.documents,
             counts.fingerprinted,
             counts.too_short,
@@ -328,8 +471,6 @@ pub fn run(args: Args) -> CmdResult {
             common::plural(clusters.len(), "cluster", "clusters"),
             in_clusters,
             in_clusters - clusters.len(),
-            found.pair_count(),
-            found.comparisons(),
             pair_secs,
             started.elapsed().as_secs_f64(),
         );
@@ -339,6 +480,12 @@ pub fn run(args: Args) -> CmdResult {
     }
     drop(spool);
     Ok(common::status(&counts))
+}
+
+/// Writes one JSON line.
+fn write_line(out: &mut impl Write, line: &impl Serialize) -> anyhow::Result<()> {
+    serde_json::to_writer(&mut *out, line).context("writing output")?;
+    out.write_all(b"\n").context("writing output")
 }
 
 /// Standard input copied into a temporary file, removed when dropped.

@@ -13,7 +13,7 @@ use serde_json::{Map, Value};
 use crate::eval_messy::corpus;
 
 /// Every 8th article of the corpus (2,020).
-fn sample() -> &'static [Article] {
+pub(crate) fn sample() -> &'static [Article] {
     static SAMPLE: OnceLock<Vec<Article>> = OnceLock::new();
     SAMPLE.get_or_init(|| corpus().iter().step_by(8).cloned().collect())
 }
@@ -26,7 +26,7 @@ fn config() -> Config {
     }
 }
 
-fn copies() -> &'static [LabelledPair] {
+pub(crate) fn copies() -> &'static [LabelledPair] {
     static PAIRS: OnceLock<Vec<LabelledPair>> = OnceLock::new();
     PAIRS.get_or_init(|| generate::copies(sample(), &config(), |_| {}))
 }

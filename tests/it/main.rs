@@ -14,6 +14,7 @@ mod cli_fingerprint;
 mod cli_store;
 mod cli_usage;
 mod compat_seed000;
+mod dedupe_align;
 mod eval;
 mod eval_copies;
 mod eval_messy;

@@ -265,46 +265,25 @@ impl Formula {
 
     /// Learns the formula windows of `texts`: those found in at least `min_groups` groups,
     /// a group being texts `joined` as near-duplicates (pairs of indices of `texts`), each
-    /// other text a group of its own.
+    /// other text a group of its own. [`FormulaCounter`] does the counting, one text at a
+    /// time, for a caller that cannot hold every text at once.
     pub fn learn(
         texts: &[Letters],
         joined: impl IntoIterator<Item = (usize, usize)>,
         min_groups: usize,
         anchor: usize,
     ) -> Formula {
-        let mut parent: Vec<usize> = (0..texts.len()).collect();
-        fn root(parent: &mut [usize], mut x: usize) -> usize {
-            while parent[x] != x {
-                parent[x] = parent[parent[x]];
-                x = parent[x];
-            }
-            x
+        let mut counter = FormulaCounter::new(anchor);
+        for t in texts {
+            counter.add(t);
         }
-        for (a, b) in joined {
-            let (ra, rb) = (root(&mut parent, a), root(&mut parent, b));
-            parent[ra.max(rb)] = ra.min(rb);
-        }
-        // Texts of one group one after the other, so a window counts a group once: its last
-        // group is remembered beside its count.
-        let mut order: Vec<(usize, usize)> = (0..texts.len())
-            .map(|i| (root(&mut parent, i), i))
-            .collect();
-        order.sort_unstable();
-        let mut seen: HashMap<u64, (usize, usize), BuildIdentity> =
-            HashMap::with_hasher(BuildIdentity);
-        for (group, i) in order {
-            for (_, h) in texts[i].windows(anchor) {
-                let e = seen.entry(h).or_insert((usize::MAX, 0));
-                if e.0 != group {
-                    *e = (group, e.1 + 1);
-                }
-            }
-        }
-        let windows = seen
-            .into_iter()
-            .filter(|(_, (_, groups))| *groups >= min_groups)
-            .map(|(h, _)| h);
-        Formula::new(anchor, windows)
+        let groups = groups_of(texts.len(), joined);
+        counter.finish(
+            groups
+                .iter()
+                .map(|g| g.iter().map(|&i| &texts[i]).collect::<Vec<_>>()),
+            min_groups,
+        )
     }
 
     /// How many windows it holds.
@@ -333,8 +312,123 @@ impl Formula {
     }
 }
 
+/// The groups of more than one member that `joined` (pairs of indices below `n`) links,
+/// each ascending: connected components.
+pub fn groups_of(n: usize, joined: impl IntoIterator<Item = (usize, usize)>) -> Vec<Vec<usize>> {
+    let mut parent: Vec<usize> = (0..n).collect();
+    fn root(parent: &mut [usize], mut x: usize) -> usize {
+        while parent[x] != x {
+            parent[x] = parent[parent[x]];
+            x = parent[x];
+        }
+        x
+    }
+    for (a, b) in joined {
+        let (ra, rb) = (root(&mut parent, a), root(&mut parent, b));
+        parent[ra.max(rb)] = ra.min(rb);
+    }
+    let mut groups: HashMap<usize, Vec<usize>> = HashMap::new();
+    for i in 0..n {
+        let r = root(&mut parent, i);
+        groups.entry(r).or_default().push(i);
+    }
+    let mut out: Vec<Vec<usize>> = groups.into_values().filter(|g| g.len() > 1).collect();
+    out.sort_unstable();
+    out
+}
+
+/// Counts, for [`Formula`], the texts each window is found in, one text at a time: the
+/// texts of a corpus stream through [`FormulaCounter::add`] and are not kept. Copies of one
+/// story must count once, so [`FormulaCounter::finish`] is given the groups of near-duplicates
+/// (only their members' letters are needed) and takes back what a group counted more than
+/// once. [`FormulaCounter::restricted_to`] counts only the windows of some texts (those a
+/// caller will judge), so memory grows with them, not with the corpus.
+#[derive(Clone, Debug)]
+pub struct FormulaCounter {
+    anchor: usize,
+    counts: HashMap<u64, u32, BuildIdentity>,
+    restricted: bool,
+}
+
+impl FormulaCounter {
+    /// Counts every window of `anchor` letters.
+    pub fn new(anchor: usize) -> FormulaCounter {
+        FormulaCounter {
+            anchor,
+            counts: HashMap::with_hasher(BuildIdentity),
+            restricted: false,
+        }
+    }
+
+    /// Counts only the windows found in `texts`: a formula learned this way marks those
+    /// texts exactly as one learned from every window would.
+    pub fn restricted_to<'a>(
+        anchor: usize,
+        texts: impl IntoIterator<Item = &'a Letters>,
+    ) -> FormulaCounter {
+        let mut counts = HashMap::with_hasher(BuildIdentity);
+        for t in texts {
+            for (_, h) in t.windows(anchor) {
+                counts.insert(h, 0);
+            }
+        }
+        FormulaCounter {
+            anchor,
+            counts,
+            restricted: true,
+        }
+    }
+
+    /// Counts one text: each of its windows once, however often it repeats there.
+    pub fn add(&mut self, text: &Letters) {
+        for h in distinct_windows(text, self.anchor) {
+            if self.restricted {
+                if let Some(c) = self.counts.get_mut(&h) {
+                    *c += 1;
+                }
+            } else {
+                *self.counts.entry(h).or_insert(0) += 1;
+            }
+        }
+    }
+
+    /// The formula: windows found in at least `min_groups` groups, where each of `groups`
+    /// (the letters of near-duplicates, every one of them counted by [`FormulaCounter::add`])
+    /// counts once and every other text is a group of its own.
+    pub fn finish<'a, G>(mut self, groups: G, min_groups: usize) -> Formula
+    where
+        G: IntoIterator,
+        G::Item: IntoIterator<Item = &'a Letters>,
+    {
+        for group in groups {
+            let mut held: HashMap<u64, u32, BuildIdentity> = HashMap::with_hasher(BuildIdentity);
+            for t in group {
+                for h in distinct_windows(t, self.anchor) {
+                    *held.entry(h).or_insert(0) += 1;
+                }
+            }
+            for (h, n) in held {
+                if let Some(c) = self.counts.get_mut(&h) {
+                    *c = c.saturating_sub(n - 1);
+                }
+            }
+        }
+        let windows = self
+            .counts
+            .into_iter()
+            .filter(|&(_, n)| n as usize >= min_groups)
+            .map(|(h, _)| h);
+        Formula::new(self.anchor, windows)
+    }
+}
+
+/// The windows of `text`, each once.
+fn distinct_windows(text: &Letters, anchor: usize) -> HashSet<u64, BuildIdentity> {
+    text.windows(anchor).map(|(_, h)| h).collect()
+}
+
 /// A character range of one field's plain text: `start..end`, in Unicode scalar values.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
 pub struct Span {
     /// The field's index, in the order the fields were given.
     pub field: usize,
@@ -774,6 +868,42 @@ mod tests {
         // The three copies joined as near-duplicates are one group: TAIL is in one.
         let f = Formula::learn(&texts, [(0, 1), (1, 2)], 2, k);
         assert!(held(&f, &lead) && !f.marks(&tail).iter().any(|&m| m));
+    }
+
+    #[test]
+    fn a_formula_counted_one_text_at_a_time_marks_the_judged_texts_as_one_learned_whole() {
+        let k = AlignParams::DEFAULT.anchor;
+        let texts: Vec<Letters> = [
+            format!("{LEAD}{TAIL}"),
+            format!("{LEAD}{TAIL}"),
+            format!("{THIRD}{TAIL}"),
+            format!("{LEAD}{THIRD}"),
+            format!("开头各不相同{LEAD}"),
+            format!("{TAIL}结尾各不相同"),
+        ]
+        .iter()
+        .map(|t| Letters::new(&[t]))
+        .collect();
+        let joined = [(0, 1), (2, 5)];
+        assert_eq!(groups_of(texts.len(), joined), vec![vec![0, 1], vec![2, 5]]);
+        for min_groups in 1..=5 {
+            let whole = Formula::learn(&texts, joined, min_groups, k);
+            // Only texts 0, 1, 2 and 5 are judged: the others stream past.
+            let judged = [0, 1, 2, 5];
+            let mut counter = FormulaCounter::restricted_to(k, judged.map(|i| &texts[i]));
+            for t in &texts {
+                counter.add(t);
+            }
+            let streamed =
+                counter.finish([[&texts[0], &texts[1]], [&texts[2], &texts[5]]], min_groups);
+            for i in judged {
+                assert_eq!(
+                    whole.marks(&texts[i]),
+                    streamed.marks(&texts[i]),
+                    "{min_groups}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -6,8 +6,13 @@
 
 use rayon::prelude::*;
 
+use std::collections::HashMap;
+
+use crate::align::{AlignParams, FormulaCounter, Letters};
+use crate::allpairs::aligned::{self, AlignedPair};
 use crate::fingerprint::{Fingerprinter, Methods, Outcome, Sketches};
 use crate::input::{parse_line, Body, DocId, InputError, InputErrorKind, InputSpec, Lines, Source};
+use crate::relation::AlignRule;
 use crate::text::Boilerplate;
 
 /// One input line's result.
@@ -179,4 +184,117 @@ pub fn learn_boilerplate(
         }
     }
     Some(learner.finish(min_docs)).filter(|b| !b.is_empty())
+}
+
+/// What alignment decided for the candidates of an input ([`align_candidates`]).
+#[derive(Debug)]
+pub struct AlignedInput {
+    /// The candidates it relates, in order: copies and shared passages, with their passages.
+    pub pairs: Vec<AlignedPair>,
+    /// Texts read for the candidates (each once).
+    pub texts: usize,
+    /// Formula windows learned from the input.
+    pub formula_windows: usize,
+}
+
+/// Alignment decides what MinHash found ([`crate::allpairs::aligned`]) for an input read
+/// again from `open`: `lines` gives the input line of each position the candidates
+/// `(a, b, similarity)` name. Two more passes: the first prepares the letters of the
+/// candidates' texts (and no other), the second counts formula windows over every text
+/// document of the input, so memory grows with the candidates, not with the input.
+/// Pre-tokenized documents have no text to align: their pairs are left out.
+pub fn align_candidates(
+    open: impl Fn() -> crate::Result<Source>,
+    spec: &InputSpec,
+    fp: &Fingerprinter,
+    lines: &[u64],
+    candidates: &[(u32, u32, f64)],
+    rule: &AlignRule,
+) -> crate::Result<AlignedInput> {
+    let mut wanted: HashMap<u64, u32> = HashMap::new();
+    for &(a, b, _) in candidates {
+        wanted.insert(lines[a as usize], a);
+        wanted.insert(lines[b as usize], b);
+    }
+    let mut letters: Vec<Option<Letters>> = vec![None; lines.len()];
+    for_each_text(
+        open()?,
+        spec,
+        |line| wanted.contains_key(&line),
+        |fields| Letters::prepared(fields, fp.segmenter()),
+        |line, l| letters[wanted[&line] as usize] = Some(l),
+    );
+    let texts = letters.iter().filter(|l| l.is_some()).count();
+    let of = |i: u32| letters[i as usize].as_ref();
+    let aligned = aligned::align_pairs(candidates, of);
+    let groups = crate::align::groups_of(
+        lines.len(),
+        aligned
+            .iter()
+            .filter(|p| aligned::joined(&p.3))
+            .map(|p| (p.0 as usize, p.1 as usize)),
+    );
+    let anchor = AlignParams::DEFAULT.anchor;
+    let mut counter = FormulaCounter::restricted_to(anchor, letters.iter().flatten());
+    for_each_text(
+        open()?,
+        spec,
+        |_| true,
+        |fields| Letters::prepared(fields, fp.segmenter()),
+        |_, l| counter.add(&l),
+    );
+    let formula = counter.finish(
+        groups
+            .iter()
+            .map(|g| g.iter().filter_map(|&i| letters[i].as_ref())),
+        aligned::FORMULA_GROUPS,
+    );
+    let pairs = aligned::judge(aligned, of, &formula, rule);
+    Ok(AlignedInput {
+        pairs,
+        texts,
+        formula_windows: formula.len(),
+    })
+}
+
+/// Calls `sink` with `prepare` of the text fields of every document of `source` whose line
+/// `keep` admits, in input order, preparing a batch on all cores. Lines that are not text
+/// documents are skipped (the fingerprinting pass reported them).
+fn for_each_text<T: Send>(
+    source: Source,
+    spec: &InputSpec,
+    keep: impl Fn(u64) -> bool,
+    prepare: impl Fn(&[String]) -> T + Sync,
+    mut sink: impl FnMut(u64, T),
+) {
+    let opts = PipelineOptions::default();
+    let mut lines = Lines::new(source.reader);
+    loop {
+        let mut batch = Vec::with_capacity(opts.batch_lines);
+        let mut bytes = 0usize;
+        for (line, raw) in lines.by_ref() {
+            let Ok(raw) = raw else { continue };
+            if !keep(line) {
+                continue;
+            }
+            bytes += raw.len();
+            batch.push((line, raw));
+            if batch.len() >= opts.batch_lines || bytes >= opts.batch_bytes {
+                break;
+            }
+        }
+        if batch.is_empty() {
+            return;
+        }
+        let prepared: Vec<(u64, T)> = batch
+            .into_par_iter()
+            .filter_map(|(line, raw)| match parse_line(&raw, spec).ok()?.body {
+                Body::Fields(fields) => Some((line, prepare(&fields))),
+                Body::Tokens(_) => None,
+            })
+            .collect();
+        for (line, t) in prepared {
+            sink(line, t);
+        }
+    }
 }

@@ -389,7 +389,7 @@ impl AlignRule {
     pub const DEFAULT: AlignRule = AlignRule {
         copy_share: 0.6,
         own_share: 0.4,
-        passage_letters: 30,
+        passage_letters: 50,
     };
 
     /// How `b` relates to `a` (read from `a`, as every relation), given their alignment and

@@ -6,40 +6,35 @@
 //! `contains` or `contained_in` (a partial reprint counts with its direction, as for
 //! MinHash), and a `shares_passage` report finds a pair of that relation.
 //!
-//! Formula windows are those found in at least [`FORMULA_GROUPS`] groups of the texts
-//! measured, a group being texts MinHash relates at its default threshold whose smaller one
-//! is at least [`GROUP_SHARE`] in runs (copies of one story count once): the texts play the
-//! part of an index that learns from what it holds.
+//! Formula windows and groups are learned as `neardup dedupe --align` learns them
+//! ([`neardup_core::allpairs::aligned`]): the texts measured play the part of an input.
 
 use rayon::prelude::*;
 
 use super::minhash::{self, candidates};
 use super::{unique_texts, LabelledPair, Scored, CONTAINED_IN};
-use neardup_core::align::{align_letters, AlignParams, Formula, Letters};
-use neardup_core::allpairs::minhash::all_pairs_related;
-use neardup_core::minhash::{Signature, Threshold};
-use neardup_core::relation::{AlignRule, MatchOptions, MatchRule, Relation, TextMatch};
+use neardup_core::align::{align_letters, AlignParams, Alignment, Formula, Letters};
+use neardup_core::allpairs::aligned::{self, FORMULA_GROUPS};
+use neardup_core::minhash::Signature;
+use neardup_core::relation::{AlignRule, MatchOptions, Relation, TextMatch};
 use neardup_core::Fingerprinter;
 
 /// The one operating point.
 pub const POINT: &str = "aligned";
-
-/// Groups a window must be found in to be formula.
-pub const FORMULA_GROUPS: usize = 10;
-
-/// Share of the smaller text in runs that joins two texts into one group.
-pub const GROUP_SHARE: f64 = 0.8;
 
 /// The detector's name: `aligned` and the MinHash candidate step's.
 pub fn name(fp: &Fingerprinter, options: &MatchOptions) -> String {
     format!("aligned ({})", minhash::name(fp, options))
 }
 
-/// The texts prepared once: signatures, letters, and the formula windows they hold.
+/// The texts prepared once: signatures, letters, the candidate pairs aligned, and the
+/// formula windows they hold.
 pub(crate) struct Prepared {
     pub(crate) sigs: Vec<Option<Signature>>,
-    letters: Vec<Letters>,
-    formula: Formula,
+    pub(crate) letters: Vec<Letters>,
+    pub(crate) formula: Formula,
+    /// Every candidate pair `(a, b, similarity, alignment)`, as text indices.
+    pub(crate) aligned: Vec<(u32, u32, f64, Alignment)>,
 }
 
 pub(crate) fn prepare(fp: &Fingerprinter, texts: &[Vec<String>]) -> Prepared {
@@ -48,33 +43,31 @@ pub(crate) fn prepare(fp: &Fingerprinter, texts: &[Vec<String>]) -> Prepared {
         .par_iter()
         .map(|t| Letters::prepared(t, fp.segmenter()))
         .collect();
-    let (docs, present): (Vec<usize>, Vec<Signature>) = sigs
+    let (docs, present): (Vec<u32>, Vec<Signature>) = sigs
         .iter()
         .enumerate()
-        .filter_map(|(i, s)| Some((i, s.clone()?)))
+        .filter_map(|(i, s)| Some((i as u32, s.clone()?)))
         .unzip();
-    let rule = MatchRule::new(Threshold::default(), MatchOptions::default());
-    let related = all_pairs_related(&present, &fp.config().minhash, &rule);
-    let params = AlignParams::DEFAULT;
-    let pairs: Vec<(u32, u32, f64)> = related.pairs().collect();
-    let joined: Vec<(usize, usize)> = pairs
-        .par_iter()
-        .filter_map(|&(a, b, _)| {
-            let (a, b) = (docs[a as usize], docs[b as usize]);
-            let al = align_letters(&letters[a], &letters[b], &params);
-            let small = if al.a_len <= al.b_len {
-                al.a_matched_share()
-            } else {
-                al.b_matched_share()
-            };
-            (small >= GROUP_SHARE).then_some((a, b))
-        })
+    let found: Vec<(u32, u32, f64)> = aligned::candidates(&present, &fp.config().minhash)
+        .pairs()
+        .map(|(a, b, s)| (docs[a as usize], docs[b as usize], s))
         .collect();
-    let formula = Formula::learn(&letters, joined, FORMULA_GROUPS, params.anchor);
+    let aligned = aligned::align_pairs(&found, |i| letters.get(i as usize));
+    let joined = aligned
+        .iter()
+        .filter(|p| aligned::joined(&p.3))
+        .map(|p| (p.0 as usize, p.1 as usize));
+    let formula = Formula::learn(
+        &letters,
+        joined,
+        FORMULA_GROUPS,
+        AlignParams::DEFAULT.anchor,
+    );
     Prepared {
         sigs,
         letters,
         formula,
+        aligned,
     }
 }
 

@@ -11,7 +11,7 @@ use super::{score_simhash, LabelledPair, Scored};
 use neardup_core::allpairs::minhash::all_pairs_related;
 use neardup_core::allpairs::simhash::AllPairs;
 use neardup_core::minhash::{Signature, Threshold};
-use neardup_core::relation::{MatchOptions, MatchRule};
+use neardup_core::relation::{AlignRule, MatchOptions, MatchRule};
 use neardup_core::text::Boilerplate;
 use neardup_core::{Fingerprinter, SimHash};
 use std::sync::Arc;
@@ -192,33 +192,29 @@ fn minhash_pairs(fp: &Fingerprinter, options: &MatchOptions, texts: &[Vec<String
     }
 }
 
-/// Every pair of `texts` the alignment detector ([`aligned`]) claims as a copy: the candidates MinHash relates at its lowest
-/// evaluated threshold ([`minhash::THRESHOLDS`]), kept when the alignment rule says copy;
-/// the score is the smaller text's share in runs.
+/// Every pair of `texts` the alignment detector ([`aligned`]) claims as a copy: its
+/// candidates ([`neardup_core::allpairs::aligned::candidates`]) kept when the alignment rule
+/// says copy, as `neardup dedupe --align` keeps them; the score is the smaller text's share
+/// in runs.
 fn aligned_pairs(fp: &Fingerprinter, options: &MatchOptions, texts: &[Vec<String>]) -> CorpusPairs {
     let prepared = aligned::prepare(fp, texts);
-    let (docs, present): (Vec<u32>, Vec<Signature>) = prepared
-        .sigs
-        .iter()
-        .enumerate()
-        .filter_map(|(i, s)| Some((i as u32, s.clone()?)))
-        .unzip();
-    let rule = MatchRule::new(
-        Threshold::new(minhash::THRESHOLDS[0]).expect("the thresholds are in range"),
-        *options,
-    );
-    let related = all_pairs_related(&present, &fp.config().minhash, &rule);
-    let candidates: Vec<(u32, u32, f64)> = related.pairs().collect();
-    let mut claimed: Vec<(u32, u32, f64)> = candidates
-        .par_iter()
-        .filter_map(|&(a, b, _)| {
-            let (a, b) = (docs[a as usize], docs[b as usize]);
-            let m = prepared.relate(a as usize, b as usize)?;
-            m.relation
-                .is_copy()
-                .then(|| (a.min(b), a.max(b), m.a_copied.min(m.b_copied)))
-        })
-        .collect();
+    let letters = |i: u32| prepared.letters.get(i as usize);
+    let mut claimed: Vec<(u32, u32, f64)> = neardup_core::allpairs::aligned::judge(
+        prepared.aligned.clone(),
+        letters,
+        &prepared.formula,
+        &AlignRule::DEFAULT,
+    )
+    .into_iter()
+    .filter(|p| p.matched.relation.is_copy())
+    .map(|p| {
+        (
+            p.a.min(p.b),
+            p.a.max(p.b),
+            p.matched.a_copied.min(p.matched.b_copied),
+        )
+    })
+    .collect();
     claimed.sort_unstable_by_key(|p| (p.0, p.1));
     CorpusPairs {
         name: aligned::name(fp, options),
