@@ -3,13 +3,10 @@
 //! write them as the artefact `--boilerplate PATH` takes (`index`, `es-init`, `fingerprint`,
 //! `dedupe`). See the README, "Boilerplate".
 
-use std::io::Write;
-
 use anyhow::Context;
 use neardup::es::{RetryPolicy, ScanOptions, Scanner};
 use neardup::input::{self, InputSpec};
 use neardup::text::boilerplate::{Learner, DEFAULT_SAMPLE};
-use neardup::text::Boilerplate;
 use neardup::{FingerprintConfig, Fingerprinter};
 use serde_json::json;
 
@@ -87,7 +84,7 @@ fn learn(args: LearnArgs) -> CmdResult {
     };
     let read = learner.docs();
     let b = learner.finish(args.min_docs.map(|n| n as usize));
-    write_artefact(&args.output, &b)?;
+    common::write_artefact(&args.output, &b)?;
     if !args.quiet {
         eprintln!(
             "boilerplate learn: {b} (from {read} distinct documents of {source}); written to {}",
@@ -155,21 +152,4 @@ fn from_index(args: &LearnArgs, index: &str, learner: &mut Learner) -> anyhow::R
         cursor.close().await;
         result
     })
-}
-
-fn write_artefact(output: &str, b: &Boilerplate) -> anyhow::Result<()> {
-    let json = serde_json::to_string_pretty(b).expect("boilerplate serialises");
-    if output == "-" {
-        let mut out = common::stdout();
-        writeln!(out, "{json}").context("writing output")?;
-        return common::flush(&mut out);
-    }
-    let text = format!("{json}\n");
-    if !common::replaceable(output) {
-        return std::fs::write(output, text).with_context(|| format!("writing {output}"));
-    }
-    let tmp = format!("{output}.tmp");
-    std::fs::write(&tmp, text).with_context(|| format!("writing {tmp}"))?;
-    std::fs::rename(&tmp, output).with_context(|| format!("renaming {tmp} to {output}"))?;
-    Ok(())
 }

@@ -578,3 +578,45 @@ pub fn init_logging(format: LogFormat) {
         LogFormat::Json => builder.json().with_ansi(false).try_init(),
     };
 }
+
+/// Writes a learned artefact (boilerplate, formula) as pretty JSON to `output` (`-` =
+/// standard output), replacing a regular file through a temporary one.
+pub fn write_artefact(output: &str, artefact: &impl serde::Serialize) -> anyhow::Result<()> {
+    let json = serde_json::to_string_pretty(artefact).context("serialising the artefact")?;
+    if output == "-" {
+        let mut out = stdout();
+        writeln!(out, "{json}").context("writing output")?;
+        return flush(&mut out);
+    }
+    let text = format!("{json}\n");
+    if !replaceable(output) {
+        return std::fs::write(output, text).with_context(|| format!("writing {output}"));
+    }
+    let tmp = format!("{output}.tmp");
+    std::fs::write(&tmp, text).with_context(|| format!("writing {tmp}"))?;
+    std::fs::rename(&tmp, output).with_context(|| format!("renaming {tmp} to {output}"))?;
+    Ok(())
+}
+
+/// Reads a formula artefact (`neardup formula learn`) for texts prepared with `fold`.
+pub fn read_formula(path: &Path, fold: bool) -> anyhow::Result<neardup::align::Formula> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading the formula artefact {}", path.display()))?;
+    let f: neardup::align::Formula = serde_json::from_str(&text).map_err(|e| {
+        usage(format!(
+            "{} is not a formula artefact neardup reads ({e}); make one with `neardup formula learn`",
+            path.display()
+        ))
+    })?;
+    ensure_usage(
+        f.fold() == fold,
+        &format!(
+            "{} was learned from text {} into Simplified, but these texts are {}: learn it again {} --no-fold",
+            path.display(),
+            if f.fold() { "folded" } else { "not folded" },
+            if fold { "folded" } else { "not folded" },
+            if fold { "without" } else { "with" },
+        ),
+    )?;
+    Ok(f)
+}

@@ -39,6 +39,10 @@ pub struct Args {
     /// the shared `passages` (character spans of both texts). Reads the input twice more.
     #[arg(long, conflicts_with_all = ["threshold", "k", "no_containment", "pre_tokenized"])]
     align: bool,
+    /// With --align: use this formula artefact (`neardup formula learn`) instead of learning
+    /// formula from the input (one pass fewer).
+    #[arg(long, requires = "align", value_name = "PATH")]
+    formula: Option<std::path::PathBuf>,
     #[command(flatten)]
     relation: RelationArgs,
     #[command(flatten)]
@@ -376,6 +380,10 @@ pub fn run(args: Args) -> CmdResult {
         if !args.run.quiet {
             eprintln!("dedupe: aligning {} candidate pairs", candidates.len());
         }
+        let formula = match &args.formula {
+            Some(path) => Some(common::read_formula(path, fp.config().fold)?),
+            None => None,
+        };
         Some(neardup::pipeline::align_candidates(
             || neardup::input::open(&input),
             &spec,
@@ -383,6 +391,7 @@ pub fn run(args: Args) -> CmdResult {
             &lines,
             &candidates,
             &AlignRule::DEFAULT,
+            formula.as_ref(),
         )?)
     } else {
         None
@@ -449,11 +458,13 @@ pub fn run(args: Args) -> CmdResult {
                     .filter(|p| p.matched.relation.is_copy())
                     .count();
                 format!(
-                    "{copies} copy pairs and {} pairs sharing a passage by alignment ({} candidate pairs of {method}, {} texts aligned, {} formula windows learned)",
+                    "{copies} copy pairs and {} pairs sharing a passage by alignment ({} candidate pairs of {method}, {} texts aligned, formula {} of {} windows, {})",
                     d.pairs.len() - copies,
                     found.pair_count(),
                     d.texts,
+                    d.formula_id,
                     d.formula_windows,
+                    if args.formula.is_some() { "given" } else { "learned from the input" },
                 )
             }
             None => format!(

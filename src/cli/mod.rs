@@ -17,6 +17,7 @@ pub mod eval;
 #[cfg(feature = "eval-plot")]
 pub mod eval_plot;
 mod fingerprint;
+mod formula;
 mod index;
 mod migrate;
 mod regroup;
@@ -75,6 +76,8 @@ enum Command {
     Migrate(migrate::Args),
     /// Learn the boilerplate lines of a corpus or an index (a site's disclaimer, links, footer).
     Boilerplate(boilerplate::Args),
+    /// Learn the formula text of a corpus (clauses and formulas many unrelated documents share), for `dedupe --align --formula`.
+    Formula(formula::Args),
     /// Measure detection quality on labelled pairs, or generate the synthetic benchmark.
     Eval(eval::Args),
     /// Fingerprint the existing documents of Elasticsearch indices: resumable, throttled, guarded.
@@ -96,6 +99,7 @@ pub fn main() -> i32 {
     let result = match cli.command {
         Command::Fingerprint(args) => fingerprint::run(args),
         Command::Boilerplate(args) => boilerplate::run(args),
+        Command::Formula(args) => formula::run(args),
         Command::EsInit(args) => es_init::run(args),
         Command::Worker(args) => worker::run(args),
         Command::Index(args) => index::run(args),

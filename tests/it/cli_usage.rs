@@ -156,6 +156,7 @@ fn every_subcommand_has_a_working_help() {
             "stats",
             "migrate",
             "boilerplate",
+            "formula",
             "eval",
             "backfill",
             "regroup",

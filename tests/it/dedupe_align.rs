@@ -110,7 +110,90 @@ fn dedupe_align_tells_copies_templates_and_shared_passages_apart() {
 
     let (code, out, err) = neardup(&["dedupe", "--align", "--pairs", "-i", input], b"");
     assert_eq!(code, 0, "{err}");
-    assert!(err.contains("formula windows learned"), "{err}");
+    assert!(err.contains("learned from the input"), "{err}");
+    // The formula as an artefact: the same answers as learning it from the input.
+    let bp = dir.path().join("bp.json");
+    let (code, _, err) = neardup(
+        &[
+            "boilerplate",
+            "learn",
+            "-i",
+            input,
+            "-o",
+            bp.to_str().unwrap(),
+        ],
+        b"",
+    );
+    assert_eq!(code, 0, "{err}");
+    let bp = bp.to_str().unwrap();
+    let (code, learned, err) = neardup(
+        &[
+            "dedupe",
+            "--align",
+            "--pairs",
+            "-i",
+            input,
+            "--boilerplate",
+            bp,
+        ],
+        b"",
+    );
+    assert_eq!(code, 0, "{err}");
+    let (code, artefact_bp, err) =
+        neardup(&["formula", "learn", "-i", input, "--boilerplate", bp], b"");
+    assert_eq!(code, 0, "{err}");
+    let with_bp = dir.path().join("formula-bp.json");
+    std::fs::write(&with_bp, artefact_bp).unwrap();
+    let (code, given, err) = neardup(
+        &[
+            "dedupe",
+            "--align",
+            "--pairs",
+            "-i",
+            input,
+            "--boilerplate",
+            bp,
+            "--formula",
+            with_bp.to_str().unwrap(),
+        ],
+        b"",
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("given"), "{err}");
+    assert!(!learned.is_empty());
+    assert_eq!(given, learned);
+    // A formula learned from unfolded text does not serve folded texts.
+    let artefact = dir.path().join("formula.json");
+    let (code, _, err) = neardup(
+        &[
+            "formula",
+            "learn",
+            "-i",
+            input,
+            "--no-fold",
+            "-o",
+            artefact.to_str().unwrap(),
+        ],
+        b"",
+    );
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = neardup(
+        &[
+            "dedupe",
+            "--align",
+            "-i",
+            input,
+            "--formula",
+            artefact.to_str().unwrap(),
+        ],
+        b"",
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("learn it again without --no-fold"), "{err}");
+    let (code, _, err) = neardup(&["dedupe", "--align", "-i", input, "--formula", bp], b"");
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("not a formula artefact"), "{err}");
+
     let got = answers(&out);
     let relation = |a: &str, b: &str| got.get(&(a.to_owned(), b.to_owned()));
     let id = |m: &serde_json::Map<String, Value>| m["id"].as_str().unwrap().to_owned();

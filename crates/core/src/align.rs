@@ -248,19 +248,144 @@ fn is_separator(c: char) -> bool {
 /// ([`crate::relation::AlignRule`]). Learned from a corpus by counting, for each window,
 /// the groups of near-duplicates it is found in (a story reposted fifty times is one group,
 /// so it never becomes formula).
-#[derive(Clone, Debug, Default)]
+///
+/// It is a versioned artefact, as learned boilerplate is: its JSON (`serde`) holds an id
+/// (`fm1-…`, a hash of the anchor and the set of windows), how it was learned, and the
+/// windows as hex; reading checks the id. `neardup formula learn` writes it, `dedupe --align
+/// --formula` reads it.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+#[serde(try_from = "StoredFormula", into = "StoredFormula")]
 pub struct Formula {
     windows: HashSet<u64, BuildIdentity>,
     anchor: usize,
+    /// Learned from text folded into Simplified: it serves only texts prepared alike.
+    fold: bool,
+    /// The groups a window was found in to be kept, and the texts counted, when learned.
+    min_groups: usize,
+    texts: usize,
+}
+
+/// Version of the formula artefact's JSON layout.
+pub const FORMULA_FORMAT: u32 = 1;
+
+/// The JSON form of [`Formula`].
+#[derive(serde::Serialize, serde::Deserialize)]
+struct StoredFormula {
+    format: u32,
+    id: String,
+    anchor: usize,
+    fold: bool,
+    min_groups: usize,
+    texts: usize,
+    /// The windows' hashes, 16 hex digits each, ascending.
+    windows: Vec<String>,
+}
+
+impl TryFrom<StoredFormula> for Formula {
+    type Error = String;
+    fn try_from(s: StoredFormula) -> Result<Formula, String> {
+        if s.format != FORMULA_FORMAT {
+            return Err(format!(
+                "formula format {} is not {FORMULA_FORMAT}, the one this neardup reads",
+                s.format
+            ));
+        }
+        let windows = s
+            .windows
+            .iter()
+            .map(|w| u64::from_str_radix(w, 16).map_err(|e| format!("window `{w}`: {e}")))
+            .collect::<Result<Vec<u64>, String>>()?;
+        let mut f = Formula::new(s.anchor, windows).folded(s.fold);
+        (f.min_groups, f.texts) = (s.min_groups, s.texts);
+        if f.id() != s.id {
+            return Err(format!(
+                "formula `{}` holds windows whose id is `{}`: the artefact was changed by hand or damaged; learn it again",
+                s.id,
+                f.id()
+            ));
+        }
+        Ok(f)
+    }
+}
+
+impl From<Formula> for StoredFormula {
+    fn from(f: Formula) -> StoredFormula {
+        StoredFormula {
+            format: FORMULA_FORMAT,
+            id: f.id(),
+            anchor: f.anchor,
+            fold: f.fold,
+            min_groups: f.min_groups,
+            texts: f.texts,
+            windows: f.sorted().iter().map(|w| format!("{w:016x}")).collect(),
+        }
+    }
+}
+
+impl Default for Formula {
+    fn default() -> Formula {
+        Formula::new(AlignParams::DEFAULT.anchor, [])
+    }
+}
+
+impl PartialEq for Formula {
+    fn eq(&self, other: &Formula) -> bool {
+        self.anchor == other.anchor && self.fold == other.fold && self.windows == other.windows
+    }
+}
+
+impl std::fmt::Display for Formula {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}: {} windows of {} letters in at least {} groups of {} texts",
+            self.id(),
+            self.windows.len(),
+            self.anchor,
+            self.min_groups,
+            self.texts
+        )
+    }
 }
 
 impl Formula {
-    /// The formula windows of `anchor` letters.
+    /// The formula windows of `anchor` letters (learned from folded text).
     pub fn new(anchor: usize, windows: impl IntoIterator<Item = u64>) -> Formula {
         Formula {
             windows: windows.into_iter().collect(),
             anchor,
+            fold: true,
+            min_groups: 0,
+            texts: 0,
         }
+    }
+
+    /// The same windows, recorded as learned from folded text or not.
+    pub fn folded(mut self, fold: bool) -> Formula {
+        self.fold = fold;
+        self
+    }
+
+    /// Whether it was learned from text folded into Simplified.
+    pub fn fold(&self) -> bool {
+        self.fold
+    }
+
+    /// Its id: `fm1-` and 12 hex digits of xxh3 over the anchor and the sorted windows.
+    pub fn id(&self) -> String {
+        let mut bytes = Vec::with_capacity(8 * (self.windows.len() + 1));
+        bytes.extend((self.anchor as u64).to_le_bytes());
+        for w in self.sorted() {
+            bytes.extend(w.to_le_bytes());
+        }
+        format!("fm1-{:012x}", xxh3_64(&bytes) >> 16)
+    }
+
+    /// The windows, ascending.
+    fn sorted(&self) -> Vec<u64> {
+        let mut w: Vec<u64> = self.windows.iter().copied().collect();
+        w.sort_unstable();
+        w
     }
 
     /// Learns the formula windows of `texts`: those found in at least `min_groups` groups,
@@ -348,6 +473,8 @@ pub struct FormulaCounter {
     anchor: usize,
     counts: HashMap<u64, u32, BuildIdentity>,
     restricted: bool,
+    /// Texts counted.
+    texts: usize,
 }
 
 impl FormulaCounter {
@@ -357,6 +484,7 @@ impl FormulaCounter {
             anchor,
             counts: HashMap::with_hasher(BuildIdentity),
             restricted: false,
+            texts: 0,
         }
     }
 
@@ -376,11 +504,13 @@ impl FormulaCounter {
             anchor,
             counts,
             restricted: true,
+            texts: 0,
         }
     }
 
     /// Counts one text: each of its windows once, however often it repeats there.
     pub fn add(&mut self, text: &Letters) {
+        self.texts += 1;
         for h in distinct_windows(text, self.anchor) {
             if self.restricted {
                 if let Some(c) = self.counts.get_mut(&h) {
@@ -418,7 +548,9 @@ impl FormulaCounter {
             .into_iter()
             .filter(|&(_, n)| n as usize >= min_groups)
             .map(|(h, _)| h);
-        Formula::new(self.anchor, windows)
+        let mut f = Formula::new(self.anchor, windows);
+        (f.min_groups, f.texts) = (min_groups, self.texts);
+        f
     }
 }
 
@@ -868,6 +1000,42 @@ mod tests {
         // The three copies joined as near-duplicates are one group: TAIL is in one.
         let f = Formula::learn(&texts, [(0, 1), (1, 2)], 2, k);
         assert!(held(&f, &lead) && !f.marks(&tail).iter().any(|&m| m));
+    }
+
+    #[test]
+    fn a_formula_artefact_reads_back_as_written_and_refuses_a_changed_one() {
+        let k = AlignParams::DEFAULT.anchor;
+        let texts: Vec<Letters> = (0..4)
+            .map(|i| Letters::new(&[format!("{LEAD}第{i}号{TAIL}")]))
+            .collect();
+        let f = Formula::learn(&texts, [], 3, k).folded(false);
+        assert!(!f.is_empty() && !f.fold());
+        let json = serde_json::to_string(&f).unwrap();
+        let back: Formula = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, f);
+        assert_eq!(back.id(), f.id());
+        assert!(
+            f.id().starts_with("fm1-") && f.id().len() == 16,
+            "{}",
+            f.id()
+        );
+        assert!(
+            f.to_string().contains("in at least 3 groups of 4 texts"),
+            "{f}"
+        );
+        for t in &texts {
+            assert_eq!(back.marks(t), f.marks(t));
+        }
+        // A window dropped by hand: the id no longer names the windows.
+        let mut v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        v["windows"].as_array_mut().unwrap().pop();
+        let err = serde_json::from_value::<Formula>(v)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("changed by hand"), "{err}");
+        let mut v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        v["format"] = 2.into();
+        assert!(serde_json::from_value::<Formula>(v).is_err());
     }
 
     #[test]

@@ -8,7 +8,7 @@ use rayon::prelude::*;
 
 use std::collections::HashMap;
 
-use crate::align::{AlignParams, FormulaCounter, Letters};
+use crate::align::{AlignParams, Formula, FormulaCounter, Letters};
 use crate::allpairs::aligned::{self, AlignedPair};
 use crate::fingerprint::{Fingerprinter, Methods, Outcome, Sketches};
 use crate::input::{parse_line, Body, DocId, InputError, InputErrorKind, InputSpec, Lines, Source};
@@ -193,16 +193,18 @@ pub struct AlignedInput {
     pub pairs: Vec<AlignedPair>,
     /// Texts read for the candidates (each once).
     pub texts: usize,
-    /// Formula windows learned from the input.
+    /// Formula windows used (given, or learned from the input).
     pub formula_windows: usize,
+    /// The formula's id.
+    pub formula_id: String,
 }
 
 /// Alignment decides what MinHash found ([`crate::allpairs::aligned`]) for an input read
 /// again from `open`: `lines` gives the input line of each position the candidates
-/// `(a, b, similarity)` name. Two more passes: the first prepares the letters of the
-/// candidates' texts (and no other), the second counts formula windows over every text
-/// document of the input, so memory grows with the candidates, not with the input.
-/// Pre-tokenized documents have no text to align: their pairs are left out.
+/// `(a, b, similarity)` name. One more pass prepares the letters of the candidates' texts
+/// (and no other); without a `formula`, a second counts formula windows over every text
+/// document of the input ([`learn_formula`]), so memory grows with the candidates, not with
+/// the input. Pre-tokenized documents have no text to align: their pairs are left out.
 pub fn align_candidates(
     open: impl Fn() -> crate::Result<Source>,
     spec: &InputSpec,
@@ -210,51 +212,140 @@ pub fn align_candidates(
     lines: &[u64],
     candidates: &[(u32, u32, f64)],
     rule: &AlignRule,
+    formula: Option<&Formula>,
 ) -> crate::Result<AlignedInput> {
-    let mut wanted: HashMap<u64, u32> = HashMap::new();
-    for &(a, b, _) in candidates {
-        wanted.insert(lines[a as usize], a);
-        wanted.insert(lines[b as usize], b);
-    }
-    let mut letters: Vec<Option<Letters>> = vec![None; lines.len()];
-    for_each_text(
-        open()?,
-        spec,
-        |line| wanted.contains_key(&line),
-        |fields| Letters::prepared(fields, fp.segmenter()),
-        |line, l| letters[wanted[&line] as usize] = Some(l),
-    );
-    let texts = letters.iter().filter(|l| l.is_some()).count();
-    let of = |i: u32| letters[i as usize].as_ref();
-    let aligned = aligned::align_pairs(candidates, of);
-    let groups = crate::align::groups_of(
-        lines.len(),
-        aligned
-            .iter()
-            .filter(|p| aligned::joined(&p.3))
-            .map(|p| (p.0 as usize, p.1 as usize)),
-    );
-    let anchor = AlignParams::DEFAULT.anchor;
-    let mut counter = FormulaCounter::restricted_to(anchor, letters.iter().flatten());
-    for_each_text(
-        open()?,
-        spec,
-        |_| true,
-        |fields| Letters::prepared(fields, fp.segmenter()),
-        |_, l| counter.add(&l),
-    );
-    let formula = counter.finish(
-        groups
-            .iter()
-            .map(|g| g.iter().filter_map(|&i| letters[i].as_ref())),
-        aligned::FORMULA_GROUPS,
-    );
-    let pairs = aligned::judge(aligned, of, &formula, rule);
+    let prepared = Prepared::read(open()?, spec, fp, lines, candidates);
+    let learned;
+    let formula = match formula {
+        Some(f) => f,
+        None => {
+            learned = prepared.count_formula(open()?, spec, fp, true);
+            &learned
+        }
+    };
+    let of = |i: u32| prepared.letters[i as usize].as_ref();
+    let pairs = aligned::judge(prepared.aligned.clone(), of, formula, rule);
     Ok(AlignedInput {
         pairs,
-        texts,
+        texts: prepared.letters.iter().flatten().count(),
         formula_windows: formula.len(),
+        formula_id: formula.id(),
     })
+}
+
+/// The formula windows of an input read from `open` (three passes: sketches, the letters of
+/// MinHash's candidates, then every text counted): what `dedupe --align` learns, written as
+/// an artefact by `neardup formula learn`.
+pub fn learn_formula(
+    open: impl Fn() -> crate::Result<Source>,
+    spec: &InputSpec,
+    fp: &Fingerprinter,
+) -> crate::Result<Formula> {
+    let mut lines = Vec::new();
+    let mut sigs = Vec::new();
+    let opts = PipelineOptions::with_methods(Methods::only(crate::Method::MinHash));
+    let counted = run(
+        open()?,
+        spec,
+        fp,
+        &opts,
+        |_| {},
+        |item| {
+            if let Item::Doc {
+                line,
+                sketches:
+                    Sketches {
+                        minhash: Some(Ok(f)),
+                        ..
+                    },
+                ..
+            } = item
+            {
+                lines.push(line);
+                sigs.push(f.signature);
+            }
+            Ok::<(), std::convert::Infallible>(())
+        },
+    );
+    let Ok(_) = counted;
+    let candidates: Vec<(u32, u32, f64)> = aligned::candidates(&sigs, fp.minhasher().params())
+        .pairs()
+        .collect();
+    let prepared = Prepared::read(open()?, spec, fp, &lines, &candidates);
+    Ok(prepared.count_formula(open()?, spec, fp, false))
+}
+
+/// The candidates' texts and their alignments.
+struct Prepared {
+    /// By input position: the letters of the texts of some candidate.
+    letters: Vec<Option<Letters>>,
+    aligned: Vec<(u32, u32, f64, crate::align::Alignment)>,
+}
+
+impl Prepared {
+    fn read(
+        source: Source,
+        spec: &InputSpec,
+        fp: &Fingerprinter,
+        lines: &[u64],
+        candidates: &[(u32, u32, f64)],
+    ) -> Prepared {
+        let mut wanted: HashMap<u64, u32> = HashMap::new();
+        for &(a, b, _) in candidates {
+            wanted.insert(lines[a as usize], a);
+            wanted.insert(lines[b as usize], b);
+        }
+        let mut letters: Vec<Option<Letters>> = vec![None; lines.len()];
+        for_each_text(
+            source,
+            spec,
+            |line| wanted.contains_key(&line),
+            |fields| Letters::prepared(fields, fp.segmenter()),
+            |line, l| letters[wanted[&line] as usize] = Some(l),
+        );
+        let aligned = aligned::align_pairs(candidates, |i| letters[i as usize].as_ref());
+        Prepared { letters, aligned }
+    }
+
+    /// The formula: every text document of `source` counted, the candidates' groups once;
+    /// `only_candidates` counts only the windows of the candidates' texts (all a caller
+    /// judging them needs), else every window (an artefact for other texts).
+    fn count_formula(
+        &self,
+        source: Source,
+        spec: &InputSpec,
+        fp: &Fingerprinter,
+        only_candidates: bool,
+    ) -> Formula {
+        let groups = crate::align::groups_of(
+            self.letters.len(),
+            self.aligned
+                .iter()
+                .filter(|p| aligned::joined(&p.3))
+                .map(|p| (p.0 as usize, p.1 as usize)),
+        );
+        let anchor = AlignParams::DEFAULT.anchor;
+        let mut counter = if only_candidates {
+            FormulaCounter::restricted_to(anchor, self.letters.iter().flatten())
+        } else {
+            FormulaCounter::new(anchor)
+        };
+        for_each_text(
+            source,
+            spec,
+            |_| true,
+            |fields| Letters::prepared(fields, fp.segmenter()),
+            |_, l| counter.add(&l),
+        );
+        counter
+            .finish(
+                groups
+                    .iter()
+                    .map(|g| g.iter().filter_map(|&i| self.letters[i].as_ref())),
+                aligned::FORMULA_GROUPS,
+            )
+            .folded(fp.config().fold)
+    }
 }
 
 /// Calls `sink` with `prepare` of the text fields of every document of `source` whose line
