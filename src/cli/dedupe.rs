@@ -9,6 +9,7 @@ use neardup::align::Span;
 use neardup::allpairs::aligned::{self, AlignedPair};
 use neardup::allpairs::minhash::{all_pairs_related, MinHashCluster, MinHashMatches};
 use neardup::allpairs::simhash::{AllPairs, Matches};
+use neardup::method::four_decimals;
 use neardup::pipeline::{self, Item, PipelineOptions};
 use neardup::relation::{AlignRule, MatchOptions, MatchRule, Relation};
 use neardup::{Methods, MinHashParams, Score, Signature, SimHash, Sketches, Tolerance};
@@ -105,8 +106,8 @@ impl<'a> AlignedLine<'a> {
             b: &ids[p.b as usize],
             similarity: p.similarity,
             relation: p.matched.relation,
-            a_copied: round(p.matched.a_copied),
-            b_copied: round(p.matched.b_copied),
+            a_copied: four_decimals(p.matched.a_copied),
+            b_copied: four_decimals(p.matched.b_copied),
             passages: p
                 .passages
                 .iter()
@@ -118,11 +119,6 @@ impl<'a> AlignedLine<'a> {
                 .collect(),
         }
     }
-}
-
-/// A share to four decimals, as it is printed.
-fn round(x: f64) -> f64 {
-    (x * 1e4).round() / 1e4
 }
 
 #[derive(Serialize)]

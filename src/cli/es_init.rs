@@ -47,6 +47,11 @@ pub struct Args {
     /// different one on an index that records one needs --upgrade (re-learning).
     #[arg(long, value_name = "PATH", conflicts_with = "no_boilerplate")]
     boilerplate: Option<PathBuf>,
+    /// Record this formula artefact (`neardup formula learn`) in `_meta`: the formula text
+    /// aligned lookups (`similar --align`) do not count as copied. It decides no fingerprint,
+    /// so it replaces a recorded one without --upgrade. Default: what the index records.
+    #[arg(long, value_name = "PATH")]
+    formula: Option<PathBuf>,
     /// With --upgrade: stop dropping the boilerplate the index records.
     #[arg(long, requires = "upgrade")]
     no_boilerplate: bool,
@@ -217,6 +222,9 @@ pub fn run(args: Args) -> CmdResult {
         };
         let mut wanted = format.apply(recorded_minhash, wanted);
         wanted.group = group;
+        if let Some(path) = &args.formula {
+            wanted.formula = Some(Arc::new(common::read_formula(path, fold)?));
+        }
         let outcome = match args.upgrade {
             true => es::upgrade_index(&client, &retry, &args.index, &wanted).await?,
             false => es::init_index(&client, &retry, &args.index, &wanted).await?,

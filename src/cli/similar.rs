@@ -19,6 +19,7 @@ use neardup::es::{
 };
 use neardup::input::{self, InputSpec};
 use neardup::pipeline::sketch_body;
+use neardup::relation::AlignRule;
 use neardup::store::Match;
 use neardup::{Fingerprinter, Method, Methods, Score, SimHash, Sketch, Tolerance};
 
@@ -79,6 +80,15 @@ pub struct Args {
     method: MethodArgs,
     #[command(flatten)]
     relation: RelationArgs,
+    /// Elasticsearch, with --id: the texts decide. MinHash finds candidates down to a
+    /// similarity of 0.1, their texts and the document's are read from `_source` (--field)
+    /// and aligned, and a match is a copy only when one text holds the other's letters,
+    /// facts included (`near_duplicate`, `contains`, `contained_in`), or `shares_passage`
+    /// when they share a passage without either being a copy. Formula text the index records
+    /// (`es-init --formula`) does not count. Matches carry `query_copied`, `match_copied`
+    /// and the shared `passages` (spans of both texts). A local store keeps no texts.
+    #[arg(long, conflicts_with_all = ["threshold", "k", "no_containment", "method"])]
+    align: bool,
     /// Output: `json` (one `{"id","similarity"}` or `{"id","distance"}` line per match, with
     /// `"index"` on Elasticsearch) or `table`.
     #[arg(long, default_value = "json", value_name = "json|table")]
@@ -217,6 +227,10 @@ fn query(
 }
 
 fn search_store(args: &Args, dir: &std::path::Path) -> anyhow::Result<Outcome> {
+    common::ensure_usage(
+        !args.align,
+        "--align reads the texts of the matches, and a local store keeps none: query an Elasticsearch index (--index), or align a file with `neardup dedupe --align`",
+    )?;
     let store = args.local.open(dir)?;
     let tolerance = args.method.for_store(&store)?;
     let options = args.relation.options();
@@ -356,8 +370,17 @@ fn search_es(args: &Args, index: &str) -> anyhow::Result<Outcome> {
         Ok(q) => q,
         Err(too_short) => return Ok(Err(too_short)),
     };
+    common::ensure_usage(
+        !args.align || matches!(query, Query::Id(_)),
+        "--align looks up a stored document: give --id",
+    )?;
     let (found, own_id) = es.runtime.block_on(async {
         match &query {
+            Query::Id(id) if args.align => es
+                .similar
+                .aligned_by_id(index, id, &AlignRule::DEFAULT)
+                .await
+                .map(|f| (f, None)),
             Query::Id(id) => es
                 .similar
                 .by_id(index, id, es.near)
@@ -389,8 +412,18 @@ fn search_es(args: &Args, index: &str) -> anyhow::Result<Outcome> {
         (QueryFingerprint::Given(_), Query::Sketch(_, origin, _)) => origin,
         (QueryFingerprint::Given(_), _) => "given",
     };
+    if args.align && found.formula.is_none() {
+        eprintln!(
+            "note: `{index}` records no formula (`neardup formula learn`, then `es-init --formula`): text that templates share counts as copied"
+        );
+    }
     Ok(Ok(Found {
-        tolerance: es.tolerance,
+        // Aligned: the candidates' floor.
+        tolerance: if args.align {
+            found.tolerance
+        } else {
+            es.tolerance
+        },
         query: found.query.simhash().map(|f| (f, origin)),
         transferred: Some(found.transferred),
         matches: found

@@ -28,6 +28,7 @@ mod store_migrate;
 
 /// Against a live node (`NEARDUP_TEST_ES`, started by `scripts/es-up`).
 mod live_es {
+    mod aligned;
     mod backfill;
     mod claims;
     mod containment;

@@ -632,6 +632,41 @@ pub struct Alignment {
 }
 
 impl Alignment {
+    /// The same alignment read from the second text: sides exchanged, passages in the
+    /// order of the (new) first text.
+    pub fn swapped(self) -> Alignment {
+        let mut passages: Vec<Passage> = self
+            .passages
+            .into_iter()
+            .map(|p| Passage {
+                a: p.b,
+                b: p.a,
+                a_letters: p.b_letters,
+                b_letters: p.a_letters,
+                matched: p.matched,
+                runs: p
+                    .runs
+                    .into_iter()
+                    .map(|r| Run {
+                        a: r.b,
+                        b: r.a,
+                        len: r.len,
+                    })
+                    .collect(),
+            })
+            .collect();
+        passages.sort_by_key(|p| (p.runs[0].a, p.runs[0].b));
+        Alignment {
+            passages,
+            a_len: self.b_len,
+            b_len: self.a_len,
+            a_covered: self.b_covered,
+            b_covered: self.a_covered,
+            a_matched: self.b_matched,
+            b_matched: self.a_matched,
+        }
+    }
+
     /// The share of the first text inside passages, 0 for an empty text.
     pub fn a_share(&self) -> f64 {
         share(self.a_covered, self.a_len)
@@ -670,7 +705,21 @@ pub fn align<S: AsRef<str>, T: AsRef<str>>(a: &[S], b: &[T], params: &AlignParam
 }
 
 /// Aligns two texts already reduced to their letters.
+///
+/// The answer does not depend on which text is first: the two are aligned in one order of
+/// their own (the shorter first, then by their letters) and the result is turned round when
+/// the caller's order is the other, so a lookup from either side of a pair, or `dedupe`
+/// reading them in either order, sees the same passages.
 pub fn align_letters(a: &Letters, b: &Letters, params: &AlignParams) -> Alignment {
+    if (a.len(), &a.chars) <= (b.len(), &b.chars) {
+        align_in_order(a, b, params)
+    } else {
+        align_in_order(b, a, params).swapped()
+    }
+}
+
+/// [`align_letters`] with `a` first.
+fn align_in_order(a: &Letters, b: &Letters, params: &AlignParams) -> Alignment {
     let runs = runs(a, b, params);
     let mut found: Vec<Passage> = chain(a, b, runs, params)
         .into_iter()
@@ -1207,6 +1256,24 @@ mod tests {
                 let (la, lb) = (Letters::new(&[&a]), Letters::new(&[&b]));
                 let al = align_letters(&la, &lb, &AlignParams::DEFAULT);
                 check_invariants(&la, &lb, &al);
+            }
+
+            #[test]
+            fn either_order_gives_the_same_alignment_turned_round(
+                shared in ideographs(20..200),
+                a in ideographs(0..300),
+                b in ideographs(0..300),
+                c in ideographs(0..100),
+            ) {
+                // Two texts sharing a passage, one of them also repeating a piece of it.
+                let piece: String = shared.chars().take(30).collect();
+                let x = format!("{a}{shared}{c}");
+                let y = format!("{piece}{b}{shared}");
+                let (lx, ly) = (Letters::new(&[&x]), Letters::new(&[&y]));
+                let there = align_letters(&lx, &ly, &AlignParams::DEFAULT);
+                let back = align_letters(&ly, &lx, &AlignParams::DEFAULT);
+                check_invariants(&ly, &lx, &back);
+                prop_assert_eq!(there.swapped(), back);
             }
         }
     }

@@ -18,8 +18,9 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
+use crate::align::{Passage, Span};
 use crate::minhash::{Signature, Threshold};
-use crate::relation::{MatchOptions, MatchRule, Relation};
+use crate::relation::{MatchOptions, MatchRule, Relation, TextMatch};
 use crate::simhash::SimHash;
 
 /// The detection methods.
@@ -337,6 +338,55 @@ pub struct Match {
     /// The estimated containment of the smaller article in the larger, when known.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub containment: Option<f64>,
+    /// What the match shares with the query letter for letter, when the texts were aligned
+    /// (then `relation` is the alignment's: [`crate::relation::AlignRule`]).
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub shared: Option<Shared>,
+}
+
+/// What a match shares with its query by aligned text: `{"query_copied", "match_copied",
+/// "passages": [{"query": span, "match": span, "matched"}]}`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Shared {
+    /// Share of the query's letters in runs shared with the match (four decimals).
+    pub query_copied: f64,
+    /// Share of the match's letters in runs shared with the query (four decimals).
+    pub match_copied: f64,
+    /// The passages both hold, in the query's order.
+    pub passages: Vec<SharedPassage>,
+}
+
+/// A passage the query and a match both hold: where it is in each (field and character
+/// range of its plain text, [`crate::align::Span`]), and its letters in runs.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct SharedPassage {
+    pub query: Span,
+    #[serde(rename = "match")]
+    pub found: Span,
+    pub matched: usize,
+}
+
+impl Shared {
+    /// From the query's side of an alignment and its relation.
+    pub fn new(m: &TextMatch, passages: &[Passage]) -> Shared {
+        Shared {
+            query_copied: four_decimals(m.a_copied),
+            match_copied: four_decimals(m.b_copied),
+            passages: passages
+                .iter()
+                .map(|p| SharedPassage {
+                    query: p.a,
+                    found: p.b,
+                    matched: p.matched,
+                })
+                .collect(),
+        }
+    }
+}
+
+/// A share as answers print it: to four decimals.
+pub fn four_decimals(x: f64) -> f64 {
+    (x * 1e4).round() / 1e4
 }
 
 impl Match {
@@ -348,6 +398,7 @@ impl Match {
             score,
             relation: None,
             containment: None,
+            shared: None,
         }
     }
 
@@ -359,6 +410,7 @@ impl Match {
             score: related.score,
             relation: Some(related.relation),
             containment: related.containment,
+            shared: None,
         }
     }
 
@@ -370,6 +422,7 @@ impl Match {
             score,
             relation: None,
             containment: None,
+            shared: None,
         }
     }
 

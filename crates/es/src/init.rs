@@ -261,6 +261,9 @@ fn upgrade_meta(
     if out.group.is_none() {
         out.group.clone_from(&recorded.group);
     }
+    if out.formula.is_none() {
+        out.formula.clone_from(&recorded.formula);
+    }
     // Edit tracking is installed and removed on its own (`super::tracking`).
     out.tracking.clone_from(&recorded.tracking);
     // From the full to the compact layout: queries keep finding the documents not rewritten
@@ -442,6 +445,10 @@ fn merge_meta(
         }
         (None, Some(w)) => out.minhash = Some(w.clone()),
         _ => {}
+    }
+    // A formula decides no fingerprint: the one wanted replaces the one recorded.
+    if wanted.formula.is_some() {
+        out.formula.clone_from(&wanted.formula);
     }
     match (&recorded.group, &wanted.group) {
         (Some(r), Some(w)) if r != w => return Err(group_clash(index, r, w)),

@@ -58,6 +58,7 @@ use super::EsError;
 pub use format::{FieldsFormat, FormatRequest, LayoutRequest};
 
 mod format;
+use neardup_core::align::Formula;
 use neardup_core::fingerprint::{Methods, MinHashOutcome};
 use neardup_core::relation::CANDIDATE_AGREEING_MINIMA;
 use neardup_core::text::Boilerplate;
@@ -732,6 +733,12 @@ pub struct IndexMeta {
     /// whole without the lines' texts; absent when none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub boilerplate: Option<Arc<Boilerplate>>,
+    /// The formula text aligned lookups do not count as copied
+    /// ([`neardup_core::align::Formula`], the artefact of `neardup formula learn`, recorded
+    /// by `es-init --formula`); absent when none. It decides no fingerprint, so it can be
+    /// replaced at any time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub formula: Option<Arc<Formula>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub simhash: Option<SimHashMeta>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -938,6 +945,7 @@ impl IndexMeta {
                 .as_ref()
                 .filter(|_| config.profile.scheme().is_some())
                 .map(|b| Arc::new(b.without_texts())),
+            formula: None,
             simhash: methods.simhash.then(|| SimHashMeta {
                 profile: config.profile,
                 version: versions.simhash.clone(),
@@ -1304,6 +1312,10 @@ impl IndexMeta {
             if m.minhash != out.minhash {
                 out.minhash = None;
             }
+            // Aligned lookups leave formula out only where every index records the same.
+            if m.formula != out.formula {
+                out.formula = None;
+            }
             // Labels are written only where every index keeps the same group field.
             if m.group != out.group {
                 out.group = None;
@@ -1373,6 +1385,9 @@ impl fmt::Display for IndexMeta {
         )?;
         if let Some(b) = &self.boilerplate {
             write!(f, ", boilerplate {b}")?;
+        }
+        if let Some(x) = &self.formula {
+            write!(f, ", formula {}", x.id())?;
         }
         if let Some(g) = &self.group {
             write!(f, ", groups in `{}`", g.field)?;

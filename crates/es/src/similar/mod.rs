@@ -57,6 +57,7 @@ use neardup_core::minhash::Threshold;
 use neardup_core::relation::MatchOptions;
 use neardup_core::{Fingerprinter, Method, SimHash, Sketch, Tolerance, TooShort};
 
+mod aligned;
 mod hit;
 mod query;
 mod scripts;
@@ -197,6 +198,9 @@ pub struct Similarity {
     /// lookup by id, which the candidate query leaves out).
     pub transferred: u64,
     pub scan: ScanStats,
+    /// The id of the formula an aligned lookup ([`Similar::aligned_by_id`]) left out, when
+    /// the indices record one.
+    pub formula: Option<String>,
 }
 
 impl Similarity {
@@ -207,6 +211,7 @@ impl Similarity {
             matches: Vec::new(),
             transferred: 0,
             scan: ScanStats::default(),
+            formula: None,
         }
     }
 }
@@ -810,6 +815,7 @@ impl Similar {
             matches,
             transferred,
             scan,
+            formula: None,
         })
     }
 

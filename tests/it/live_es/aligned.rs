@@ -1,0 +1,218 @@
+//! Aligned lookups on a live node (issue 43): `similar --id --align` answers for each
+//! document what `dedupe --align` answers for its pairs over the same articles with the same
+//! formula (recorded by `es-init --formula`): the same relations, the same shares copied,
+//! the same passages, read from the query's side. Template instances are not copies; round-ups
+//! share passages; reworded passages are contained.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Write;
+
+use crate::common::{self, es as t, es::TestIndex};
+use crate::eval_copies::{copies, sample};
+use neardup::es::{RetryPolicy, Similar};
+use neardup::eval::generate;
+use neardup::relation::AlignRule;
+use serde_json::{json, Value};
+
+/// A relation read from the other side.
+fn reversed(relation: &str) -> &str {
+    match relation {
+        "contains" => "contained_in",
+        "contained_in" => "contains",
+        r => r,
+    }
+}
+
+/// What one answer says of a pair, from the query's side: the relation, the two shares and
+/// the passages (query span, match span, matched letters), in one order: an answer lists
+/// them in its first text's order.
+type Said = (String, String, String, Vec<String>);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn aligned_lookups_answer_what_dedupe_align_answers() {
+    // A sample of the real corpus, both sides of the copied-text pairs of three kinds, and a
+    // month of one daily bulletin.
+    let mut docs: BTreeMap<String, Value> = BTreeMap::new();
+    for a in sample().iter().take(400) {
+        docs.insert(
+            a.id.clone(),
+            json!({"title": a.title, "content": a.content}),
+        );
+    }
+    let kinds = ["template_instances", "compilation", "reworded_passage"];
+    let mut queries: BTreeSet<String> = BTreeSet::new();
+    for p in copies() {
+        if !kinds.contains(&p.transformation.as_deref().unwrap()) {
+            continue;
+        }
+        for m in [&p.a, &p.b] {
+            let a = generate::Article::from_map(m).unwrap();
+            queries.insert(a.id.clone());
+            docs.insert(a.id, json!({"title": a.title, "content": a.content}));
+        }
+    }
+    for a in generate::template_series(sample(), "meeting_notice", 30, 5).unwrap() {
+        queries.insert(a.id.clone());
+        docs.insert(a.id, json!({"title": a.title, "content": a.content}));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("articles.jsonl");
+    let mut f = std::fs::File::create(&input).unwrap();
+    for (id, d) in &docs {
+        let mut line = d.clone();
+        line["id"] = json!(id);
+        writeln!(f, "{line}").unwrap();
+    }
+    drop(f);
+    let input = input.to_str().unwrap();
+    let formula = dir.path().join("formula.json");
+    let formula = formula.to_str().unwrap();
+
+    // The file: the formula learned, then every pair by alignment.
+    let (code, _, err) = common::neardup(&["formula", "learn", "-i", input, "-o", formula], b"");
+    assert_eq!(code, 0, "{err}");
+    let (code, out, err) = common::neardup(
+        &[
+            "dedupe",
+            "--align",
+            "--pairs",
+            "--no-boilerplate",
+            "--formula",
+            formula,
+            "-i",
+            input,
+        ],
+        b"",
+    );
+    assert_eq!(code, 0, "{err}");
+    let span = |v: &Value| format!("{}:{}-{}", v["field"], v["start"], v["end"]);
+    let mut want: BTreeMap<String, BTreeMap<String, Said>> = BTreeMap::new();
+    for p in common::json_lines(&out) {
+        let (a, b) = (p["a"].as_str().unwrap(), p["b"].as_str().unwrap());
+        let relation = p["relation"].as_str().unwrap();
+        let passages = |from_a: bool| {
+            p["passages"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|x| {
+                    let (q, m) = if from_a { ("a", "b") } else { ("b", "a") };
+                    format!("{} {} {}", span(&x[q]), span(&x[m]), x["matched"])
+                })
+                .collect::<BTreeSet<String>>()
+                .into_iter()
+                .collect()
+        };
+        let (ac, bc) = (p["a_copied"].to_string(), p["b_copied"].to_string());
+        want.entry(a.to_owned()).or_default().insert(
+            b.to_owned(),
+            (relation.to_owned(), ac.clone(), bc.clone(), passages(true)),
+        );
+        want.entry(b.to_owned()).or_default().insert(
+            a.to_owned(),
+            (reversed(relation).to_owned(), bc, ac, passages(false)),
+        );
+    }
+
+    // The index: the same articles, the formula recorded, fingerprinted by the worker.
+    let client = t::client().await;
+    let idx = TestIndex::new("aligned");
+    let url = t::url();
+    let cli = |args: &[&str]| {
+        let mut all = args.to_vec();
+        all.extend(["--es", url.as_str(), "--index", idx.name.as_str()]);
+        common::neardup(&all, b"")
+    };
+    let (code, out, err) = cli(&["es-init", "--formula", formula]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("formula fm1-"), "{out}");
+    let loaded: Vec<(String, Value)> = docs.into_iter().collect();
+    t::load(&client, &idx.name, &loaded).await;
+    let (code, _, err) = cli(&["worker", "--once"]);
+    assert_eq!(code, 0, "{err}");
+    t::refresh(&client, &idx.name).await;
+
+    let similar = Similar::with_options(
+        client.clone(),
+        None,
+        Default::default(),
+        RetryPolicy::none(),
+    );
+    let mut copies_claimed = 0;
+    for q in &queries {
+        let found = similar
+            .aligned_by_id(idx.name.as_str(), q, &AlignRule::DEFAULT)
+            .await
+            .unwrap();
+        assert!(found
+            .formula
+            .as_deref()
+            .is_some_and(|f| f.starts_with("fm1-")));
+        let got: BTreeMap<String, Said> = found
+            .matches
+            .iter()
+            .map(|m| {
+                let v = serde_json::to_value(m).unwrap();
+                let passages = v["passages"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|x| {
+                        format!(
+                            "{} {} {}",
+                            span(&x["query"]),
+                            span(&x["match"]),
+                            x["matched"]
+                        )
+                    })
+                    .collect::<BTreeSet<String>>()
+                    .into_iter()
+                    .collect();
+                (
+                    m.id.clone(),
+                    (
+                        v["relation"].as_str().unwrap().to_owned(),
+                        v["query_copied"].to_string(),
+                        v["match_copied"].to_string(),
+                        passages,
+                    ),
+                )
+            })
+            .collect();
+        copies_claimed += got.values().filter(|s| s.0 != "shares_passage").count();
+        assert_eq!(got, want.remove(q).unwrap_or_default(), "{q}");
+    }
+    assert!(copies_claimed > 0);
+
+    // The command line: the same matches as JSON lines, the formula's note absent.
+    let q = queries
+        .iter()
+        .find(|q| q.contains("~"))
+        .unwrap_or_else(|| queries.first().unwrap());
+    let (code, out, err) = cli(&["similar", "--id", q, "--align"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!err.contains("records no formula"), "{err}");
+    for line in common::json_lines(&out) {
+        assert!(
+            line["relation"].is_string() && line["passages"].is_array(),
+            "{line}"
+        );
+    }
+    // A store keeps no texts; --align looks up a stored document.
+    let (code, _, err) = common::neardup(
+        &[
+            "similar",
+            "--store",
+            dir.path().to_str().unwrap(),
+            "--id",
+            q,
+            "--align",
+        ],
+        b"",
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("keeps none"), "{err}");
+    let (code, _, err) = cli(&["similar", "--text", "一段文字", "--align"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("give --id"), "{err}");
+}
