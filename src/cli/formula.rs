@@ -1,12 +1,16 @@
 //! `neardup formula learn`: learn the formula text of a corpus (windows of letters found in
 //! many groups of unrelated documents: the clauses every admission notice quotes, the
 //! attendance formula of every meeting bulletin) and write it as the artefact
-//! `dedupe --align --formula PATH` takes. See docs/reference/local-store-commands.md
-//! (`dedupe --align`).
+//! `dedupe --align --formula PATH` and `es-init --formula PATH` take. See
+//! docs/reference/local-store-commands.md (`dedupe --align`).
 
+use neardup::es::{self, FieldNames, RetryPolicy, ScanOptions, Scanner};
+use neardup::input;
 use neardup::pipeline;
+use serde_json::json;
 
 use super::common::{self, CmdResult, InputArgs, ProfileArgs, Status};
+use super::es_args::{self, EsArgs};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -16,7 +20,8 @@ pub struct Args {
 
 #[derive(clap::Subcommand, Debug)]
 enum Command {
-    /// Learn the formula windows of a corpus (`--input`) and write the artefact (JSON).
+    /// Learn the formula windows of a corpus (`--input`) or an Elasticsearch index
+    /// (`--index`) and write the artefact (JSON).
     Learn(LearnArgs),
 }
 
@@ -24,6 +29,17 @@ enum Command {
 pub struct LearnArgs {
     #[command(flatten)]
     input: InputArgs,
+    /// Learn from the documents of this Elasticsearch index instead (alias or pattern;
+    /// cluster from --es), their texts prepared as the index records (folding,
+    /// boilerplate); --input is then not read.
+    #[arg(long, value_name = "NAME")]
+    index: Option<String>,
+    #[command(flatten)]
+    es: EsArgs,
+    /// With --index: read at most N documents (the first ones, in the index's order). They
+    /// are held in memory while learning.
+    #[arg(long, default_value_t = 50_000, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    sample: u64,
     /// Text preparation: `--no-fold`, and `--boilerplate PATH` (the lines the texts it
     /// will judge drop; formula is counted over what is left).
     #[command(flatten)]
@@ -43,6 +59,13 @@ pub fn run(args: Args) -> CmdResult {
 }
 
 fn learn(args: LearnArgs) -> CmdResult {
+    if let Some(index) = &args.index {
+        common::ensure_usage(
+            args.profile.boilerplate.is_none() && !args.profile.no_fold,
+            "--index: the index records how its texts are prepared (folding, boilerplate); leave out --boilerplate and --no-fold",
+        )?;
+        return learn_from_index(&args, index);
+    }
     common::ensure_usage(
         args.input.input != "-",
         "formula learn reads its input three times: give a file, not standard input",
@@ -55,10 +78,14 @@ fn learn(args: LearnArgs) -> CmdResult {
     let spec = args.input.spec();
     let path = args.input.input.clone();
     let f = pipeline::learn_formula(|| neardup::input::open(&path), &spec, &fp)?;
-    common::write_artefact(&args.output, &f)?;
+    written(&args, &f, &path)
+}
+
+fn written(args: &LearnArgs, f: &neardup::align::Formula, from: &str) -> CmdResult {
+    common::write_artefact(&args.output, f)?;
     if !args.quiet {
         eprintln!(
-            "formula learn: {f} (from {path}); written to {}",
+            "formula learn: {f} (from {from}); written to {}",
             if args.output == "-" {
                 "standard output"
             } else {
@@ -67,4 +94,49 @@ fn learn(args: LearnArgs) -> CmdResult {
         );
     }
     Ok(Status::Done)
+}
+
+/// The texts of up to --sample documents of `index`, prepared as the index records.
+fn learn_from_index(args: &LearnArgs, index: &str) -> CmdResult {
+    let (_, client) = args.es.client()?;
+    let fields = &args.input.fields;
+    let (fp, texts) = es_args::runtime()?.block_on(async {
+        let retry = RetryPolicy::default();
+        let meta = es::read_meta(&client, &retry, index, &FieldNames::default()).await?;
+        let fp = meta.fingerprinter(index)?;
+        let scanner = Scanner::new(client, retry);
+        let body = json!({ "query": { "match_all": {} }, "_source": fields });
+        let mut cursor = scanner.cursor(index, body, &ScanOptions::default());
+        let mut texts: Vec<Vec<String>> = Vec::new();
+        let result = async {
+            while (texts.len() as u64) < args.sample {
+                let page = cursor.next_page().await?;
+                if page.is_empty() {
+                    break;
+                }
+                for hit in &page {
+                    // A document whose text field is not text is skipped, as the writers
+                    // skip it.
+                    if let Some(Ok(t)) = hit["_source"]
+                        .as_object()
+                        .map(|src| input::object_texts(src, fields))
+                    {
+                        texts.push(t.into_iter().map(str::to_owned).collect());
+                    }
+                }
+            }
+            Ok::<_, anyhow::Error>(())
+        }
+        .await;
+        cursor.close().await;
+        result?;
+        texts.truncate(args.sample as usize);
+        Ok::<_, anyhow::Error>((fp, texts))
+    })?;
+    let f = pipeline::learn_formula_of_texts(&texts, &fp);
+    written(
+        args,
+        &f,
+        &format!("{} documents of index `{index}`", texts.len()),
+    )
 }

@@ -414,7 +414,7 @@ fn search_es(args: &Args, index: &str) -> anyhow::Result<Outcome> {
     };
     if args.align && found.formula.is_none() {
         eprintln!(
-            "note: `{index}` records no formula (`neardup formula learn`, then `es-init --formula`): text that templates share counts as copied"
+            "note: `{index}` records no formula (`neardup formula learn --index {index}`, then `es-init --formula`): text that templates share counts as copied"
         );
     }
     Ok(Ok(Found {

@@ -12,6 +12,7 @@ use crate::align::{AlignParams, Formula, FormulaCounter, Letters};
 use crate::allpairs::aligned::{self, AlignedPair};
 use crate::fingerprint::{Fingerprinter, Methods, Outcome, Sketches};
 use crate::input::{parse_line, Body, DocId, InputError, InputErrorKind, InputSpec, Lines, Source};
+use crate::minhash::Signature;
 use crate::relation::AlignRule;
 use crate::text::Boilerplate;
 
@@ -214,12 +215,12 @@ pub fn align_candidates(
     rule: &AlignRule,
     formula: Option<&Formula>,
 ) -> crate::Result<AlignedInput> {
-    let prepared = Prepared::read(open()?, spec, fp, lines, candidates);
+    let prepared = Prepared::read(file_texts(open()?, spec), fp, lines, candidates);
     let learned;
     let formula = match formula {
         Some(f) => f,
         None => {
-            learned = prepared.count_formula(open()?, spec, fp, true);
+            learned = prepared.count_formula(file_texts(open()?, spec), fp, true);
             &learned
         }
     };
@@ -268,11 +269,44 @@ pub fn learn_formula(
         },
     );
     let Ok(_) = counted;
-    let candidates: Vec<(u32, u32, f64)> = aligned::candidates(&sigs, fp.minhasher().params())
+    let texts = || Ok(file_texts(open()?, spec));
+    learn_formula_from(texts, fp, &lines, &sigs)
+}
+
+/// [`learn_formula`] of texts held in memory (the text fields of each document), e.g. read
+/// from an Elasticsearch index: what `neardup formula learn --index` writes.
+pub fn learn_formula_of_texts(texts: &[Vec<String>], fp: &Fingerprinter) -> Formula {
+    let sketched: Vec<(u64, Signature)> = texts
+        .par_iter()
+        .enumerate()
+        .filter_map(|(i, t)| {
+            let s = fp.sketch_fields(Methods::only(crate::Method::MinHash), t);
+            Some((i as u64, s.minhash?.ok()?.signature))
+        })
+        .collect();
+    let (keys, sigs): (Vec<u64>, Vec<Signature>) = sketched.into_iter().unzip();
+    let items = || {
+        Ok::<_, std::convert::Infallible>(
+            texts.iter().enumerate().map(|(i, t)| (i as u64, t.clone())),
+        )
+    };
+    let Ok(f) = learn_formula_from(items, fp, &keys, &sigs);
+    f
+}
+
+/// The passes of [`learn_formula`] after the sketches: `keys[i]` is the key `texts` gives
+/// the text of `sigs[i]`.
+fn learn_formula_from<I: Iterator<Item = (u64, Vec<String>)>, E>(
+    texts: impl Fn() -> Result<I, E>,
+    fp: &Fingerprinter,
+    keys: &[u64],
+    sigs: &[Signature],
+) -> Result<Formula, E> {
+    let candidates: Vec<(u32, u32, f64)> = aligned::candidates(sigs, fp.minhasher().params())
         .pairs()
         .collect();
-    let prepared = Prepared::read(open()?, spec, fp, &lines, &candidates);
-    Ok(prepared.count_formula(open()?, spec, fp, false))
+    let prepared = Prepared::read(texts()?, fp, keys, &candidates);
+    Ok(prepared.count_formula(texts()?, fp, false))
 }
 
 /// The candidates' texts and their alignments.
@@ -283,22 +317,21 @@ struct Prepared {
 }
 
 impl Prepared {
+    /// `keys[i]` is the key `texts` gives the text of position `i`.
     fn read(
-        source: Source,
-        spec: &InputSpec,
+        texts: impl Iterator<Item = (u64, Vec<String>)>,
         fp: &Fingerprinter,
-        lines: &[u64],
+        keys: &[u64],
         candidates: &[(u32, u32, f64)],
     ) -> Prepared {
         let mut wanted: HashMap<u64, u32> = HashMap::new();
         for &(a, b, _) in candidates {
-            wanted.insert(lines[a as usize], a);
-            wanted.insert(lines[b as usize], b);
+            wanted.insert(keys[a as usize], a);
+            wanted.insert(keys[b as usize], b);
         }
-        let mut letters: Vec<Option<Letters>> = vec![None; lines.len()];
+        let mut letters: Vec<Option<Letters>> = vec![None; keys.len()];
         for_each_text(
-            source,
-            spec,
+            texts,
             |line| wanted.contains_key(&line),
             |fields| Letters::prepared(fields, fp.segmenter()),
             |line, l| letters[wanted[&line] as usize] = Some(l),
@@ -312,8 +345,7 @@ impl Prepared {
     /// judging them needs), else every window (an artefact for other texts).
     fn count_formula(
         &self,
-        source: Source,
-        spec: &InputSpec,
+        texts: impl Iterator<Item = (u64, Vec<String>)>,
         fp: &Fingerprinter,
         only_candidates: bool,
     ) -> Formula {
@@ -331,8 +363,7 @@ impl Prepared {
             FormulaCounter::new(anchor)
         };
         for_each_text(
-            source,
-            spec,
+            texts,
             |_| true,
             |fields| Letters::prepared(fields, fp.segmenter()),
             |_, l| counter.add(&l),
@@ -348,28 +379,35 @@ impl Prepared {
     }
 }
 
-/// Calls `sink` with `prepare` of the text fields of every document of `source` whose line
-/// `keep` admits, in input order, preparing a batch on all cores. Lines that are not text
-/// documents are skipped (the fingerprinting pass reported them).
+/// The text documents of an input, as (line, text fields), in order. Lines that are not
+/// text documents are skipped (the fingerprinting pass reported them).
+fn file_texts(source: Source, spec: &InputSpec) -> impl Iterator<Item = (u64, Vec<String>)> + '_ {
+    Lines::new(source.reader).filter_map(move |(line, raw)| {
+        match parse_line(&raw.ok()?, spec).ok()?.body {
+            Body::Fields(fields) => Some((line, fields)),
+            Body::Tokens(_) => None,
+        }
+    })
+}
+
+/// Calls `sink` with `prepare` of every text of `texts` whose key `keep` admits, in order,
+/// preparing a batch on all cores.
 fn for_each_text<T: Send>(
-    source: Source,
-    spec: &InputSpec,
+    mut texts: impl Iterator<Item = (u64, Vec<String>)>,
     keep: impl Fn(u64) -> bool,
     prepare: impl Fn(&[String]) -> T + Sync,
     mut sink: impl FnMut(u64, T),
 ) {
     let opts = PipelineOptions::default();
-    let mut lines = Lines::new(source.reader);
     loop {
         let mut batch = Vec::with_capacity(opts.batch_lines);
         let mut bytes = 0usize;
-        for (line, raw) in lines.by_ref() {
-            let Ok(raw) = raw else { continue };
-            if !keep(line) {
+        for (key, fields) in texts.by_ref() {
+            if !keep(key) {
                 continue;
             }
-            bytes += raw.len();
-            batch.push((line, raw));
+            bytes += fields.iter().map(String::len).sum::<usize>();
+            batch.push((key, fields));
             if batch.len() >= opts.batch_lines || bytes >= opts.batch_bytes {
                 break;
             }
@@ -379,13 +417,10 @@ fn for_each_text<T: Send>(
         }
         let prepared: Vec<(u64, T)> = batch
             .into_par_iter()
-            .filter_map(|(line, raw)| match parse_line(&raw, spec).ok()?.body {
-                Body::Fields(fields) => Some((line, prepare(&fields))),
-                Body::Tokens(_) => None,
-            })
+            .map(|(key, fields)| (key, prepare(&fields)))
             .collect();
-        for (line, t) in prepared {
-            sink(line, t);
+        for (key, t) in prepared {
+            sink(key, t);
         }
     }
 }

@@ -14,7 +14,7 @@ use rayon::prelude::*;
 use super::minhash::{self, candidates};
 use super::{unique_texts, LabelledPair, Scored, CONTAINED_IN};
 use neardup_core::align::{align_letters, AlignParams, Alignment, Formula, Letters};
-use neardup_core::allpairs::aligned::{self, FORMULA_GROUPS};
+use neardup_core::allpairs::aligned;
 use neardup_core::minhash::Signature;
 use neardup_core::relation::{AlignRule, MatchOptions, Relation, TextMatch};
 use neardup_core::Fingerprinter;
@@ -53,16 +53,7 @@ pub(crate) fn prepare(fp: &Fingerprinter, texts: &[Vec<String>]) -> Prepared {
         .map(|(a, b, s)| (docs[a as usize], docs[b as usize], s))
         .collect();
     let aligned = aligned::align_pairs(&found, |i| letters.get(i as usize));
-    let joined = aligned
-        .iter()
-        .filter(|p| aligned::joined(&p.3))
-        .map(|p| (p.0 as usize, p.1 as usize));
-    let formula = Formula::learn(
-        &letters,
-        joined,
-        FORMULA_GROUPS,
-        AlignParams::DEFAULT.anchor,
-    );
+    let formula = neardup_core::pipeline::learn_formula_of_texts(texts, fp);
     Prepared {
         sigs,
         letters,

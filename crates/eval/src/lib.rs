@@ -504,6 +504,10 @@ pub struct ClaimRow {
     /// The share of the [`DIFFERENT`] and [`SHARES_PASSAGE`] pairs reported as
     /// near-duplicates or as one containing the other. `None` when the group holds none.
     pub wrong_claims: Option<f64>,
+    /// The share of the [`DIFFERENT`] pairs reported as sharing a passage: linked, though not
+    /// as copies (template instances should not be linked at all). `None` when the group
+    /// holds none.
+    pub passage_claims: Option<f64>,
 }
 
 /// Found and wrong claims per group of the copied-text kinds at operating point `point`, in
@@ -511,8 +515,9 @@ pub struct ClaimRow {
 pub fn claims_by_group(pairs: &[LabelledPair], s: &Scored, point: usize) -> Vec<ClaimRow> {
     let decided = &s.points[point].1;
     let passage = s.passages.get(point);
-    // (kind's rank, group) → (pairs, findable, found, claimable, claimed)
-    let mut groups: BTreeMap<(usize, String), [usize; 5]> = BTreeMap::new();
+    // (kind's rank, group) → (pairs, findable, found, claimable, claimed, different,
+    // different reported as sharing a passage)
+    let mut groups: BTreeMap<(usize, String), [usize; 7]> = BTreeMap::new();
     for (i, p) in pairs.iter().enumerate() {
         let Some(rank) = p
             .transformation
@@ -528,6 +533,8 @@ pub fn claims_by_group(pairs: &[LabelledPair], s: &Scored, point: usize) -> Vec<
             DIFFERENT => {
                 e[3] += 1;
                 e[4] += usize::from(linked);
+                e[5] += 1;
+                e[6] += usize::from(passage.is_some_and(|v| v[i]));
             }
             SHARES_PASSAGE => {
                 e[1] += 1;
@@ -544,11 +551,14 @@ pub fn claims_by_group(pairs: &[LabelledPair], s: &Scored, point: usize) -> Vec<
     groups
         .into_iter()
         .map(
-            |((_, group), [n, findable, found, claimable, claimed])| ClaimRow {
-                group,
-                pairs: n,
-                found: (findable > 0).then(|| found as f64 / findable as f64),
-                wrong_claims: (claimable > 0).then(|| claimed as f64 / claimable as f64),
+            |((_, group), [n, findable, found, claimable, claimed, different, as_passage])| {
+                ClaimRow {
+                    group,
+                    pairs: n,
+                    found: (findable > 0).then(|| found as f64 / findable as f64),
+                    wrong_claims: (claimable > 0).then(|| claimed as f64 / claimable as f64),
+                    passage_claims: (different > 0).then(|| as_passage as f64 / different as f64),
+                }
             },
         )
         .collect()
@@ -707,19 +717,19 @@ impl Report<'_> {
             .map(|(s, &i)| claims_by_group(self.pairs, s, i))
             .collect();
         let mut out = String::from(
-            "Copied text (issue 43): found = reported with the relation the pair should get (near_duplicate; contained_in with its direction; shares_passage, which only the alignment detector, `--aligned`, reports); wrong claims = a `different` or `shares_passage` pair reported as near_duplicate, contains or contained_in.\n\n| group | pairs |",
+            "Copied text (issue 43): found = reported with the relation the pair should get (near_duplicate; contained_in with its direction; shares_passage, which only the alignment detector, `--aligned`, reports); wrong claims = a `different` or `shares_passage` pair reported as near_duplicate, contains or contained_in; as passage = a `different` pair reported as shares_passage (linked, though not as a copy).\n\n| group | pairs |",
         );
         for (s, &i) in self.scored.iter().zip(&points) {
             write!(
                 out,
-                " {n} {p} found | {n} {p} wrong claims |",
+                " {n} {p} found | {n} {p} wrong claims | {n} {p} as passage |",
                 n = s.name,
                 p = s.points[i].0
             )
             .unwrap();
         }
         out.push_str("\n|---|---|");
-        out.push_str(&"---|---|".repeat(self.scored.len()));
+        out.push_str(&"---|---|---|".repeat(self.scored.len()));
         out.push('\n');
         let Some(first) = tables.first() else {
             return out;
@@ -729,9 +739,10 @@ impl Report<'_> {
             for t in &tables {
                 write!(
                     out,
-                    " {} | {} |",
+                    " {} | {} | {} |",
                     opt(t[row].found),
-                    opt(t[row].wrong_claims)
+                    opt(t[row].wrong_claims),
+                    opt(t[row].passage_claims)
                 )
                 .unwrap();
             }
@@ -831,22 +842,29 @@ mod tests {
             distances: vec![None; 6],
         };
         let rows = claims_by_group(&pairs, &s, 0);
-        let figures: Vec<(&str, Option<f64>, Option<f64>)> = rows
+        type Figures<'a> = (&'a str, Option<f64>, Option<f64>, Option<f64>);
+        let figures: Vec<Figures> = rows
             .iter()
-            .map(|r| (r.group.as_str(), r.found, r.wrong_claims))
+            .map(|r| (r.group.as_str(), r.found, r.wrong_claims, r.passage_claims))
             .collect();
         assert_eq!(
             figures,
             [
-                ("hard_negative/template_instances", None, Some(0.5)),
-                ("positive/template_repost", Some(1.0), None),
-                ("shared_passage/compilation", Some(0.0), Some(0.5)),
+                (
+                    "hard_negative/template_instances",
+                    None,
+                    Some(0.5),
+                    Some(0.0)
+                ),
+                ("positive/template_repost", Some(1.0), None, None),
+                ("shared_passage/compilation", Some(0.0), Some(0.5), None),
             ]
         );
-        // A detector that reports shares_passage finds them.
-        s.passages = vec![vec![true, true, false, false, false, false]];
+        // A detector that reports shares_passage finds them, and links a template instance.
+        s.passages = vec![vec![true, true, true, false, false, false]];
         let rows = claims_by_group(&pairs, &s, 0);
         assert_eq!(rows[2].found, Some(1.0));
+        assert_eq!(rows[0].passage_claims, Some(0.5));
         let report = Report {
             pairs: &pairs,
             scored: std::slice::from_ref(&s),
@@ -854,7 +872,7 @@ mod tests {
         };
         let md = report.markdown();
         assert!(
-            md.contains("| shared_passage/compilation | 2 | 1.000 | 0.500 |"),
+            md.contains("| shared_passage/compilation | 2 | 1.000 | 0.500 | – |"),
             "{md}"
         );
         // Without copied-text pairs the report is as it was.

@@ -131,6 +131,15 @@ async fn aligned_lookups_answer_what_dedupe_align_answers() {
     let (code, _, err) = cli(&["worker", "--once"]);
     assert_eq!(code, 0, "{err}");
     t::refresh(&client, &idx.name).await;
+    // Learned from the index: the same formula as from the file (the same texts, in another
+    // order).
+    let (code, from_index, err) = cli(&["formula", "learn"]);
+    assert_eq!(code, 0, "{err}");
+    let id = |json: &str| serde_json::from_str::<Value>(json).unwrap()["id"].clone();
+    assert_eq!(
+        id(&from_index),
+        id(&std::fs::read_to_string(formula).unwrap())
+    );
 
     let similar = Similar::with_options(
         client.clone(),
