@@ -87,7 +87,7 @@ public class ClientCheck {
         }
 
         // Near-duplicates of a stored article, by id.
-        Found byId = similar.similarById(index, "ex-003", null, null, null);
+        Found byId = similar.similarById(index, "ex-003", null, null, null, null);
         check(has(byId.getMatches(), "ex-003-repost"), "similar by id: " + byId);
         check(byId.getQuery() == Found.QueryEnum.STORED && byId.getMethod() == Found.MethodEnum.MINHASH,
               "similar by id: " + byId);
@@ -100,7 +100,7 @@ public class ClientCheck {
 
         // The refused near copy was not stored: 404 `not_found`.
         try {
-            similar.similarById(index, id + "-repost", null, null, null);
+            similar.similarById(index, id + "-repost", null, null, null, null);
             check(false, "similar of the refused near copy answered");
         } catch (ApiException e) {
             check(refused(e, 404).getError().getCode() == ErrorCode.NOT_FOUND, "404 code");
@@ -128,11 +128,11 @@ public class ClientCheck {
             .content(new Text(lead.get("content").getAsString()));
         ApiResponse<Stored> putLead = articles.putArticleWithHttpInfo(index, id + "-lead", excerpt, null, null, null, null, null);
         check(putLead.getStatusCode() == 201, "PUT of the lead: " + putLead.getStatusCode());
-        Found related = similar.similarById(index, id, 0.9, null, null);
+        Found related = similar.similarById(index, id, 0.9, null, null, null);
         Match contained = related.getMatches().stream().filter(m -> (id + "-lead").equals(m.getId())).findFirst().orElse(null);
         check(contained != null && contained.getRelation() == Relation.CONTAINS && contained.getContainment() >= 0.7,
               "similar by id, the lead contained: " + related);
-        related = similar.similarById(index, id, 0.9, null, false);
+        related = similar.similarById(index, id, 0.9, null, false, null);
         check(!has(related.getMatches(), id + "-lead"), "similar by id, containment=false: " + related);
 
         System.out.println("java: " + checks + " passed, 0 failed");

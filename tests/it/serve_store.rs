@@ -160,6 +160,11 @@ async fn similar_endpoints_answer_what_the_cli_finds_on_a_store() {
         assert_eq!(status, StatusCode::OK, "{body}");
         assert_eq!(body["matches"].as_array().unwrap(), &only, "{method}");
 
+        // A store keeps no texts to align: `align=true` is a bad request that says so.
+        let (status, body, _) = call(&app, get(&format!("/v1/{name}/similar/v0?align=true"))).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+        assert!(body.to_string().contains("keeps none"), "{body}");
+
         // The store's own method at its default when nothing is asked.
         let (status, body, _) = call(&app, get(&format!("/v1/{name}/similar/v0"))).await;
         assert_eq!(status, StatusCode::OK, "{body}");

@@ -107,6 +107,21 @@ impl EsSide {
         Ok(found.into())
     }
 
+    /// `?align=true`: [`neardup_es::Similar::aligned_by_id`] with the default rule.
+    pub(super) async fn similar_aligned(
+        &self,
+        m: &Metrics,
+        index: &str,
+        id: &str,
+    ) -> Result<Found, ApiError> {
+        let found = self
+            .similar
+            .aligned_by_id(index, id, &neardup_core::relation::AlignRule::DEFAULT)
+            .await
+            .map_err(|e| failed(m, e))?;
+        Ok(found.into())
+    }
+
     pub(super) async fn similar_by_article(
         &self,
         m: &Metrics,

@@ -171,6 +171,7 @@ impl StoreBackend {
                 tolerance,
                 query: QueryFingerprint::Stored(sketch),
                 candidates: None,
+                formula: None,
             })
         })
         .await
@@ -192,12 +193,14 @@ impl StoreBackend {
                     tolerance,
                     query: QueryFingerprint::TooShort(why),
                     candidates: None,
+                    formula: None,
                 },
                 Ok(sketch) => Found {
                     matches: b.named(b.store.similar(sketch.clone(), tolerance, None, &options)?),
                     tolerance,
                     query: QueryFingerprint::Computed(sketch),
                     candidates: None,
+                    formula: None,
                 },
             };
             Ok(found)

@@ -330,9 +330,25 @@ struct Near {
     threshold: Option<f64>,
     k: Option<u32>,
     containment: Option<bool>,
+    /// `GET /v1/{index}/similar/{id}?align=true`: the texts decide.
+    align: Option<bool>,
 }
 
 impl Near {
+    /// Whether `?align=true` asks the texts to decide; it takes no tolerance or relations of
+    /// its own, and only a stored article on Elasticsearch.
+    fn aligned(&self) -> Result<bool, ApiError> {
+        if self.align != Some(true) {
+            return Ok(false);
+        }
+        if self.threshold.is_some() || self.k.is_some() || self.containment.is_some() {
+            return Err(ApiError::bad_request(
+                "`align=true` decides by the texts (MinHash finds candidates down to 0.1): leave out `threshold`, `k` and `containment`",
+            ));
+        }
+        Ok(true)
+    }
+
     /// The relations asked for: partial copies too unless `containment=false`.
     fn options(&self) -> MatchOptions {
         MatchOptions::with_containment(self.containment.unwrap_or(true))
@@ -375,6 +391,12 @@ async fn similar_by_id(
     let Query(near) = near?;
     let (given, options) = (near.given()?, near.options());
     let found = match &svc.side {
+        Side::Es(es) if near.aligned()? => es.similar_aligned(&svc.metrics, &index, &id).await?,
+        Side::Store(_) if near.aligned()? => {
+            return Err(ApiError::bad_request(
+                "`align=true` reads the texts of the matches, and a local store keeps none: align on an Elasticsearch index",
+            ))
+        }
         Side::Es(es) => {
             es.similar_by_id(&svc.metrics, &index, &id, given, options)
                 .await?
@@ -394,6 +416,11 @@ async fn similar_by_article(
 ) -> Result<Json<Value>, ApiError> {
     let Path(index) = path?;
     let Query(near) = near?;
+    if near.aligned()? {
+        return Err(ApiError::bad_request(
+            "`align=true` looks up a stored article: GET /v1/{index}/similar/{id}?align=true",
+        ));
+    }
     let (given, options) = (near.given()?, near.options());
     let Json(article) = body?;
     let found = match &svc.side {
@@ -654,6 +681,7 @@ impl PutParams {
             threshold: self.threshold,
             k: self.k,
             containment: self.containment,
+            align: None,
         }
     }
 

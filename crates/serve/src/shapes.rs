@@ -18,6 +18,8 @@ pub(crate) struct Found {
     pub(crate) query: QueryFingerprint,
     /// Documents whose fingerprints crossed the network (Elasticsearch only).
     pub(crate) candidates: Option<u64>,
+    /// The formula an aligned lookup left out (`?align=true`), when the index records one.
+    pub(crate) formula: Option<String>,
 }
 
 impl From<Similarity> for Found {
@@ -27,6 +29,7 @@ impl From<Similarity> for Found {
             tolerance: s.tolerance,
             query: s.query,
             candidates: Some(s.transferred),
+            formula: s.formula,
         }
     }
 }
@@ -54,6 +57,9 @@ pub(crate) fn answer(found: &Found) -> Value {
     }
     if let Some(r) = reason {
         v["reason"] = json!(r);
+    }
+    if let Some(f) = &found.formula {
+        v["formula"] = json!(f);
     }
     v
 }

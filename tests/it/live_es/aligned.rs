@@ -193,6 +193,50 @@ async fn aligned_lookups_answer_what_dedupe_align_answers() {
     }
     assert!(copies_claimed > 0);
 
+    // The service: `?align=true` answers what the library answers, with the formula named.
+    let app = std::sync::Arc::new(neardup::serve::Service::new(
+        neardup::serve::ServeConfig::default(),
+        neardup::serve::EsBackend {
+            client: client.clone(),
+            retry: RetryPolicy::none(),
+        },
+        neardup::Fingerprinter::for_profile(neardup::Profile::Default),
+    ))
+    .router();
+    let get = |uri: String| {
+        let app = app.clone();
+        async move {
+            common::serve::call(
+                &app,
+                axum::http::Request::get(uri)
+                    .body(axum::body::Body::empty())
+                    .unwrap(),
+            )
+            .await
+        }
+    };
+    for q in queries.iter().take(12) {
+        let (status, body, _) = get(format!("/v1/{}/similar/{q}?align=true", idx.name)).await;
+        assert_eq!(status, axum::http::StatusCode::OK, "{body}");
+        let lib = similar
+            .aligned_by_id(idx.name.as_str(), q, &AlignRule::DEFAULT)
+            .await
+            .unwrap();
+        assert_eq!(
+            body["matches"],
+            serde_json::to_value(&lib.matches).unwrap(),
+            "{q}"
+        );
+        assert_eq!(body["formula"], json!(lib.formula), "{q}");
+    }
+    let q = queries.first().unwrap();
+    let (status, body, _) = get(format!(
+        "/v1/{}/similar/{q}?align=true&threshold=0.5",
+        idx.name
+    ))
+    .await;
+    assert_eq!(status, axum::http::StatusCode::BAD_REQUEST, "{body}");
+
     // The command line: the same matches as JSON lines, the formula's note absent.
     let q = queries
         .iter()
