@@ -67,7 +67,7 @@ public class ClientCheck {
         // Dedupe on ingest: a new article is stored (201) ...
         Article article = new Article().title(new Text(title)).content(new Text(content));
         article.putAdditionalProperty("published_at", "2026-11-23T08:00:00Z");
-        ApiResponse<Stored> put = articles.putArticleWithHttpInfo(index, id, article, true, null, null, null, null);
+        ApiResponse<Stored> put = articles.putArticleWithHttpInfo(index, id, article, true, null, null, null, null, null);
         check(put.getStatusCode() == 201, "PUT ?dedupe=true of a new article: " + put.getStatusCode());
         check(put.getData().getResult() == Stored.ResultEnum.CREATED && index.equals(put.getData().getIndex()),
               "PUT answer: " + put.getData());
@@ -77,7 +77,7 @@ public class ClientCheck {
         parts.addAll(List.of("来源：青禾日报", content, "（责任编辑：张三）"));
         Article repost = new Article().title(new Text(title)).content(new Text(parts));
         try {
-            articles.putArticle(index, id + "-repost", repost, true, null, null, null, null);
+            articles.putArticle(index, id + "-repost", repost, true, null, null, null, null, null);
             check(false, "PUT ?dedupe=true of a near copy was stored");
         } catch (ApiException e) {
             ErrorResponse err = refused(e, 409);
@@ -114,11 +114,11 @@ public class ClientCheck {
         // Many articles in one request (`{"articles": [...]}`): a near copy is refused on its
         // own (409 naming the stored article), and written without dedupe (201).
         BulkArticle copy = new BulkArticle().id(id + "-bulk").title(new Text(title)).content(new Text(parts));
-        BulkResult bulk = articles.bulkArticles(index, new BulkArticles().addArticlesItem(copy), true, null, null, null, null);
+        BulkResult bulk = articles.bulkArticles(index, new BulkArticles().addArticlesItem(copy), true, null, null, null, null, null);
         BulkItem item = bulk.getItems().get(0);
         check(bulk.getErrors() && item.getStatus() == 409 && (id + "-bulk").equals(item.getId()), "bulk item: " + item);
         check(item.getError().getCode() == ErrorCode.DUPLICATE && has(item.getMatches(), id), "bulk 409: " + item);
-        bulk = articles.bulkArticles(index, new BulkArticles().addArticlesItem(copy), false, null, null, null, null);
+        bulk = articles.bulkArticles(index, new BulkArticles().addArticlesItem(copy), false, null, null, null, null, null);
         check(!bulk.getErrors() && bulk.getItems().get(0).getStatus() == 201, "bulk without dedupe: " + bulk);
 
         // Relations: a stored lead excerpt of the article is a match the article `contains` (at
@@ -126,7 +126,7 @@ public class ClientCheck {
         JsonObject lead = JsonParser.parseString(args[3]).getAsJsonObject();
         Article excerpt = new Article().title(new Text(lead.get("title").getAsString()))
             .content(new Text(lead.get("content").getAsString()));
-        ApiResponse<Stored> putLead = articles.putArticleWithHttpInfo(index, id + "-lead", excerpt, null, null, null, null, null);
+        ApiResponse<Stored> putLead = articles.putArticleWithHttpInfo(index, id + "-lead", excerpt, null, null, null, null, null, null);
         check(putLead.getStatusCode() == 201, "PUT of the lead: " + putLead.getStatusCode());
         Found related = similar.similarById(index, id, 0.9, null, null, null);
         Match contained = related.getMatches().stream().filter(m -> (id + "-lead").equals(m.getId())).findFirst().orElse(null);

@@ -18,6 +18,7 @@ use super::schema::band_term;
 use super::{
     ClaimError, Claims, EsError, EsIndexer, IndexMeta, IndexedArticle, Near, Refresh, Similar,
 };
+use neardup_core::align::Letters;
 use neardup_core::method::{sort_matches, Match};
 use neardup_core::relation::Relation;
 use neardup_core::{Sketch, Sketches, Tolerance};
@@ -173,8 +174,41 @@ pub async fn insert_unless_near(
             matches.extend(listed);
             matches.retain(|m| m.id != articles[i].id);
             linked[i] = !matches.is_empty();
-            matches.retain(|m| m.relation.is_none_or(Relation::refuses_insert));
             stored_near[i] = matches;
+        }
+        // With the texts asked to decide: each article's letters, and what the rule on the
+        // aligned texts says of every match (stored texts read in one multi-get).
+        let aligned = match near.align {
+            Some(rule) => {
+                let aligner = similar.aligner(&index.into(), rule).await?;
+                let letters: Vec<Option<Letters>> = articles
+                    .iter()
+                    .enumerate()
+                    .map(|(i, a)| {
+                        sketches[i]
+                            .as_ref()
+                            .map(|_| aligner.letters(a.article))
+                            .transpose()
+                    })
+                    .collect::<Result<_, EsError>>()?;
+                let all: Vec<&Match> = stored_near.iter().flatten().collect();
+                let stored = similar.letters_of(&aligner, &all).await?;
+                for &i in &checked {
+                    let q = letters[i].as_ref().expect("checked articles have letters");
+                    stored_near[i] = std::mem::take(&mut stored_near[i])
+                        .into_iter()
+                        .filter_map(|m| {
+                            let other = stored.get(&(m.index.clone()?, m.id.clone()))?;
+                            aligner.judge(q, m, other)
+                        })
+                        .collect();
+                }
+                Some((aligner, letters))
+            }
+            None => None,
+        };
+        for near_i in &mut stored_near {
+            near_i.retain(|m| m.relation.is_none_or(Relation::refuses_insert));
         }
         // With partial copies asked, an earlier article of the batch is compared whatever
         // keys it has (a part shares no band with its article); else those sharing a key.
@@ -221,10 +255,22 @@ pub async fn insert_unless_near(
                     continue;
                 };
                 linked[i] = true;
-                if l.relation.is_none_or(Relation::refuses_insert) {
-                    let mut m = Match::in_index(articles[j].id, index, l.score);
-                    m.relation = l.relation;
-                    m.containment = l.containment;
+                let mut m = Match::in_index(articles[j].id, index, l.score);
+                m.relation = l.relation;
+                m.containment = l.containment;
+                let m = match &aligned {
+                    Some((aligner, letters)) => {
+                        let (Some(q), Some(other)) = (&letters[i], &letters[j]) else {
+                            continue;
+                        };
+                        match aligner.judge(q, m, other) {
+                            Some(m) => m,
+                            None => continue,
+                        }
+                    }
+                    None => m,
+                };
+                if m.relation.is_none_or(Relation::refuses_insert) {
                     near_i.push(m);
                 }
             }

@@ -214,7 +214,7 @@ impl EsSide {
             dedupe,
             given,
             refresh,
-            options,
+            ..
         } = opts;
         let w = self.writer(&m, &index).await?;
         let article = Arc::new(article);
@@ -244,7 +244,7 @@ impl EsSide {
                     &m,
                     &w,
                     &one,
-                    Near::new(tolerance, options),
+                    opts.near(tolerance),
                     refresh,
                     &format!("{id} (pid {})", std::process::id()),
                 )
@@ -326,7 +326,7 @@ impl EsSide {
                         })
                         .collect();
                     let holder = format!("bulk of {} (pid {})", batch.len(), std::process::id());
-                    self.insert(&m, &w, &batch, Near::new(t, opts.options), refresh, &holder)
+                    self.insert(&m, &w, &batch, opts.near(t), refresh, &holder)
                         .await?
                         .into_iter()
                         .map(|done| match done {

@@ -280,6 +280,11 @@ impl StoreBackend {
         opts: WriteOptions,
     ) -> Result<Vec<Result<bool, ApiError>>, ApiError> {
         self.check_index(index)?;
+        if opts.align {
+            return Err(ApiError::bad_request(
+                "`align=true` reads the texts of the stored articles, and a local store keeps none: dedupe on a store without it",
+            ));
+        }
         let tolerance = if opts.dedupe {
             Some(self.tolerance(opts.given)?)
         } else {

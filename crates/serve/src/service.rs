@@ -671,6 +671,8 @@ struct PutParams {
     threshold: Option<f64>,
     k: Option<u32>,
     containment: Option<bool>,
+    /// With `dedupe=true` on Elasticsearch: the texts confirm a refusal.
+    align: Option<bool>,
     /// As Elasticsearch's: `false` (the default), `wait_for`, `true`.
     refresh: Option<String>,
 }
@@ -689,7 +691,14 @@ impl PutParams {
     /// `threshold`, `k` or `refresh` is never silently ignored).
     fn options(&self) -> Result<WriteOptions, ApiError> {
         let near = self.near();
+        let align = self.align == Some(true);
+        if align && !self.dedupe {
+            return Err(ApiError::bad_request(
+                "`align=true` confirms the duplicate check by the texts: it goes with `dedupe=true`",
+            ));
+        }
         Ok(WriteOptions {
+            align,
             dedupe: self.dedupe,
             given: near.given()?,
             options: near.options(),

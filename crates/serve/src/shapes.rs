@@ -73,6 +73,20 @@ pub(crate) struct WriteOptions {
     pub(crate) given: Option<Tolerance>,
     pub(crate) options: MatchOptions,
     pub(crate) refresh: Refresh,
+    /// `align=true` (with `dedupe`, on Elasticsearch): a refusal is confirmed by the rule
+    /// on the aligned texts.
+    pub(crate) align: bool,
+}
+
+impl WriteOptions {
+    /// What counts as near for the duplicate check at `tolerance`.
+    pub(crate) fn near(&self, tolerance: Tolerance) -> neardup_es::Near {
+        let near = neardup_es::Near::new(tolerance, self.options);
+        match self.align {
+            true => near.aligned(neardup_core::relation::AlignRule::DEFAULT),
+            false => near,
+        }
+    }
 }
 
 /// The answer of a stored article: 201 created, 200 replaced.

@@ -269,3 +269,116 @@ async fn aligned_lookups_answer_what_dedupe_align_answers() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("give --id"), "{err}");
 }
+
+/// Dedupe on insert with the texts deciding (`PUT …?dedupe=true&align=true`): an index that
+/// holds last month's daily bulletins, its formula learned from itself, stores every bulletin
+/// of this month (201), and refuses a repost of one of them (409, `near_duplicate`, with what
+/// the two share). Without `align`, the duplicate check refuses what MinHash links.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_month_of_bulletins_is_stored_and_a_repost_refused() {
+    use common::serve::{call, put_json};
+    let series = generate::template_series(sample(), "weather_forecast", 60, 23).unwrap();
+    let (last_month, this_month) = series.split_at(30);
+    let client = t::client().await;
+    let idx = TestIndex::new("aligned-insert");
+    let url = t::url();
+    let cli = |args: &[&str]| {
+        let mut all = args.to_vec();
+        all.extend(["--es", url.as_str(), "--index", idx.name.as_str()]);
+        common::neardup(&all, b"")
+    };
+    let (code, _, err) = cli(&["es-init"]);
+    assert_eq!(code, 0, "{err}");
+    let mut history: Vec<(String, Value)> = sample()
+        .iter()
+        .take(300)
+        .map(|a| {
+            (
+                a.id.clone(),
+                json!({"title": a.title, "content": a.content}),
+            )
+        })
+        .collect();
+    history.extend(last_month.iter().map(|a| {
+        (
+            a.id.clone(),
+            json!({"title": a.title, "content": a.content}),
+        )
+    }));
+    t::load(&client, &idx.name, &history).await;
+    let (code, _, err) = cli(&["worker", "--once"]);
+    assert_eq!(code, 0, "{err}");
+    t::refresh(&client, &idx.name).await;
+    let dir = tempfile::tempdir().unwrap();
+    let formula = dir.path().join("formula.json");
+    let formula = formula.to_str().unwrap();
+    let (code, _, err) = cli(&["formula", "learn", "-o", formula]);
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = cli(&["es-init", "--formula", formula]);
+    assert_eq!(code, 0, "{err}");
+
+    let app = std::sync::Arc::new(neardup::serve::Service::new(
+        neardup::serve::ServeConfig::default(),
+        neardup::serve::EsBackend {
+            client: client.clone(),
+            retry: RetryPolicy::none(),
+        },
+        neardup::Fingerprinter::for_profile(neardup::Profile::Default),
+    ))
+    .router();
+    let put = |id: &str, query: &str, a: &generate::Article| {
+        put_json(
+            &format!("/v1/{}/articles/{id}?dedupe=true{query}", idx.name),
+            &json!({"title": a.title, "content": a.content}),
+        )
+    };
+    // Without the texts: what MinHash's check alone would refuse (a copy of the index, so
+    // nothing is written).
+    let mut refused_by_minhash = 0;
+    for a in this_month {
+        let probe = format!("{}-probe", a.id);
+        let (status, body, _) = call(&app, put(&probe, "&refresh=wait_for", a)).await;
+        match status {
+            axum::http::StatusCode::CREATED => {
+                let path = format!("/{}/_doc/{}", idx.name, probe);
+                t::call(&client, elasticsearch::http::Method::Delete, &path, None).await;
+            }
+            axum::http::StatusCode::CONFLICT => refused_by_minhash += 1,
+            s => panic!("{s}: {body}"),
+        }
+    }
+    t::refresh(&client, &idx.name).await;
+    eprintln!("bulletins of this month refused by MinHash alone: {refused_by_minhash} of 30");
+
+    // With the texts deciding: every bulletin stored.
+    for a in this_month {
+        let (status, body, _) = call(&app, put(&a.id, "&align=true", a)).await;
+        assert_eq!(status, axum::http::StatusCode::CREATED, "{}: {body}", a.id);
+    }
+    // A repost of one of them, retitled: refused, saying what is copied.
+    let day = &this_month[15];
+    let repost = generate::Article {
+        id: format!("{}-repost", day.id),
+        title: format!("转载：{}", day.title),
+        content: day.content.clone(),
+    };
+    let (status, body, _) = call(&app, put(&repost.id, "&align=true", &repost)).await;
+    assert_eq!(status, axum::http::StatusCode::CONFLICT, "{body}");
+    let m = &body["matches"][0];
+    assert_eq!(m["id"], json!(day.id), "{body}");
+    assert_eq!(m["relation"], "near_duplicate", "{body}");
+    assert!(
+        m["passages"].as_array().is_some_and(|p| !p.is_empty()),
+        "{body}"
+    );
+    // `align` goes with `dedupe`.
+    let (status, body, _) = call(
+        &app,
+        put_json(
+            &format!("/v1/{}/articles/x?align=true", idx.name),
+            &json!({"title": "t", "content": "c"}),
+        ),
+    )
+    .await;
+    assert_eq!(status, axum::http::StatusCode::BAD_REQUEST, "{body}");
+}

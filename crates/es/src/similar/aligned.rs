@@ -5,7 +5,10 @@
 //! as the indices' fingerprints prepare them (their folding and boilerplate), aligned
 //! ([`neardup_core::align`]) and related by an [`AlignRule`], not counting the formula text
 //! the indices record ([`IndexMeta::formula`](crate::IndexMeta::formula)). The same rule and
-//! the same candidates as `neardup dedupe --align`.
+//! the same candidates as `neardup dedupe --align`. Dedupe on insert confirms its refusals
+//! the same way ([`Aligner`], [`crate::insert_unless_near`] with [`super::Near::aligned`]).
+
+use std::collections::HashMap;
 
 use elasticsearch::http::Method as HttpMethod;
 use serde_json::{json, Value};
@@ -15,11 +18,112 @@ use crate::{request, Body, EsError};
 use neardup_core::align::{align_letters, AlignParams, Formula, Letters};
 use neardup_core::allpairs::aligned::CANDIDATE_THRESHOLD;
 use neardup_core::input::field_texts;
-use neardup_core::method::Shared;
+use neardup_core::method::{Match, Shared};
 use neardup_core::minhash::Threshold;
-use neardup_core::relation::{AlignRule, MatchOptions};
+use neardup_core::relation::{AlignRule, MatchOptions, TextMatch};
+use neardup_core::Fingerprinter;
+
+/// Relates texts of the indices by a rule on their alignment: their text preparation, their
+/// formula, the text fields read.
+#[derive(Debug)]
+pub(crate) struct Aligner {
+    fingerprinter: Fingerprinter,
+    formula: Formula,
+    rule: AlignRule,
+    fields: Vec<String>,
+}
+
+impl Aligner {
+    /// The letters of a document's `_source` (or a new article): its text fields, prepared
+    /// as the indices prepare them. A text field holding a number or an object is
+    /// [`EsError::BadText`].
+    pub(crate) fn letters(&self, source: &Value) -> Result<Letters, EsError> {
+        Ok(Letters::prepared(
+            &field_texts(source, &self.fields)?,
+            self.fingerprinter.segmenter(),
+        ))
+    }
+
+    /// How `other` relates to `query` by the rule, and what they share; `None` when
+    /// unrelated.
+    pub(crate) fn relate(&self, query: &Letters, other: &Letters) -> Option<(TextMatch, Shared)> {
+        let al = align_letters(query, other, &AlignParams::DEFAULT);
+        let t = self.rule.relate(query, other, &al, &self.formula)?;
+        Some((t, Shared::new(&t, &al.passages)))
+    }
+
+    /// `m` judged by the rule against `query`: its relation and what it shares replaced by
+    /// the alignment's; `None` when the rule relates them not.
+    pub(crate) fn judge(&self, query: &Letters, mut m: Match, other: &Letters) -> Option<Match> {
+        let (t, shared) = self.relate(query, other)?;
+        m.relation = Some(t.relation);
+        m.containment = None;
+        m.shared = Some(shared);
+        Some(m)
+    }
+
+    /// The id of the formula it leaves out, if the indices record one.
+    pub(crate) fn formula_id(&self) -> Option<String> {
+        (!self.formula.is_empty()).then(|| self.formula.id())
+    }
+}
 
 impl Similar {
+    /// The [`Aligner`] of `indices` with `rule`.
+    pub(crate) async fn aligner(
+        &self,
+        indices: &IndexList,
+        rule: AlignRule,
+    ) -> Result<Aligner, EsError> {
+        let d = self.describe(indices).await?;
+        Ok(Aligner {
+            fingerprinter: d.fingerprinter.clone(),
+            formula: d.meta.formula.as_deref().cloned().unwrap_or_default(),
+            rule,
+            fields: self.options.text_fields.clone(),
+        })
+    }
+
+    /// The letters of the stored documents `matches` name (by `index` and `id`), read in one
+    /// realtime multi-get (which sees writes no refresh has made searchable yet); a document
+    /// no longer there is left out.
+    pub(crate) async fn letters_of(
+        &self,
+        aligner: &Aligner,
+        matches: &[&Match],
+    ) -> Result<HashMap<(String, String), Letters>, EsError> {
+        let mut out = HashMap::new();
+        if matches.is_empty() {
+            return Ok(out);
+        }
+        let docs: Vec<Value> = matches
+            .iter()
+            .map(|m| json!({ "_index": m.index, "_id": m.id }))
+            .collect();
+        let r = request(
+            self.scanner.client(),
+            self.scanner.retry(),
+            &format!("read the texts of {} articles", docs.len()),
+            HttpMethod::Post,
+            "/_mget",
+            &[("_source_includes", &aligner.fields.join(","))],
+            Some(&Body::Json(json!({ "docs": docs }))),
+        )
+        .await?;
+        for doc in r["docs"].as_array().map(Vec::as_slice).unwrap_or(&[]) {
+            let (true, Some(index), Some(id)) = (
+                doc["found"] == true,
+                doc["_index"].as_str(),
+                doc["_id"].as_str(),
+            ) else {
+                continue;
+            };
+            let letters = aligner.letters(&doc["_source"])?;
+            out.insert((index.to_owned(), id.to_owned()), letters);
+        }
+        Ok(out)
+    }
+
     /// What the document `id` shares with the documents of `indices` by aligned text: each
     /// match of [`Similar::by_id`] at [`CANDIDATE_THRESHOLD`] (partial copies included)
     /// that `rule` relates, with the alignment's relation (read from the query: "the query
@@ -40,63 +144,24 @@ impl Similar {
             MatchOptions::default(),
         );
         let mut s = self.by_id(indices.clone(), id, near).await?;
-        let d = self.describe(&indices).await?;
-        s.formula = d.meta.formula.as_ref().map(|f| f.id());
+        let aligner = self.aligner(&indices, *rule).await?;
+        s.formula = aligner.formula_id();
         if s.matches.is_empty() {
             return Ok(s);
         }
-        let fields: Vec<&str> = self
-            .options
-            .text_fields
-            .iter()
-            .map(String::as_str)
-            .collect();
+        let fields: Vec<&str> = aligner.fields.iter().map(String::as_str).collect();
         let query = self.find_document(&indices, id, &fields).await?;
-        let segmenter = d.fingerprinter.segmenter();
-        let letters = |source: &Value| -> Result<Letters, EsError> {
-            Ok(Letters::prepared(
-                &field_texts(source, &self.options.text_fields)?,
-                segmenter,
-            ))
-        };
-        let q = letters(&query["_source"])?;
-        let docs: Vec<Value> = s
-            .matches
-            .iter()
-            .map(|m| json!({ "_index": m.index, "_id": m.id }))
+        let q = aligner.letters(&query["_source"])?;
+        let found = self
+            .letters_of(&aligner, &s.matches.iter().collect::<Vec<_>>())
+            .await?;
+        s.matches = std::mem::take(&mut s.matches)
+            .into_iter()
+            .filter_map(|m| {
+                let other = found.get(&(m.index.clone()?, m.id.clone()))?;
+                aligner.judge(&q, m, other)
+            })
             .collect();
-        let r = request(
-            self.scanner.client(),
-            self.scanner.retry(),
-            &format!(
-                "index `{indices}`: read the texts of {} candidates",
-                docs.len()
-            ),
-            HttpMethod::Post,
-            "/_mget",
-            &[("_source_includes", &fields.join(","))],
-            Some(&Body::Json(json!({ "docs": docs }))),
-        )
-        .await?;
-        let none = Formula::default();
-        let formula = d.meta.formula.as_deref().unwrap_or(&none);
-        let found = r["docs"].as_array().map(Vec::as_slice).unwrap_or(&[]);
-        let mut kept = Vec::with_capacity(s.matches.len());
-        for (mut m, doc) in std::mem::take(&mut s.matches).into_iter().zip(found) {
-            if doc["found"] != true {
-                continue;
-            }
-            let other = letters(&doc["_source"])?;
-            let al = align_letters(&q, &other, &AlignParams::DEFAULT);
-            let Some(t) = rule.relate(&q, &other, &al, formula) else {
-                continue;
-            };
-            m.relation = Some(t.relation);
-            m.containment = None;
-            m.shared = Some(Shared::new(&t, &al.passages));
-            kept.push(m);
-        }
-        s.matches = kept;
         Ok(s)
     }
 }

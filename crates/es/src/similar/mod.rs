@@ -54,7 +54,7 @@ use neardup_core::input::field_texts;
 pub use neardup_core::method::Match;
 use neardup_core::method::{sort_matches, Query};
 use neardup_core::minhash::Threshold;
-use neardup_core::relation::MatchOptions;
+use neardup_core::relation::{AlignRule, MatchOptions};
 use neardup_core::{Fingerprinter, Method, SimHash, Sketch, Tolerance, TooShort};
 
 mod aligned;
@@ -224,10 +224,16 @@ impl Similarity {
 /// relation and, where both articles carry their distinct shingle counts (indices in fields
 /// format 4 or 3), the containment estimate. Containment is a MinHash relation: a SimHash query
 /// answers near-duplicates whatever the options.
+///
+/// Dedupe on insert ([`crate::insert_unless_near`]) can also ask the texts to decide
+/// ([`Near::aligned`]): what the tolerance finds is then refused only when the rule on the
+/// aligned texts calls it a copy. Lookups ask that with [`Similar::aligned_by_id`].
 #[derive(Copy, Clone, Debug, PartialEq)]
 pub struct Near {
     pub tolerance: Tolerance,
     pub options: MatchOptions,
+    /// Dedupe on insert: the rule on aligned texts that confirms a refusal.
+    pub align: Option<AlignRule>,
 }
 
 impl Near {
@@ -235,6 +241,15 @@ impl Near {
         Near {
             tolerance: tolerance.into(),
             options,
+            align: None,
+        }
+    }
+
+    /// The same, a refusal on insert confirmed by `rule` on the aligned texts.
+    pub fn aligned(self, rule: AlignRule) -> Near {
+        Near {
+            align: Some(rule),
+            ..self
         }
     }
 }
