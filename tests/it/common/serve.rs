@@ -366,3 +366,20 @@ pub async fn assert_bulk_writes_and_dedupes(app: &Router, index: &str) {
         "{body}"
     );
 }
+
+/// The service in front of Elasticsearch through `client` (no retries), as a router to call
+/// in process.
+pub fn es_router(
+    client: elasticsearch::Elasticsearch,
+    config: neardup::serve::ServeConfig,
+) -> Router {
+    std::sync::Arc::new(neardup::serve::Service::new(
+        config,
+        neardup::serve::EsBackend {
+            client,
+            retry: neardup::es::RetryPolicy::none(),
+        },
+        neardup::Fingerprinter::for_profile(neardup::Profile::Default),
+    ))
+    .router()
+}

@@ -194,15 +194,7 @@ async fn aligned_lookups_answer_what_dedupe_align_answers() {
     assert!(copies_claimed > 0);
 
     // The service: `?align=true` answers what the library answers, with the formula named.
-    let app = std::sync::Arc::new(neardup::serve::Service::new(
-        neardup::serve::ServeConfig::default(),
-        neardup::serve::EsBackend {
-            client: client.clone(),
-            retry: RetryPolicy::none(),
-        },
-        neardup::Fingerprinter::for_profile(neardup::Profile::Default),
-    ))
-    .router();
+    let app = common::serve::es_router(client.clone(), neardup::serve::ServeConfig::default());
     let get = |uri: String| {
         let app = app.clone();
         async move {
@@ -317,15 +309,7 @@ async fn a_month_of_bulletins_is_stored_and_a_repost_refused() {
     let (code, _, err) = cli(&["es-init", "--formula", formula]);
     assert_eq!(code, 0, "{err}");
 
-    let app = std::sync::Arc::new(neardup::serve::Service::new(
-        neardup::serve::ServeConfig::default(),
-        neardup::serve::EsBackend {
-            client: client.clone(),
-            retry: RetryPolicy::none(),
-        },
-        neardup::Fingerprinter::for_profile(neardup::Profile::Default),
-    ))
-    .router();
+    let app = common::serve::es_router(client.clone(), neardup::serve::ServeConfig::default());
     let put = |id: &str, query: &str, a: &generate::Article| {
         put_json(
             &format!("/v1/{}/articles/{id}?dedupe=true{query}", idx.name),

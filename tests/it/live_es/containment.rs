@@ -139,15 +139,7 @@ async fn an_excerpt_and_a_passage_are_found_from_either_side() {
     t::refresh(&client, &idx.name).await;
     check_partial_copies(&idx.name, &planted);
     // The service on Elasticsearch answers what the command line finds, relations included.
-    let app = std::sync::Arc::new(neardup::serve::Service::new(
-        neardup::serve::ServeConfig::default(),
-        neardup::serve::EsBackend {
-            client: client.clone(),
-            retry: RetryPolicy::none(),
-        },
-        neardup::Fingerprinter::for_profile(neardup::Profile::Default),
-    ))
-    .router();
+    let app = common::serve::es_router(client.clone(), neardup::serve::ServeConfig::default());
     for (full, lead, middle) in &planted {
         for id in [full, lead, middle] {
             let (status, body, _) = common::serve::call(
@@ -324,15 +316,7 @@ async fn dedupe_on_insert_refuses_an_excerpt_and_stores_the_full_article_of_a_te
     assert_eq!(code, 0, "{err}");
     let (docs, planted) = articles();
     let doc = |id: &str| docs.iter().find(|(i, _)| i == id).unwrap().1.clone();
-    let app = std::sync::Arc::new(neardup::serve::Service::new(
-        neardup::serve::ServeConfig::default(),
-        neardup::serve::EsBackend {
-            client: client.clone(),
-            retry: RetryPolicy::none(),
-        },
-        neardup::Fingerprinter::for_profile(neardup::Profile::Default),
-    ))
-    .router();
+    let app = common::serve::es_router(client.clone(), neardup::serve::ServeConfig::default());
     let put = |id: &str| {
         common::serve::put_json(
             &format!(

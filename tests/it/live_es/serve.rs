@@ -4,7 +4,6 @@
 
 use crate::common;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::{to_bytes, Body};
@@ -16,23 +15,14 @@ use common::serve::{
     post_json, put_json, sigterm, start_serving, variants,
 };
 use neardup::es::{EsConfig, RetryPolicy, Secret};
-use neardup::serve::{self, EsBackend, ServeConfig, Service};
+use neardup::serve::{self, ServeConfig};
 use neardup::{Fingerprinter, Profile};
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tower::ServiceExt;
 
 async fn service(config: ServeConfig) -> Router {
-    let client = t::client().await;
-    Arc::new(Service::new(
-        config,
-        EsBackend {
-            client,
-            retry: RetryPolicy::none(),
-        },
-        Fingerprinter::for_profile(Profile::Default),
-    ))
-    .router()
+    crate::common::serve::es_router(t::client().await, config)
 }
 
 fn article() -> Value {
@@ -201,15 +191,7 @@ async fn health_says_503_when_elasticsearch_is_down() {
         .unwrap()
         .client()
         .unwrap();
-    let app = Arc::new(Service::new(
-        ServeConfig::default(),
-        EsBackend {
-            client,
-            retry: RetryPolicy::none(),
-        },
-        Fingerprinter::for_profile(Profile::Default),
-    ))
-    .router();
+    let app = crate::common::serve::es_router(client, ServeConfig::default());
     let (status, body, _) = call(&app, Request::get("/healthz").body(Body::empty()).unwrap()).await;
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
     assert_eq!(body["status"], "unavailable");
