@@ -4,11 +4,10 @@
 //! `dedupe`). See the README, "Boilerplate".
 
 use anyhow::Context;
-use neardup::es::{RetryPolicy, ScanOptions, Scanner};
+use neardup::es::{RetryPolicy, Scanner};
 use neardup::input::{self, InputSpec};
 use neardup::text::boilerplate::{Learner, DEFAULT_SAMPLE};
 use neardup::{FingerprintConfig, Fingerprinter};
-use serde_json::json;
 
 use super::common::{self, CmdResult, Status};
 use super::es_args::{self, EsArgs};
@@ -128,28 +127,10 @@ fn from_index(args: &LearnArgs, index: &str, learner: &mut Learner) -> anyhow::R
     let (_, client) = args.es.client()?;
     es_args::runtime()?.block_on(async {
         let scanner = Scanner::new(client, RetryPolicy::default());
-        let body = json!({ "query": { "match_all": {} }, "_source": &args.fields });
-        let mut cursor = scanner.cursor(index, body, &ScanOptions::default());
-        let result = async {
-            loop {
-                let page = cursor.next_page().await?;
-                if page.is_empty() || learner.is_full() {
-                    return Ok::<_, anyhow::Error>(());
-                }
-                for hit in &page {
-                    let Some(src) = hit["_source"].as_object() else {
-                        continue;
-                    };
-                    // A document whose text field is not text is skipped, as the writers
-                    // skip it.
-                    if let Ok(texts) = input::object_texts(src, &args.fields) {
-                        learner.add(&texts);
-                    }
-                }
-            }
-        }
-        .await;
-        cursor.close().await;
-        result
+        es_args::each_text(&scanner, index, &args.fields, |texts| {
+            learner.add(&texts);
+            !learner.is_full()
+        })
+        .await
     })
 }

@@ -4,10 +4,8 @@
 //! `dedupe --align --formula PATH` and `es-init --formula PATH` take. See
 //! docs/reference/local-store-commands.md (`dedupe --align`).
 
-use neardup::es::{self, FieldNames, RetryPolicy, ScanOptions, Scanner};
-use neardup::input;
+use neardup::es::{self, FieldNames, RetryPolicy, Scanner};
 use neardup::pipeline;
-use serde_json::json;
 
 use super::common::{self, CmdResult, InputArgs, ProfileArgs, Status};
 use super::es_args::{self, EsArgs};
@@ -105,32 +103,12 @@ fn learn_from_index(args: &LearnArgs, index: &str) -> CmdResult {
         let meta = es::read_meta(&client, &retry, index, &FieldNames::default()).await?;
         let fp = meta.fingerprinter(index)?;
         let scanner = Scanner::new(client, retry);
-        let body = json!({ "query": { "match_all": {} }, "_source": fields });
-        let mut cursor = scanner.cursor(index, body, &ScanOptions::default());
         let mut texts: Vec<Vec<String>> = Vec::new();
-        let result = async {
-            while (texts.len() as u64) < args.sample {
-                let page = cursor.next_page().await?;
-                if page.is_empty() {
-                    break;
-                }
-                for hit in &page {
-                    // A document whose text field is not text is skipped, as the writers
-                    // skip it.
-                    if let Some(Ok(t)) = hit["_source"]
-                        .as_object()
-                        .map(|src| input::object_texts(src, fields))
-                    {
-                        texts.push(t.into_iter().map(str::to_owned).collect());
-                    }
-                }
-            }
-            Ok::<_, anyhow::Error>(())
-        }
-        .await;
-        cursor.close().await;
-        result?;
-        texts.truncate(args.sample as usize);
+        es_args::each_text(&scanner, index, fields, |t| {
+            texts.push(t.into_iter().map(str::to_owned).collect());
+            (texts.len() as u64) < args.sample
+        })
+        .await?;
         Ok::<_, anyhow::Error>((fp, texts))
     })?;
     let f = pipeline::learn_formula_of_texts(&texts, &fp);

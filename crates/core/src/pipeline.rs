@@ -224,11 +224,11 @@ pub fn align_candidates(
             &learned
         }
     };
-    let of = |i: u32| prepared.letters[i as usize].as_ref();
-    let pairs = aligned::judge(prepared.aligned.clone(), of, formula, rule);
+    let Prepared { letters, aligned } = prepared;
+    let pairs = aligned::judge(aligned, |i| letters[i as usize].as_ref(), formula, rule);
     Ok(AlignedInput {
         pairs,
-        texts: prepared.letters.iter().flatten().count(),
+        texts: letters.iter().flatten().count(),
         formula_windows: formula.len(),
         formula_id: formula.id(),
     })
@@ -349,13 +349,8 @@ impl Prepared {
         fp: &Fingerprinter,
         only_candidates: bool,
     ) -> Formula {
-        let groups = crate::align::groups_of(
-            self.letters.len(),
-            self.aligned
-                .iter()
-                .filter(|p| aligned::joined(&p.3))
-                .map(|p| (p.0 as usize, p.1 as usize)),
-        );
+        let groups =
+            crate::align::groups_of(self.letters.len(), aligned::joined_pairs(&self.aligned));
         let anchor = AlignParams::DEFAULT.anchor;
         let mut counter = if only_candidates {
             FormulaCounter::restricted_to(anchor, self.letters.iter().flatten())

@@ -6,7 +6,7 @@
 //! `contains` or `contained_in` (a partial reprint counts with its direction, as for
 //! MinHash), and a `shares_passage` report finds a pair of that relation.
 //!
-//! Formula windows and groups are learned as `neardup dedupe --align` learns them
+//! Formula windows and groups are learned as `neardup formula learn` learns them
 //! ([`neardup_core::allpairs::aligned`]): the texts measured play the part of an input.
 
 use rayon::prelude::*;
@@ -53,7 +53,15 @@ pub(crate) fn prepare(fp: &Fingerprinter, texts: &[Vec<String>]) -> Prepared {
         .map(|(a, b, s)| (docs[a as usize], docs[b as usize], s))
         .collect();
     let aligned = aligned::align_pairs(&found, |i| letters.get(i as usize));
-    let formula = neardup_core::pipeline::learn_formula_of_texts(texts, fp);
+    // The formula `formula learn` would write for these texts, from the candidates already
+    // aligned: every text counted, the joined ones once per group.
+    let formula = Formula::learn(
+        &letters,
+        aligned::joined_pairs(&aligned),
+        aligned::FORMULA_GROUPS,
+        AlignParams::DEFAULT.anchor,
+    )
+    .folded(fp.config().fold);
     Prepared {
         sigs,
         letters,

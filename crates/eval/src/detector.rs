@@ -197,12 +197,16 @@ fn minhash_pairs(fp: &Fingerprinter, options: &MatchOptions, texts: &[Vec<String
 /// says copy, as `neardup dedupe --align` keeps them; the score is the smaller text's share
 /// in runs.
 fn aligned_pairs(fp: &Fingerprinter, options: &MatchOptions, texts: &[Vec<String>]) -> CorpusPairs {
-    let prepared = aligned::prepare(fp, texts);
-    let letters = |i: u32| prepared.letters.get(i as usize);
-    let mut claimed: Vec<(u32, u32, f64)> = neardup_core::allpairs::aligned::judge(
-        prepared.aligned.clone(),
+    let aligned::Prepared {
+        sigs,
         letters,
-        &prepared.formula,
+        formula,
+        aligned: candidates,
+    } = aligned::prepare(fp, texts);
+    let mut claimed: Vec<(u32, u32, f64)> = neardup_core::allpairs::aligned::judge(
+        candidates,
+        |i| letters.get(i as usize),
+        &formula,
         &AlignRule::DEFAULT,
     )
     .into_iter()
@@ -219,8 +223,8 @@ fn aligned_pairs(fp: &Fingerprinter, options: &MatchOptions, texts: &[Vec<String
     CorpusPairs {
         name: aligned::name(fp, options),
         points: vec![(aligned::POINT.to_owned(), claimed)],
-        too_short: (0..prepared.sigs.len() as u32)
-            .filter(|&i| prepared.sigs[i as usize].is_none())
+        too_short: (0..sigs.len() as u32)
+            .filter(|&i| sigs[i as usize].is_none())
             .collect(),
     }
 }

@@ -51,6 +51,17 @@ pub fn joined(alignment: &Alignment) -> bool {
     small >= GROUP_SHARE
 }
 
+/// The aligned candidates `(a, b, similarity, alignment)` that [`joined`] makes copies of one
+/// story, as pairs of indices: the groups formula is counted over.
+pub fn joined_pairs(
+    aligned: &[(u32, u32, f64, Alignment)],
+) -> impl Iterator<Item = (usize, usize)> + '_ {
+    aligned
+        .iter()
+        .filter(|p| joined(&p.3))
+        .map(|p| (p.0 as usize, p.1 as usize))
+}
+
 /// A candidate pair the alignment relates: `b` read from `a`, as every relation.
 #[derive(Clone, Debug, PartialEq)]
 pub struct AlignedPair {

@@ -110,14 +110,7 @@ impl Similar {
             Some(&Body::Json(json!({ "docs": docs }))),
         )
         .await?;
-        for doc in r["docs"].as_array().map(Vec::as_slice).unwrap_or(&[]) {
-            let (true, Some(index), Some(id)) = (
-                doc["found"] == true,
-                doc["_index"].as_str(),
-                doc["_id"].as_str(),
-            ) else {
-                continue;
-            };
+        for (index, id, doc) in super::found_docs(&r) {
             let letters = aligner.letters(&doc["_source"])?;
             out.insert((index.to_owned(), id.to_owned()), letters);
         }

@@ -581,14 +581,7 @@ impl Similar {
                 _ => HashSet::new(),
             })
             .collect();
-        for doc in r["docs"].as_array().map(Vec::as_slice).unwrap_or(&[]) {
-            let (true, Some(index), Some(id)) = (
-                doc["found"] == true,
-                doc["_index"].as_str(),
-                doc["_id"].as_str(),
-            ) else {
-                continue;
-            };
+        for (index, id, doc) in found_docs(&r) {
             let Some(other) = hit_sketch(doc, &d, method)? else {
                 continue;
             };
@@ -995,6 +988,25 @@ impl Similar {
             .insert(indices.as_str().to_owned(), (Instant::now(), d.clone()));
         Ok(d)
     }
+}
+
+/// The documents a `_mget` answer found, as `(_index, _id, the document)`.
+fn found_docs(r: &Value) -> impl Iterator<Item = (&str, &str, &Value)> {
+    r["docs"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or(&[])
+        .iter()
+        .filter_map(|doc| {
+            match (
+                doc["found"] == true,
+                doc["_index"].as_str(),
+                doc["_id"].as_str(),
+            ) {
+                (true, Some(index), Some(id)) => Some((index, id, doc)),
+                _ => None,
+            }
+        })
 }
 
 /// One or more indices, aliases or patterns, as one comma-separated string.
