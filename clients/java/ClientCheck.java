@@ -93,7 +93,7 @@ public class ClientCheck {
               "similar by id: " + byId);
 
         // Near-duplicates of an article, by its text (its stored copy among them).
-        Found byArticle = similar.similarByArticle(index, article, 0.5, null, null);
+        Found byArticle = similar.similarByArticle(index, article, 0.5, null, null, null);
         check(has(byArticle.getMatches(), id) && byArticle.getQuery() == Found.QueryEnum.COMPUTED,
               "similar by article: " + byArticle);
         check(byArticle.getThreshold() == 0.5, "similar by article, threshold: " + byArticle);

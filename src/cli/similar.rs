@@ -80,14 +80,14 @@ pub struct Args {
     method: MethodArgs,
     #[command(flatten)]
     relation: RelationArgs,
-    /// Elasticsearch, with --id: the texts decide. MinHash finds candidates down to a
-    /// similarity of 0.1, their texts and the document's are read from `_source` (--field)
-    /// and aligned, and a match is a copy only when one text holds the other's letters,
+    /// Elasticsearch: the texts decide (with --id, --ids-from, --text or --input). MinHash
+    /// finds candidates down to a similarity of 0.1, their texts are read from `_source`
+    /// (--field) and aligned with the query's, and a match is a copy only when one text holds the other's letters,
     /// facts included (`near_duplicate`, `contains`, `contained_in`), or `shares_passage`
     /// when they share a passage without either being a copy. Formula text the index records
     /// (`es-init --formula`) does not count. Matches carry `query_copied`, `match_copied`
     /// and the shared `passages` (spans of both texts). A local store keeps no texts.
-    #[arg(long, conflicts_with_all = ["threshold", "k", "no_containment", "method"])]
+    #[arg(long, conflicts_with_all = ["threshold", "k", "no_containment", "method", "fingerprint"])]
     align: bool,
     /// Output: `json` (one `{"id","similarity"}` or `{"id","distance"}` line per match, with
     /// `"index"` on Elasticsearch) or `table`.
@@ -200,6 +200,19 @@ fn query(
         }
         return Ok(Ok(Query::Sketch(Sketch::SimHash(f), "given", None)));
     }
+    let (id, texts) = input_article(args)?;
+    let what = format!("article `{id}`");
+    Ok(
+        sketch_body(fp, Methods::only(method), &input::Body::Fields(texts))
+            .into_sketch(method)
+            .map(|s| Query::Sketch(s, "computed from the article", Some(id.key())))
+            .map_err(|why| (what, why)),
+    )
+}
+
+/// The one JSON Lines article of --input (standard input without it): its id and its text
+/// fields (--field), in order.
+fn input_article(args: &Args) -> anyhow::Result<(input::DocId, Vec<String>)> {
     let path = args.input.as_deref().unwrap_or("-");
     let spec = InputSpec {
         id_field: args.id_field.clone(),
@@ -219,11 +232,10 @@ fn query(
         "{} holds more than one article; `similar` takes one (use `neardup check` for many)",
         source.name
     );
-    let what = format!("article `{}`", doc.id);
-    Ok(sketch_body(fp, Methods::only(method), &doc.body)
-        .into_sketch(method)
-        .map(|s| Query::Sketch(s, "computed from the article", Some(doc.id.key())))
-        .map_err(|why| (what, why)))
+    match doc.body {
+        input::Body::Fields(texts) => Ok((doc.id, texts)),
+        input::Body::Tokens(_) => unreachable!("read without pre_tokenized"),
+    }
 }
 
 fn search_store(args: &Args, dir: &std::path::Path) -> anyhow::Result<Outcome> {
@@ -364,23 +376,17 @@ fn check_profile(args: &Args, index: &str, meta: &IndexMeta) -> anyhow::Result<(
 
 fn search_es(args: &Args, index: &str) -> anyhow::Result<Outcome> {
     let es = connect_es(args, index)?;
+    if args.align {
+        return search_es_aligned(args, index, &es);
+    }
     let method = es.tolerance.method();
     let fp = es.meta.fingerprinter(index)?;
     let query = match query(args, &fp, method)? {
         Ok(q) => q,
         Err(too_short) => return Ok(Err(too_short)),
     };
-    common::ensure_usage(
-        !args.align || matches!(query, Query::Id(_)),
-        "--align looks up a stored document: give --id",
-    )?;
     let (found, own_id) = es.runtime.block_on(async {
         match &query {
-            Query::Id(id) if args.align => es
-                .similar
-                .aligned_by_id(index, id, &AlignRule::DEFAULT)
-                .await
-                .map(|f| (f, None)),
             Query::Id(id) => es
                 .similar
                 .by_id(index, id, es.near)
@@ -412,18 +418,8 @@ fn search_es(args: &Args, index: &str) -> anyhow::Result<Outcome> {
         (QueryFingerprint::Given(_), Query::Sketch(_, origin, _)) => origin,
         (QueryFingerprint::Given(_), _) => "given",
     };
-    if args.align && found.formula.is_none() {
-        eprintln!(
-            "note: `{index}` records no formula (`neardup formula learn --index {index}`, then `es-init --formula`): text that templates share counts as copied"
-        );
-    }
     Ok(Ok(Found {
-        // Aligned: the candidates' floor.
-        tolerance: if args.align {
-            found.tolerance
-        } else {
-            es.tolerance
-        },
+        tolerance: es.tolerance,
         query: found.query.simhash().map(|f| (f, origin)),
         transferred: Some(found.transferred),
         matches: found
@@ -434,6 +430,55 @@ fn search_es(args: &Args, index: &str) -> anyhow::Result<Outcome> {
     }))
 }
 
+/// `--align`: the texts of the query (--id, --text or --input) and of MinHash's candidates
+/// are aligned, and the rule decides.
+fn search_es_aligned(args: &Args, index: &str, es: &EsQuery) -> anyhow::Result<Outcome> {
+    let rule = &AlignRule::DEFAULT;
+    let (found, what, own_id) = if let Some(id) = &args.id {
+        let found = es
+            .runtime
+            .block_on(es.similar.aligned_by_id(index, id, rule))?;
+        let what = format!("document `{id}` has no stored fingerprint and its text");
+        (found, what, None)
+    } else if let Some(text) = &args.text {
+        let found = es
+            .runtime
+            .block_on(es.similar.aligned_by_text(index, text, rule))?;
+        (found, "the --text".to_owned(), None)
+    } else {
+        let (id, texts) = input_article(args)?;
+        let found = es
+            .runtime
+            .block_on(es.similar.aligned_by_texts(index, &texts, rule))?;
+        (found, format!("article `{id}`"), Some(id.key()))
+    };
+    if let QueryFingerprint::TooShort(why) = &found.query {
+        return Ok(Err((what, why.clone())));
+    }
+    formula_note(index, &es.meta);
+    Ok(Ok(Found {
+        // The candidates' floor.
+        tolerance: found.tolerance,
+        query: None,
+        transferred: Some(found.transferred),
+        matches: found
+            .matches
+            .into_iter()
+            .filter(|m| own_id.as_deref() != Some(m.id.as_str()))
+            .collect(),
+    }))
+}
+
+/// Says on standard error when the indices record no formula text for aligned lookups to
+/// leave out.
+fn formula_note(index: &str, meta: &IndexMeta) {
+    if meta.formula.is_none() {
+        eprintln!(
+            "note: `{index}` records no formula (`neardup formula learn --index {index}`, then `es-init --formula`): text that templates share counts as copied"
+        );
+    }
+}
+
 /// `--ids-from`: one JSON line per id, in input order, with its matches or its error. Errors
 /// of one id (not found, in several indices, unreadable, too short) are its line; others
 /// (the cluster, the index) end the command.
@@ -441,6 +486,9 @@ fn search_es_ids(args: &Args, index: &str) -> CmdResult {
     let path = args.ids_from.as_deref().expect("--ids-from was given");
     let source = input::open(path)?;
     let es = connect_es(args, index)?;
+    if args.align {
+        formula_note(index, &es.meta);
+    }
     let mut out = common::stdout();
     let mut failed = 0usize;
     for line in source.reader.lines() {
@@ -449,7 +497,15 @@ fn search_es_ids(args: &Args, index: &str) -> CmdResult {
         if id.is_empty() {
             continue;
         }
-        let answer = es.runtime.block_on(es.similar.by_id(index, id, es.near));
+        let answer = es.runtime.block_on(async {
+            if args.align {
+                es.similar
+                    .aligned_by_id(index, id, &AlignRule::DEFAULT)
+                    .await
+            } else {
+                es.similar.by_id(index, id, es.near).await
+            }
+        });
         let line = match answer {
             Ok(found) => match &found.query {
                 QueryFingerprint::TooShort(why) => {

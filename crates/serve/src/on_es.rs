@@ -14,7 +14,9 @@ use crate::config::ServeConfig;
 use crate::error::{ApiError, ErrorCode};
 use crate::metrics::Metrics;
 use crate::shapes::{Found, WriteOptions};
+use neardup_core::input::field_texts;
 use neardup_core::relation::MatchOptions;
+use neardup_core::text::plain_text;
 use neardup_core::{Sketches, Tolerance};
 use neardup_es::{
     ClaimError, Claims, DedupeError, EsError, EsIndexer, FieldNames, Inserted, Near, NewArticle,
@@ -122,6 +124,22 @@ impl EsSide {
         Ok(found.into())
     }
 
+    /// `POST …/similar?align=true`: [`neardup_es::Similar::aligned_by_article`] with the
+    /// default rule.
+    pub(super) async fn similar_aligned_by_article(
+        &self,
+        m: &Metrics,
+        index: &str,
+        article: &Value,
+    ) -> Result<Found, ApiError> {
+        let found = self
+            .similar
+            .aligned_by_article(index, article, &neardup_core::relation::AlignRule::DEFAULT)
+            .await
+            .map_err(|e| failed(m, e))?;
+        Ok(found.into())
+    }
+
     pub(super) async fn similar_by_article(
         &self,
         m: &Metrics,
@@ -155,11 +173,11 @@ impl EsSide {
             .map_err(|e| failed(m, e))?
             .group
             .map(|g| g.field);
-        let mut fields: Vec<&str> = fields.iter().map(String::as_str).collect();
-        fields.extend(group.as_deref());
+        let mut read: Vec<&str> = fields.iter().map(String::as_str).collect();
+        read.extend(group.as_deref());
         let mut hit = self
             .similar
-            .find_document(&index.into(), id, &fields)
+            .find_document(&index.into(), id, &read)
             .await
             .map_err(|e| failed(m, e))?;
         let label = group.and_then(|g| hit["_source"].as_object_mut()?.remove(&g));
@@ -168,6 +186,14 @@ impl EsSide {
             "index": hit["_index"],
             "article": hit["_source"],
         });
+        // The texts aligned lookups compare, in the order their spans' `field` counts: each
+        // text field's plain text. A field that holds no text leaves them out.
+        if let Ok(texts) = field_texts(&hit["_source"], fields) {
+            out["texts"] = json!(texts
+                .into_iter()
+                .map(|t| plain_text(t).into_owned())
+                .collect::<Vec<_>>());
+        }
         if let Some(label) = label.filter(|l| !l.is_null()) {
             out["group"] = label;
         }

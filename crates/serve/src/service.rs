@@ -330,13 +330,13 @@ struct Near {
     threshold: Option<f64>,
     k: Option<u32>,
     containment: Option<bool>,
-    /// `GET /v1/{index}/similar/{id}?align=true`: the texts decide.
+    /// `align=true`: the texts decide (Elasticsearch).
     align: Option<bool>,
 }
 
 impl Near {
     /// Whether `?align=true` asks the texts to decide; it takes no tolerance or relations of
-    /// its own, and only a stored article on Elasticsearch.
+    /// its own, and only Elasticsearch has the texts.
     fn aligned(&self) -> Result<bool, ApiError> {
         if self.align != Some(true) {
             return Ok(false);
@@ -392,11 +392,7 @@ async fn similar_by_id(
     let (given, options) = (near.given()?, near.options());
     let found = match &svc.side {
         Side::Es(es) if near.aligned()? => es.similar_aligned(&svc.metrics, &index, &id).await?,
-        Side::Store(_) if near.aligned()? => {
-            return Err(ApiError::bad_request(
-                "`align=true` reads the texts of the matches, and a local store keeps none: align on an Elasticsearch index",
-            ))
-        }
+        Side::Store(_) if near.aligned()? => return Err(no_texts_in_store()),
         Side::Es(es) => {
             es.similar_by_id(&svc.metrics, &index, &id, given, options)
                 .await?
@@ -404,6 +400,13 @@ async fn similar_by_id(
         Side::Store(st) => st.similar_by_id(&index, id, given, options).await?,
     };
     Ok(Json(answer(&found)))
+}
+
+/// `align=true` on a store, which keeps no texts.
+fn no_texts_in_store() -> ApiError {
+    ApiError::bad_request(
+        "`align=true` reads the texts of the matches, and a local store keeps none: align on an Elasticsearch index",
+    )
 }
 
 /// `POST /v1/{index}/similar` with an article: its near-duplicates in the index (on a store,
@@ -416,14 +419,15 @@ async fn similar_by_article(
 ) -> Result<Json<Value>, ApiError> {
     let Path(index) = path?;
     let Query(near) = near?;
-    if near.aligned()? {
-        return Err(ApiError::bad_request(
-            "`align=true` looks up a stored article: GET /v1/{index}/similar/{id}?align=true",
-        ));
-    }
     let (given, options) = (near.given()?, near.options());
     let Json(article) = body?;
     let found = match &svc.side {
+        Side::Es(es) if near.aligned()? => {
+            svc.article_texts(&article)?;
+            es.similar_aligned_by_article(&svc.metrics, &index, &article)
+                .await?
+        }
+        Side::Store(_) if near.aligned()? => return Err(no_texts_in_store()),
         Side::Es(es) => {
             svc.article_texts(&article)?;
             es.similar_by_article(&svc.metrics, &index, &article, given, options)

@@ -126,7 +126,7 @@ async fn aligned_lookups_answer_what_dedupe_align_answers() {
     let (code, out, err) = cli(&["es-init", "--formula", formula]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("formula fm1-"), "{out}");
-    let loaded: Vec<(String, Value)> = docs.into_iter().collect();
+    let loaded: Vec<(String, Value)> = docs.clone().into_iter().collect();
     t::load(&client, &idx.name, &loaded).await;
     let (code, _, err) = cli(&["worker", "--once"]);
     assert_eq!(code, 0, "{err}");
@@ -221,6 +221,69 @@ async fn aligned_lookups_answer_what_dedupe_align_answers() {
         );
         assert_eq!(body["formula"], json!(lib.formula), "{q}");
     }
+    // An article posted (`POST …/similar?align=true`, `Similar::aligned_by_article`) is
+    // answered as the stored one is, and finds itself, whole; the spans of a match count the
+    // texts `GET …/articles/{id}` gives.
+    for q in queries.iter().take(12) {
+        let lib = similar
+            .aligned_by_id(idx.name.as_str(), q, &AlignRule::DEFAULT)
+            .await
+            .unwrap();
+        let posted = similar
+            .aligned_by_article(idx.name.as_str(), &docs[q], &AlignRule::DEFAULT)
+            .await
+            .unwrap();
+        let (itself, others): (Vec<_>, Vec<_>) = posted.matches.iter().partition(|m| &m.id == q);
+        let itself = serde_json::to_value(itself[0]).unwrap();
+        assert_eq!(itself["relation"], "near_duplicate", "{q}: {itself}");
+        assert_eq!(itself["query_copied"], json!(1.0), "{q}: {itself}");
+        assert_eq!(
+            serde_json::to_value(&others).unwrap(),
+            serde_json::to_value(&lib.matches).unwrap(),
+            "{q}"
+        );
+        let app = app.clone();
+        let (status, body, _) = common::serve::call(
+            &app,
+            common::serve::post_json(&format!("/v1/{}/similar?align=true", idx.name), &docs[q]),
+        )
+        .await;
+        assert_eq!(status, axum::http::StatusCode::OK, "{body}");
+        assert_eq!(
+            body["matches"],
+            serde_json::to_value(&posted.matches).unwrap(),
+            "{q}"
+        );
+        for m in &lib.matches {
+            let (status, article, _) = get(format!("/v1/{}/articles/{}", idx.name, m.id)).await;
+            assert_eq!(status, axum::http::StatusCode::OK, "{article}");
+            let texts: Vec<Vec<char>> = article["texts"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|t| t.as_str().unwrap().chars().collect())
+                .collect();
+            let mine: Vec<Vec<char>> = ["title", "content"]
+                .iter()
+                .map(|f| docs[q][f].as_str().unwrap().chars().collect())
+                .collect();
+            for p in &m.shared.as_ref().unwrap().passages {
+                for (span, texts) in [(p.query, &mine), (p.found, &texts)] {
+                    let text = &texts[span.field];
+                    assert!(
+                        span.start < span.end && span.end <= text.len(),
+                        "{q} {span:?}"
+                    );
+                }
+                // The first and last letters of a passage are in runs: alike on both sides.
+                let first = |span: neardup::align::Span, texts: &Vec<Vec<char>>| {
+                    texts[span.field][span.start]
+                };
+                assert_eq!(first(p.query, &mine), first(p.found, &texts), "{q} {p:?}");
+            }
+        }
+    }
+
     let q = queries.first().unwrap();
     let (status, body, _) = get(format!(
         "/v1/{}/similar/{q}?align=true&threshold=0.5",
@@ -257,9 +320,61 @@ async fn aligned_lookups_answer_what_dedupe_align_answers() {
     );
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("keeps none"), "{err}");
+    // --input answers what --id answers (its own id left out), --ids-from each id's answer.
+    let (code, by_id, err) = cli(&["similar", "--id", q, "--align"]);
+    assert_eq!(code, 0, "{err}");
+    let mut line = docs[q].clone();
+    line["id"] = json!(q);
+    let one = dir.path().join("one.jsonl");
+    std::fs::write(&one, format!("{line}\n")).unwrap();
+    let (code, out, err) = cli(&["similar", "--input", one.to_str().unwrap(), "--align"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, by_id);
+    let ids: Vec<&str> = queries.iter().take(5).map(String::as_str).collect();
+    let ids_file = dir.path().join("ids.txt");
+    std::fs::write(&ids_file, ids.join("\n")).unwrap();
+    let (code, out, err) = cli(&[
+        "similar",
+        "--ids-from",
+        ids_file.to_str().unwrap(),
+        "--align",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    for (line, id) in common::json_lines(&out).iter().zip(&ids) {
+        let lib = similar
+            .aligned_by_id(idx.name.as_str(), id, &AlignRule::DEFAULT)
+            .await
+            .unwrap();
+        assert_eq!(line["id"], json!(id));
+        // Both read back from JSON, which rounds the similarities alike.
+        let want: Value =
+            serde_json::from_str(&serde_json::to_string(&lib.matches).unwrap()).unwrap();
+        assert_eq!(line["matches"], want, "{id}");
+    }
+    // --text: one text, as the library's `aligned_by_text` answers it; too short, exit 4.
+    let text = format!(
+        "{}\n{}",
+        docs[q]["title"].as_str().unwrap(),
+        docs[q]["content"].as_str().unwrap()
+    );
+    let (code, out, err) = cli(&["similar", "--text", &text, "--align"]);
+    assert_eq!(code, 0, "{err}");
+    let lib = similar
+        .aligned_by_text(idx.name.as_str(), &text, &AlignRule::DEFAULT)
+        .await
+        .unwrap();
+    // As printed: JSON read back here would round the similarities.
+    let lib: String = lib
+        .matches
+        .iter()
+        .map(|m| serde_json::to_string(m).unwrap() + "\n")
+        .collect();
+    assert_eq!(out, lib);
     let (code, _, err) = cli(&["similar", "--text", "一段文字", "--align"]);
+    assert_eq!(code, 4, "{err}");
+    // A fingerprint has no text to align.
+    let (code, _, err) = cli(&["similar", "--fingerprint", "0123456789abcdef", "--align"]);
     assert_eq!(code, 2, "{err}");
-    assert!(err.contains("give --id"), "{err}");
 }
 
 /// Dedupe on insert with the texts deciding (`PUT …?dedupe=true&align=true`): an index that

@@ -929,7 +929,8 @@ async fn concurrent_bulk_batches_through_two_services_create_exactly_one() {
 
 /// The review page in a real headless browser (Debian's Chromium; `NEARDUP_TEST_CHROMIUM`
 /// names another binary): a link looks up a planted duplicate, lists it with its similarity,
-/// and opens it beside the query with the shared passages marked.
+/// and opens it beside the query with the shared passages marked; with `&align=true`, marked
+/// where the answer's spans say.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_review_page_shows_the_planted_duplicates_in_a_browser() {
     let chromium = std::env::var("NEARDUP_TEST_CHROMIUM").unwrap_or_else(|_| "chromium".into());
@@ -956,10 +957,104 @@ async fn the_review_page_shows_the_planted_duplicates_in_a_browser() {
     let server = tokio::spawn(serve::run(listener, app, async {
         let _ = stop_rx.await;
     }));
-    let url = format!(
-        "http://{addr}/?index={}&id=ex-005&compare=ex-005-edit",
-        idx.name
+    let html = dump_dom(
+        &chromium,
+        format!(
+            "http://{addr}/?index={}&id=ex-005&compare=ex-005-edit",
+            idx.name
+        ),
+    )
+    .await;
+    assert!(
+        html.contains("<td>ex-005-edit</td>"),
+        "the duplicate is listed: {html}"
     );
+    assert!(
+        // 106 of 128 minima agree in their lowest 8 bits: (106/128 − 1/256) / (1 − 1/256).
+        html.contains("<td>0.827</td>"),
+        "with its similarity: {html}"
+    );
+    assert!(
+        html.contains(r#"data-shown="ex-005-edit""#),
+        "opened beside: {html}"
+    );
+    let marks = html.matches("<mark>").count();
+    assert!(
+        marks >= 2,
+        "shared passages marked on both sides ({marks}): {html}"
+    );
+
+    // With the texts deciding (`&align=true`): what each text shares is marked where the
+    // answer's spans say, in the texts `GET …/articles/{id}` gives.
+    let html = dump_dom(
+        &chromium,
+        format!(
+            "http://{addr}/?index={}&id=ex-005&align=true&compare=ex-005-edit",
+            idx.name
+        ),
+    )
+    .await;
+    assert!(
+        html.contains(r#"data-shown="ex-005-edit""#),
+        "opened beside: {html}"
+    );
+    assert!(html.contains("copied: query / match"), "{html}");
+    let similar = neardup::es::Similar::with_options(
+        t::client().await,
+        None,
+        Default::default(),
+        RetryPolicy::none(),
+    );
+    let found = similar
+        .aligned_by_id(
+            idx.name.as_str(),
+            "ex-005",
+            &neardup::relation::AlignRule::DEFAULT,
+        )
+        .await
+        .unwrap();
+    let m = found
+        .matches
+        .iter()
+        .find(|m| m.id == "ex-005-edit")
+        .expect("the edit is a copy");
+    let texts = |id: &str| {
+        let (_, a) = t::example_articles()
+            .into_iter()
+            .find(|(i, _)| i == id)
+            .unwrap();
+        ["title", "content"]
+            .iter()
+            .map(|f| a[f].as_str().unwrap().chars().collect::<Vec<char>>())
+            .collect::<Vec<_>>()
+    };
+    let (query, other) = (texts("ex-005"), texts("ex-005-edit"));
+    let mut want: Vec<String> = Vec::new();
+    for side in [0, 1] {
+        for p in &m.shared.as_ref().unwrap().passages {
+            let (span, texts) = if side == 0 {
+                (p.query, &query)
+            } else {
+                (p.found, &other)
+            };
+            want.push(texts[span.field][span.start..span.end].iter().collect());
+        }
+    }
+    let marked: Vec<String> = html
+        .split("<mark>")
+        .skip(1)
+        .map(|m| m.split("</mark>").next().unwrap().to_owned())
+        .collect();
+    assert!(!want.is_empty());
+    assert_eq!(marked, want, "{html}");
+    stop_tx.send(()).unwrap();
+    server.await.unwrap().unwrap();
+    drop_claims(&idx.name).await;
+}
+
+/// The page at `url` after its script ran, as headless Chromium dumps it.
+async fn dump_dom(chromium: &str, url: String) -> String {
+    let chromium = chromium.to_owned();
     let dom = tokio::task::spawn_blocking(move || {
         std::process::Command::new(&chromium)
             .args([
@@ -980,33 +1075,12 @@ async fn the_review_page_shows_the_planted_duplicates_in_a_browser() {
     })
     .await
     .unwrap();
-    let html = String::from_utf8_lossy(&dom.stdout);
     assert!(
         dom.status.success(),
         "{}",
         String::from_utf8_lossy(&dom.stderr)
     );
-    assert!(
-        html.contains("<td>ex-005-edit</td>"),
-        "the duplicate is listed: {html}"
-    );
-    assert!(
-        // 106 of 128 minima agree in their lowest 8 bits: (106/128 − 1/256) / (1 − 1/256).
-        html.contains("<td>0.827</td>"),
-        "with its similarity: {html}"
-    );
-    assert!(
-        html.contains(r#"data-shown="ex-005-edit""#),
-        "opened beside: {html}"
-    );
-    let marks = html.matches("<mark>").count();
-    assert!(
-        marks >= 2,
-        "shared passages marked on both sides ({marks}): {html}"
-    );
-    stop_tx.send(()).unwrap();
-    server.await.unwrap().unwrap();
-    drop_claims(&idx.name).await;
+    String::from_utf8_lossy(&dom.stdout).into_owned()
 }
 
 /// An index that gains MinHash (`es-init`) while services run: one that re-reads `_meta`

@@ -132,29 +132,91 @@ impl Similar {
         rule: &AlignRule,
     ) -> Result<Similarity, EsError> {
         let indices = indices.into();
-        let near = Near::new(
-            Threshold::new(CANDIDATE_THRESHOLD).expect("the candidate threshold is in range"),
-            MatchOptions::default(),
-        );
-        let mut s = self.by_id(indices.clone(), id, near).await?;
+        let s = self.by_id(indices.clone(), id, candidates()).await?;
         let aligner = self.aligner(&indices, *rule).await?;
-        s.formula = aligner.formula_id();
         if s.matches.is_empty() {
-            return Ok(s);
+            return Ok(aligned(s, &aligner));
         }
         let fields: Vec<&str> = aligner.fields.iter().map(String::as_str).collect();
         let query = self.find_document(&indices, id, &fields).await?;
         let q = aligner.letters(&query["_source"])?;
+        self.judged(s, &aligner, &q).await
+    }
+
+    /// [`Similar::aligned_by_id`] for an article (a JSON object) that need not be in the
+    /// index: its text fields ([`SimilarOptions::text_fields`](super::SimilarOptions::text_fields))
+    /// are fingerprinted, read and prepared as the indices' documents are. Stored, it finds
+    /// itself too. A text field holding a number or an object is [`EsError::BadText`].
+    pub async fn aligned_by_article(
+        &self,
+        indices: impl Into<IndexList>,
+        article: &Value,
+        rule: &AlignRule,
+    ) -> Result<Similarity, EsError> {
+        let texts = field_texts(article, &self.options.text_fields)?;
+        self.aligned_by_texts(indices, &texts, rule).await
+    }
+
+    /// [`Similar::aligned_by_article`] for a text (plain text or HTML), as one field.
+    pub async fn aligned_by_text(
+        &self,
+        indices: impl Into<IndexList>,
+        text: &str,
+        rule: &AlignRule,
+    ) -> Result<Similarity, EsError> {
+        self.aligned_by_texts(indices, &[text], rule).await
+    }
+
+    /// [`Similar::aligned_by_article`] for an article's text fields, already read (in the
+    /// order of [`SimilarOptions::text_fields`](super::SimilarOptions::text_fields)): spans of
+    /// the query name these texts.
+    pub async fn aligned_by_texts<S: AsRef<str>>(
+        &self,
+        indices: impl Into<IndexList>,
+        texts: &[S],
+        rule: &AlignRule,
+    ) -> Result<Similarity, EsError> {
+        let indices = indices.into();
+        let aligner = self.aligner(&indices, *rule).await?;
+        let q = Letters::prepared(texts, aligner.fingerprinter.segmenter());
+        let texts: Vec<&str> = texts.iter().map(AsRef::as_ref).collect();
+        let s = self.by_texts(indices, &texts, candidates()).await?;
+        self.judged(s, &aligner, &q).await
+    }
+
+    /// `s`'s candidates judged against the query's letters `q` by `aligner`: those the rule
+    /// relates, with the alignment's relation and what they share.
+    async fn judged(
+        &self,
+        mut s: Similarity,
+        aligner: &Aligner,
+        q: &Letters,
+    ) -> Result<Similarity, EsError> {
         let found = self
-            .letters_of(&aligner, &s.matches.iter().collect::<Vec<_>>())
+            .letters_of(aligner, &s.matches.iter().collect::<Vec<_>>())
             .await?;
         s.matches = std::mem::take(&mut s.matches)
             .into_iter()
             .filter_map(|m| {
                 let other = found.get(&(m.index.clone()?, m.id.clone()))?;
-                aligner.judge(&q, m, other)
+                aligner.judge(q, m, other)
             })
             .collect();
-        Ok(s)
+        Ok(aligned(s, aligner))
     }
+}
+
+/// What an aligned lookup asks MinHash for: candidates down to [`CANDIDATE_THRESHOLD`],
+/// partial copies included.
+fn candidates() -> Near {
+    Near::new(
+        Threshold::new(CANDIDATE_THRESHOLD).expect("the candidate threshold is in range"),
+        MatchOptions::default(),
+    )
+}
+
+/// `s` as an aligned answer: it names the formula `aligner` left out.
+fn aligned(mut s: Similarity, aligner: &Aligner) -> Similarity {
+    s.formula = aligner.formula_id();
+    s
 }
