@@ -391,14 +391,19 @@ impl Formula {
     /// Learns the formula windows of `texts`: those found in at least `min_groups` groups,
     /// a group being texts `joined` as near-duplicates (pairs of indices of `texts`), each
     /// other text a group of its own. [`FormulaCounter`] does the counting, one text at a
-    /// time, for a caller that cannot hold every text at once.
+    /// time, for a caller that cannot hold every text at once ([`WindowSieve`] first, so
+    /// only windows that recur are counted exactly).
     pub fn learn(
         texts: &[Letters],
         joined: impl IntoIterator<Item = (usize, usize)>,
         min_groups: usize,
         anchor: usize,
     ) -> Formula {
-        let mut counter = FormulaCounter::new(anchor);
+        let mut sieve = WindowSieve::for_texts(anchor, texts.len());
+        for t in texts {
+            sieve.add(t);
+        }
+        let mut counter = FormulaCounter::sifted(sieve, min_groups);
         for t in texts {
             counter.add(t);
         }
@@ -472,9 +477,107 @@ pub fn groups_of(n: usize, joined: impl IntoIterator<Item = (usize, usize)>) -> 
 pub struct FormulaCounter {
     anchor: usize,
     counts: HashMap<u64, u32, BuildIdentity>,
-    restricted: bool,
+    only: Only,
     /// Texts counted.
     texts: usize,
+}
+
+/// Which windows a [`FormulaCounter`] counts.
+#[derive(Clone, Debug)]
+enum Only {
+    /// Every window.
+    All,
+    /// Those already in its map (the windows of some texts).
+    Restricted,
+    /// Those a [`WindowSieve`] found in at least this many texts.
+    Sifted(WindowSieve, u8),
+}
+
+/// A first pass for [`FormulaCounter::sifted`]: how many texts hold each window, estimated
+/// from above in fixed memory (a count-min sketch with conservative update: rows of one-byte
+/// counters that saturate, more than the floor of any formula needs). A window the sieve
+/// finds in fewer than N texts is in fewer than N, so counting exactly only the others gives
+/// the formula that counting every window gives, in the memory of the windows that recur.
+/// The windows' hashes are xxh3 already; each row takes its counter from a multiplicative
+/// hash of them.
+#[derive(Clone, Debug)]
+pub struct WindowSieve {
+    anchor: usize,
+    /// `ROWS` rows of `1 << bits` counters, one after the other.
+    counters: Vec<u8>,
+    bits: u32,
+}
+
+impl WindowSieve {
+    const ROWS: usize = 4;
+    /// Odd multipliers, one a row (from the digits of π, made odd).
+    const MULTIPLIERS: [u64; 4] = [
+        0x243f_6a88_85a3_08d3,
+        0x1319_8a2e_0370_7345,
+        0xa409_3822_299f_31d1,
+        0x082e_fa98_ec4e_6c89,
+    ];
+
+    /// A sieve for windows of `anchor` letters sized for about `texts` texts: rows of 256
+    /// counters a text (a news article holds 1,000–3,000 windows, most of them its own),
+    /// between 2^20 and 2^25 counters a row (4–128 MiB in all).
+    pub fn for_texts(anchor: usize, texts: usize) -> WindowSieve {
+        let want = texts.saturating_mul(256).max(1).next_power_of_two();
+        let bits = want.trailing_zeros().clamp(20, 25);
+        WindowSieve {
+            anchor,
+            counters: vec![0; Self::ROWS << bits],
+            bits,
+        }
+    }
+
+    /// A sieve of `1 << bits` counters a row (tests: a small one collides often).
+    #[cfg(test)]
+    fn with_bits(anchor: usize, bits: u32) -> WindowSieve {
+        WindowSieve {
+            anchor,
+            counters: vec![0; Self::ROWS << bits],
+            bits,
+        }
+    }
+
+    fn slots(&self, h: u64) -> [usize; 4] {
+        let width = 1usize << self.bits;
+        std::array::from_fn(|r| {
+            r * width + (h.wrapping_mul(Self::MULTIPLIERS[r]) >> (64 - self.bits)) as usize
+        })
+    }
+
+    /// Counts one text: each of its windows once.
+    pub fn add(&mut self, text: &Letters) {
+        for h in distinct_windows(text, self.anchor) {
+            let slots = self.slots(h);
+            let least = slots.iter().map(|&i| self.counters[i]).min().unwrap_or(0);
+            if least == u8::MAX {
+                continue;
+            }
+            // Conservative update: only the counters at the estimate grow.
+            for i in slots {
+                if self.counters[i] == least {
+                    self.counters[i] = least + 1;
+                }
+            }
+        }
+    }
+
+    /// At least the number of texts added that hold the window `h` (at most 255).
+    pub fn estimate(&self, h: u64) -> u8 {
+        self.slots(h)
+            .iter()
+            .map(|&i| self.counters[i])
+            .min()
+            .unwrap_or(0)
+    }
+
+    /// Bytes its counters take.
+    pub fn bytes(&self) -> usize {
+        self.counters.len()
+    }
 }
 
 impl FormulaCounter {
@@ -483,9 +586,26 @@ impl FormulaCounter {
         FormulaCounter {
             anchor,
             counts: HashMap::with_hasher(BuildIdentity),
-            restricted: false,
+            only: Only::All,
             texts: 0,
         }
+    }
+
+    /// Counts only the windows `sieve` (which saw every text this counter will) finds in
+    /// at least `min_groups` texts: what [`FormulaCounter::finish`] with `min_groups` keeps
+    /// is the same as counting every window, in the memory of the windows that recur.
+    pub fn sifted(sieve: WindowSieve, min_groups: usize) -> FormulaCounter {
+        FormulaCounter {
+            anchor: sieve.anchor,
+            counts: HashMap::with_hasher(BuildIdentity),
+            only: Only::Sifted(sieve, u8::try_from(min_groups).unwrap_or(u8::MAX)),
+            texts: 0,
+        }
+    }
+
+    /// Windows it holds a count of.
+    pub fn windows_counted(&self) -> usize {
+        self.counts.len()
     }
 
     /// Counts only the windows found in `texts`: a formula learned this way marks those
@@ -503,7 +623,7 @@ impl FormulaCounter {
         FormulaCounter {
             anchor,
             counts,
-            restricted: true,
+            only: Only::Restricted,
             texts: 0,
         }
     }
@@ -512,12 +632,18 @@ impl FormulaCounter {
     pub fn add(&mut self, text: &Letters) {
         self.texts += 1;
         for h in distinct_windows(text, self.anchor) {
-            if self.restricted {
-                if let Some(c) = self.counts.get_mut(&h) {
-                    *c += 1;
+            match &self.only {
+                Only::All => *self.counts.entry(h).or_insert(0) += 1,
+                Only::Restricted => {
+                    if let Some(c) = self.counts.get_mut(&h) {
+                        *c += 1;
+                    }
                 }
-            } else {
-                *self.counts.entry(h).or_insert(0) += 1;
+                Only::Sifted(sieve, floor) => {
+                    if sieve.estimate(h) >= *floor {
+                        *self.counts.entry(h).or_insert(0) += 1;
+                    }
+                }
             }
         }
     }
@@ -530,6 +656,12 @@ impl FormulaCounter {
         G: IntoIterator,
         G::Item: IntoIterator<Item = &'a Letters>,
     {
+        if let Only::Sifted(_, floor) = &self.only {
+            assert!(
+                min_groups >= usize::from(*floor),
+                "a counter sifted for {floor} groups cannot keep windows of {min_groups}"
+            );
+        }
         for group in groups {
             let mut held: HashMap<u64, u32, BuildIdentity> = HashMap::with_hasher(BuildIdentity);
             for t in group {
@@ -1211,8 +1343,57 @@ mod tests {
             }
         }
 
+        /// The exact count of every window, as `FormulaCounter::new` keeps it.
+        fn counted_exactly(texts: &[Letters], groups: &[Vec<usize>], min: usize) -> Formula {
+            let mut c = FormulaCounter::new(AlignParams::DEFAULT.anchor);
+            for t in texts {
+                c.add(t);
+            }
+            c.finish(groups.iter().map(|g| g.iter().map(|&i| &texts[i])), min)
+        }
+
         proptest! {
             #![proptest_config(ProptestConfig::with_cases(64))]
+
+            /// A sieve, however small and however often its counters collide, never drops a
+            /// window of the formula: sifted, the counter keeps exactly the windows counting
+            /// every one keeps.
+            #[test]
+            fn a_sifted_count_learns_the_formula_every_window_gives(
+                phrases in proptest::collection::vec(ideographs(12..30), 6),
+                picks in proptest::collection::vec(proptest::collection::vec(0usize..6, 1..4), 4..30),
+                joined in proptest::collection::vec((0usize..30, 0usize..30), 0..8),
+                min in 2usize..6,
+                bits in 4u32..12,
+                own in ideographs(10..40),
+            ) {
+                let k = AlignParams::DEFAULT.anchor;
+                let texts: Vec<Letters> = picks
+                    .iter()
+                    .enumerate()
+                    .map(|(i, p)| {
+                        let mut t: String = own.chars().skip(i % 7).collect();
+                        for &j in p {
+                            t.push_str(&phrases[j]);
+                        }
+                        Letters::new(&[t])
+                    })
+                    .collect();
+                let n = texts.len();
+                let groups = groups_of(n, joined.into_iter().filter(|&(a, b)| a < n && b < n));
+                let want = counted_exactly(&texts, &groups, min);
+                let mut sieve = WindowSieve::with_bits(k, bits);
+                for t in &texts {
+                    sieve.add(t);
+                }
+                let mut c = FormulaCounter::sifted(sieve, min);
+                for t in &texts {
+                    c.add(t);
+                }
+                let got = c.finish(groups.iter().map(|g| g.iter().map(|&i| &texts[i])), min);
+                prop_assert_eq!(got.id(), want.id());
+                prop_assert_eq!(got, want);
+            }
 
             #[test]
             fn a_text_aligns_whole_with_itself(text in ideographs(20..400)) {

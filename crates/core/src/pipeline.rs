@@ -8,7 +8,7 @@ use rayon::prelude::*;
 
 use std::collections::HashMap;
 
-use crate::align::{AlignParams, Formula, FormulaCounter, Letters};
+use crate::align::{AlignParams, Formula, FormulaCounter, Letters, WindowSieve};
 use crate::allpairs::aligned::{self, AlignedPair};
 use crate::fingerprint::{Fingerprinter, Methods, Outcome, Sketches};
 use crate::input::{parse_line, Body, DocId, InputError, InputErrorKind, InputSpec, Lines, Source};
@@ -220,7 +220,8 @@ pub fn align_candidates(
     let formula = match formula {
         Some(f) => f,
         None => {
-            learned = prepared.count_formula(file_texts(open()?, spec), fp, true);
+            learned =
+                prepared.count_formula(file_texts(open()?, spec), fp, prepared.candidates_counter());
             &learned
         }
     };
@@ -306,7 +307,18 @@ fn learn_formula_from<I: Iterator<Item = (u64, Vec<String>)>, E>(
         .pairs()
         .collect();
     let prepared = Prepared::read(texts()?, fp, keys, &candidates);
-    Ok(prepared.count_formula(texts()?, fp, false))
+    // Every window could be formula: a sieve first, so that only those that recur are
+    // counted exactly (the same formula, in the memory of the windows that recur).
+    let anchor = AlignParams::DEFAULT.anchor;
+    let mut sieve = WindowSieve::for_texts(anchor, keys.len());
+    for_each_text(
+        texts()?,
+        |_| true,
+        |fields| Letters::prepared(fields, fp.segmenter()),
+        |_, l| sieve.add(&l),
+    );
+    let counter = FormulaCounter::sifted(sieve, aligned::FORMULA_GROUPS);
+    Ok(prepared.count_formula(texts()?, fp, counter))
 }
 
 /// The candidates' texts and their alignments.
@@ -340,23 +352,22 @@ impl Prepared {
         Prepared { letters, aligned }
     }
 
-    /// The formula: every text document of `source` counted, the candidates' groups once;
-    /// `only_candidates` counts only the windows of the candidates' texts (all a caller
-    /// judging them needs), else every window (an artefact for other texts).
+    /// A counter of only the windows of the candidates' texts: all a caller judging them
+    /// needs.
+    fn candidates_counter(&self) -> FormulaCounter {
+        FormulaCounter::restricted_to(AlignParams::DEFAULT.anchor, self.letters.iter().flatten())
+    }
+
+    /// The formula: every text document of `source` counted by `counter`, the candidates'
+    /// groups once.
     fn count_formula(
         &self,
         texts: impl Iterator<Item = (u64, Vec<String>)>,
         fp: &Fingerprinter,
-        only_candidates: bool,
+        mut counter: FormulaCounter,
     ) -> Formula {
         let groups =
             crate::align::groups_of(self.letters.len(), aligned::joined_pairs(&self.aligned));
-        let anchor = AlignParams::DEFAULT.anchor;
-        let mut counter = if only_candidates {
-            FormulaCounter::restricted_to(anchor, self.letters.iter().flatten())
-        } else {
-            FormulaCounter::new(anchor)
-        };
         for_each_text(
             texts,
             |_| true,
