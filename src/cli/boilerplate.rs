@@ -127,10 +127,12 @@ fn from_index(args: &LearnArgs, index: &str, learner: &mut Learner) -> anyhow::R
     let (_, client) = args.es.client()?;
     es_args::runtime()?.block_on(async {
         let scanner = Scanner::new(client, RetryPolicy::default());
-        es_args::each_text(&scanner, index, &args.fields, |texts| {
-            learner.add(&texts);
-            !learner.is_full()
-        })
-        .await
-    })
+        scanner
+            .each_text(index, &args.fields, |texts| {
+                learner.add(&texts);
+                !learner.is_full()
+            })
+            .await
+    })?;
+    Ok(())
 }

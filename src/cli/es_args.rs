@@ -223,41 +223,6 @@ impl MinHashFieldArgs {
 }
 
 /// A tokio runtime for one subcommand.
-/// Walks the documents of `index` (in its own order), calling `each` with the text `fields`
-/// of each until it answers `false` or the index ends; the cursor is closed either way. A
-/// document whose text field is not text is skipped, as the writers skip it. What
-/// `boilerplate learn --index` and `formula learn --index` read.
-pub async fn each_text(
-    scanner: &neardup::es::Scanner,
-    index: &str,
-    fields: &[String],
-    mut each: impl FnMut(Vec<&str>) -> bool,
-) -> anyhow::Result<()> {
-    let body = serde_json::json!({ "query": { "match_all": {} }, "_source": fields });
-    let mut cursor = scanner.cursor(index, body, &neardup::es::ScanOptions::default());
-    let result = async {
-        loop {
-            let page = cursor.next_page().await?;
-            if page.is_empty() {
-                return Ok::<_, anyhow::Error>(());
-            }
-            for hit in &page {
-                let Some(src) = hit["_source"].as_object() else {
-                    continue;
-                };
-                if let Ok(texts) = neardup::input::object_texts(src, fields) {
-                    if !each(texts) {
-                        return Ok(());
-                    }
-                }
-            }
-        }
-    }
-    .await;
-    cursor.close().await;
-    result
-}
-
 pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -36,7 +36,7 @@ pub struct LearnArgs {
     es: EsArgs,
     /// With --index: read at most N documents (the first ones, in the index's order). They
     /// are held in memory while learning.
-    #[arg(long, default_value_t = 50_000, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, default_value_t = es::FORMULA_SAMPLE, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     sample: u64,
     /// Text preparation: `--no-fold`, and `--boilerplate PATH` (the lines the texts it
     /// will judge drop; formula is counted over what is left).
@@ -98,23 +98,16 @@ fn written(args: &LearnArgs, f: &neardup::align::Formula, from: &str) -> CmdResu
 fn learn_from_index(args: &LearnArgs, index: &str) -> CmdResult {
     let (_, client) = args.es.client()?;
     let fields = &args.input.fields;
-    let (fp, texts) = es_args::runtime()?.block_on(async {
+    let learned = es_args::runtime()?.block_on(async {
         let retry = RetryPolicy::default();
         let meta = es::read_meta(&client, &retry, index, &FieldNames::default()).await?;
         let fp = meta.fingerprinter(index)?;
         let scanner = Scanner::new(client, retry);
-        let mut texts: Vec<Vec<String>> = Vec::new();
-        es_args::each_text(&scanner, index, fields, |t| {
-            texts.push(t.into_iter().map(str::to_owned).collect());
-            (texts.len() as u64) < args.sample
-        })
-        .await?;
-        Ok::<_, anyhow::Error>((fp, texts))
+        es::learn_formula(&scanner, index, fields, args.sample, &fp).await
     })?;
-    let f = pipeline::learn_formula_of_texts(&texts, &fp);
     written(
         args,
-        &f,
-        &format!("{} documents of index `{index}`", texts.len()),
+        &learned.formula,
+        &format!("{} documents of index `{index}`", learned.read),
     )
 }

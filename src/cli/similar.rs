@@ -474,7 +474,7 @@ fn search_es_aligned(args: &Args, index: &str, es: &EsQuery) -> anyhow::Result<O
 fn formula_note(index: &str, meta: &IndexMeta) {
     if meta.formula.is_none() {
         eprintln!(
-            "note: `{index}` records no formula (`neardup formula learn --index {index}`, then `es-init --formula`): text that templates share counts as copied"
+            "note: `{index}` records no formula (the worker records one once the index holds 1,000 documents; or `neardup formula learn --index {index}`, then `es-init --formula`): text that templates share counts as copied"
         );
     }
 }

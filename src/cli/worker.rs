@@ -59,6 +59,19 @@ pub struct Args {
     /// Documents per page read (point in time or scroll) and bulk request.
     #[arg(long, default_value_t = 500, value_name = "N")]
     batch_size: usize,
+    /// Leave the formula `_meta` records as it is. By default the worker keeps it current,
+    /// learned from the index itself (`neardup formula learn --index`) and recorded in
+    /// `_meta` (as `es-init --formula`): once the index holds 1,000 documents, and again
+    /// whenever the documents the sample can read have grown by a tenth; it looks at most
+    /// every 10 minutes (and after a --once pass). Aligned lookups (`similar --align`) and
+    /// dedupe on insert with `align=true` do not count formula text as copied. Updating
+    /// `_meta` needs the `manage` privilege on --index; without it the worker says so and
+    /// goes on.
+    #[arg(long)]
+    no_formula: bool,
+    /// Documents read to learn the formula (the first of the index, in its order).
+    #[arg(long, default_value_t = es::FORMULA_SAMPLE, value_name = "N", conflicts_with = "no_formula", value_parser = clap::value_parser!(u64).range(1..))]
+    formula_sample: u64,
     /// Do one pass and exit (exit code 1 if any document could not be written).
     #[arg(long)]
     once: bool,
@@ -94,6 +107,10 @@ pub fn run(args: Args) -> CmdResult {
                 batch_size: args.batch_size,
                 changed_overlap: args.changed_overlap,
                 feed: !args.no_feed,
+                formula: (!args.no_formula).then(|| es::FormulaUpkeep {
+                    sample: args.formula_sample,
+                    ..es::FormulaUpkeep::default()
+                }),
                 ..WorkerConfig::default()
             },
         );
@@ -152,6 +169,9 @@ pub fn run(args: Args) -> CmdResult {
                     tracing::error!(error = %e, "pass failed; trying again after the interval");
                 }
                 Err(e) => return Err(e.into()),
+            }
+            if !stop.load(Ordering::SeqCst) {
+                keep_formula(&mut worker).await;
             }
             if args.once || stop.load(Ordering::SeqCst) {
                 break;
@@ -239,6 +259,26 @@ impl WatermarkFile {
         std::fs::write(&tmp, format!("{body}\n"))
             .and_then(|()| std::fs::rename(&tmp, &self.path))
             .with_context(|| format!("saving the watermark in {}", self.path.display()))
+    }
+}
+
+/// Keeps the index's formula current; a failure is said and the worker goes on (the
+/// formula only spares templates, fingerprints do not depend on it).
+async fn keep_formula(worker: &mut Worker) {
+    match worker.keep_formula().await {
+        Ok(None) => {}
+        Ok(Some(r)) => tracing::info!(
+            formula = %r.id,
+            replaced = %r.replaced.as_deref().unwrap_or("none"),
+            read = r.read,
+            windows = r.windows,
+            secs = format!("{:.2}", r.elapsed.as_secs_f64()),
+            "formula learned from the index and recorded in _meta"
+        ),
+        Err(e) => tracing::warn!(
+            error = %e,
+            "could not keep the formula current; aligned lookups go on with the one recorded (give the worker the `manage` privilege on the index, or run `neardup formula learn --index` and `es-init --formula`, or pass --no-formula)"
+        ),
     }
 }
 

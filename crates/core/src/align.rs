@@ -381,6 +381,11 @@ impl Formula {
         format!("fm1-{:012x}", xxh3_64(&bytes) >> 16)
     }
 
+    /// How many texts it was learned from.
+    pub fn texts(&self) -> usize {
+        self.texts
+    }
+
     /// The windows, ascending.
     fn sorted(&self) -> Vec<u64> {
         let mut w: Vec<u64> = self.windows.iter().copied().collect();

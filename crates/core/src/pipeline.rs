@@ -220,8 +220,11 @@ pub fn align_candidates(
     let formula = match formula {
         Some(f) => f,
         None => {
-            learned =
-                prepared.count_formula(file_texts(open()?, spec), fp, prepared.candidates_counter());
+            learned = prepared.count_formula(
+                file_texts(open()?, spec),
+                fp,
+                prepared.candidates_counter(),
+            );
             &learned
         }
     };

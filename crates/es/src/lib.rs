@@ -34,6 +34,7 @@ mod client;
 mod dedupe;
 mod error;
 pub mod feed;
+mod formula;
 pub mod group;
 mod init;
 mod nodes;
@@ -55,6 +56,7 @@ pub use client::{
 pub use dedupe::{claim_keys, insert_unless_near, DedupeError, Inserted, NewArticle};
 pub(crate) use error::blocked;
 pub use error::{error_type_reason, EsError};
+pub use formula::{learn_formula, record_formula, FormulaUpkeep, LearnedFormula, FORMULA_SAMPLE};
 pub use init::{
     existing_profile, finish_layout_upgrade, init_index, read_each, read_meta, upgrade_index,
     verify_index, InitOutcome,
@@ -72,7 +74,7 @@ pub use similar::{
     DEFAULT_K, FLIPPED_BLOCK_K,
 };
 pub use tracking::{track_edits, untrack_edits, Tracking};
-pub use worker::{FeedReport, PassReport, Watermark, Worker, WorkerConfig};
+pub use worker::{FeedReport, FormulaReport, PassReport, Watermark, Worker, WorkerConfig};
 pub use write::{
     fingerprint_fields_json, fingerprint_source, simhash_fields_json, sketch_source, BulkReport,
     EsIndexer, FingerprintUpdate, GroupLabel, IndexedArticle, ItemFailure, Refresh,

@@ -286,6 +286,41 @@ impl Scanner {
     /// `body` holds the query and what to fetch (`_source`, `docvalue_fields`,
     /// `seq_no_primary_term`, …); the cursor adds `size`, `sort` and the paging fields.
     /// Nothing is sent before the first [`Cursor::next_page`].
+    /// Walks the documents of `index` (in its own order), calling `each` with the text
+    /// `fields` of each until it answers `false` or the index ends; the cursor is closed
+    /// either way. A document whose text field is not text is skipped, as the writers skip
+    /// it. What learning from an index reads (boilerplate, formula).
+    pub async fn each_text(
+        &self,
+        index: &str,
+        fields: &[String],
+        mut each: impl FnMut(Vec<&str>) -> bool,
+    ) -> Result<(), EsError> {
+        let body = json!({ "query": { "match_all": {} }, "_source": fields });
+        let mut cursor = self.cursor(index, body, &ScanOptions::default());
+        let result = async {
+            loop {
+                let page = cursor.next_page().await?;
+                if page.is_empty() {
+                    return Ok(());
+                }
+                for hit in &page {
+                    let Some(src) = hit["_source"].as_object() else {
+                        continue;
+                    };
+                    if let Ok(texts) = neardup_core::input::object_texts(src, fields) {
+                        if !each(texts) {
+                            return Ok(());
+                        }
+                    }
+                }
+            }
+        }
+        .await;
+        cursor.close().await;
+        result
+    }
+
     pub fn cursor(&self, indices: &str, body: Value, options: &ScanOptions) -> Cursor {
         Cursor {
             scanner: self.clone(),

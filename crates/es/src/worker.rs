@@ -49,7 +49,9 @@ use super::write::{
     fingerprint_fields_json, sketch_source, BulkReport, EsIndexer, FingerprintUpdate,
 };
 use super::{path_segment, request, Body, EsError};
+use crate::formula::{learn_formula, record_formula, FormulaUpkeep};
 use crate::schema::stale_query;
+use crate::{read_meta, FieldNames};
 
 /// What the worker reads and how.
 #[derive(Clone, Debug)]
@@ -68,6 +70,9 @@ pub struct WorkerConfig {
     /// Follow the changes feed ([`super::feed`]): find every document written since the
     /// previous pass by its sequence number, checkpoints kept in `neardup-feed-{index}`.
     pub feed: bool,
+    /// Keep the formula `_meta` records current, learned from the index itself
+    /// ([`Worker::keep_formula`]); `None`: leave it as it is.
+    pub formula: Option<FormulaUpkeep>,
 }
 
 impl Default for WorkerConfig {
@@ -79,6 +84,7 @@ impl Default for WorkerConfig {
             scroll_keep_alive: Duration::from_secs(300),
             changed_overlap: Duration::from_secs(60),
             feed: true,
+            formula: Some(FormulaUpkeep::default()),
         }
     }
 }
@@ -136,6 +142,22 @@ pub struct Worker {
     changed_is_date: Option<bool>,
     /// The changes feed, unless turned off.
     feed: Option<Feed>,
+    /// When [`Worker::keep_formula`] last looked.
+    formula_looked: Option<Instant>,
+}
+
+/// What [`Worker::keep_formula`] did when it learned a formula.
+#[derive(Clone, Debug)]
+pub struct FormulaReport {
+    /// The id of the formula recorded now.
+    pub id: String,
+    /// The one it replaced, if any.
+    pub replaced: Option<String>,
+    /// Documents read to learn it.
+    pub read: usize,
+    /// Its windows.
+    pub windows: usize,
+    pub elapsed: Duration,
 }
 
 impl Worker {
@@ -155,7 +177,65 @@ impl Worker {
             config,
             watermark: None,
             changed_is_date: None,
+            formula_looked: None,
         }
+    }
+
+    /// Keeps the formula the index records current (issue 43): at most once in
+    /// [`FormulaUpkeep::every`] (the first call always), reads how many documents the index
+    /// holds and the formula `_meta` records, and when one is due
+    /// ([`FormulaUpkeep::due`]) learns it from the index ([`learn_formula`], the index's
+    /// own folding and boilerplate) and records it ([`record_formula`]). `None` when it did
+    /// not learn one; never with [`WorkerConfig::formula`] `None`.
+    pub async fn keep_formula(&mut self) -> Result<Option<FormulaReport>, EsError> {
+        let Some(upkeep) = self.config.formula else {
+            return Ok(None);
+        };
+        if self
+            .formula_looked
+            .is_some_and(|t| t.elapsed() < upkeep.every)
+        {
+            return Ok(None);
+        }
+        self.formula_looked = Some(Instant::now());
+        let index = self.indexer.index().to_owned();
+        let (client, retry) = (self.indexer.client(), self.indexer.retry());
+        let recorded = read_meta(client, retry, &index, &FieldNames::default())
+            .await?
+            .formula;
+        let docs = self
+            .scanner
+            .count(
+                &index,
+                &json!({ "match_all": {} }),
+                &ScanOptions::default(),
+                None,
+            )
+            .await?;
+        if !upkeep.due(recorded.as_deref(), docs) {
+            return Ok(None);
+        }
+        let started = Instant::now();
+        let learned = learn_formula(
+            &self.scanner,
+            &index,
+            &self.config.text_fields,
+            upkeep.sample,
+            self.indexer.fingerprinter(),
+        )
+        .await?;
+        let report = FormulaReport {
+            id: learned.formula.id(),
+            replaced: recorded.map(|f| f.id()),
+            read: learned.read,
+            windows: learned.formula.len(),
+            elapsed: Duration::ZERO,
+        };
+        record_formula(client, retry, &index, learned.formula).await?;
+        Ok(Some(FormulaReport {
+            elapsed: started.elapsed(),
+            ..report
+        }))
     }
 
     pub fn indexer(&self) -> &EsIndexer {

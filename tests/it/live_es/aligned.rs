@@ -481,3 +481,114 @@ async fn a_month_of_bulletins_is_stored_and_a_repost_refused() {
     .await;
     assert_eq!(status, axum::http::StatusCode::BAD_REQUEST, "{body}");
 }
+
+/// The worker keeps the formula an index records current, learned from the index itself:
+/// once the index holds 1,000 documents it records what `formula learn --index` learns; it
+/// learns nothing again until the index has grown by a tenth, then replaces it; a formula
+/// learned elsewhere from more texts stays; `--no-formula` leaves `_meta` alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_worker_keeps_the_formula_current() {
+    let client = t::client().await;
+    let idx = TestIndex::new("formula-upkeep");
+    let url = t::url();
+    let cli = |args: &[&str]| {
+        let mut all = args.to_vec();
+        all.extend(["--es", url.as_str(), "--index", idx.name.as_str()]);
+        common::neardup(&all, b"")
+    };
+    let recorded = || async {
+        let m = t::call(
+            &client,
+            elasticsearch::http::Method::Get,
+            &format!("/{}/_mapping", idx.name),
+            None,
+        )
+        .await;
+        let meta = &m[idx.name.as_str()]["mappings"]["_meta"]["neardup"]["formula"];
+        (
+            meta["id"].as_str().map(str::to_owned),
+            meta["texts"].as_u64(),
+        )
+    };
+    let docs: Vec<(String, Value)> = sample()
+        .iter()
+        .map(|a| {
+            (
+                a.id.clone(),
+                json!({"title": a.title, "content": a.content}),
+            )
+        })
+        .collect();
+    let (first, rest) = docs.split_at(1_200);
+    let (code, _, err) = cli(&["es-init"]);
+    assert_eq!(code, 0, "{err}");
+    // Too small an index: no formula.
+    t::load(&client, &idx.name, &first[..900]).await;
+    let (code, _, err) = cli(&["worker", "--once"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(recorded().await, (None, None), "{err}");
+    // 1,200 documents: learned and recorded, what `formula learn --index` learns.
+    t::load(&client, &idx.name, &first[900..]).await;
+    let (code, _, err) = cli(&["worker", "--once"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("formula learned from the index"), "{err}");
+    let (id, texts) = recorded().await;
+    assert_eq!(texts, Some(1_200));
+    let (code, out, err) = cli(&["formula", "learn"]);
+    assert_eq!(code, 0, "{err}");
+    let learned: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(learned["id"].as_str().map(str::to_owned), id);
+    // Nothing new: nothing learned.
+    let (code, _, err) = cli(&["worker", "--once"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!err.contains("formula learned"), "{err}");
+    // Grown by more than a tenth, but the worker told to leave it: unchanged.
+    t::load(&client, &idx.name, rest).await;
+    let (code, _, err) = cli(&["worker", "--once", "--no-formula"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(recorded().await, (id.clone(), Some(1_200)));
+    // Then replaced.
+    let (code, _, err) = cli(&["worker", "--once"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains(&format!("replaced={}", id.as_deref().unwrap())),
+        "{err}"
+    );
+    let (new_id, texts) = recorded().await;
+    assert_eq!(texts, Some(docs.len() as u64));
+    assert_ne!(new_id, id);
+    // A formula learned elsewhere from more texts than the index holds stays.
+    let dir = tempfile::tempdir().unwrap();
+    let formula = dir.path().join("formula.json");
+    let elsewhere = dir.path().join("elsewhere.jsonl");
+    let mut f = std::fs::File::create(&elsewhere).unwrap();
+    let others = crate::eval_messy::corpus()
+        .iter()
+        .skip(1)
+        .step_by(8)
+        .take(600);
+    for a in sample().iter().chain(others) {
+        let line = json!({"id": a.id, "title": a.title, "content": a.content});
+        writeln!(f, "{line}").unwrap();
+    }
+    drop(f);
+    let (code, _, err) = common::neardup(
+        &[
+            "formula",
+            "learn",
+            "-i",
+            elsewhere.to_str().unwrap(),
+            "-o",
+            formula.to_str().unwrap(),
+        ],
+        b"",
+    );
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = cli(&["es-init", "--formula", formula.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let given = recorded().await;
+    assert!(given.1.unwrap() > docs.len() as u64);
+    let (code, _, err) = cli(&["worker", "--once"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(recorded().await, given);
+}
