@@ -104,6 +104,7 @@ pub fn run(args: EsRegroupBench) -> CmdResult {
         let target = Target {
             index: format!("{}-{n}", args.index_prefix),
             meta: meta.clone(),
+            texts: false,
         };
         let reused = args.reuse && rt.block_on(holds(&client, &retry, &target, &fp, n))?;
         if reused {

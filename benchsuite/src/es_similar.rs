@@ -26,7 +26,7 @@ use neardup::es::{
 use neardup::eval::generate::Article;
 use neardup::eval::synth::Synthesizer;
 use neardup::minhash::Threshold;
-use neardup::relation::MatchOptions;
+use neardup::relation::{AlignRule, MatchOptions};
 use neardup::{Fingerprinter, Method, Methods, Tolerance};
 use rayon::prelude::*;
 use serde_json::{json, Value};
@@ -73,7 +73,13 @@ pub struct EsSimilarBench {
     /// Keep the indices afterwards.
     #[arg(long)]
     keep: bool,
-    /// The two indices are named PREFIX-both and PREFIX-simhash.
+    /// Aligned lookups (`Similar::aligned_by_id`, `similar --align`) instead: one index,
+    /// PREFIX-texts, holding both methods and the articles' title and content (which the
+    /// alignment reads), its formula learned from it as the worker learns it; MinHash
+    /// lookups with containment at the default threshold beside the aligned ones.
+    #[arg(long)]
+    align: bool,
+    /// The two indices are named PREFIX-both and PREFIX-simhash (PREFIX-texts with --align).
     #[arg(long, default_value = "neardup-bench-similar", value_name = "PREFIX")]
     index_prefix: String,
     #[command(flatten)]
@@ -109,6 +115,8 @@ impl Documents {
 pub(super) struct Target {
     pub(super) index: String,
     pub(super) meta: IndexMeta,
+    /// The documents keep their title and content beside the fingerprint fields.
+    pub(super) texts: bool,
 }
 
 pub fn run(args: EsSimilarBench) -> CmdResult {
@@ -135,16 +143,26 @@ pub fn run(args: EsSimilarBench) -> CmdResult {
             MinHashFieldNames::default(),
         )
     };
-    let targets = [
-        Target {
-            index: format!("{}-both", args.index_prefix),
+    let targets = if args.align {
+        vec![Target {
+            index: format!("{}-texts", args.index_prefix),
             meta: meta(Methods::BOTH),
-        },
-        Target {
-            index: format!("{}-simhash", args.index_prefix),
-            meta: meta(Methods::only(Method::SimHash)),
-        },
-    ];
+            texts: true,
+        }]
+    } else {
+        vec![
+            Target {
+                index: format!("{}-both", args.index_prefix),
+                meta: meta(Methods::BOTH),
+                texts: false,
+            },
+            Target {
+                index: format!("{}-simhash", args.index_prefix),
+                meta: meta(Methods::only(Method::SimHash)),
+                texts: false,
+            },
+        ]
+    };
 
     let (es_config, client) = args.es.client()?;
     let rt = es_args::runtime()?;
@@ -156,6 +174,28 @@ pub fn run(args: EsSimilarBench) -> CmdResult {
     }
     if !reused {
         load(&rt, &client, &retry, &targets, &docs, &fp, args.docs)?;
+        if args.align {
+            // The formula aligned lookups leave out, learned from the index as the worker
+            // learns it.
+            let t = &targets[0];
+            let started = Instant::now();
+            let learned = rt.block_on(async {
+                let refresh = format!("/{}/_refresh", t.index);
+                es::request(&client, &retry, "refresh", Http::Post, &refresh, &[], None).await?;
+                let scanner = es::Scanner::new(client.clone(), retry.clone());
+                let fields = ["title".to_owned(), "content".to_owned()];
+                let learned =
+                    es::learn_formula(&scanner, &t.index, &fields, es::FORMULA_SAMPLE, &fp).await?;
+                es::record_formula(&client, &retry, &t.index, learned.formula.clone()).await?;
+                anyhow::Ok(learned)
+            })?;
+            eprintln!(
+                "formula {} learned from {} documents in {:.0} s",
+                learned.formula,
+                learned.read,
+                started.elapsed().as_secs_f64()
+            );
+        }
     }
     let names: Vec<&str> = targets.iter().map(|t| t.index.as_str()).collect();
     rt.block_on(merge_to_one_segment(&client, &retry, &names))?;
@@ -201,24 +241,41 @@ pub fn run(args: EsSimilarBench) -> CmdResult {
                     Near::new(Tolerance::Similarity(args.threshold), MatchOptions::default()),
                 );
             }
+            if args.align {
+                asked = vec![Near::new(
+                    Tolerance::Similarity(args.threshold),
+                    MatchOptions::default(),
+                )];
+            }
             for &near in &asked {
                 for filter in [FilterMode::Client, FilterMode::Server] {
-                    let options = SimilarOptions {
-                        filter,
-                        ..SimilarOptions::default()
+                    let similar = || {
+                        Similar::with_options(
+                            client.clone(),
+                            fp.clone(),
+                            SimilarOptions {
+                                filter,
+                                ..SimilarOptions::default()
+                            },
+                            RetryPolicy::none(),
+                        )
                     };
-                    let similar = Similar::with_options(
-                        client.clone(),
-                        fp.clone(),
-                        options,
-                        RetryPolicy::none(),
-                    );
                     configs.push(Config {
                         index: &t.index,
                         near,
                         filter,
-                        similar,
+                        similar: similar(),
+                        aligned: false,
                     });
+                    if args.align {
+                        configs.push(Config {
+                            index: &t.index,
+                            near,
+                            filter,
+                            similar: similar(),
+                            aligned: true,
+                        });
+                    }
                 }
             }
         }
@@ -237,10 +294,17 @@ pub fn run(args: EsSimilarBench) -> CmdResult {
                 let c = (c + n) % configs.len();
                 let config = &configs[c];
                 let t = Instant::now();
-                let found = config
-                    .similar
-                    .by_id(config.index, id, config.near)
-                    .await?;
+                let found = if config.aligned {
+                    config
+                        .similar
+                        .aligned_by_id(config.index, id, &AlignRule::DEFAULT)
+                        .await?
+                } else {
+                    config
+                        .similar
+                        .by_id(config.index, id, config.near)
+                        .await?
+                };
                 let elapsed = t.elapsed();
                 if n >= args.warmup {
                     results[c].push(Lookup {
@@ -262,6 +326,7 @@ pub fn run(args: EsSimilarBench) -> CmdResult {
                     o.index == config.index
                         && o.near == config.near
                         && o.filter == FilterMode::Client
+                        && o.aligned == config.aligned
                 })
                 .expect("a client-filter configuration per index and tolerance");
             let mut candidates: Vec<u64> =
@@ -276,6 +341,7 @@ pub fn run(args: EsSimilarBench) -> CmdResult {
                 "| {} | {} | {} | {:.2} | {:.2} | {:.0} | {} | {} | {:.1} | {:.1} | {:.2} |",
                 config.index,
                 match config.near.options.containment {
+                    _ if config.aligned => "aligned (MinHash t = 0.1 + containment, then the texts)".to_owned(),
                     Some(_) => format!("{} + containment", describe(config.near.tolerance)),
                     None => describe(config.near.tolerance),
                 },
@@ -305,6 +371,8 @@ struct Config<'a> {
     near: Near,
     filter: FilterMode,
     similar: Similar,
+    /// `Similar::aligned_by_id` (its own candidates; `near` unused).
+    aligned: bool,
 }
 
 /// One timed lookup.
@@ -527,13 +595,19 @@ fn bulk_bodies(
     fp: &Fingerprinter,
     range: std::ops::Range<usize>,
 ) -> Vec<String> {
-    let sketched: Vec<(String, neardup::Sketches)> = range
+    let with_texts = targets.iter().any(|t| t.texts);
+    let (sketched, articles): (Vec<(String, neardup::Sketches)>, Vec<Option<Article>>) = range
         .into_par_iter()
         .map(|n| {
             let a = docs.article(n);
             let sketches = fp.sketch_fields(Methods::BOTH, &[&a.title, &a.content]);
-            (a.id, sketches)
+            ((a.id.clone(), sketches), with_texts.then_some(a))
         })
+        .unzip();
+    let texts: std::collections::HashMap<&str, &Article> = articles
+        .iter()
+        .flatten()
+        .map(|a| (a.id.as_str(), a))
         .collect();
     targets
         .iter()
@@ -541,7 +615,11 @@ fn bulk_bodies(
             let mut nd = String::with_capacity(sketched.len() * 1_200);
             for (id, sketches) in &sketched {
                 // The fields of every method the target index holds, as the writers make them.
-                let doc = es::fingerprint_fields_json(&t.meta, sketches);
+                let mut doc = es::fingerprint_fields_json(&t.meta, sketches);
+                if let (true, Some(a)) = (t.texts, texts.get(id.as_str())) {
+                    doc.insert("title".into(), json!(a.title));
+                    doc.insert("content".into(), json!(a.content));
+                }
                 nd.push_str(&json!({ "index": { "_id": id } }).to_string());
                 nd.push('\n');
                 nd.push_str(&Value::Object(doc).to_string());

@@ -87,7 +87,7 @@ pub async fn learn_formula(
         neardup_core::pipeline::learn_formula_of_texts(&texts, &fp)
     })
     .await
-    .map_err(|e| EsError::Config(format!("learning the formula of `{index}` failed: {e}")))?;
+    .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
     Ok(LearnedFormula { formula, read })
 }
 

@@ -9,6 +9,7 @@
 //! the same way ([`Aligner`], [`crate::insert_unless_near`] with [`super::Near::aligned`]).
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use elasticsearch::http::Method as HttpMethod;
 use serde_json::{json, Value};
@@ -25,10 +26,10 @@ use neardup_core::Fingerprinter;
 
 /// Relates texts of the indices by a rule on their alignment: their text preparation, their
 /// formula, the text fields read.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct Aligner {
     fingerprinter: Fingerprinter,
-    formula: Formula,
+    formula: Arc<Formula>,
     rule: AlignRule,
     fields: Vec<String>,
 }
@@ -78,7 +79,7 @@ impl Similar {
         let d = self.describe(indices).await?;
         Ok(Aligner {
             fingerprinter: d.fingerprinter.clone(),
-            formula: d.meta.formula.as_deref().cloned().unwrap_or_default(),
+            formula: d.meta.formula.clone().unwrap_or_default(),
             rule,
             fields: self.options.text_fields.clone(),
         })
@@ -195,13 +196,21 @@ impl Similar {
         let found = self
             .letters_of(aligner, &s.matches.iter().collect::<Vec<_>>())
             .await?;
-        s.matches = std::mem::take(&mut s.matches)
-            .into_iter()
-            .filter_map(|m| {
-                let other = found.get(&(m.index.clone()?, m.id.clone()))?;
-                aligner.judge(q, m, other)
-            })
-            .collect();
+        // Aligning is CPU work (about a millisecond a pair): on the blocking pool, so that a
+        // service's other requests go on meanwhile.
+        let (judge, q) = (aligner.clone(), q.clone());
+        let matches = std::mem::take(&mut s.matches);
+        s.matches = tokio::task::spawn_blocking(move || {
+            matches
+                .into_iter()
+                .filter_map(|m| {
+                    let other = found.get(&(m.index.clone()?, m.id.clone()))?;
+                    judge.judge(&q, m, other)
+                })
+                .collect()
+        })
+        .await
+        .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
         Ok(aligned(s, aligner))
     }
 }
