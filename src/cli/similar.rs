@@ -422,11 +422,7 @@ fn search_es(args: &Args, index: &str) -> anyhow::Result<Outcome> {
         tolerance: es.tolerance,
         query: found.query.simhash().map(|f| (f, origin)),
         transferred: Some(found.transferred),
-        matches: found
-            .matches
-            .into_iter()
-            .filter(|m| own_id.as_deref() != Some(m.id.as_str()))
-            .collect(),
+        matches: others(found.matches, own_id.as_deref()),
     }))
 }
 
@@ -461,12 +457,16 @@ fn search_es_aligned(args: &Args, index: &str, es: &EsQuery) -> anyhow::Result<O
         tolerance: found.tolerance,
         query: None,
         transferred: Some(found.transferred),
-        matches: found
-            .matches
-            .into_iter()
-            .filter(|m| own_id.as_deref() != Some(m.id.as_str()))
-            .collect(),
+        matches: others(found.matches, own_id.as_deref()),
     }))
+}
+
+/// `matches` without the query's own id, if it has one (--input's article).
+fn others(matches: Vec<Match>, own_id: Option<&str>) -> Vec<Match> {
+    matches
+        .into_iter()
+        .filter(|m| own_id != Some(m.id.as_str()))
+        .collect()
 }
 
 /// Says on standard error when the indices record no formula text for aligned lookups to
