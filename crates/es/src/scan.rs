@@ -282,10 +282,6 @@ impl Scanner {
         }
     }
 
-    /// A read of `body` run against `indices` (comma-separated names, aliases or patterns).
-    /// `body` holds the query and what to fetch (`_source`, `docvalue_fields`,
-    /// `seq_no_primary_term`, …); the cursor adds `size`, `sort` and the paging fields.
-    /// Nothing is sent before the first [`Cursor::next_page`].
     /// Walks the documents of `index` (in its own order), calling `each` with the text
     /// `fields` of each until it answers `false` or the index ends; the cursor is closed
     /// either way. A document whose text field is not text is skipped, as the writers skip
@@ -321,6 +317,10 @@ impl Scanner {
         result
     }
 
+    /// A read of `body` run against `indices` (comma-separated names, aliases or patterns).
+    /// `body` holds the query and what to fetch (`_source`, `docvalue_fields`,
+    /// `seq_no_primary_term`, …); the cursor adds `size`, `sort` and the paging fields.
+    /// Nothing is sent before the first [`Cursor::next_page`].
     pub fn cursor(&self, indices: &str, body: Value, options: &ScanOptions) -> Cursor {
         Cursor {
             scanner: self.clone(),
