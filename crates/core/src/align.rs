@@ -528,16 +528,10 @@ impl WindowSieve {
     /// between 2^20 and 2^25 counters a row (4–128 MiB in all).
     pub fn for_texts(anchor: usize, texts: usize) -> WindowSieve {
         let want = texts.saturating_mul(256).max(1).next_power_of_two();
-        let bits = want.trailing_zeros().clamp(20, 25);
-        WindowSieve {
-            anchor,
-            counters: vec![0; Self::ROWS << bits],
-            bits,
-        }
+        WindowSieve::with_bits(anchor, want.trailing_zeros().clamp(20, 25))
     }
 
-    /// A sieve of `1 << bits` counters a row (tests: a small one collides often).
-    #[cfg(test)]
+    /// A sieve of `1 << bits` counters a row (tests use small ones, which collide often).
     fn with_bits(anchor: usize, bits: u32) -> WindowSieve {
         WindowSieve {
             anchor,
@@ -578,11 +572,6 @@ impl WindowSieve {
             .min()
             .unwrap_or(0)
     }
-
-    /// Bytes its counters take.
-    pub fn bytes(&self) -> usize {
-        self.counters.len()
-    }
 }
 
 impl FormulaCounter {
@@ -606,11 +595,6 @@ impl FormulaCounter {
             only: Only::Sifted(sieve, u8::try_from(min_groups).unwrap_or(u8::MAX)),
             texts: 0,
         }
-    }
-
-    /// Windows it holds a count of.
-    pub fn windows_counted(&self) -> usize {
-        self.counts.len()
     }
 
     /// Counts only the windows found in `texts`: a formula learned this way marks those
