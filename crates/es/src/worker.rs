@@ -157,6 +157,7 @@ pub struct FormulaReport {
     pub read: usize,
     /// Its windows.
     pub windows: usize,
+    /// Learning and recording it.
     pub elapsed: Duration,
 }
 
@@ -224,17 +225,14 @@ impl Worker {
             self.indexer.fingerprinter(),
         )
         .await?;
-        let report = FormulaReport {
-            id: learned.formula.id(),
-            replaced: recorded.map(|f| f.id()),
-            read: learned.read,
-            windows: learned.formula.len(),
-            elapsed: Duration::ZERO,
-        };
+        let (id, windows) = (learned.formula.id(), learned.formula.len());
         record_formula(client, retry, &index, learned.formula).await?;
         Ok(Some(FormulaReport {
+            id,
+            replaced: recorded.map(|f| f.id()),
+            read: learned.read,
+            windows,
             elapsed: started.elapsed(),
-            ..report
         }))
     }
 

@@ -26,7 +26,7 @@ use neardup_core::Fingerprinter;
 
 /// Relates texts of the indices by a rule on their alignment: their text preparation, their
 /// formula, the text fields read.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub(crate) struct Aligner {
     fingerprinter: Fingerprinter,
     formula: Arc<Formula>,
@@ -133,15 +133,17 @@ impl Similar {
         rule: &AlignRule,
     ) -> Result<Similarity, EsError> {
         let indices = indices.into();
-        let s = self.by_id(indices.clone(), id, candidates()).await?;
+        let mut s = self.by_id(indices.clone(), id, candidates()).await?;
         let aligner = self.aligner(&indices, *rule).await?;
         if s.matches.is_empty() {
-            return Ok(aligned(s, &aligner));
+            // Nothing to judge: the query's text need not be read.
+            s.formula = aligner.formula_id();
+            return Ok(s);
         }
         let fields: Vec<&str> = aligner.fields.iter().map(String::as_str).collect();
         let query = self.find_document(&indices, id, &fields).await?;
         let q = aligner.letters(&query["_source"])?;
-        self.judged(s, &aligner, &q).await
+        self.judged(s, aligner, q).await
     }
 
     /// [`Similar::aligned_by_id`] for an article (a JSON object) that need not be in the
@@ -182,7 +184,7 @@ impl Similar {
         let q = Letters::prepared(texts, aligner.fingerprinter.segmenter());
         let texts: Vec<&str> = texts.iter().map(AsRef::as_ref).collect();
         let s = self.by_texts(indices, &texts, candidates()).await?;
-        self.judged(s, &aligner, &q).await
+        self.judged(s, aligner, q).await
     }
 
     /// `s`'s candidates judged against the query's letters `q` by `aligner`: those the rule
@@ -190,28 +192,28 @@ impl Similar {
     async fn judged(
         &self,
         mut s: Similarity,
-        aligner: &Aligner,
-        q: &Letters,
+        aligner: Aligner,
+        q: Letters,
     ) -> Result<Similarity, EsError> {
         let found = self
-            .letters_of(aligner, &s.matches.iter().collect::<Vec<_>>())
+            .letters_of(&aligner, &s.matches.iter().collect::<Vec<_>>())
             .await?;
+        s.formula = aligner.formula_id();
         // Aligning is CPU work (about a millisecond a pair): on the blocking pool, so that a
         // service's other requests go on meanwhile.
-        let (judge, q) = (aligner.clone(), q.clone());
         let matches = std::mem::take(&mut s.matches);
         s.matches = tokio::task::spawn_blocking(move || {
             matches
                 .into_iter()
                 .filter_map(|m| {
                     let other = found.get(&(m.index.clone()?, m.id.clone()))?;
-                    judge.judge(&q, m, other)
+                    aligner.judge(&q, m, other)
                 })
                 .collect()
         })
         .await
         .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
-        Ok(aligned(s, aligner))
+        Ok(s)
     }
 }
 
@@ -222,10 +224,4 @@ fn candidates() -> Near {
         Threshold::new(CANDIDATE_THRESHOLD).expect("the candidate threshold is in range"),
         MatchOptions::default(),
     )
-}
-
-/// `s` as an aligned answer: it names the formula `aligner` left out.
-fn aligned(mut s: Similarity, aligner: &Aligner) -> Similarity {
-    s.formula = aligner.formula_id();
-    s
 }
