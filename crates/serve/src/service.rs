@@ -390,9 +390,10 @@ async fn similar_by_id(
     let Path((index, id)) = path?;
     let Query(near) = near?;
     let (given, options) = (near.given()?, near.options());
+    let aligned = near.aligned()?;
     let found = match &svc.side {
-        Side::Es(es) if near.aligned()? => es.similar_aligned(&svc.metrics, &index, &id).await?,
-        Side::Store(_) if near.aligned()? => return Err(no_texts_in_store()),
+        Side::Es(es) if aligned => es.similar_aligned(&svc.metrics, &index, &id).await?,
+        Side::Store(_) if aligned => return Err(no_texts_in_store()),
         Side::Es(es) => {
             es.similar_by_id(&svc.metrics, &index, &id, given, options)
                 .await?
@@ -421,17 +422,18 @@ async fn similar_by_article(
     let Query(near) = near?;
     let (given, options) = (near.given()?, near.options());
     let Json(article) = body?;
+    let aligned = near.aligned()?;
     let found = match &svc.side {
-        Side::Es(es) if near.aligned()? => {
-            svc.article_texts(&article)?;
-            es.similar_aligned_by_article(&svc.metrics, &index, &article)
-                .await?
-        }
-        Side::Store(_) if near.aligned()? => return Err(no_texts_in_store()),
+        Side::Store(_) if aligned => return Err(no_texts_in_store()),
         Side::Es(es) => {
             svc.article_texts(&article)?;
-            es.similar_by_article(&svc.metrics, &index, &article, given, options)
-                .await?
+            if aligned {
+                es.similar_aligned_by_article(&svc.metrics, &index, &article)
+                    .await?
+            } else {
+                es.similar_by_article(&svc.metrics, &index, &article, given, options)
+                    .await?
+            }
         }
         Side::Store(st) => {
             let texts = svc.owned_texts(&article)?;
