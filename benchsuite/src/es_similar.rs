@@ -588,39 +588,33 @@ pub(super) async fn merge_to_one_segment(
 }
 
 /// One `_bulk` body per target for documents `range`: their ids and the fingerprint fields
-/// of the methods each target holds.
+/// of the methods each target holds (and their title and content where it keeps texts).
 fn bulk_bodies(
     targets: &[Target],
     docs: &Documents,
     fp: &Fingerprinter,
     range: std::ops::Range<usize>,
 ) -> Vec<String> {
-    let with_texts = targets.iter().any(|t| t.texts);
-    let (sketched, articles): (Vec<(String, neardup::Sketches)>, Vec<Option<Article>>) = range
+    let sketched: Vec<(Article, neardup::Sketches)> = range
         .into_par_iter()
         .map(|n| {
             let a = docs.article(n);
             let sketches = fp.sketch_fields(Methods::BOTH, &[&a.title, &a.content]);
-            ((a.id.clone(), sketches), with_texts.then_some(a))
+            (a, sketches)
         })
-        .unzip();
-    let texts: std::collections::HashMap<&str, &Article> = articles
-        .iter()
-        .flatten()
-        .map(|a| (a.id.as_str(), a))
         .collect();
     targets
         .iter()
         .map(|t| {
             let mut nd = String::with_capacity(sketched.len() * 1_200);
-            for (id, sketches) in &sketched {
+            for (a, sketches) in &sketched {
                 // The fields of every method the target index holds, as the writers make them.
                 let mut doc = es::fingerprint_fields_json(&t.meta, sketches);
-                if let (true, Some(a)) = (t.texts, texts.get(id.as_str())) {
+                if t.texts {
                     doc.insert("title".into(), json!(a.title));
                     doc.insert("content".into(), json!(a.content));
                 }
-                nd.push_str(&json!({ "index": { "_id": id } }).to_string());
+                nd.push_str(&json!({ "index": { "_id": a.id } }).to_string());
                 nd.push('\n');
                 nd.push_str(&Value::Object(doc).to_string());
                 nd.push('\n');
