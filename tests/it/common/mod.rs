@@ -55,6 +55,14 @@ pub fn json_lines(s: &str) -> Vec<serde_json::Value> {
 }
 
 pub mod es;
+
+/// `neardup ARGS --es URL --index INDEX` against the test node: exit code, stdout, stderr.
+pub fn es_cli(index: &str, args: &[&str]) -> (i32, String, String) {
+    let url = es::url();
+    let mut all = args.to_vec();
+    all.extend(["--es", url.as_str(), "--index", index]);
+    neardup(&all, b"")
+}
 pub mod regroup;
 pub mod serve;
 

@@ -117,12 +117,7 @@ async fn aligned_lookups_answer_what_dedupe_align_answers() {
     // The index: the same articles, the formula recorded, fingerprinted by the worker.
     let client = t::client().await;
     let idx = TestIndex::new("aligned");
-    let url = t::url();
-    let cli = |args: &[&str]| {
-        let mut all = args.to_vec();
-        all.extend(["--es", url.as_str(), "--index", idx.name.as_str()]);
-        common::neardup(&all, b"")
-    };
+    let cli = |args: &[&str]| common::es_cli(&idx.name, args);
     let (code, out, err) = cli(&["es-init", "--formula", formula]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("formula fm1-"), "{out}");
@@ -388,12 +383,7 @@ async fn a_month_of_bulletins_is_stored_and_a_repost_refused() {
     let (last_month, this_month) = series.split_at(30);
     let client = t::client().await;
     let idx = TestIndex::new("aligned-insert");
-    let url = t::url();
-    let cli = |args: &[&str]| {
-        let mut all = args.to_vec();
-        all.extend(["--es", url.as_str(), "--index", idx.name.as_str()]);
-        common::neardup(&all, b"")
-    };
+    let cli = |args: &[&str]| common::es_cli(&idx.name, args);
     let (code, _, err) = cli(&["es-init"]);
     assert_eq!(code, 0, "{err}");
     let mut history: Vec<(String, Value)> = sample()
@@ -490,12 +480,7 @@ async fn a_month_of_bulletins_is_stored_and_a_repost_refused() {
 async fn the_worker_keeps_the_formula_current() {
     let client = t::client().await;
     let idx = TestIndex::new("formula-upkeep");
-    let url = t::url();
-    let cli = |args: &[&str]| {
-        let mut all = args.to_vec();
-        all.extend(["--es", url.as_str(), "--index", idx.name.as_str()]);
-        common::neardup(&all, b"")
-    };
+    let cli = |args: &[&str]| common::es_cli(&idx.name, args);
     let recorded = || async {
         let m = t::call(
             &client,

@@ -8,22 +8,16 @@ use crate::common;
 use std::collections::BTreeMap;
 
 use common::es::{self as t, TestIndex};
+use common::es_cli;
 use elasticsearch::http::Method;
 use neardup::es::{self, Body, IndexMeta, RetryPolicy};
 use serde_json::{json, Value};
-
-fn cli(index: &str, args: &[&str]) -> (i32, String, String) {
-    let url = t::url();
-    let mut all = args.to_vec();
-    all.extend(["--es", url.as_str(), "--index", index]);
-    common::neardup(&all, b"")
-}
 
 /// `similar --id id` (with `extra` flags): its raw output and the matches by id.
 fn similar(index: &str, id: &str, extra: &[&str]) -> (String, BTreeMap<String, Value>) {
     let mut args = vec!["similar", "--id", id];
     args.extend(extra);
-    let (code, out, err) = cli(index, &args);
+    let (code, out, err) = es_cli(index, &args);
     assert_eq!(code, 0, "{err}");
     // The server's script compiles and runs: one Elasticsearch rejects (`script_exception`,
     // a compile or runtime error) would fall back to the client filter with a warning. A
@@ -125,7 +119,7 @@ fn check_partial_copies(index: &str, planted: &[Planted]) {
 async fn an_excerpt_and_a_passage_are_found_from_either_side() {
     let client = t::client().await;
     let idx = TestIndex::new("containment");
-    let (code, out, err) = cli(&idx.name, &["es-init"]);
+    let (code, out, err) = es_cli(&idx.name, &["es-init"]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("layout, containment"), "{out}");
     assert_eq!(
@@ -134,7 +128,7 @@ async fn an_excerpt_and_a_passage_are_found_from_either_side() {
     );
     let (docs, planted) = articles();
     t::load(&client, &idx.name, &docs).await;
-    let (code, _, err) = cli(&idx.name, &["worker", "--once"]);
+    let (code, _, err) = es_cli(&idx.name, &["worker", "--once"]);
     assert_eq!(code, 0, "{err}");
     t::refresh(&client, &idx.name).await;
     check_partial_copies(&idx.name, &planted);
@@ -195,7 +189,7 @@ async fn a_format_3_index_keeps_answering_and_moves_to_format_4_in_place() {
         .unwrap();
     let (docs, planted) = articles();
     t::load(&client, &idx.name, &docs).await;
-    let (code, _, err) = cli(&idx.name, &["worker", "--once"]);
+    let (code, _, err) = es_cli(&idx.name, &["worker", "--once"]);
     assert_eq!(code, 0, "{err}");
     t::refresh(&client, &idx.name).await;
     let minima = |src: &Value| {
@@ -212,11 +206,11 @@ async fn a_format_3_index_keeps_answering_and_moves_to_format_4_in_place() {
     // Format 3 finds partial copies by its own terms (10 of 128 agreeing), says once how to
     // move to format 4, and a plain es-init keeps it.
     check_partial_copies(&idx.name, &planted);
-    let (code, _, err) = cli(&idx.name, &["similar", "--id", &planted[0].0]);
+    let (code, _, err) = es_cli(&idx.name, &["similar", "--id", &planted[0].0]);
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("(fields format 3)"), "{err}");
     assert!(err.contains("es-init --upgrade"), "{err}");
-    let (code, _, err) = cli(&idx.name, &["es-init"]);
+    let (code, _, err) = es_cli(&idx.name, &["es-init"]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(
         es::FieldsFormat::of(&read_meta(&client, &idx.name).await),
@@ -226,7 +220,7 @@ async fn a_format_3_index_keeps_answering_and_moves_to_format_4_in_place() {
 
     // The upgrade records format 4: every document is stale until the back-fill rewrites
     // its terms.
-    let (code, _, err) = cli(&idx.name, &["es-init", "--upgrade"]);
+    let (code, _, err) = es_cli(&idx.name, &["es-init", "--upgrade"]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(
         es::FieldsFormat::of(&read_meta(&client, &idx.name).await),
@@ -238,7 +232,7 @@ async fn a_format_3_index_keeps_answering_and_moves_to_format_4_in_place() {
     let (src, _) = t::get(&client, &idx.name, &planted[0].0).await;
     assert_eq!(minima(&src), (64, 4), "{src}");
     check_partial_copies(&idx.name, &planted);
-    let (code, _, err) = cli(&idx.name, &["similar", "--id", &planted[0].0]);
+    let (code, _, err) = es_cli(&idx.name, &["similar", "--id", &planted[0].0]);
     assert_eq!(code, 0, "{err}");
     assert!(!err.contains("es-init --upgrade"), "{err}");
 }
@@ -253,7 +247,7 @@ async fn a_format_2_index_keeps_answering_and_moves_to_containment_in_place() {
         .unwrap();
     let (docs, planted) = articles();
     t::load(&client, &idx.name, &docs).await;
-    let (code, _, err) = cli(&idx.name, &["worker", "--once"]);
+    let (code, _, err) = es_cli(&idx.name, &["worker", "--once"]);
     assert_eq!(code, 0, "{err}");
     t::refresh(&client, &idx.name).await;
     let (src, _) = t::get(&client, &idx.name, &planted[0].0).await;
@@ -265,11 +259,11 @@ async fn a_format_2_index_keeps_answering_and_moves_to_containment_in_place() {
 
     // Untouched, it answers near-duplicates as before, and says once how to get more.
     let (full, _, middle) = &planted[0];
-    let (code, out, err) = cli(&idx.name, &["similar", "--id", full]);
+    let (code, out, err) = es_cli(&idx.name, &["similar", "--id", full]);
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("es-init --upgrade"), "{err}");
     assert!(!out.contains(middle.as_str()), "{out}");
-    let (code, out, _) = cli(&idx.name, &["es-init"]);
+    let (code, out, _) = es_cli(&idx.name, &["es-init"]);
     assert_eq!(code, 0);
     // A plain es-init keeps what the index records (it adds groups and edit tracking,
     // which the library call above left out).
@@ -280,7 +274,7 @@ async fn a_format_2_index_keeps_answering_and_moves_to_containment_in_place() {
     );
 
     // The upgrade records format 4; every document is stale, and still found as before.
-    let (code, out, err) = cli(&idx.name, &["es-init", "--upgrade"]);
+    let (code, out, err) = es_cli(&idx.name, &["es-init", "--upgrade"]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("layout, containment"), "{out}");
     let meta = read_meta(&client, &idx.name).await;
@@ -312,7 +306,7 @@ async fn a_format_2_index_keeps_answering_and_moves_to_containment_in_place() {
 async fn dedupe_on_insert_refuses_an_excerpt_and_stores_the_full_article_of_a_teaser() {
     let client = t::client().await;
     let idx = TestIndex::new("containment-dedupe");
-    let (code, _, err) = cli(&idx.name, &["es-init"]);
+    let (code, _, err) = es_cli(&idx.name, &["es-init"]);
     assert_eq!(code, 0, "{err}");
     let (docs, planted) = articles();
     let doc = |id: &str| docs.iter().find(|(i, _)| i == id).unwrap().1.clone();
@@ -360,7 +354,7 @@ async fn dedupe_on_insert_refuses_an_excerpt_and_stores_the_full_article_of_a_te
     // lead and the article are stored (one group), the passage is refused for the article
     // earlier in the request.
     let bulk = TestIndex::new("containment-dedupe-bulk");
-    let (code, _, err) = cli(&bulk.name, &["es-init"]);
+    let (code, _, err) = es_cli(&bulk.name, &["es-init"]);
     assert_eq!(code, 0, "{err}");
     let (full, lead, middle) = &planted[0];
     let lines: Vec<String> = [lead, full, middle]

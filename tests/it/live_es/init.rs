@@ -479,12 +479,7 @@ fn an_index_without_folding_keeps_it_until_an_explicit_upgrade() {
     docs.push(("ex-001-tw".to_string(), taiwan));
     rt.block_on(t::load(&client, &idx.name, &docs));
 
-    let url = t::url();
-    let cli = |args: &[&str]| {
-        let mut all = args.to_vec();
-        all.extend(["--es", url.as_str(), "--index", idx.name.as_str()]);
-        common::neardup(&all, b"")
-    };
+    let cli = |args: &[&str]| common::es_cli(&idx.name, args);
     let similar_ids = || {
         let (code, out, err) = cli(&["similar", "--id", "ex-001"]);
         assert_eq!(code, 0, "{err}");
@@ -619,12 +614,7 @@ fn boilerplate_learned_from_an_index_is_recorded_in_meta_and_used() {
     let dir = tempfile::tempdir().unwrap();
     let artefact = dir.path().join("bp.json");
     let bp = artefact.to_str().unwrap();
-    let url = t::url();
-    let cli = |args: &[&str]| {
-        let mut all = args.to_vec();
-        all.extend(["--es", url.as_str(), "--index", idx.name.as_str()]);
-        common::neardup(&all, b"")
-    };
+    let cli = |args: &[&str]| common::es_cli(&idx.name, args);
 
     let (code, _, err) = cli(&["boilerplate", "learn", "-o", bp]);
     assert_eq!(code, 0, "{err}");

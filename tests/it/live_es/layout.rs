@@ -9,6 +9,7 @@ use crate::common;
 use std::collections::BTreeSet;
 
 use common::es::{self as t, TestIndex};
+use common::es_cli;
 use elasticsearch::http::Method;
 use neardup::es::{self, Body, IndexMeta, MinHashLayout, RetryPolicy};
 use serde_json::{json, Value};
@@ -24,15 +25,8 @@ fn fingerprint_fields(src: &Value) -> Value {
     )
 }
 
-fn cli(index: &str, args: &[&str]) -> (i32, String, String) {
-    let url = t::url();
-    let mut all = args.to_vec();
-    all.extend(["--es", url.as_str(), "--index", index]);
-    common::neardup(&all, b"")
-}
-
 fn similar_ids(index: &str, id: &str) -> BTreeSet<String> {
-    let (code, out, err) = cli(index, &["similar", "--id", id]);
+    let (code, out, err) = es_cli(index, &["similar", "--id", id]);
     assert_eq!(code, 0, "{err}");
     common::json_lines(&out)
         .iter()
@@ -102,7 +96,7 @@ async fn updates_of_other_fields_keep_the_fingerprints() {
     let idx = t::initialised(&client, "layout-partial", &IndexMeta::default()).await;
     let docs = articles();
     t::load(&client, &idx.name, &docs).await;
-    let (code, _, err) = cli(&idx.name, &["worker", "--once"]);
+    let (code, _, err) = es_cli(&idx.name, &["worker", "--once"]);
     assert_eq!(code, 0, "{err}");
     t::refresh(&client, &idx.name).await;
     let ids: Vec<&str> = docs.iter().map(|(id, _)| id.as_str()).collect();
@@ -181,7 +175,7 @@ async fn a_full_layout_index_moves_to_the_compact_one_in_place() {
         .unwrap();
     let docs = articles();
     t::load(&client, &idx.name, &docs).await;
-    let (code, _, err) = cli(&idx.name, &["worker", "--once"]);
+    let (code, _, err) = es_cli(&idx.name, &["worker", "--once"]);
     assert_eq!(code, 0, "{err}");
     t::refresh(&client, &idx.name).await;
     let (src, _) = t::get(&client, &idx.name, &docs[0].0).await;
@@ -198,15 +192,15 @@ async fn a_full_layout_index_moves_to_the_compact_one_in_place() {
     }
 
     // A plain es-init keeps the layout the index records.
-    let (code, out, err) = cli(&idx.name, &["es-init"]);
+    let (code, out, err) = es_cli(&idx.name, &["es-init"]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("full layout"), "{out}");
     // Another layout without --upgrade is refused and changes nothing.
-    let (code, _, err) = cli(&idx.name, &["es-init", "--layout", "compact"]);
+    let (code, _, err) = es_cli(&idx.name, &["es-init", "--layout", "compact"]);
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("--upgrade"), "{err}");
 
-    let (code, out, err) = cli(&idx.name, &["es-init", "--upgrade", "--layout", "compact"]);
+    let (code, out, err) = es_cli(&idx.name, &["es-init", "--upgrade", "--layout", "compact"]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("compact (8-bit minima) layout"), "{out}");
     let meta = read_meta(&client, &idx.name).await;
@@ -234,7 +228,7 @@ async fn a_full_layout_index_moves_to_the_compact_one_in_place() {
     for (b, want) in bases.iter().zip(&full_answers) {
         assert_eq!(&similar_ids(&idx.name, b), want, "{b}");
     }
-    let (code, out, err) = cli(&idx.name, &["es-init"]);
+    let (code, out, err) = es_cli(&idx.name, &["es-init"]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("nothing changed"), "{out}");
 }

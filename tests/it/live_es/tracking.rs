@@ -12,6 +12,7 @@ use std::collections::BTreeSet;
 use std::sync::atomic::AtomicBool;
 
 use common::es::{self as t, TestIndex};
+use common::es_cli;
 use elasticsearch::http::Method;
 use elasticsearch::Elasticsearch;
 use neardup::es::{
@@ -19,13 +20,6 @@ use neardup::es::{
     Worker, WorkerConfig, TRACKING_MARKER,
 };
 use serde_json::{json, Map, Value};
-
-fn cli(index: &str, args: &[&str]) -> (i32, String, String) {
-    let url = t::url();
-    let mut all = args.to_vec();
-    all.extend(["--es", url.as_str(), "--index", index]);
-    common::neardup(&all, b"")
-}
 
 fn text_fields() -> Vec<String> {
     vec!["title".into(), "content".into()]
@@ -146,7 +140,7 @@ async fn edits_of_every_kind_are_re_fingerprinted_and_neardup_writes_are_not() {
         indexer.index_article(Some(id), d, s).await.unwrap();
     }
     assert_eq!(stale_ids(&client, &indexer).await, BTreeSet::new());
-    let (code, _, err) = cli(&idx.name, &["backfill", "--all", "--quiet"]);
+    let (code, _, err) = es_cli(&idx.name, &["backfill", "--all", "--quiet"]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(stale_ids(&client, &indexer).await, BTreeSet::new());
     let before: Vec<Map<String, Value>> = {
@@ -306,7 +300,7 @@ async fn edits_of_every_kind_are_re_fingerprinted_and_neardup_writes_are_not() {
     assert_eq!(r.writes.total(), 0, "{r:?}");
 
     // similar --id follows the new text: article 0 is now an exact copy of article 1.
-    let (code, out, err) = cli(&idx.name, &["similar", "--id", id0]);
+    let (code, out, err) = es_cli(&idx.name, &["similar", "--id", id0]);
     assert_eq!(code, 0, "{err}");
     let found: BTreeSet<String> = common::json_lines(&out)
         .iter()
@@ -328,7 +322,7 @@ async fn es_init_installs_chains_refuses_and_removes_tracking() {
     let client = t::client().await;
     let idx = TestIndex::new("tracking-cli");
     let ours = es::tracking_pipeline_name(&idx.name);
-    let (code, out, err) = cli(&idx.name, &["es-init"]);
+    let (code, out, err) = es_cli(&idx.name, &["es-init"]);
     assert_eq!(code, 0, "{err}");
     let caps = t::capabilities(&client, &idx.name).await;
     let final_pipeline = |client: Elasticsearch, name: String| async move {
@@ -393,7 +387,7 @@ async fn es_init_installs_chains_refuses_and_removes_tracking() {
         Some(json!({ "settings": { "index.final_pipeline": user } })),
     )
     .await;
-    let (code, _, err) = cli(&other.name, &["es-init"]);
+    let (code, _, err) = es_cli(&other.name, &["es-init"]);
     assert_eq!(code, 1, "{err}");
     assert!(
         err.contains(&user)
@@ -405,7 +399,7 @@ async fn es_init_installs_chains_refuses_and_removes_tracking() {
         final_pipeline(client.clone(), other.name.clone()).await,
         Some(user.clone())
     );
-    let (code, out, err) = cli(&other.name, &["es-init", "--chain-final-pipeline"]);
+    let (code, out, err) = es_cli(&other.name, &["es-init", "--chain-final-pipeline"]);
     assert_eq!(code, 0, "{err}");
     assert!(
         out.contains(&format!("after your pipeline `{user}`")),
@@ -426,7 +420,7 @@ async fn es_init_installs_chains_refuses_and_removes_tracking() {
     );
 
     // Removal is clean, and gives the user's pipeline back.
-    let (code, out, err) = cli(&other.name, &["es-init", "--no-tracking"]);
+    let (code, out, err) = es_cli(&other.name, &["es-init", "--no-tracking"]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("edit tracking removed"), "{out}");
     assert_eq!(
@@ -450,7 +444,7 @@ async fn es_init_installs_chains_refuses_and_removes_tracking() {
     .await
     .unwrap();
     assert_eq!(gone.status.as_u16(), 404);
-    let (code, _, err) = cli(&idx.name, &["es-init", "--no-tracking"]);
+    let (code, _, err) = es_cli(&idx.name, &["es-init", "--no-tracking"]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(final_pipeline(client.clone(), idx.name.clone()).await, None);
     t::call(
