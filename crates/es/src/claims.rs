@@ -81,7 +81,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use super::write::new_id;
-use super::{check, path_segment, request, send, Body, EsError, Refresh, RetryPolicy};
+use super::{
+    check, mget, path_segment, request, search, send, Body, EsError, Refresh, RetryPolicy,
+};
 
 /// Claims for one article index, kept in their own index.
 #[derive(Clone, Debug)]
@@ -765,16 +767,7 @@ impl Claims {
         let what = format!("claims index `{}`: sweep", self.index);
         let mut deleted = 0;
         for _ in 0..10 {
-            let reply = request(
-                &self.client,
-                &self.retry,
-                &what,
-                Method::Post,
-                &path,
-                &[],
-                Some(&body),
-            )
-            .await?;
+            let reply = search(&self.client, &self.retry, &what, &path, &[], Some(&body)).await?;
             let hits = reply["hits"]["hits"]
                 .as_array()
                 .map(Vec::as_slice)
@@ -898,16 +891,7 @@ impl Claims {
     ) -> Result<Vec<Value>, EsError> {
         let path = format!("/{}/_mget", path_segment(index));
         let body = Body::Json(json!({ "ids": ids }));
-        let mut reply = request(
-            &self.client,
-            &self.retry,
-            &what,
-            Method::Post,
-            &path,
-            params,
-            Some(&body),
-        )
-        .await?;
+        let mut reply = mget(&self.client, &self.retry, &what, &path, params, Some(&body)).await?;
         let docs = match reply["docs"].take() {
             Value::Array(docs) => docs,
             _ => Vec::new(),

@@ -318,6 +318,123 @@ pub async fn request(
         .await
 }
 
+/// A search (`_search`, `_count`) sent as [`request`] sends it, with one more rule: an answer
+/// that some shards did not give ([`shards_failed`]) is an error, retried like an error
+/// status, never a short answer. Elasticsearch answers 200 with the hits of the shards that
+/// did answer.
+pub(crate) async fn search(
+    client: &Elasticsearch,
+    retry: &RetryPolicy,
+    what: &str,
+    path: &str,
+    query: &[(&str, &str)],
+    body: Option<&Body>,
+) -> Result<Value, EsError> {
+    retry
+        .run(|| async {
+            let reply = send(client, Method::Post, path, query, body).await?;
+            let r = check(what, reply)?;
+            match shards_failed(what, &r) {
+                Some(e) => Err(e),
+                None => Ok(r),
+            }
+        })
+        .await
+}
+
+/// A multi-get (`_mget`) sent as [`request`] sends it, with one more rule: a document the
+/// answer gives an `error` for instead of `found` ([`docs_failed`]) makes it an error,
+/// retried like an error status. Elasticsearch answers 200 and marks the documents of a shard
+/// with no copy assigned that way; read as "not found", they would pass for deleted.
+pub(crate) async fn mget(
+    client: &Elasticsearch,
+    retry: &RetryPolicy,
+    what: &str,
+    path: &str,
+    query: &[(&str, &str)],
+    body: Option<&Body>,
+) -> Result<Value, EsError> {
+    retry
+        .run(|| async {
+            let reply = send(client, Method::Post, path, query, body).await?;
+            let r = check(what, reply)?;
+            match docs_failed(what, &r) {
+                Some(e) => Err(e),
+                None => Ok(r),
+            }
+        })
+        .await
+}
+
+/// The error a multi-get answer stands for when some of its documents carry an `error`: the
+/// first one's, and how many. A shard without a copy (`no_shard_available_action_exception`)
+/// is 503, which is retried; a missing index is [`EsError::IndexNotFound`]; anything else 400.
+pub(crate) fn docs_failed(what: &str, r: &Value) -> Option<EsError> {
+    let docs = r["docs"].as_array()?;
+    let mut failed = docs.iter().filter(|d| d.get("error").is_some());
+    let first = failed.next()?;
+    let n = 1 + failed.count();
+    let (error_type, reason) = error_type_reason(first);
+    if error_type == "index_not_found_exception" {
+        let index = first["_index"].as_str().unwrap_or("?").to_owned();
+        return Some(EsError::IndexNotFound { index });
+    }
+    Some(EsError::Status {
+        what: format!(
+            "{what}: {n} of {} documents could not be read (the first: `{}`)",
+            docs.len(),
+            first["_id"].as_str().unwrap_or("?")
+        ),
+        status: if error_type.contains("no_shard_available") {
+            503
+        } else {
+            400
+        },
+        error_type,
+        reason,
+    })
+}
+
+/// The error a search answer (`_search`, `_count`, a scroll page) stands for when some of its
+/// shards did not answer. Two kinds: a shard that failed (`_shards.failed`, with its status
+/// and reason), and a shard that was never asked because no copy of it is assigned (the
+/// index is red): Elasticsearch counts that one in `total` but neither in `successful` nor
+/// in `failed`. `None` when every shard answered.
+pub(crate) fn shards_failed(what: &str, r: &Value) -> Option<EsError> {
+    let shards = &r["_shards"];
+    let count = |k: &str| shards[k].as_u64().unwrap_or(0);
+    let failed = count("failed");
+    // A skipped shard (nothing in it can match) counts as successful too.
+    let unanswered = match shards["successful"].as_u64() {
+        Some(successful) => count("total").saturating_sub(successful + failed),
+        None => 0,
+    };
+    if failed > 0 {
+        let first = &shards["failures"][0];
+        let (error_type, reason) =
+            error_type_reason(&serde_json::json!({ "error": first["reason"] }));
+        return Some(EsError::Status {
+            what: format!("{what}: {} shard(s) failed", failed + unanswered),
+            status: first["status"]
+                .as_u64()
+                .and_then(|s| u16::try_from(s).ok())
+                .unwrap_or(500),
+            error_type,
+            reason,
+        });
+    }
+    (unanswered > 0).then(|| EsError::Status {
+        what: format!("{what}: {unanswered} shard(s) failed"),
+        status: 503,
+        error_type: "no_shard_available".into(),
+        reason: format!(
+            "{unanswered} of {} shards have no copy assigned (the index is red; \
+             `GET _cluster/allocation/explain` says why)",
+            count("total")
+        ),
+    })
+}
+
 /// Maps an error status to an [`EsError`]; passes 2xx bodies through.
 pub fn check(what: &str, reply: Reply) -> Result<Value, EsError> {
     let status = reply.status.as_u16();
@@ -478,6 +595,34 @@ pub(crate) async fn refresh(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_search_answer_some_shards_did_not_give_is_an_error() {
+        use serde_json::json;
+        let answer = |shards: Value| shards_failed("read", &json!({ "_shards": shards }));
+        // Every shard answered; one of them was skipped (counted as successful).
+        assert!(
+            answer(json!({ "total": 3, "successful": 3, "skipped": 1, "failed": 0 })).is_none()
+        );
+        assert!(shards_failed("read", &json!({ "count": 3 })).is_none());
+        // A red index: a shard neither successful nor failed.
+        let e = answer(json!({ "total": 3, "successful": 2, "skipped": 1, "failed": 0 })).unwrap();
+        assert!(e.is_transient(), "{e}");
+        assert!(e.to_string().contains("1 shard(s) failed"), "{e}");
+        // A shard that failed, with its own status and reason.
+        let e = answer(
+            json!({ "total": 3, "successful": 2, "failed": 1, "failures": [
+            { "shard": 1, "status": 400, "reason": {
+                "type": "query_shard_exception", "reason": "failed to create query" } } ] }),
+        )
+        .unwrap();
+        assert!(!e.is_transient(), "{e}");
+        let text = e.to_string();
+        assert!(
+            text.contains("1 shard(s) failed") && text.contains("failed to create query"),
+            "{text}"
+        );
+    }
 
     /// The head of the one request `send` makes with a client of `config` (a JSON body),
     /// read off the socket by a listener that answers `{}`; and whether the body came

@@ -43,13 +43,12 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use elasticsearch::http::Method as HttpMethod;
 use elasticsearch::Elasticsearch;
 use futures_util::StreamExt;
 use serde_json::{json, Value};
 
 use super::schema::{GroupMeta, GroupOrder};
-use super::{request, Body, EsError, IndexMeta, Near, RetryPolicy, Similar, DEFAULT_K};
+use super::{mget, Body, EsError, IndexMeta, Near, RetryPolicy, Similar, DEFAULT_K};
 use neardup_core::method::{Query, Score};
 use neardup_core::relation::{is_candidate, MatchOptions, Relation};
 use neardup_core::{Fingerprinter, Method, MinHashParams, Sketch, Sketches, Tolerance};
@@ -705,11 +704,10 @@ impl Grouper {
         if docs.is_empty() {
             return Ok(out);
         }
-        let r = request(
+        let r = mget(
             &self.client,
             &self.retry,
             &format!("read the groups of {} near articles", docs.len()),
-            HttpMethod::Post,
             "/_mget",
             &[("_source_includes", self.group.field.as_str())],
             Some(&Body::Json(json!({ "docs": docs }))),

@@ -13,7 +13,9 @@ use std::collections::BTreeMap;
 use super::schema::{
     FieldNames, GroupMeta, GroupOrder, IndexMeta, MinHashLayout, MinHashMeta, META_KEY,
 };
-use super::{path_segment, path_segment_keep_patterns, request, send, Body, EsError, RetryPolicy};
+use super::{
+    path_segment, path_segment_keep_patterns, request, search, send, Body, EsError, RetryPolicy,
+};
 use neardup_core::{FingerprintConfig, Fingerprinter, Profile};
 
 /// What [`init_index`] did.
@@ -293,11 +295,10 @@ pub async fn finish_layout_upgrade(
     if !meta.minhash.as_ref().is_some_and(|m| m.from_full) {
         return Ok(false);
     }
-    let r = request(
+    let r = search(
         client,
         retry,
         &format!("index `{concrete}`: count documents not rewritten"),
-        Method::Post,
         &format!("/{}/_count", path_segment(concrete)),
         &[],
         Some(&Body::Json(
@@ -693,11 +694,10 @@ async fn stored_profile(
     fields: &FieldNames,
     hmm: bool,
 ) -> Result<Option<Profile>, EsError> {
-    let r = request(
+    let r = search(
         client,
         retry,
         &format!("index `{index}`: versions of the stored fingerprints"),
-        Method::Post,
         &format!("/{}/_search", super::path_segment(index)),
         &[],
         Some(&super::Body::Json(json!({

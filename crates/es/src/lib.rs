@@ -48,11 +48,11 @@ mod worker;
 mod write;
 
 pub use claims::{claims_index_name, ClaimError, Claims, Held, RecentInsert};
-pub(crate) use client::path_segment_keep_patterns;
 pub use client::{
     check, first_contact, path_segment, redact_url, request, send, server_version, Auth, Body,
     EsConfig, Reply, Secret,
 };
+pub(crate) use client::{mget, path_segment_keep_patterns, search};
 pub use dedupe::{claim_keys, insert_unless_near, DedupeError, Inserted, NewArticle};
 pub(crate) use error::blocked;
 pub use error::{error_type_reason, EsError};

@@ -75,7 +75,7 @@ use serde_json::{json, Value};
 use tokio::sync::OnceCell;
 
 use super::path_segment_keep_patterns;
-use super::{request, send, Body, EsError, RetryPolicy};
+use super::{request, search, send, Body, EsError, RetryPolicy};
 
 /// How to page through a query's hits.
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
@@ -349,11 +349,10 @@ impl Scanner {
         if options.slice.is_none_or(Slice::is_whole) {
             let params: Vec<(&str, &str)> =
                 preference.map(|p| ("preference", p)).into_iter().collect();
-            let r = request(
+            let r = search(
                 &self.client,
                 &self.retry,
                 &what,
-                Method::Post,
                 &format!("/{}/_count", path_segment_keep_patterns(indices)),
                 &params,
                 Some(&Body::Json(json!({ "query": query }))),
@@ -912,26 +911,11 @@ fn lost(what: &str, cause: EsError) -> EsError {
 /// A page that some shards did not answer is incomplete: an error, never a short page. Shards
 /// that lost their context make it [`EsError::ContextLost`].
 fn check_shards(what: &str, r: &Value) -> Result<(), EsError> {
-    let failed = r["_shards"]["failed"].as_u64().unwrap_or(0);
-    if failed == 0 {
-        return Ok(());
+    match crate::client::shards_failed(what, r) {
+        None => Ok(()),
+        Some(e) if context_missing(&e) => Err(lost(what, e)),
+        Some(e) => Err(e),
     }
-    let first = &r["_shards"]["failures"][0];
-    let (error_type, reason) = super::error_type_reason(&json!({ "error": first["reason"] }));
-    let e = EsError::Status {
-        what: format!("{what}: {failed} shard(s) failed"),
-        status: first["status"]
-            .as_u64()
-            .and_then(|s| u16::try_from(s).ok())
-            .unwrap_or(500),
-        error_type,
-        reason,
-    };
-    Err(if context_missing(&e) {
-        lost(what, e)
-    } else {
-        e
-    })
 }
 
 /// Whether `version` (`7.12.1`, `8.0.0-SNAPSHOT`, `8.x`) is at least `major.minor`. A major
@@ -1131,7 +1115,7 @@ mod tests {
             check_shards("read", &partial),
             Err(EsError::ContextLost { .. })
         ));
-        let fine = json!({ "_shards": { "total": 2, "failed": 0 }, "hits": { "hits": [] } });
+        let fine = json!({ "_shards": { "total": 2, "successful": 2, "failed": 0 }, "hits": { "hits": [] } });
         assert!(check_shards("read", &fine).is_ok());
     }
 

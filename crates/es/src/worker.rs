@@ -48,7 +48,7 @@ use super::scan::{Cursor, Paging, ScanOptions, Scanner};
 use super::write::{
     fingerprint_fields_json, sketch_source, BulkReport, EsIndexer, FingerprintUpdate,
 };
-use super::{path_segment, request, Body, EsError};
+use super::{path_segment, request, search, Body, EsError};
 use crate::formula::{learn_formula, record_formula, FormulaUpkeep};
 use crate::schema::stale_query;
 use crate::{read_meta, FieldNames};
@@ -571,11 +571,10 @@ impl Worker {
     async fn max_changed(&self, field: &str) -> Result<Option<Watermark>, EsError> {
         let index = self.indexer.index();
         let body = json!({ "size": 0, "aggs": { "max_changed": { "max": { "field": field } } } });
-        let r = request(
+        let r = search(
             self.indexer.client(),
             &super::RetryPolicy::default(),
             &format!("index `{index}`: highest `{field}`"),
-            Method::Post,
             &format!("/{}/_search", path_segment(index)),
             &[],
             Some(&Body::Json(body)),

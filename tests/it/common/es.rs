@@ -365,3 +365,18 @@ pub fn wanted_fields(indexer: &es::EsIndexer, src: &Value) -> serde_json::Map<St
     .unwrap();
     es::fingerprint_fields_json(indexer.meta(), &sketches)
 }
+
+/// Creates `index` (a body of `settings` and `mappings`, as `PUT /{index}` takes) with shards
+/// that are never assigned: it is red from the start. Searches over it and other indices
+/// answer 200 with the other indices' hits, saying so only in `_shards`; multi-gets mark its
+/// documents with an `error`.
+pub async fn create_red_index(client: &Elasticsearch, index: &str, mut body: Value) {
+    body["settings"]["index.routing.allocation.require._name"] = "neardup-nowhere".into();
+    call(
+        client,
+        Method::Put,
+        &format!("/{index}?wait_for_active_shards=0"),
+        Some(body),
+    )
+    .await;
+}

@@ -291,3 +291,69 @@ async fn a_scroll_deleted_mid_read_is_lost_and_scan_reads_again_without_duplicat
     assert_eq!(stats.requests, 3 + DOCS.div_ceil(PAGE) as u32, "{stats:?}");
     assert_eq!(open_contexts(&client, &idx.name).await, 0);
 }
+
+/// A shard that cannot answer (here the shards of a red index read with a green one) makes
+/// Elasticsearch answer a search with 200 and the other shards' hits, saying so only in
+/// `_shards`: counted in `total`, not in `successful`, and (7.10, OpenSearch) not in `failed`
+/// either. Every read of neardup's is an error then, never a short answer: a count, a plain
+/// read and a paged one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_some_shards_cannot_answer_is_an_error_never_a_short_answer() {
+    let client = t::client().await;
+    let idx = index(&client, "scan-green").await;
+    let red = TestIndex::new("scan-red");
+    t::create_red_index(
+        &client,
+        &red.name,
+        json!({ "settings": { "number_of_shards": 2 } }),
+    )
+    .await;
+    let both = format!("{},{}", idx.name, red.name);
+    // The node's own answer: 200, the green index's hits, two shards of five missing.
+    let raw = t::call(
+        &client,
+        Method::Post,
+        &format!("/{both}/_search?size=1000"),
+        Some(json!({ "_source": false })),
+    )
+    .await;
+    assert!(
+        raw["_shards"]["total"] == 5
+            && raw["_shards"]["successful"] == 3
+            && raw["hits"]["hits"].as_array().unwrap().len() == DOCS,
+        "not a partial answer: {raw}"
+    );
+
+    let s = scanner(&client);
+    let shard_failed = |e: &EsError| {
+        let text = e.to_string();
+        assert!(text.contains("2 shard(s) failed"), "{text}");
+    };
+    let e = s
+        .count(
+            &both,
+            &json!({ "match_all": {} }),
+            &options(Paging::Auto),
+            None,
+        )
+        .await
+        .unwrap_err();
+    shard_failed(&e);
+    let mut passed = 0;
+    let one_request = ScanOptions {
+        page_size: 1000,
+        single_request_first: true,
+        ..options(Paging::Auto)
+    };
+    for opts in [one_request, options(Paging::Scroll)] {
+        let e = s
+            .scan(&both, &body(), &opts, |page| {
+                passed += page.len();
+                true
+            })
+            .await
+            .unwrap_err();
+        shard_failed(&e);
+    }
+    assert_eq!(passed, 0, "a short page was passed on");
+}

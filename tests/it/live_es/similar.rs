@@ -1412,3 +1412,54 @@ async fn a_compressing_client_writes_and_finds_what_a_plain_one_does() {
         "the examples hold near-duplicates and partial copies"
     );
 }
+
+/// A red index (shards without a copy) read with a green one: Elasticsearch answers a
+/// lookup's searches with the green index's hits and a multi-get with an `error` in place of
+/// each red document, all with 200. None of that is a short answer here: a lookup by id, by
+/// text, and a read of stored articles by id (what dedupe on insert does) are errors that
+/// name the shards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_red_index_is_an_error_never_a_short_answer() {
+    let client = t::client().await;
+    let meta = both_meta();
+    let idx = new_both_index(&client, "similar-green").await;
+    let articles = t::shared_articles(30);
+    let docs: Docs = articles
+        .iter()
+        .map(|(id, src)| (id.clone(), doc_both(src, &meta).0))
+        .collect();
+    t::load(&client, &idx.name, &docs).await;
+    let mapping = t::call(
+        &client,
+        Method::Get,
+        &format!("/{}/_mapping", idx.name),
+        None,
+    )
+    .await;
+    let red = TestIndex::new("similar-red");
+    t::create_red_index(
+        &client,
+        &red.name,
+        json!({ "mappings": mapping[&idx.name]["mappings"] }),
+    )
+    .await;
+    let both = format!("{},{}", idx.name, red.name);
+    let s = similar(&client, FilterMode::Server, 1000);
+    let near = Tolerance::Similarity(neardup::minhash::DEFAULT_THRESHOLD);
+    let (id, src) = &articles[0];
+    s.by_id(idx.name.as_str(), id, near).await.unwrap();
+
+    let shard_failed = |e: EsError| assert!(e.to_string().contains("shard(s) failed"), "{e}");
+    shard_failed(s.by_id(both.as_str(), id, near).await.unwrap_err());
+    let [title, content] = texts(src);
+    let text = format!("{title}\n{content}");
+    shard_failed(s.by_text(both.as_str(), &text, near).await.unwrap_err());
+    let ids: Vec<String> = docs.iter().map(|(id, _)| id.clone()).collect();
+    let sig = doc_both(src, &meta).1.expect("a signature");
+    let e = s
+        .among_ids(&red.name, &ids, &[Sketch::MinHash(sig)], near)
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("documents could not be read"), "{e}");
+    assert!(e.to_string().contains("no_shard_available"), "{e}");
+}

@@ -71,7 +71,7 @@ use super::{
     path_segment, request, verify_index, Body, EsError, EsIndexer, FieldNames, FingerprintUpdate,
     IndexMeta, MinHashLayout, RetryPolicy,
 };
-use crate::client::refresh;
+use crate::client::{mget, refresh, search};
 use crate::schema::stale_query;
 use neardup_core::fingerprint::Methods;
 use neardup_core::Fingerprinter;
@@ -596,11 +596,10 @@ impl IndexRun {
 
     /// The current text, `_seq_no` and `_primary_term` of `ids` (realtime), and how many are gone.
     async fn reread(&self, ids: &[String]) -> Result<(Vec<Hit>, u64), EsError> {
-        let r = request(
+        let r = mget(
             self.indexer.client(),
             self.indexer.retry(),
             &format!("index `{}`: read changed documents again", self.index),
-            Method::Post,
             &format!("/{}/_mget", path_segment(&self.index)),
             &[("_source_includes", &self.source_fields().join(","))],
             Some(&Body::Json(json!({ "ids": ids }))),
@@ -1029,11 +1028,10 @@ impl Backfill {
             .collect();
         let includes = reasons.join(",");
         for chunk in ids.chunks(1000) {
-            let r = request(
+            let r = mget(
                 &self.client,
                 retry,
                 &format!("index `{index}`: look up the batches left in flight"),
-                Method::Post,
                 &format!("/{}/_mget", path_segment(index)),
                 &[("_source_includes", includes.as_str())],
                 Some(&Body::Json(json!({ "ids": chunk }))),
@@ -1050,11 +1048,10 @@ impl Backfill {
                     "_source": false,
                     "query": { "bool": { "filter": [ { "ids": { "values": chunk } }, q ] } },
                 });
-                let s = request(
+                let s = search(
                     &self.client,
                     retry,
                     &format!("index `{index}`: which in-flight documents still need a fingerprint"),
-                    Method::Post,
                     &format!("/{}/_search", path_segment(index)),
                     &params,
                     Some(&Body::Json(body)),

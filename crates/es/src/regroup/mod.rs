@@ -49,7 +49,6 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use elasticsearch::http::Method as HttpMethod;
 use elasticsearch::Elasticsearch;
 use futures_util::StreamExt;
 use serde::Serialize;
@@ -63,10 +62,9 @@ use super::group::{better_container, group_near, order_key_at};
 use super::schema::GroupOrder;
 use super::similar::StoredQuery;
 use super::{
-    path_segment, request, EsError, EsIndexer, GroupLabel, ItemFailure, RetryPolicy, Similar,
-    SimilarOptions,
+    path_segment, EsError, EsIndexer, GroupLabel, ItemFailure, RetryPolicy, Similar, SimilarOptions,
 };
-use crate::client::refresh;
+use crate::client::{refresh, search};
 use neardup_core::method::Match;
 use neardup_core::relation::Relation;
 
@@ -521,11 +519,10 @@ async fn one_index(
 }
 
 async fn count(client: &Elasticsearch, retry: &RetryPolicy, index: &str) -> Result<u64, EsError> {
-    let r: Value = request(
+    let r: Value = search(
         client,
         retry,
         &format!("index `{index}`: count"),
-        HttpMethod::Get,
         &format!("/{}/_count", path_segment(index)),
         &[],
         None,

@@ -11,11 +11,10 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use elasticsearch::http::Method as HttpMethod;
 use serde_json::{json, Value};
 
 use super::{IndexList, Near, Similar, Similarity};
-use crate::{request, Body, EsError};
+use crate::{mget, Body, EsError};
 use neardup_core::align::{align_letters, AlignParams, Formula, Letters};
 use neardup_core::allpairs::aligned::CANDIDATE_THRESHOLD;
 use neardup_core::input::field_texts;
@@ -101,11 +100,10 @@ impl Similar {
             .iter()
             .map(|m| json!({ "_index": m.index, "_id": m.id }))
             .collect();
-        let r = request(
+        let r = mget(
             self.scanner.client(),
             self.scanner.retry(),
             &format!("read the texts of {} articles", docs.len()),
-            HttpMethod::Post,
             "/_mget",
             &[("_source_includes", &aligner.fields.join(","))],
             Some(&Body::Json(json!({ "docs": docs }))),

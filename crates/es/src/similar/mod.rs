@@ -47,8 +47,8 @@ use serde_json::{json, Map, Value};
 use super::init::mappings;
 use super::scan::{Paging, ScanOptions, ScanStats, Scanner};
 use super::schema::{FieldsFormat, IndexMeta, MinHashMeta, SimHashMeta};
+use super::{mget, request, search, BlockType, Body, EsError, FieldNames, RetryPolicy};
 use super::{path_segment, path_segment_keep_patterns};
-use super::{request, BlockType, Body, EsError, FieldNames, RetryPolicy};
 use neardup_core::fingerprint::Methods;
 use neardup_core::input::field_texts;
 pub use neardup_core::method::Match;
@@ -545,11 +545,10 @@ impl Similar {
             }
         }
         let fields = fields.join(",");
-        let r = request(
+        let r = mget(
             self.scanner.client(),
             self.scanner.retry(),
             &format!("index `{index}`: read {} recent articles", ids.len()),
-            HttpMethod::Post,
             &format!("/{}/_mget", super::path_segment(index)),
             &[("_source_includes", &fields)],
             Some(&Body::Json(json!({ "ids": ids }))),
@@ -896,11 +895,10 @@ impl Similar {
             "size": 10,
             "_source": fields,
         });
-        let r = request(
+        let r = search(
             self.scanner.client(),
             self.scanner.retry(),
             &format!("index `{indices}`: get document `{id}`"),
-            HttpMethod::Post,
             &format!("/{}/_search", path_segment_keep_patterns(indices.as_str())),
             &[],
             Some(&Body::Json(body)),
