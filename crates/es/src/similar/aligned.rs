@@ -1,7 +1,9 @@
 //! Aligned lookups (issue 43): MinHash finds, alignment decides, on Elasticsearch. The
 //! candidates of a document are those a MinHash search with the containment step returns at
 //! [`CANDIDATE_THRESHOLD`]; the texts of the document and of each candidate are read from
-//! `_source` ([`SimilarOptions::text_fields`](super::SimilarOptions::text_fields)), prepared
+//! `_source` ([`SimilarOptions::text_fields`](super::SimilarOptions::text_fields)) in the
+//! requests that read the document's sketch and the candidates (two requests for a lookup by
+//! id, one for a text; with the client filter every candidate's texts cross), prepared
 //! as the indices' fingerprints prepare them (their folding and boilerplate), aligned
 //! ([`neardup_core::align`]) and related by an [`AlignRule`], not counting the formula text
 //! the indices record ([`IndexMeta::formula`](crate::IndexMeta::formula)). The same rule and
@@ -13,7 +15,7 @@ use std::sync::Arc;
 
 use serde_json::{json, Value};
 
-use super::{IndexList, Near, Similar, Similarity};
+use super::{IndexList, Near, Similar, Similarity, Sources};
 use crate::{mget, Body, EsError};
 use neardup_core::align::{align_letters, AlignParams, Formula, Letters};
 use neardup_core::allpairs::aligned::CANDIDATE_THRESHOLD;
@@ -85,8 +87,8 @@ impl Similar {
     }
 
     /// The letters of the stored documents `matches` name (by `index` and `id`), read in one
-    /// realtime multi-get (which sees writes no refresh has made searchable yet); a document
-    /// no longer there is left out.
+    /// realtime multi-get (which sees writes no refresh has made searchable yet), as dedupe
+    /// on insert needs them; a document no longer there is left out.
     pub(crate) async fn letters_of(
         &self,
         aligner: &Aligner,
@@ -131,17 +133,18 @@ impl Similar {
         rule: &AlignRule,
     ) -> Result<Similarity, EsError> {
         let indices = indices.into();
-        let mut s = self.by_id(indices.clone(), id, candidates()).await?;
         let aligner = self.aligner(&indices, *rule).await?;
+        // The texts come with the sketch and with each candidate: two requests in all.
+        let (mut s, query, sources) = self
+            .by_id_keeping(indices, id, candidates(), &aligner.fields)
+            .await?;
         if s.matches.is_empty() {
-            // Nothing to judge: the query's text need not be read.
+            // Nothing to judge: the query's text need not be prepared.
             s.formula = aligner.formula_id();
             return Ok(s);
         }
-        let fields: Vec<&str> = aligner.fields.iter().map(String::as_str).collect();
-        let query = self.find_document(&indices, id, &fields).await?;
-        let q = aligner.letters(&query["_source"])?;
-        self.judged(s, aligner, q).await
+        let q = aligner.letters(&query)?;
+        self.judged(s, aligner, q, sources).await
     }
 
     /// [`Similar::aligned_by_id`] for an article (a JSON object) that need not be in the
@@ -181,36 +184,43 @@ impl Similar {
         let aligner = self.aligner(&indices, *rule).await?;
         let q = Letters::prepared(texts, aligner.fingerprinter.segmenter());
         let texts: Vec<&str> = texts.iter().map(AsRef::as_ref).collect();
-        let s = self.by_texts(indices, &texts, candidates()).await?;
-        self.judged(s, aligner, q).await
+        let (s, sources) = self
+            .by_texts(indices, &texts, candidates(), &aligner.fields)
+            .await?;
+        self.judged(s, aligner, q, sources).await
     }
 
-    /// `s`'s candidates judged against the query's letters `q` by `aligner`: those the rule
+    /// `s`'s candidates judged against the query's letters `q` by `aligner`, each prepared
+    /// from its text fields as the search brought them back (`sources`): those the rule
     /// relates, with the alignment's relation and what they share.
     async fn judged(
         &self,
         mut s: Similarity,
         aligner: Aligner,
         q: Letters,
+        sources: Sources,
     ) -> Result<Similarity, EsError> {
-        let found = self
-            .letters_of(&aligner, &s.matches.iter().collect::<Vec<_>>())
-            .await?;
         s.formula = aligner.formula_id();
-        // Aligning is CPU work (about a millisecond a pair): on the blocking pool, so that a
-        // service's other requests go on meanwhile.
+        // Preparing and aligning is CPU work (about a millisecond a pair): on the blocking
+        // pool, so that a service's other requests go on meanwhile.
         let matches = std::mem::take(&mut s.matches);
         s.matches = tokio::task::spawn_blocking(move || {
-            matches
-                .into_iter()
-                .filter_map(|m| {
-                    let other = found.get(&(m.index.clone()?, m.id.clone()))?;
-                    aligner.judge(&q, m, other)
-                })
-                .collect()
+            let mut judged = Vec::new();
+            for m in matches {
+                let Some(source) = m
+                    .index
+                    .clone()
+                    .and_then(|i| sources.get(&(i, m.id.clone())))
+                else {
+                    continue;
+                };
+                let other = aligner.letters(source)?;
+                judged.extend(aligner.judge(&q, m, &other));
+            }
+            Ok::<_, EsError>(judged)
         })
         .await
-        .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
+        .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))?;
         Ok(s)
     }
 }

@@ -63,7 +63,7 @@ mod query;
 mod scripts;
 
 use hit::{hit_sketch, source_sketch};
-use query::{leave_out, query_body, sketch_fields, stored_terms};
+use query::{keep_source, leave_out, query_body, sketch_fields, stored_terms};
 pub(crate) use query::{StoredQuery, StoredTerms};
 
 /// The largest k the four 16-bit blocks answer exactly: a pair within distance 7 has some
@@ -182,6 +182,25 @@ impl QueryFingerprint {
             _ => None,
         }
     }
+}
+
+/// The `_source` fields a search brought back for each match (by index and id), where it was
+/// asked to keep some ([`Ask::keep`]).
+type Sources = HashMap<(String, String), Value>;
+
+/// A lookup's document: its index, its sketch, the terms stored beside a compact one, and its
+/// `_source` (the fields read).
+type QueryDocument = (String, QueryFingerprint, Option<StoredTerms>, Value);
+
+/// What a candidate search asks besides its query.
+#[derive(Clone, Copy, Default)]
+struct Ask<'a> {
+    /// The band (and minima) terms of a compact stored signature, which cannot make them.
+    terms: Option<&'a StoredTerms>,
+    /// A document (index, id) to leave out: a lookup's own.
+    exclude: Option<(&'a str, &'a str)>,
+    /// `_source` fields to bring back with each match (an aligned lookup's texts).
+    keep: &'a [String],
 }
 
 /// The answer to one query.
@@ -388,31 +407,41 @@ impl Similar {
         id: &str,
         near: impl Into<Near>,
     ) -> Result<Similarity, EsError> {
-        let indices = indices.into();
-        let near = near.into();
+        let (s, _, _) = self
+            .by_id_keeping(indices.into(), id, near.into(), &[])
+            .await?;
+        Ok(s)
+    }
+
+    /// [`Similar::by_id`], bringing back the `keep` fields of `_source` of the document
+    /// (read with its sketch) and of each match (read with the match): what an aligned lookup
+    /// reads its texts from, in the same requests.
+    async fn by_id_keeping(
+        &self,
+        indices: IndexList,
+        id: &str,
+        near: Near,
+        keep: &[String],
+    ) -> Result<(Similarity, Value, Sources), EsError> {
         let tolerance = near.tolerance;
         check_tolerance(tolerance)?;
         let d = self.describe(&indices).await?;
         check_method(&indices, &d.meta, tolerance.method())?;
-        let (index, query, terms) = self
-            .query_document(&indices, &d, id, tolerance.method())
+        let (index, query, terms, source) = self
+            .query_document(&indices, &d, id, tolerance.method(), keep)
             .await?;
         match query.sketch() {
-            None => Ok(Similarity::empty(query, tolerance)),
+            None => Ok((Similarity::empty(query, tolerance), source, Sources::new())),
             Some(q) => {
                 let q = stored_query(q.clone(), terms.as_ref(), tolerance)?;
-                let mut s = self
-                    .search(
-                        &indices,
-                        &d,
-                        &q,
-                        &near.options,
-                        terms.as_ref(),
-                        Some((&index, id)),
-                    )
-                    .await?;
+                let ask = Ask {
+                    terms: terms.as_ref(),
+                    exclude: Some((&index, id)),
+                    keep,
+                };
+                let (mut s, sources) = self.search(&indices, &d, &q, &near.options, ask).await?;
                 s.query = query;
-                Ok(s)
+                Ok((s, source, sources))
             }
         }
     }
@@ -425,7 +454,10 @@ impl Similar {
         text: &str,
         near: impl Into<Near>,
     ) -> Result<Similarity, EsError> {
-        self.by_texts(indices.into(), &[text], near.into()).await
+        let (s, _) = self
+            .by_texts(indices.into(), &[text], near.into(), &[])
+            .await?;
+        Ok(s)
     }
 
     /// Near duplicates of an article (a JSON object) that need not be in the index: its text
@@ -439,15 +471,21 @@ impl Similar {
         near: impl Into<Near>,
     ) -> Result<Similarity, EsError> {
         let texts = field_texts(article, &self.options.text_fields)?;
-        self.by_texts(indices.into(), &texts, near.into()).await
+        let (s, _) = self
+            .by_texts(indices.into(), &texts, near.into(), &[])
+            .await?;
+        Ok(s)
     }
 
+    /// Near duplicates of an article's text fields, bringing back the `keep` fields of each
+    /// match's `_source`.
     async fn by_texts(
         &self,
         indices: IndexList,
         texts: &[&str],
         near: Near,
-    ) -> Result<Similarity, EsError> {
+        keep: &[String],
+    ) -> Result<(Similarity, Sources), EsError> {
         let tolerance = near.tolerance;
         check_tolerance(tolerance)?;
         let d = self.describe(&indices).await?;
@@ -460,24 +498,27 @@ impl Similar {
         {
             Ok(q) => q,
             Err(why) => {
-                return Ok(Similarity::empty(
-                    QueryFingerprint::TooShort(why),
-                    tolerance,
+                return Ok((
+                    Similarity::empty(QueryFingerprint::TooShort(why), tolerance),
+                    Sources::new(),
                 ))
             }
         };
-        let mut s = self
+        let ask = Ask {
+            keep,
+            ..Ask::default()
+        };
+        let (mut s, sources) = self
             .search(
                 &indices,
                 &d,
                 &es_query(query.clone(), tolerance)?,
                 &near.options,
-                None,
-                None,
+                ask,
             )
             .await?;
         s.query = QueryFingerprint::Computed(query);
-        Ok(s)
+        Ok((s, sources))
     }
 
     /// Every document near a given sketch: a SimHash (with a [`Tolerance::Distance`]) or a
@@ -505,8 +546,10 @@ impl Similar {
                 )));
             }
         }
-        self.search(&indices, &d, &query, &near.options, None, None)
-            .await
+        let (s, _) = self
+            .search(&indices, &d, &query, &near.options, Ask::default())
+            .await?;
+        Ok(s)
     }
 
     /// For each of `queries`, the documents among `ids` in `index` near it, read by id once
@@ -678,15 +721,14 @@ impl Similar {
         let d = self.describe(&indices).await?;
         check_method(&indices, &d.meta, tolerance.method())?;
         let query = stored_query(stored.sketch, stored.terms.as_ref(), tolerance)?;
-        self.search(
-            &indices,
-            &d,
-            &query,
-            &near.options,
-            stored.terms.as_ref(),
-            None,
-        )
-        .await
+        let ask = Ask {
+            terms: stored.terms.as_ref(),
+            ..Ask::default()
+        };
+        let (s, _) = self
+            .search(&indices, &d, &query, &near.options, ask)
+            .await?;
+        Ok(s)
     }
 
     /// The filter mode in effect: the configured one, unless the cluster refused scripts.
@@ -708,9 +750,8 @@ impl Similar {
         d: &Described,
         query: &Query,
         options: &MatchOptions,
-        terms: Option<&StoredTerms>,
-        exclude: Option<(&str, &str)>,
-    ) -> Result<Similarity, EsError> {
+        ask: Ask<'_>,
+    ) -> Result<(Similarity, Sources), EsError> {
         if options.containment.is_some() && query.method() == Method::MinHash {
             let format = FieldsFormat::of(&d.meta);
             if let Some(why) = format.containment_advice() {
@@ -724,28 +765,19 @@ impl Similar {
         }
         let filter = self.effective_filter();
         match self
-            .search_with(filter, indices, d, query, options, terms, exclude)
+            .search_with(filter, indices, d, query, options, ask)
             .await
         {
             Err(e) if filter == FilterMode::Server && script_refused(&e) => {
                 tracing::warn!(error = %e, "the cluster refused the server-side filter script; filtering on the client from now on");
                 self.scripts_refused.store(true, Ordering::Relaxed);
-                self.search_with(
-                    FilterMode::Client,
-                    indices,
-                    d,
-                    query,
-                    options,
-                    terms,
-                    exclude,
-                )
-                .await
+                self.search_with(FilterMode::Client, indices, d, query, options, ask)
+                    .await
             }
             r => r,
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
     async fn search_with(
         &self,
         filter: FilterMode,
@@ -753,13 +785,15 @@ impl Similar {
         d: &Described,
         query: &Query,
         options: &MatchOptions,
-        terms: Option<&StoredTerms>,
-        exclude: Option<(&str, &str)>,
-    ) -> Result<Similarity, EsError> {
-        let mut body = query_body(d, filter, query, options, terms);
+        ask: Ask<'_>,
+    ) -> Result<(Similarity, Sources), EsError> {
+        let mut body = query_body(d, filter, query, options, ask.terms);
+        let exclude = ask.exclude;
         if let Some((index, id)) = exclude {
             leave_out(&mut body, index, id);
         }
+        keep_source(&mut body, ask.keep);
+        let mut sources = Sources::new();
         // Relations are a MinHash answer, given where partial copies are asked for.
         let relations = options.containment.is_some() && query.method() == Method::MinHash;
         let scan_options = ScanOptions {
@@ -788,6 +822,7 @@ impl Similar {
                     }
                     match hit_sketch(&h, d, query.method()) {
                         Ok(Some(other)) => {
+                            let found = matches.len();
                             if !relations {
                                 if let Some(score) = query.score(&other) {
                                     matches.push(Match::in_index(id, index, score));
@@ -797,6 +832,12 @@ impl Similar {
                                 m.relation = Some(r.relation);
                                 m.containment = r.containment;
                                 matches.push(m);
+                            }
+                            if matches.len() > found && !ask.keep.is_empty() {
+                                sources.insert(
+                                    (index.to_owned(), id.to_owned()),
+                                    h["_source"].clone(),
+                                );
                             }
                         }
                         // A candidate matched a block or band term, so it has a sketch; none
@@ -816,27 +857,30 @@ impl Similar {
             return Err(e);
         }
         sort_matches(&mut matches);
-        Ok(Similarity {
+        let s = Similarity {
             query: QueryFingerprint::Given(query.sketch()),
             tolerance: query.tolerance(),
             matches,
             transferred,
             scan,
             formula: None,
-        })
+        };
+        Ok((s, sources))
     }
 
-    /// The index holding `id` and its sketch for `method`: stored, or computed from its text.
+    /// The index holding `id`, its sketch for `method` (stored, or computed from its text)
+    /// and the terms stored beside a compact one, and its `_source` with the `keep` fields.
     async fn query_document(
         &self,
         indices: &IndexList,
         d: &Described,
         id: &str,
         method: Method,
-    ) -> Result<(String, QueryFingerprint, Option<StoredTerms>), EsError> {
-        let hit = self
-            .find_document(indices, id, &sketch_fields(&d.meta, method))
-            .await?;
+        keep: &[String],
+    ) -> Result<QueryDocument, EsError> {
+        let mut fields = sketch_fields(&d.meta, method);
+        fields.extend(keep.iter().map(String::as_str));
+        let hit = self.find_document(indices, id, &fields).await?;
         let index = hit["_index"].as_str().unwrap_or_default().to_owned();
         if let Some(s) = source_sketch(&hit["_source"], &d.meta, method).map_err(|detail| {
             EsError::BadDocument {
@@ -845,33 +889,36 @@ impl Similar {
             }
         })? {
             let terms = stored_terms(&hit["_source"], &d.meta, &s);
-            return Ok((index, QueryFingerprint::Stored(s), terms));
+            return Ok((
+                index,
+                QueryFingerprint::Stored(s),
+                terms,
+                hit["_source"].clone(),
+            ));
         }
-        let fields: Vec<&str> = self
-            .options
-            .text_fields
-            .iter()
-            .map(String::as_str)
-            .collect();
-        let hit = self.find_document(indices, id, &fields).await?;
-        let texts = field_texts(&hit["_source"], &self.options.text_fields).map_err(|bad| {
-            EsError::BadDocument {
+        // No stored sketch: its text, read now unless `keep` brought it.
+        let text_fields = &self.options.text_fields;
+        let hit = if text_fields.iter().all(|f| keep.contains(f)) {
+            hit
+        } else {
+            let mut fields: Vec<&str> = text_fields.iter().map(String::as_str).collect();
+            fields.extend(keep.iter().map(String::as_str));
+            self.find_document(indices, id, &fields).await?
+        };
+        let texts =
+            field_texts(&hit["_source"], text_fields).map_err(|bad| EsError::BadDocument {
                 id: id.to_owned(),
                 reason: format!("{bad}; it has no stored fingerprint to compare"),
-            }
-        })?;
+            })?;
         let outcome = d
             .fingerprinter
             .sketch_fields(Methods::only(method), &texts)
             .into_sketch(method);
-        Ok((
-            index,
-            match outcome {
-                Ok(s) => QueryFingerprint::Computed(s),
-                Err(why) => QueryFingerprint::TooShort(why),
-            },
-            None,
-        ))
+        let query = match outcome {
+            Ok(s) => QueryFingerprint::Computed(s),
+            Err(why) => QueryFingerprint::TooShort(why),
+        };
+        Ok((index, query, None, hit["_source"].clone()))
     }
 
     /// The one hit for `id` in `indices` (`_index`, `_id`, `_source` limited to `fields`).

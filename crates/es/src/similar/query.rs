@@ -73,6 +73,17 @@ pub(super) fn query_body(
     }
 }
 
+/// Makes a candidate query `body` bring back the `keep` fields of `_source` too, beside the
+/// sketch fields it reads (from doc values or `_source`).
+pub(super) fn keep_source(body: &mut Value, keep: &[String]) {
+    if keep.is_empty() {
+        return;
+    }
+    let mut fields: Vec<Value> = body["_source"].as_array().cloned().unwrap_or_default();
+    fields.extend(keep.iter().map(|f| Value::from(f.as_str())));
+    body["_source"] = Value::Array(fields);
+}
+
 /// Leaves the query document (`id` in `index`) out of the hits of a candidate query `body`,
 /// so that it is neither collected nor sent back: a lookup by id finds its own document
 /// first, and often nothing else.
