@@ -101,19 +101,12 @@ fn learn(args: LearnArgs) -> CmdResult {
 }
 
 fn from_file(path: &str, fields: &[String], learner: &mut Learner) -> anyhow::Result<()> {
-    let spec = InputSpec {
-        text_fields: fields.to_vec(),
-        ..InputSpec::default()
-    };
+    let id_field = InputSpec::default().id_field;
     let source = input::open(path)?;
     for (line, raw) in input::Lines::new(source.reader) {
         let raw = raw.with_context(|| format!("{path}:{line}"))?;
-        match input::parse_line(&raw, &spec) {
-            Ok(doc) => {
-                if let input::Body::Fields(f) = &doc.body {
-                    learner.add(f);
-                }
-            }
+        match input::parse_article(&raw, &id_field, fields) {
+            Ok(article) => learner.add(&article.texts),
             Err(e) => eprintln!("{path}:{line}: skipped: {e}"),
         }
         if learner.is_full() {

@@ -17,7 +17,7 @@ use neardup::es::{
     self, EsError, FilterMode, IndexMeta, Near, Paging, QueryFingerprint, RetryPolicy, Similar,
     SimilarOptions,
 };
-use neardup::input::{self, InputSpec};
+use neardup::input;
 use neardup::pipeline::sketch_body;
 use neardup::relation::AlignRule;
 use neardup::store::Match;
@@ -214,13 +214,8 @@ fn query(
 /// fields (--field), in order.
 fn input_article(args: &Args) -> anyhow::Result<(input::DocId, Vec<String>)> {
     let path = args.input.as_deref().unwrap_or("-");
-    let spec = InputSpec {
-        id_field: args.id_field.clone(),
-        text_fields: args.fields.clone(),
-        pre_tokenized: false,
-    };
     let source = input::open(path)?;
-    let mut docs = input::documents(source.reader, &source.name, &spec);
+    let mut docs = input::articles(source.reader, &source.name, &args.id_field, &args.fields);
     let doc = docs.next().with_context(|| {
         format!(
             "{} holds no article; `similar --input` takes one",
@@ -232,10 +227,7 @@ fn input_article(args: &Args) -> anyhow::Result<(input::DocId, Vec<String>)> {
         "{} holds more than one article; `similar` takes one (use `neardup check` for many)",
         source.name
     );
-    match doc.body {
-        input::Body::Fields(texts) => Ok((doc.id, texts)),
-        input::Body::Tokens(_) => unreachable!("read without pre_tokenized"),
-    }
+    Ok((doc.id, doc.texts))
 }
 
 fn search_store(args: &Args, dir: &std::path::Path) -> anyhow::Result<Outcome> {

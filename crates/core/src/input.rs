@@ -77,6 +77,15 @@ pub struct Document {
     pub body: Body,
 }
 
+/// An article read for its text (what reading without [`InputSpec::pre_tokenized`] gives):
+/// its id and its text fields ([`parse_article`], [`articles`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Article {
+    pub id: DocId,
+    /// Text fields in the order of [`InputSpec::text_fields`]; absent fields are skipped.
+    pub texts: Vec<String>,
+}
+
 /// A line that could not be read as a document.
 #[derive(Debug, thiserror::Error)]
 #[error("{source_name}:{line}: {kind}")]
@@ -144,41 +153,73 @@ pub struct LineTooLong {
 
 /// Parses one line (without its newline) into a document.
 pub fn parse_line(bytes: &[u8], spec: &InputSpec) -> Result<Document, InputErrorKind> {
+    let mut obj = json_object(bytes)?;
+    if !spec.pre_tokenized {
+        let article = article_of(obj, &spec.id_field, &spec.text_fields)?;
+        return Ok(Document {
+            id: article.id,
+            body: Body::Fields(article.texts),
+        });
+    }
+    let id = take_id(&mut obj, &spec.id_field)?;
+    let body = match obj.remove("tokens") {
+        Some(Value::Array(items)) => Body::Tokens(
+            items
+                .into_iter()
+                .map(|v| match v {
+                    Value::String(s) => Ok(s),
+                    _ => Err(InputErrorKind::BadTokens),
+                })
+                .collect::<Result<_, _>>()?,
+        ),
+        _ => return Err(InputErrorKind::BadTokens),
+    };
+    Ok(Document { id, body })
+}
+
+/// Parses one line (without its newline) into an article: its id (`id_field`) and its
+/// `text_fields`, as [`parse_line`] reads a document without
+/// [`InputSpec::pre_tokenized`].
+pub fn parse_article(
+    bytes: &[u8],
+    id_field: &str,
+    text_fields: &[String],
+) -> Result<Article, InputErrorKind> {
+    article_of(json_object(bytes)?, id_field, text_fields)
+}
+
+/// A line as a JSON object.
+fn json_object(bytes: &[u8]) -> Result<Map<String, Value>, InputErrorKind> {
     let text = std::str::from_utf8(bytes).map_err(|e| InputErrorKind::NotUtf8 {
         valid_up_to: e.valid_up_to(),
     })?;
     let value: Value =
         serde_json::from_str(text).map_err(|e| InputErrorKind::NotJson(e.to_string()))?;
-    let Value::Object(mut obj) = value else {
-        return Err(InputErrorKind::NotObject);
-    };
-    let id = take_id(&mut obj, &spec.id_field)?;
-    let body = if spec.pre_tokenized {
-        match obj.remove("tokens") {
-            Some(Value::Array(items)) => Body::Tokens(
-                items
-                    .into_iter()
-                    .map(|v| match v {
-                        Value::String(s) => Ok(s),
-                        _ => Err(InputErrorKind::BadTokens),
-                    })
-                    .collect::<Result<_, _>>()?,
-            ),
-            _ => return Err(InputErrorKind::BadTokens),
-        }
-    } else {
-        let obj = Value::Object(obj);
-        if spec
-            .text_fields
-            .iter()
-            .all(|f| lookup(&obj, f).is_none_or(Value::is_null))
-        {
-            return Err(InputErrorKind::MissingText(spec.text_fields.clone()));
-        }
-        let texts = field_texts(&obj, &spec.text_fields).map_err(InputErrorKind::BadText)?;
-        Body::Fields(texts.into_iter().map(str::to_owned).collect())
-    };
-    Ok(Document { id, body })
+    match value {
+        Value::Object(obj) => Ok(obj),
+        _ => Err(InputErrorKind::NotObject),
+    }
+}
+
+/// The article a JSON object holds: its id and its text fields, at least one of them there.
+fn article_of(
+    mut obj: Map<String, Value>,
+    id_field: &str,
+    text_fields: &[String],
+) -> Result<Article, InputErrorKind> {
+    let id = take_id(&mut obj, id_field)?;
+    let obj = Value::Object(obj);
+    if text_fields
+        .iter()
+        .all(|f| lookup(&obj, f).is_none_or(Value::is_null))
+    {
+        return Err(InputErrorKind::MissingText(text_fields.to_vec()));
+    }
+    let texts = field_texts(&obj, text_fields).map_err(InputErrorKind::BadText)?;
+    Ok(Article {
+        id,
+        texts: texts.into_iter().map(str::to_owned).collect(),
+    })
 }
 
 /// A text field that holds something other than text.
@@ -456,6 +497,25 @@ pub fn documents<'a>(
     })
 }
 
+/// The articles of `reader` (each line read as [`parse_article`] reads it), one line at a
+/// time as the iterator is advanced, as [`documents`] reads documents.
+pub fn articles<'a>(
+    reader: impl Read + 'a,
+    name: &'a str,
+    id_field: &'a str,
+    text_fields: &'a [String],
+) -> impl Iterator<Item = Result<Article, InputError>> + 'a {
+    Lines::new(BufReader::new(reader)).map(move |(line, raw)| {
+        raw.map_err(|e| InputErrorKind::from_io(&e))
+            .and_then(|b| parse_article(&b, id_field, text_fields))
+            .map_err(|kind| InputError {
+                source_name: name.to_owned(),
+                line,
+                kind,
+            })
+    })
+}
+
 /// Reads all of `reader` into documents, for small inputs (tests).
 pub fn read_all(
     reader: impl Read,
@@ -468,6 +528,42 @@ pub fn read_all(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An article is what a document read without tokens holds, and a line fails the same
+    /// way for both.
+    #[test]
+    fn an_article_is_a_text_document() {
+        let spec = InputSpec::default();
+        for line in [
+            r#"{"id": 7, "title": "t", "content": ["a", null, "b"]}"#,
+            r#"{"id": "x", "content": "only"}"#,
+            r#"{"id": "x"}"#,
+            r#"{"id": "x", "content": 3}"#,
+            r#"{"content": "no id"}"#,
+            r#"["not", "an object"]"#,
+            "not json",
+        ] {
+            let doc = parse_line(line.as_bytes(), &spec);
+            let article = parse_article(line.as_bytes(), &spec.id_field, &spec.text_fields);
+            match (doc, article) {
+                (Ok(d), Ok(a)) => {
+                    assert_eq!(d.id, a.id, "{line}");
+                    assert_eq!(d.body, Body::Fields(a.texts), "{line}");
+                }
+                (Err(d), Err(a)) => assert_eq!(d.to_string(), a.to_string(), "{line}"),
+                (d, a) => panic!("{line}: {d:?} vs {a:?}"),
+            }
+        }
+        let texts: Vec<_> = articles(
+            "{\"id\": 1, \"content\": \"a\"}\n{\"id\": 2}\n".as_bytes(),
+            "in",
+            "id",
+            &spec.text_fields,
+        )
+        .map(|a| a.map(|a| a.texts).map_err(|e| e.line))
+        .collect();
+        assert_eq!(texts, vec![Ok(vec!["a".to_owned()]), Err(2)]);
+    }
 
     #[test]
     fn parses_fields_in_order_and_skips_absent_ones() {

@@ -11,7 +11,10 @@ use std::collections::HashMap;
 use crate::align::{AlignParams, Formula, FormulaCounter, Letters, WindowSieve};
 use crate::allpairs::aligned::{self, AlignedPair};
 use crate::fingerprint::{Fingerprinter, Methods, Outcome, Sketches};
-use crate::input::{parse_line, Body, DocId, InputError, InputErrorKind, InputSpec, Lines, Source};
+use crate::input::{
+    parse_article, parse_line, Article, Body, DocId, InputError, InputErrorKind, InputSpec, Lines,
+    Source,
+};
 use crate::minhash::Signature;
 use crate::relation::AlignRule;
 use crate::text::Boilerplate;
@@ -175,10 +178,8 @@ pub fn learn_boilerplate(
     let mut learner = fp.boilerplate_learner(sample);
     for (_, raw) in Lines::new(source.reader) {
         let Ok(raw) = raw else { break };
-        if let Ok(doc) = parse_line(&raw, spec) {
-            if let Body::Fields(fields) = &doc.body {
-                learner.add(fields);
-            }
+        if let Some(article) = text_article(&raw, spec) {
+            learner.add(&article.texts);
         }
         if learner.is_full() {
             break;
@@ -391,12 +392,17 @@ impl Prepared {
 /// The text documents of an input, as (line, text fields), in order. Lines that are not
 /// text documents are skipped (the fingerprinting pass reported them).
 fn file_texts(source: Source, spec: &InputSpec) -> impl Iterator<Item = (u64, Vec<String>)> + '_ {
-    Lines::new(source.reader).filter_map(move |(line, raw)| {
-        match parse_line(&raw.ok()?, spec).ok()?.body {
-            Body::Fields(fields) => Some((line, fields)),
-            Body::Tokens(_) => None,
-        }
-    })
+    Lines::new(source.reader)
+        .filter_map(move |(line, raw)| Some((line, text_article(&raw.ok()?, spec)?.texts)))
+}
+
+/// A line as an article to read the text of; `None` where it is not one (a line that does
+/// not parse, or an input of pre-tokenized documents, which carry no text).
+fn text_article(raw: &[u8], spec: &InputSpec) -> Option<Article> {
+    if spec.pre_tokenized {
+        return None;
+    }
+    parse_article(raw, &spec.id_field, &spec.text_fields).ok()
 }
 
 /// Calls `sink` with `prepare` of every text of `texts` whose key `keep` admits, in order,
