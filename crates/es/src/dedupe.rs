@@ -18,9 +18,10 @@ use super::schema::band_term;
 use super::{
     ClaimError, Claims, EsError, EsIndexer, IndexMeta, IndexedArticle, Near, Refresh, Similar,
 };
+use crate::similar::{Aligner, Sources};
 use neardup_core::align::Letters;
-use neardup_core::method::{sort_matches, Match};
-use neardup_core::relation::Relation;
+use neardup_core::method::{sort_matches, Match, Shared};
+use neardup_core::relation::{Relation, TextMatch};
 use neardup_core::{Sketch, Sketches, Tolerance};
 
 /// One article to write: its id, its JSON object, and its sketches
@@ -176,40 +177,6 @@ pub async fn insert_unless_near(
             linked[i] = !matches.is_empty();
             stored_near[i] = matches;
         }
-        // With the texts asked to decide: each article's letters, and what the rule on the
-        // aligned texts says of every match (stored texts read in one multi-get).
-        let aligned = match near.align {
-            Some(rule) => {
-                let aligner = similar.aligner(&index.into(), rule).await?;
-                let letters: Vec<Option<Letters>> = articles
-                    .iter()
-                    .enumerate()
-                    .map(|(i, a)| {
-                        sketches[i]
-                            .as_ref()
-                            .map(|_| aligner.letters(a.article))
-                            .transpose()
-                    })
-                    .collect::<Result<_, EsError>>()?;
-                let all: Vec<&Match> = stored_near.iter().flatten().collect();
-                let stored = similar.letters_of(&aligner, &all).await?;
-                for &i in &checked {
-                    let q = letters[i].as_ref().expect("checked articles have letters");
-                    stored_near[i] = std::mem::take(&mut stored_near[i])
-                        .into_iter()
-                        .filter_map(|m| {
-                            let other = stored.get(&(m.index.clone()?, m.id.clone()))?;
-                            aligner.judge(q, m, other)
-                        })
-                        .collect();
-                }
-                Some((aligner, letters))
-            }
-            None => None,
-        };
-        for near_i in &mut stored_near {
-            near_i.retain(|m| m.relation.is_none_or(Relation::refuses_insert));
-        }
         // With partial copies asked, an earlier article of the batch is compared whatever
         // keys it has (a part shares no band with its article); else those sharing a key.
         let relations =
@@ -223,6 +190,34 @@ pub async fn insert_unless_near(
                     .unwrap_or_default()
             })
             .collect();
+        // With the texts asked to decide: what the rule on the aligned texts says of every
+        // stored match (their texts read in one realtime multi-get) and of every pair of the
+        // batch that the sketches link, aligned off the async runtime.
+        let judged = match near.align {
+            Some(rule) => {
+                let aligner = similar.aligner(&index.into(), rule).await?;
+                let all: Vec<&Match> = stored_near.iter().flatten().collect();
+                let stored = similar.texts_of(&aligner, &all).await?;
+                let sources: Vec<Option<Value>> = articles
+                    .iter()
+                    .enumerate()
+                    .map(|(i, a)| sketches[i].as_ref().map(|_| a.article.clone()))
+                    .collect();
+                let pairs = batch_pairs(&checked, &sketches, &bands, &keys_of, &near, relations);
+                let matches = std::mem::take(&mut stored_near);
+                let (matches, batch) = tokio::task::spawn_blocking(move || {
+                    judge_aligned(&aligner, &sources, &stored, matches, &pairs)
+                })
+                .await
+                .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))?;
+                stored_near = matches;
+                Some(batch)
+            }
+            None => None,
+        };
+        for near_i in &mut stored_near {
+            near_i.retain(|m| m.relation.is_none_or(Relation::refuses_insert));
+        }
         let mut by_key: HashMap<&str, Vec<usize>> = HashMap::new();
         let mut written: Vec<usize> = Vec::new();
         for &i in &checked {
@@ -258,16 +253,17 @@ pub async fn insert_unless_near(
                 let mut m = Match::in_index(articles[j].id, index, l.score);
                 m.relation = l.relation;
                 m.containment = l.containment;
-                let m = match &aligned {
-                    Some((aligner, letters)) => {
-                        let (Some(q), Some(other)) = (&letters[i], &letters[j]) else {
-                            continue;
-                        };
-                        match aligner.judge(q, m, other) {
-                            Some(m) => m,
-                            None => continue,
+                let m = match &judged {
+                    Some(batch) => match batch.get(&(i, j)) {
+                        Some(Some((t, shared))) => {
+                            let mut m = m;
+                            m.relation = Some(t.relation);
+                            m.containment = None;
+                            m.shared = Some(shared.clone());
+                            m
                         }
-                    }
+                        _ => continue,
+                    },
                     None => m,
                 };
                 if m.relation.is_none_or(Relation::refuses_insert) {
@@ -345,4 +341,94 @@ pub async fn insert_unless_near(
         .into_iter()
         .map(|o| o.expect("every article has an outcome"))
         .collect())
+}
+
+/// What the rule on the aligned texts says of a pair of the batch (an article, an earlier
+/// one): how they relate and what they share; `None` when it relates them not.
+type Judged = HashMap<(usize, usize), Option<(TextMatch, Shared)>>;
+
+/// The pairs of the batch (an article, an earlier checked one) whose sketches link them, as
+/// the batch's loop links them: a superset of the pairs it compares, which are those with an
+/// earlier article that was written.
+fn batch_pairs(
+    checked: &[usize],
+    sketches: &[Option<Sketch>],
+    bands: &[Vec<u64>],
+    keys_of: &[Vec<String>],
+    near: &Near,
+    relations: bool,
+) -> Vec<(usize, usize)> {
+    let mut by_key: HashMap<&str, Vec<usize>> = HashMap::new();
+    let mut pairs = Vec::new();
+    for (n, &i) in checked.iter().enumerate() {
+        let s = sketches[i]
+            .as_ref()
+            .expect("checked articles have sketches");
+        let earlier: Vec<usize> = if relations {
+            checked[..n].to_vec()
+        } else {
+            let mut seen = std::collections::HashSet::new();
+            keys_of[i]
+                .iter()
+                .flat_map(|k| by_key.get(k.as_str()).into_iter().flatten().copied())
+                .filter(|&j| seen.insert(j))
+                .collect()
+        };
+        if let Ok(query) = neardup_core::method::Query::new(s.clone(), near.tolerance) {
+            for j in earlier {
+                let other = sketches[j].as_ref().expect("keyed articles have sketches");
+                if super::group::link(&query, &bands[i], other, &bands[j], &near.options).is_some()
+                {
+                    pairs.push((i, j));
+                }
+            }
+        }
+        for k in &keys_of[i] {
+            by_key.entry(k.as_str()).or_default().push(i);
+        }
+    }
+    pairs
+}
+
+/// The aligned judgement of a dedupe insert, CPU work for the blocking pool: each checked
+/// article's stored matches (`stored_near`, their texts in `stored`) kept when the rule
+/// relates them, with its relation and what they share; and every pair of the batch in
+/// `pairs` judged. `articles` holds each checked article (`None` for the others).
+fn judge_aligned(
+    aligner: &Aligner,
+    articles: &[Option<Value>],
+    stored: &Sources,
+    stored_near: Vec<Vec<Match>>,
+    pairs: &[(usize, usize)],
+) -> Result<(Vec<Vec<Match>>, Judged), EsError> {
+    let letters: Vec<Option<Letters>> = articles
+        .iter()
+        .map(|a| a.as_ref().map(|a| aligner.letters(a)).transpose())
+        .collect::<Result<_, EsError>>()?;
+    let stored: HashMap<&(String, String), Letters> = stored
+        .iter()
+        .map(|(key, source)| Ok((key, aligner.letters(source)?)))
+        .collect::<Result<_, EsError>>()?;
+    let near = stored_near
+        .into_iter()
+        .zip(&letters)
+        .map(|(matches, q)| match q {
+            Some(q) => matches
+                .into_iter()
+                .filter_map(|m| {
+                    let other = stored.get(&(m.index.clone()?, m.id.clone()))?;
+                    aligner.judge(q, m, other)
+                })
+                .collect(),
+            None => matches,
+        })
+        .collect();
+    let batch = pairs
+        .iter()
+        .filter_map(|&(i, j)| {
+            let (q, other) = (letters[i].as_ref()?, letters[j].as_ref()?);
+            Some(((i, j), aligner.relate(q, other)))
+        })
+        .collect();
+    Ok((near, batch))
 }

@@ -439,18 +439,51 @@ async fn a_month_of_bulletins_is_stored_and_a_repost_refused() {
     t::refresh(&client, &idx.name).await;
     eprintln!("bulletins of this month refused by MinHash alone: {refused_by_minhash} of 30");
 
-    // With the texts deciding: every bulletin stored.
-    for a in this_month {
-        let (status, body, _) = call(&app, put(&a.id, "&align=true", a)).await;
-        assert_eq!(status, axum::http::StatusCode::CREATED, "{}: {body}", a.id);
-    }
-    // A repost of one of them, retitled: refused, saying what is copied.
-    let day = &this_month[15];
-    let repost = generate::Article {
+    // With the texts deciding: every bulletin stored. The first half in one batch
+    // (`_bulk?dedupe=true&align=true`) with, after them, a retitled repost of one of them:
+    // the repost refused as a copy of the batch's earlier article, saying what is copied.
+    let repost_of = |day: &generate::Article| generate::Article {
         id: format!("{}-repost", day.id),
         title: format!("转载：{}", day.title),
         content: day.content.clone(),
     };
+    let (first, rest) = this_month.split_at(15);
+    let in_batch = repost_of(&first[5]);
+    let lines: Vec<String> = first
+        .iter()
+        .chain([&in_batch])
+        .map(|a| json!({"id": a.id, "title": a.title, "content": a.content}).to_string())
+        .collect();
+    let (status, body, _) = call(
+        &app,
+        common::serve::post_ndjson(
+            &format!("/v1/{}/articles/_bulk?dedupe=true&align=true", idx.name),
+            &lines,
+        ),
+    )
+    .await;
+    assert_eq!(status, axum::http::StatusCode::OK, "{body}");
+    let items = body["items"].as_array().unwrap();
+    for (item, a) in items.iter().zip(first) {
+        assert_eq!(item["status"], 201, "{}: {body}", a.id);
+    }
+    let refused = &items[first.len()];
+    assert_eq!(refused["status"], 409, "{body}");
+    assert_eq!(refused["relation"], "near_duplicate", "{body}");
+    assert_eq!(refused["matches"][0]["id"], json!(first[5].id), "{body}");
+    assert!(
+        refused["matches"][0]["passages"]
+            .as_array()
+            .is_some_and(|p| !p.is_empty()),
+        "{body}"
+    );
+    for a in rest {
+        let (status, body, _) = call(&app, put(&a.id, "&align=true", a)).await;
+        assert_eq!(status, axum::http::StatusCode::CREATED, "{}: {body}", a.id);
+    }
+    // A repost of one of them, retitled, alone: refused, saying what is copied.
+    let day = &this_month[15];
+    let repost = repost_of(day);
     let (status, body, _) = call(&app, put(&repost.id, "&align=true", &repost)).await;
     assert_eq!(status, axum::http::StatusCode::CONFLICT, "{body}");
     let m = &body["matches"][0];

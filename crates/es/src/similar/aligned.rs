@@ -10,7 +10,6 @@
 //! the same candidates as `neardup dedupe --align`. Dedupe on insert confirms its refusals
 //! the same way ([`Aligner`], [`crate::insert_unless_near`] with [`super::Near::aligned`]).
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use serde_json::{json, Value};
@@ -86,15 +85,16 @@ impl Similar {
         })
     }
 
-    /// The letters of the stored documents `matches` name (by `index` and `id`), read in one
-    /// realtime multi-get (which sees writes no refresh has made searchable yet), as dedupe
-    /// on insert needs them; a document no longer there is left out.
-    pub(crate) async fn letters_of(
+    /// The text fields of the stored documents `matches` name (their `_source`, by `index`
+    /// and `id`), read in one realtime multi-get (which sees writes no refresh has made
+    /// searchable yet), as dedupe on insert needs them; a document no longer there is left
+    /// out.
+    pub(crate) async fn texts_of(
         &self,
         aligner: &Aligner,
         matches: &[&Match],
-    ) -> Result<HashMap<(String, String), Letters>, EsError> {
-        let mut out = HashMap::new();
+    ) -> Result<Sources, EsError> {
+        let mut out = Sources::new();
         if matches.is_empty() {
             return Ok(out);
         }
@@ -112,8 +112,7 @@ impl Similar {
         )
         .await?;
         for (index, id, doc) in super::found_docs(&r) {
-            let letters = aligner.letters(&doc["_source"])?;
-            out.insert((index.to_owned(), id.to_owned()), letters);
+            out.insert((index.to_owned(), id.to_owned()), doc["_source"].clone());
         }
         Ok(out)
     }

@@ -62,6 +62,7 @@ mod hit;
 mod query;
 mod scripts;
 
+pub(crate) use aligned::Aligner;
 use hit::{hit_sketch, source_sketch};
 use query::{keep_source, leave_out, query_body, sketch_fields, stored_terms};
 pub(crate) use query::{StoredQuery, StoredTerms};
@@ -186,7 +187,7 @@ impl QueryFingerprint {
 
 /// The `_source` fields a search brought back for each match (by index and id), where it was
 /// asked to keep some ([`Ask::keep`]).
-type Sources = HashMap<(String, String), Value>;
+pub(crate) type Sources = HashMap<(String, String), Value>;
 
 /// A lookup's document: its index, its sketch, the terms stored beside a compact one, and its
 /// `_source` (the fields read).
