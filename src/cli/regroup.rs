@@ -13,6 +13,7 @@ use neardup::es::regroup::{
     default_state_path, regroup, Phase, RegroupConfig, RegroupProgress, RegroupReport,
 };
 use neardup::es::{self, RetryPolicy};
+use neardup::relation::AlignRule;
 use serde_json::json;
 
 use super::common::{self, CmdResult, Status};
@@ -26,6 +27,17 @@ pub struct Args {
     /// (`neardup es-init` records them by default).
     #[arg(long, value_name = "NAME")]
     index: String,
+    /// The texts decide what is joined: MinHash finds candidates (down to a similarity of
+    /// 0.1), their texts (--field, from `_source`) are aligned with the article's, and only
+    /// copies are joined (`near_duplicate`, or an article contained in another): two
+    /// instances of one template, or two articles that share a passage, stay apart. Formula
+    /// text the index records (`es-init --formula`, kept current by the worker) does not
+    /// count. The writers still join by MinHash between regroups.
+    #[arg(long)]
+    align: bool,
+    /// With --align: a text field the alignment reads; repeat for several, joined in order.
+    #[arg(long = "field", value_name = "NAME", default_values = ["title", "content"], requires = "align")]
+    fields: Vec<String>,
     /// Compute the groups and print each of two or more articles as a JSON line
     /// (`{"representative", "members", "size"}`) on stdout; write nothing.
     #[arg(long)]
@@ -96,6 +108,8 @@ pub fn run(args: Args) -> CmdResult {
     config.paging = args.paging;
     config.keep_alive = args.keep_alive;
     config.cache_bytes = args.cache_mib << 20;
+    config.align = args.align.then_some(AlignRule::DEFAULT);
+    config.text_fields = args.fields.clone();
     config.retry = RetryPolicy {
         max_retries: args.retries,
         ..RetryPolicy::default()
@@ -181,10 +195,15 @@ pub fn run(args: Args) -> CmdResult {
 /// The final report, for stderr.
 fn render(r: &RegroupReport) -> String {
     let mut s = format!(
-        "regroup of `{}` ({}, {}{}{}):\n",
+        "regroup of `{}` ({}, {}{}{}{}):\n",
         r.index,
         r.field,
         r.tolerance,
+        match (r.aligned, &r.formula) {
+            (false, _) => String::new(),
+            (true, None) => ", texts aligned, no formula recorded".to_owned(),
+            (true, Some(f)) => format!(", texts aligned, formula {f}"),
+        },
         if r.dry_run { ", dry run" } else { "" },
         if r.resumed { ", resumed" } else { "" },
     );

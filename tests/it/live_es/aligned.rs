@@ -610,3 +610,127 @@ async fn the_worker_keeps_the_formula_current() {
     assert_eq!(code, 0, "{err}");
     assert_eq!(recorded().await, given);
 }
+
+/// `regroup --align` joins copies only: over the corpus sample, daily bulletins of every
+/// template family and retitled reposts of some of them, each repost shares its bulletin's
+/// group, and at most the 1 % of the pairs of bulletins of one family share a group
+/// (two instances of one template are not copies), whatever MinHash's regroup joins (counted
+/// on stderr). The report names the formula the index records.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn regroup_with_the_texts_joins_copies_only() {
+    let mut bulletins = Vec::new();
+    for (n, family) in generate::TEMPLATE_FAMILIES.iter().enumerate() {
+        bulletins.extend(generate::template_series(sample(), family, 8, 40 + n as u64).unwrap());
+    }
+    let reposts: Vec<(String, generate::Article)> = bulletins
+        .iter()
+        .step_by(13)
+        .map(|b| {
+            let repost = generate::Article {
+                id: format!("{}-repost", b.id),
+                title: format!("转载：{}", b.title),
+                content: b.content.clone(),
+            };
+            (b.id.clone(), repost)
+        })
+        .collect();
+    let client = t::client().await;
+    let idx = TestIndex::new("aligned-regroup");
+    let cli = |args: &[&str]| common::es_cli(&idx.name, args);
+    let (code, _, err) = cli(&["es-init"]);
+    assert_eq!(code, 0, "{err}");
+    let docs: Vec<(String, Value)> = sample()
+        .iter()
+        .take(300)
+        .chain(&bulletins)
+        .chain(reposts.iter().map(|(_, r)| r))
+        .map(|a| {
+            (
+                a.id.clone(),
+                json!({"title": a.title, "content": a.content}),
+            )
+        })
+        .collect();
+    t::load(&client, &idx.name, &docs).await;
+    let (code, _, err) = cli(&["worker", "--once"]);
+    assert_eq!(code, 0, "{err}");
+    t::refresh(&client, &idx.name).await;
+    let dir = tempfile::tempdir().unwrap();
+    let formula = dir.path().join("formula.json");
+    let formula = formula.to_str().unwrap();
+    let (code, _, err) = cli(&["formula", "learn", "-o", formula]);
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = cli(&["es-init", "--formula", formula]);
+    assert_eq!(code, 0, "{err}");
+    let learned: Value = serde_json::from_str(&std::fs::read_to_string(formula).unwrap()).unwrap();
+
+    // The groups of two or more a dry run prints, as sets of ids.
+    let groups = |name: &str, extra: &[&str]| -> (Vec<BTreeSet<String>>, String) {
+        let state = dir.path().join(name);
+        let mut args = vec!["regroup", "--dry-run", "--quiet", "--state"];
+        args.push(state.to_str().unwrap());
+        args.extend(extra);
+        let (code, out, err) = cli(&args);
+        assert_eq!(code, 0, "{err}");
+        let groups = common::json_lines(&out)
+            .iter()
+            .map(|g| {
+                g["members"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|m| m.as_str().unwrap().to_owned())
+                    .collect()
+            })
+            .collect();
+        (groups, err)
+    };
+    let bulletin = |id: &str| bulletins.iter().find(|b| b.id == id);
+    // Pairs of bulletins that share a group.
+    let bulletins_joined = |groups: &[BTreeSet<String>]| -> Vec<(String, String)> {
+        let mut pairs = Vec::new();
+        for g in groups {
+            let ids: Vec<&String> = g.iter().filter(|id| bulletin(id).is_some()).collect();
+            for (n, a) in ids.iter().enumerate() {
+                pairs.extend(ids[n + 1..].iter().map(|b| ((*a).clone(), (*b).clone())));
+            }
+        }
+        pairs
+    };
+    let (minhash, _) = groups("minhash.redb", &[]);
+    let (aligned, report) = groups("aligned.redb", &["--align"]);
+    let joined = bulletins_joined(&aligned);
+    eprintln!(
+        "pairs of bulletins in one group: MinHash regroup {}, aligned {}",
+        bulletins_joined(&minhash).len(),
+        joined.len()
+    );
+    for (a, b) in &joined {
+        for id in [a, b] {
+            let x = bulletin(id).unwrap();
+            eprintln!("{id}: {} | {}", x.title, x.content);
+        }
+    }
+    // The bound for template instances: at most 1 % of the pairs of one template
+    // family linked (8 families of 8 bulletins: 224 pairs).
+    let pairs = generate::TEMPLATE_FAMILIES.len() * 8 * 7 / 2;
+    assert!(
+        joined.len() * 100 <= pairs,
+        "{} of {pairs} pairs of bulletins joined: {joined:?}",
+        joined.len()
+    );
+    for (bulletin, repost) in &reposts {
+        assert!(
+            aligned
+                .iter()
+                .any(|g| g.contains(bulletin) && g.contains(&repost.id)),
+            "{} apart from {bulletin}: {aligned:?}",
+            repost.id
+        );
+    }
+    let id = learned["id"].as_str().unwrap();
+    assert!(
+        report.contains(&format!("texts aligned, formula {id}")),
+        "{report}"
+    );
+}

@@ -47,6 +47,7 @@ mod forest;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use elasticsearch::Elasticsearch;
@@ -66,7 +67,7 @@ use super::{
 };
 use crate::client::{refresh, search};
 use neardup_core::method::Match;
-use neardup_core::relation::Relation;
+use neardup_core::relation::{AlignRule, Relation};
 
 /// Why a regroup stopped.
 #[derive(Debug, thiserror::Error)]
@@ -119,6 +120,14 @@ pub struct RegroupConfig {
     pub retry: RetryPolicy,
     /// redb's page cache for the work file, in bytes.
     pub cache_bytes: usize,
+    /// The texts decide what is joined (`regroup --align`): MinHash finds candidates as an
+    /// aligned lookup does, their texts and the article's are aligned, and only copies
+    /// (`near_duplicate`, `contained_in`) are joined; two instances of one template, or two
+    /// articles that share a passage, stay apart. Formula text the index records does not
+    /// count.
+    pub align: Option<AlignRule>,
+    /// The text fields the alignment reads (`_source`), in order.
+    pub text_fields: Vec<String>,
 }
 
 impl RegroupConfig {
@@ -137,6 +146,8 @@ impl RegroupConfig {
             keep_alive: Duration::from_secs(300),
             retry: RetryPolicy::default(),
             cache_bytes: 64 << 20,
+            align: None,
+            text_fields: SimilarOptions::default().text_fields,
         }
     }
 }
@@ -173,6 +184,10 @@ pub struct RegroupReport {
     pub index: String,
     pub field: String,
     pub tolerance: String,
+    /// The texts decided what was joined ([`RegroupConfig::align`]).
+    pub aligned: bool,
+    /// The formula text an aligned regroup left out, when the index records one.
+    pub formula: Option<String>,
     pub dry_run: bool,
     /// This run went on from a work file a previous run left.
     pub resumed: bool,
@@ -252,6 +267,15 @@ pub async fn regroup(
     if meta.minhash.as_ref().is_some_and(|m| m.from_full) {
         return Err(RegroupError::LayoutUpgrade(index.clone()));
     }
+    // Aligned candidates are MinHash's.
+    if config.align.is_some() && method != neardup_core::Method::MinHash {
+        return Err(EsError::MethodNotHeld {
+            index: index.clone(),
+            held: method,
+            asked: neardup_core::Method::MinHash,
+        }
+        .into());
+    }
     let near = group_near(&meta);
     let tolerance = near.tolerance;
     let similar = Similar::with_options(
@@ -260,15 +284,26 @@ pub async fn regroup(
         SimilarOptions {
             paging: config.paging,
             keep_alive: config.keep_alive,
+            text_fields: config.text_fields.clone(),
             ..SimilarOptions::default()
         },
         config.retry.clone(),
     );
+    let aligner = match config.align {
+        Some(rule) => Some(Arc::new(
+            similar.aligner(&index.as_str().into(), rule).await?,
+        )),
+        None => None,
+    };
+    let formula = aligner.as_ref().and_then(|a| a.formula_id());
     let key = json!({
         "index": index,
         "field": group.field,
         "tolerance": tolerance.to_string(),
         "partial_copies": near.options.containment.is_some(),
+        "align": config.align.map(|r| format!("{r:?}")),
+        "texts": aligner.as_ref().map(|_| &config.text_fields),
+        "formula": formula,
         "version": meta.version(method),
         "order": group.order.field(),
         "dry_run": config.dry_run,
@@ -279,6 +314,8 @@ pub async fn regroup(
         index: index.clone(),
         field: group.field.clone(),
         tolerance: tolerance.to_string(),
+        aligned: aligner.is_some(),
+        formula,
         dry_run: config.dry_run,
         resumed: forest.linked()? > 0,
         state_file: config.state.clone(),
@@ -292,6 +329,9 @@ pub async fn regroup(
         let mut fields: Vec<String> = similar.sketch_source_fields(index.as_str(), method).await?;
         fields.push(group.field.clone());
         fields.extend(group.order.field().map(str::to_owned));
+        if aligner.is_some() {
+            fields.extend(config.text_fields.iter().cloned());
+        }
         let spec = WalkSpec {
             index: index.clone(),
             query: json!({ "match_all": {} }),
@@ -345,19 +385,28 @@ pub async fn regroup(
                     sketches.push(sketch);
                 }
                 let ids: Vec<&str> = nodes.iter().map(|n| n.id.as_str()).collect();
-                let todo: Vec<(String, StoredQuery)> = forest
+                let todo: Vec<(String, StoredQuery, &Value)> = forest
                     .unsearched(&ids)?
                     .into_iter()
-                    .zip(nodes.iter().zip(sketches))
-                    .filter_map(|(todo, (n, s))| Some((n.id.clone(), s.filter(|_| todo)?)))
+                    .zip(nodes.iter().zip(sketches).zip(&page))
+                    .filter_map(|(todo, ((n, s), hit))| {
+                        Some((n.id.clone(), s.filter(|_| todo)?, &hit.source))
+                    })
                     .collect();
                 pace.take(todo.len()).await;
                 let found: Vec<Result<(String, Vec<String>), EsError>> =
                     futures_util::stream::iter(todo)
-                        .map(|(id, sketch)| {
-                            let (similar, index) = (&similar, &index);
+                        .map(|(id, sketch, source)| {
+                            let (similar, index, aligner) = (&similar, &index, &aligner);
                             async move {
-                                let s = similar.by_stored(index.as_str(), sketch, near).await?;
+                                let s = match aligner {
+                                    Some(a) => {
+                                        similar
+                                            .aligned_by_stored(index.as_str(), sketch, source, a)
+                                            .await?
+                                    }
+                                    None => similar.by_stored(index.as_str(), sketch, near).await?,
+                                };
                                 let matches = s.matches.into_iter().filter(|m| {
                                     m.id != id && m.index.as_deref().is_none_or(|i| i == index)
                                 });
@@ -464,7 +513,11 @@ fn group_links(matches: impl IntoIterator<Item = Match>) -> Vec<String> {
         match m.relation {
             None | Some(Relation::NearDuplicate) => links.push(m.id),
             Some(Relation::ContainedIn) => {
-                let c = m.containment.unwrap_or(0.0);
+                // Estimated, or, where the texts decided, the share of it in runs.
+                let c = m
+                    .containment
+                    .or(m.shared.as_ref().map(|s| s.query_copied))
+                    .unwrap_or(0.0);
                 let better = container
                     .as_ref()
                     .is_none_or(|(bc, bid)| better_container(c, &m.id, (*bc, bid)));

@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use serde_json::{json, Value};
 
-use super::{IndexList, Near, Similar, Similarity, Sources};
+use super::{IndexList, Near, Similar, Similarity, Sources, StoredQuery};
 use crate::{mget, Body, EsError};
 use neardup_core::align::{align_letters, AlignParams, Formula, Letters};
 use neardup_core::allpairs::aligned::CANDIDATE_THRESHOLD;
@@ -143,7 +143,7 @@ impl Similar {
             return Ok(s);
         }
         let q = aligner.letters(&query)?;
-        self.judged(s, aligner, q, sources).await
+        self.judged(s, Arc::new(aligner), q, sources).await
     }
 
     /// [`Similar::aligned_by_id`] for an article (a JSON object) that need not be in the
@@ -186,7 +186,29 @@ impl Similar {
         let (s, sources) = self
             .by_texts(indices, &texts, candidates(), &aligner.fields)
             .await?;
-        self.judged(s, aligner, q, sources).await
+        self.judged(s, Arc::new(aligner), q, sources).await
+    }
+
+    /// [`Similar::aligned_by_id`] for a walked document: its stored sketch
+    /// ([`Similar::stored_sketch`], as a regroup reads it) and its `_source` holding its text
+    /// fields; every document the search finds is judged, itself included (the caller leaves
+    /// it out). Reads no document again: the candidates' texts come with the search.
+    pub(crate) async fn aligned_by_stored(
+        &self,
+        indices: impl Into<IndexList>,
+        stored: StoredQuery,
+        source: &Value,
+        aligner: &Arc<Aligner>,
+    ) -> Result<Similarity, EsError> {
+        let indices = indices.into();
+        let (s, sources) = self
+            .by_stored_keeping(indices, stored, candidates(), &aligner.fields)
+            .await?;
+        if s.matches.is_empty() {
+            return Ok(s);
+        }
+        let q = aligner.letters(source)?;
+        self.judged(s, Arc::clone(aligner), q, sources).await
     }
 
     /// `s`'s candidates judged against the query's letters `q` by `aligner`, each prepared
@@ -195,7 +217,7 @@ impl Similar {
     async fn judged(
         &self,
         mut s: Similarity,
-        aligner: Aligner,
+        aligner: Arc<Aligner>,
         q: Letters,
         sources: Sources,
     ) -> Result<Similarity, EsError> {

@@ -715,8 +715,20 @@ impl Similar {
         stored: StoredQuery,
         near: impl Into<Near>,
     ) -> Result<Similarity, EsError> {
-        let indices = indices.into();
-        let near = near.into();
+        let (s, _) = self
+            .by_stored_keeping(indices.into(), stored, near.into(), &[])
+            .await?;
+        Ok(s)
+    }
+
+    /// [`Similar::by_stored`], bringing back the `keep` fields of each match's `_source`.
+    async fn by_stored_keeping(
+        &self,
+        indices: IndexList,
+        stored: StoredQuery,
+        near: Near,
+        keep: &[String],
+    ) -> Result<(Similarity, Sources), EsError> {
         let tolerance = near.tolerance;
         check_tolerance(tolerance)?;
         let d = self.describe(&indices).await?;
@@ -724,12 +736,10 @@ impl Similar {
         let query = stored_query(stored.sketch, stored.terms.as_ref(), tolerance)?;
         let ask = Ask {
             terms: stored.terms.as_ref(),
-            ..Ask::default()
+            exclude: None,
+            keep,
         };
-        let (s, _) = self
-            .search(&indices, &d, &query, &near.options, ask)
-            .await?;
-        Ok(s)
+        self.search(&indices, &d, &query, &near.options, ask).await
     }
 
     /// The filter mode in effect: the configured one, unless the cluster refused scripts.
