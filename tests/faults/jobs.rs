@@ -52,6 +52,9 @@ pub enum RegroupFault {
     KillPrimary,
     /// neardup itself: SIGKILLed, then the same command run again.
     KillNeardup,
+    /// The node holding the primary, during `regroup --align` (the texts decide what is
+    /// joined): the labels afterwards are what a fresh `regroup --align --dry-run` lists.
+    KillPrimaryAligned,
 }
 
 pub async fn regroup(c: &Cluster, fault: RegroupFault) -> Row {
@@ -66,7 +69,8 @@ pub async fn regroup(c: &Cluster, fault: RegroupFault) -> Row {
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("state.redb");
     let report = dir.path().join("report.json");
-    let args = [
+    let aligned = matches!(fault, RegroupFault::KillPrimaryAligned);
+    let mut args = vec![
         "regroup",
         "--index",
         &idx.name,
@@ -80,6 +84,9 @@ pub async fn regroup(c: &Cluster, fault: RegroupFault) -> Row {
         "--max-docs-per-sec",
         "20",
     ];
+    if aligned {
+        args.push("--align");
+    }
     let mut child = neardup(&es, &args)
         .args(["--log-format", "json"])
         .env("RUST_LOG", "neardup_es::regroup=debug")
@@ -108,7 +115,9 @@ pub async fn regroup(c: &Cluster, fault: RegroupFault) -> Row {
         "regroup still runs at the fault"
     );
     match fault {
-        RegroupFault::KillPrimary => kill_primary_and_restart(c, &idx.name).await,
+        RegroupFault::KillPrimary | RegroupFault::KillPrimaryAligned => {
+            kill_primary_and_restart(c, &idx.name).await
+        }
         RegroupFault::KillNeardup => child.kill().unwrap(),
     }
     let (status, runs) = resume(child, || neardup(&es, &args));
@@ -119,7 +128,7 @@ pub async fn regroup(c: &Cluster, fault: RegroupFault) -> Row {
     // A fresh dry run lists the same groups (the components of two or more).
     let dry_state = dir.path().join("dry.redb");
     std::env::set_var("NEARDUP_ES_URL", &es);
-    let out = ok(&[
+    let mut dry = vec![
         "regroup",
         "--index",
         &idx.name,
@@ -127,7 +136,11 @@ pub async fn regroup(c: &Cluster, fault: RegroupFault) -> Row {
         "--quiet",
         "--state",
         dry_state.to_str().unwrap(),
-    ]);
+    ];
+    if aligned {
+        dry.push("--align");
+    }
+    let out = ok(&dry);
     let listed: BTreeSet<BTreeSet<String>> = out
         .lines()
         .map(|l| {
@@ -145,7 +158,19 @@ pub async fn regroup(c: &Cluster, fault: RegroupFault) -> Row {
         .filter(|g| g.len() >= 2)
         .cloned()
         .collect();
-    let consistent = mismatches.is_empty() && again == components && listed == shared;
+    // Aligned, the labels (groups of two or more) are what the fresh aligned dry run lists;
+    // otherwise they are the brute-force components, as the dry run lists them.
+    let consistent = if aligned {
+        let mut by_label: std::collections::BTreeMap<&str, BTreeSet<String>> = Default::default();
+        for (id, label) in &labels {
+            by_label.entry(label).or_default().insert(id.clone());
+        }
+        let labelled: BTreeSet<BTreeSet<String>> =
+            by_label.into_values().filter(|g| g.len() >= 2).collect();
+        labelled == listed
+    } else {
+        mismatches.is_empty() && again == components && listed == shared
+    };
     if !consistent || !status.success() {
         eprintln!("regroup: {mismatches:?}\nits log after the fault:\n{log}");
     }
@@ -155,6 +180,9 @@ pub async fn regroup(c: &Cluster, fault: RegroupFault) -> Row {
         scenario: match fault {
             RegroupFault::KillPrimary => "regroup: node holding the primary SIGKILLed, restarted",
             RegroupFault::KillNeardup => "regroup: neardup itself SIGKILLed, rerun",
+            RegroupFault::KillPrimaryAligned => {
+                "regroup --align: node holding the primary SIGKILLed, restarted"
+            }
         }
         .into(),
         lost: f.absent,

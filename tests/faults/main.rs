@@ -63,6 +63,10 @@ fn main() {
             "regroup-neardup-sigkill",
             Scenario::Regroup(RegroupFault::KillNeardup),
         ),
+        (
+            "regroup-align-kill-primary",
+            Scenario::Regroup(RegroupFault::KillPrimaryAligned),
+        ),
         ("serve-dedupe-kill-primary", Scenario::ServeDedupe),
         ("serve-two-dedupe-kill-primary", Scenario::ServeTwoDedupe),
         ("serve-bulk-kill-primary", Scenario::ServeBulk),
