@@ -17,7 +17,7 @@ use crate::backfill::index_with;
 use crate::check::{self, Row};
 use crate::cluster::Cluster;
 use crate::common::es as t;
-use crate::common::regroup::{fixture, label_mismatches, labels_and_components, ok};
+use crate::common::regroup::{fixture, label_mismatches, labels_and_components, listed_groups, ok};
 
 fn neardup(es: &str, args: &[&str]) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_neardup"));
@@ -141,18 +141,7 @@ pub async fn regroup(c: &Cluster, fault: RegroupFault) -> Row {
         dry.push("--align");
     }
     let out = ok(&dry);
-    let listed: BTreeSet<BTreeSet<String>> = out
-        .lines()
-        .map(|l| {
-            let g: Value = serde_json::from_str(l).unwrap();
-            g["members"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|m| m.as_str().unwrap().to_owned())
-                .collect()
-        })
-        .collect();
+    let listed = listed_groups(&out);
     let shared: BTreeSet<BTreeSet<String>> = components
         .iter()
         .filter(|g| g.len() >= 2)

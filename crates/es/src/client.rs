@@ -330,16 +330,7 @@ pub(crate) async fn search(
     query: &[(&str, &str)],
     body: Option<&Body>,
 ) -> Result<Value, EsError> {
-    retry
-        .run(|| async {
-            let reply = send(client, Method::Post, path, query, body).await?;
-            let r = check(what, reply)?;
-            match shards_failed(what, &r) {
-                Some(e) => Err(e),
-                None => Ok(r),
-            }
-        })
-        .await
+    read_whole(client, retry, what, (path, query, body), shards_failed).await
 }
 
 /// A multi-get (`_mget`) sent as [`request`] sends it, with one more rule: a document the
@@ -354,11 +345,23 @@ pub(crate) async fn mget(
     query: &[(&str, &str)],
     body: Option<&Body>,
 ) -> Result<Value, EsError> {
+    read_whole(client, retry, what, (path, query, body), docs_failed).await
+}
+
+/// A read (`POST path`) sent as [`request`] sends it, whose 2xx answer is an error too when
+/// `incomplete` says that part of it is missing.
+async fn read_whole(
+    client: &Elasticsearch,
+    retry: &RetryPolicy,
+    what: &str,
+    (path, query, body): (&str, &[(&str, &str)], Option<&Body>),
+    incomplete: fn(&str, &Value) -> Option<EsError>,
+) -> Result<Value, EsError> {
     retry
         .run(|| async {
             let reply = send(client, Method::Post, path, query, body).await?;
             let r = check(what, reply)?;
-            match docs_failed(what, &r) {
+            match incomplete(what, &r) {
                 Some(e) => Err(e),
                 None => Ok(r),
             }

@@ -277,3 +277,19 @@ pub fn assert_labels_are(
     let wrong = label_mismatches(labels, components);
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
+
+/// The groups a `regroup --dry-run` printed (its stdout: one `{"members": […]}` line each),
+/// as sets of ids.
+pub fn listed_groups(out: &str) -> BTreeSet<BTreeSet<String>> {
+    out.lines()
+        .map(|l| {
+            let g: Value = serde_json::from_str(l).unwrap();
+            g["members"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|m| m.as_str().unwrap().to_owned())
+                .collect()
+        })
+        .collect()
+}

@@ -403,16 +403,7 @@ async fn a_month_of_bulletins_is_stored_and_a_repost_refused() {
         )
     }));
     t::load(&client, &idx.name, &history).await;
-    let (code, _, err) = cli(&["worker", "--once"]);
-    assert_eq!(code, 0, "{err}");
-    t::refresh(&client, &idx.name).await;
-    let dir = tempfile::tempdir().unwrap();
-    let formula = dir.path().join("formula.json");
-    let formula = formula.to_str().unwrap();
-    let (code, _, err) = cli(&["formula", "learn", "-o", formula]);
-    assert_eq!(code, 0, "{err}");
-    let (code, _, err) = cli(&["es-init", "--formula", formula]);
-    assert_eq!(code, 0, "{err}");
+    fingerprint_and_record_formula(&client, &idx.name).await;
 
     let app = common::serve::es_router(client.clone(), neardup::serve::ServeConfig::default());
     let put = |id: &str, query: &str, a: &generate::Article| {
@@ -652,17 +643,8 @@ async fn regroup_with_the_texts_joins_copies_only() {
         })
         .collect();
     t::load(&client, &idx.name, &docs).await;
-    let (code, _, err) = cli(&["worker", "--once"]);
-    assert_eq!(code, 0, "{err}");
-    t::refresh(&client, &idx.name).await;
+    let learned = fingerprint_and_record_formula(&client, &idx.name).await;
     let dir = tempfile::tempdir().unwrap();
-    let formula = dir.path().join("formula.json");
-    let formula = formula.to_str().unwrap();
-    let (code, _, err) = cli(&["formula", "learn", "-o", formula]);
-    assert_eq!(code, 0, "{err}");
-    let (code, _, err) = cli(&["es-init", "--formula", formula]);
-    assert_eq!(code, 0, "{err}");
-    let learned: Value = serde_json::from_str(&std::fs::read_to_string(formula).unwrap()).unwrap();
 
     // The groups of two or more a dry run prints, as sets of ids.
     let groups = |name: &str, extra: &[&str]| -> (Vec<BTreeSet<String>>, String) {
@@ -672,17 +654,7 @@ async fn regroup_with_the_texts_joins_copies_only() {
         args.extend(extra);
         let (code, out, err) = cli(&args);
         assert_eq!(code, 0, "{err}");
-        let groups = common::json_lines(&out)
-            .iter()
-            .map(|g| {
-                g["members"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .map(|m| m.as_str().unwrap().to_owned())
-                    .collect()
-            })
-            .collect();
+        let groups = common::regroup::listed_groups(&out).into_iter().collect();
         (groups, err)
     };
     let bulletin = |id: &str| bulletins.iter().find(|b| b.id == id);
@@ -733,4 +705,24 @@ async fn regroup_with_the_texts_joins_copies_only() {
         report.contains(&format!("texts aligned, formula {id}")),
         "{report}"
     );
+}
+
+/// Fingerprints `index` (`worker --once`), learns its formula (`formula learn`) and records
+/// it (`es-init --formula`), as a user sets an index up for aligned answers; the formula.
+async fn fingerprint_and_record_formula(
+    client: &elasticsearch::Elasticsearch,
+    index: &str,
+) -> Value {
+    let cli = |args: &[&str]| common::es_cli(index, args);
+    let (code, _, err) = cli(&["worker", "--once"]);
+    assert_eq!(code, 0, "{err}");
+    t::refresh(client, index).await;
+    let dir = tempfile::tempdir().unwrap();
+    let formula = dir.path().join("formula.json");
+    let formula = formula.to_str().unwrap();
+    let (code, _, err) = cli(&["formula", "learn", "-o", formula]);
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = cli(&["es-init", "--formula", formula]);
+    assert_eq!(code, 0, "{err}");
+    serde_json::from_str(&std::fs::read_to_string(formula).unwrap()).unwrap()
 }
