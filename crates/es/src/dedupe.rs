@@ -18,7 +18,8 @@ use super::schema::band_term;
 use super::{
     ClaimError, Claims, EsError, EsIndexer, IndexMeta, IndexedArticle, Near, Refresh, Similar,
 };
-use crate::similar::{Aligner, Sources};
+use crate::group::Link;
+use crate::similar::{aligned_match, Aligner, Sources};
 use neardup_core::align::Letters;
 use neardup_core::method::{sort_matches, Match, Shared};
 use neardup_core::relation::{Relation, TextMatch};
@@ -177,8 +178,7 @@ pub async fn insert_unless_near(
             linked[i] = !matches.is_empty();
             stored_near[i] = matches;
         }
-        // With partial copies asked, an earlier article of the batch is compared whatever
-        // keys it has (a part shares no band with its article); else those sharing a key.
+        // The earlier articles of the batch each one is linked to (`batch_links`).
         let relations =
             near.options.containment.is_some() && method == neardup_core::Method::MinHash;
         let params = meta.minhash.as_ref().map(|m| m.params);
@@ -190,6 +190,7 @@ pub async fn insert_unless_near(
                     .unwrap_or_default()
             })
             .collect();
+        let links_of = batch_links(&checked, &sketches, &bands, &keys_of, &near, relations);
         // With the texts asked to decide: what the rule on the aligned texts says of every
         // stored match (their texts read in one realtime multi-get) and of every pair of the
         // batch that the sketches link, aligned off the async runtime.
@@ -203,7 +204,11 @@ pub async fn insert_unless_near(
                     .enumerate()
                     .map(|(i, a)| sketches[i].as_ref().map(|_| a.article.clone()))
                     .collect();
-                let pairs = batch_pairs(&checked, &sketches, &bands, &keys_of, &near, relations);
+                let pairs: Vec<(usize, usize)> = links_of
+                    .iter()
+                    .enumerate()
+                    .flat_map(|(i, links)| links.iter().map(move |(j, _)| (i, *j)))
+                    .collect();
                 let matches = std::mem::take(&mut stored_near);
                 let (matches, batch) = tokio::task::spawn_blocking(move || {
                     judge_aligned(&aligner, &sources, &stored, matches, &pairs)
@@ -218,50 +223,22 @@ pub async fn insert_unless_near(
         for near_i in &mut stored_near {
             near_i.retain(|m| m.relation.is_none_or(Relation::refuses_insert));
         }
-        let mut by_key: HashMap<&str, Vec<usize>> = HashMap::new();
-        let mut written: Vec<usize> = Vec::new();
+        // Each article against the earlier ones of the batch that are written.
+        let mut written = vec![false; articles.len()];
         for &i in &checked {
-            let s = sketches[i]
-                .as_ref()
-                .expect("checked articles have sketches");
-            // The sketch is of the tolerance's method, so the query is built; were it not,
-            // nothing would link to it (as `Sketch::score` answers).
-            let query = neardup_core::method::Query::new(s.clone(), tolerance).ok();
             let mut near_i = std::mem::take(&mut stored_near[i]);
-            let mut seen = std::collections::HashSet::new();
-            let earlier: Vec<usize> = if relations {
-                written.clone()
-            } else {
-                keys_of[i]
-                    .iter()
-                    .flat_map(|k| by_key.get(k.as_str()).into_iter().flatten().copied())
-                    .filter(|&j| seen.insert(j))
-                    .collect()
-            };
-            for j in earlier {
-                if articles[j].id == articles[i].id {
+            for (j, l) in &links_of[i] {
+                let j = *j;
+                if !written[j] || articles[j].id == articles[i].id {
                     continue;
                 }
-                let other = sketches[j].as_ref().expect("keyed articles have sketches");
-                let linked_to = query.as_ref().and_then(|q| {
-                    super::group::link(q, &bands[i], other, &bands[j], &near.options)
-                });
-                let Some(l) = linked_to else {
-                    continue;
-                };
                 linked[i] = true;
                 let mut m = Match::in_index(articles[j].id, index, l.score);
                 m.relation = l.relation;
                 m.containment = l.containment;
                 let m = match &judged {
                     Some(batch) => match batch.get(&(i, j)) {
-                        Some(Some((t, shared))) => {
-                            let mut m = m;
-                            m.relation = Some(t.relation);
-                            m.containment = None;
-                            m.shared = Some(shared.clone());
-                            m
-                        }
+                        Some(Some(aligned)) => aligned_match(m, aligned.clone()),
                         _ => continue,
                     },
                     None => m,
@@ -273,10 +250,7 @@ pub async fn insert_unless_near(
             // An article is never its own duplicate (a stored copy, or an earlier line).
             near_i.retain(|m| m.id != articles[i].id);
             if near_i.is_empty() {
-                written.push(i);
-                for k in &keys_of[i] {
-                    by_key.entry(k.as_str()).or_default().push(i);
-                }
+                written[i] = true;
             } else {
                 sort_matches(&mut near_i);
                 near_i.dedup_by(|a, b| a.id == b.id && a.index == b.index);
@@ -347,19 +321,20 @@ pub async fn insert_unless_near(
 /// one): how they relate and what they share; `None` when it relates them not.
 type Judged = HashMap<(usize, usize), Option<(TextMatch, Shared)>>;
 
-/// The pairs of the batch (an article, an earlier checked one) whose sketches link them, as
-/// the batch's loop links them: a superset of the pairs it compares, which are those with an
-/// earlier article that was written.
-fn batch_pairs(
+/// For each article of the batch, the earlier checked ones its sketch links it to, and how:
+/// with partial copies asked, every earlier one (a part shares no band with its article);
+/// else those sharing a key. The batch compares an article with those that are written.
+fn batch_links(
     checked: &[usize],
     sketches: &[Option<Sketch>],
     bands: &[Vec<u64>],
     keys_of: &[Vec<String>],
     near: &Near,
     relations: bool,
-) -> Vec<(usize, usize)> {
+) -> Vec<Vec<(usize, Link)>> {
     let mut by_key: HashMap<&str, Vec<usize>> = HashMap::new();
-    let mut pairs = Vec::new();
+    let mut links = Vec::new();
+    links.resize_with(sketches.len(), Vec::new);
     for (n, &i) in checked.iter().enumerate() {
         let s = sketches[i]
             .as_ref()
@@ -374,20 +349,22 @@ fn batch_pairs(
                 .filter(|&j| seen.insert(j))
                 .collect()
         };
+        // The sketch is of the tolerance's method, so the query is built; were it not,
+        // nothing would link to it (as `Sketch::score` answers).
         if let Ok(query) = neardup_core::method::Query::new(s.clone(), near.tolerance) {
             for j in earlier {
                 let other = sketches[j].as_ref().expect("keyed articles have sketches");
-                if super::group::link(&query, &bands[i], other, &bands[j], &near.options).is_some()
-                {
-                    pairs.push((i, j));
-                }
+                links[i].extend(
+                    super::group::link(&query, &bands[i], other, &bands[j], &near.options)
+                        .map(|l| (j, l)),
+                );
             }
         }
         for k in &keys_of[i] {
             by_key.entry(k.as_str()).or_default().push(i);
         }
     }
-    pairs
+    links
 }
 
 /// The aligned judgement of a dedupe insert, CPU work for the blocking pool: each checked

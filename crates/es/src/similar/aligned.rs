@@ -55,12 +55,8 @@ impl Aligner {
 
     /// `m` judged by the rule against `query`: its relation and what it shares replaced by
     /// the alignment's; `None` when the rule relates them not.
-    pub(crate) fn judge(&self, query: &Letters, mut m: Match, other: &Letters) -> Option<Match> {
-        let (t, shared) = self.relate(query, other)?;
-        m.relation = Some(t.relation);
-        m.containment = None;
-        m.shared = Some(shared);
-        Some(m)
+    pub(crate) fn judge(&self, query: &Letters, m: Match, other: &Letters) -> Option<Match> {
+        Some(aligned_match(m, self.relate(query, other)?))
     }
 
     /// The id of the formula it leaves out, if the indices record one.
@@ -244,6 +240,15 @@ impl Similar {
         .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))?;
         Ok(s)
     }
+}
+
+/// `m` as the rule on the aligned texts answers it (`relate`'s answer): its relation, and what
+/// the two share in place of the estimated containment.
+pub(crate) fn aligned_match(mut m: Match, (t, shared): (TextMatch, Shared)) -> Match {
+    m.relation = Some(t.relation);
+    m.containment = None;
+    m.shared = Some(shared);
+    m
 }
 
 /// What an aligned lookup asks MinHash for: candidates down to [`CANDIDATE_THRESHOLD`],
