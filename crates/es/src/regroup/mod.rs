@@ -296,19 +296,25 @@ pub async fn regroup(
         None => None,
     };
     let formula = aligner.as_ref().and_then(|a| a.formula_id());
-    let key = json!({
+    let mut key = json!({
         "index": index,
         "field": group.field,
         "tolerance": tolerance.to_string(),
         "partial_copies": near.options.containment.is_some(),
-        "align": config.align.map(|r| format!("{r:?}")),
-        "texts": aligner.as_ref().map(|_| &config.text_fields),
-        "formula": formula,
         "version": meta.version(method),
         "order": group.order.field(),
         "dry_run": config.dry_run,
-    })
-    .to_string();
+    });
+    // Only an aligned job's key says how it aligns, so that a work file an unaligned run of
+    // an earlier version left is still this job's.
+    if let Some(rule) = config.align {
+        key["align"] = json!({
+            "rule": format!("{rule:?}"),
+            "texts": config.text_fields,
+            "formula": formula,
+        });
+    }
+    let key = key.to_string();
     let forest = Forest::open(&config.state, &key, config.restart, config.cache_bytes)?;
     let mut report = RegroupReport {
         index: index.clone(),
