@@ -67,7 +67,8 @@ pub struct EsSimilarBench {
     #[arg(long, default_value_t = neardup::minhash::DEFAULT_THRESHOLD, value_name = "T", value_parser = common::parse_threshold)]
     threshold: Threshold,
     /// Use the indices of a previous run (`--keep`) when they hold --docs documents made by
-    /// this fingerprinter, instead of loading them again.
+    /// this fingerprinter, instead of loading them again; indices an interrupted load left
+    /// with fewer are filled up from where it stopped.
     #[arg(long)]
     reuse: bool,
     /// Keep the indices afterwards.
@@ -79,6 +80,15 @@ pub struct EsSimilarBench {
     /// lookups with containment at the default threshold beside the aligned ones.
     #[arg(long)]
     align: bool,
+    /// Afterwards, where the time of a lookup goes: N lookups per configuration alone, with
+    /// the nodes' shard-level totals (query and fetch phases, realtime gets) read before and
+    /// after. 0 leaves it out.
+    #[arg(long, default_value_t = 200, value_name = "N")]
+    split: usize,
+    /// Append one JSON line per configuration (documents, median, p99, candidates, bytes per
+    /// document, engine, load average) to FILE, for `neardup-bench growth-plot`.
+    #[arg(long, value_name = "FILE")]
+    record: Option<std::path::PathBuf>,
     /// The two indices are named PREFIX-both and PREFIX-simhash (PREFIX-texts with --align).
     #[arg(long, default_value = "neardup-bench-similar", value_name = "PREFIX")]
     index_prefix: String,
@@ -168,12 +178,30 @@ pub fn run(args: EsSimilarBench) -> CmdResult {
     let rt = es_args::runtime()?;
     let retry = RetryPolicy::default();
     let version = rt.block_on(es::server_version(&client, &retry))?;
-    let mut reused = args.reuse;
-    for t in &targets {
-        reused &= rt.block_on(holds(&client, &retry, t, &fp, args.docs))?;
+    // With --reuse, what the indices hold already: all of it, or what an interrupted load
+    // left (it goes on from the last whole bulk request before it).
+    let mut held = Some(args.docs);
+    if args.reuse {
+        for t in &targets {
+            let w = rt.block_on(written(&client, &retry, t, &fp))?;
+            held = held.zip(w).map(|(a, b)| a.min(b));
+        }
+    } else {
+        held = None;
     }
+    let reused = held == Some(args.docs);
     if !reused {
-        load(&rt, &client, &retry, &targets, &docs, &fp, args.docs)?;
+        let from = match held {
+            Some(h) if h < args.docs => (h / CHUNK).saturating_sub(1) * CHUNK,
+            _ => 0,
+        };
+        if from > 0 {
+            eprintln!(
+                "the indices hold {from}+ documents of {}: loading goes on from there",
+                args.docs
+            );
+        }
+        load_from(&rt, &client, &retry, &targets, &docs, &fp, from..args.docs)?;
         if args.align {
             // The formula aligned lookups leave out, learned from the index as the worker
             // learns it.
@@ -212,8 +240,10 @@ pub fn run(args: EsSimilarBench) -> CmdResult {
         println!();
         println!("| index | methods | documents | segments | store bytes | bytes per document |");
         println!("|---|---|---|---|---|---|");
+        let mut bytes_per_doc = Vec::new();
         for t in &targets {
             let s = stats(&client, &t.index).await?;
+            bytes_per_doc.push(s.bytes as f64 / s.docs.max(1) as f64);
             println!(
                 "| {} | {} | {} | {} | {} | {:.1} |",
                 t.index,
@@ -340,11 +370,7 @@ pub fn run(args: EsSimilarBench) -> CmdResult {
             println!(
                 "| {} | {} | {} | {:.2} | {:.2} | {:.0} | {} | {} | {:.1} | {:.1} | {:.2} |",
                 config.index,
-                match config.near.options.containment {
-                    _ if config.aligned => "aligned (MinHash t = 0.1 + containment, then the texts)".to_owned(),
-                    Some(_) => format!("{} + containment", describe(config.near.tolerance)),
-                    None => describe(config.near.tolerance),
-                },
+                config.name(),
                 config.filter,
                 percentile(&lat, 0.5).as_secs_f64() * 1e3,
                 percentile(&lat, 0.99).as_secs_f64() * 1e3,
@@ -355,6 +381,82 @@ pub fn run(args: EsSimilarBench) -> CmdResult {
                 per_query(r.iter().map(|l| l.transferred).sum()),
                 per_query(r.iter().map(|l| l.matches).sum()),
             );
+        }
+        if args.split > 0 {
+            println!();
+            println!(
+                "Where the time goes: {} lookups per configuration alone (the first timed ids), the nodes' shard-level totals read before and after, per lookup:",
+                args.split.min(args.queries)
+            );
+            println!();
+            println!("| index | query | filter | wall ms | shard query phase ms | query phases | shard fetch phase ms | fetch phases | realtime get ms | gets | the rest (client, HTTP, coordination) ms |");
+            println!("|---|---|---|---|---|---|---|---|---|---|---|");
+            let split = &ids[args.warmup..][..args.split.min(args.queries)];
+            for config in &configs {
+                let before = phase_totals(&client).await?;
+                let t = Instant::now();
+                for id in split {
+                    if config.aligned {
+                        config.similar.aligned_by_id(config.index, id, &AlignRule::DEFAULT).await?;
+                    } else {
+                        config.similar.by_id(config.index, id, config.near).await?;
+                    }
+                }
+                let wall = t.elapsed().as_secs_f64() * 1e3;
+                let d = phase_totals(&client).await?.since(&before);
+                let per = |v: u64| v as f64 / split.len() as f64;
+                println!(
+                    "| {} | {} | {} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} |",
+                    config.index,
+                    config.name(),
+                    config.filter,
+                    wall / split.len() as f64,
+                    per(d.query_ms),
+                    per(d.queries),
+                    per(d.fetch_ms),
+                    per(d.fetches),
+                    per(d.get_ms),
+                    per(d.gets),
+                    (wall - (d.query_ms + d.fetch_ms + d.get_ms) as f64) / split.len() as f64,
+                );
+            }
+        }
+        if let Some(path) = &args.record {
+            use std::io::Write;
+            let engine = es::server_version(&client, &retry).await?;
+            let mut out = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .with_context(|| format!("{}: cannot append the results", path.display()))?;
+            let at = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)?
+                .as_secs();
+            let load_avg = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+            for (c, config) in configs.iter().enumerate() {
+                let t = targets.iter().position(|t| t.index == config.index).expect("a configuration's index is a target");
+                let mut lat: Vec<Duration> = results[c].iter().map(|l| l.elapsed).collect();
+                lat.sort_unstable();
+                let mut candidates: Vec<u64> = results[c].iter().map(|l| l.transferred).collect();
+                candidates.sort_unstable();
+                let row = json!({
+                    "docs": args.docs,
+                    "engine": engine.to_string(),
+                    "index": config.index,
+                    "methods": methods_name(&targets[t].meta),
+                    "query": config.name(),
+                    "filter": config.filter.to_string(),
+                    "queries": lat.len(),
+                    "median_ms": percentile(&lat, 0.5).as_secs_f64() * 1e3,
+                    "p99_ms": percentile(&lat, 0.99).as_secs_f64() * 1e3,
+                    "transferred_median": percentile(&candidates, 0.5),
+                    "transferred_p99": percentile(&candidates, 0.99),
+                    "bytes_per_doc": bytes_per_doc[t],
+                    "load_avg": load_avg.split_whitespace().take(3).collect::<Vec<_>>().join(" "),
+                    "at": at,
+                });
+                writeln!(out, "{row}")?;
+            }
         }
         if !args.keep {
             for t in &targets {
@@ -373,6 +475,70 @@ struct Config<'a> {
     similar: Similar,
     /// `Similar::aligned_by_id` (its own candidates; `near` unused).
     aligned: bool,
+}
+
+impl Config<'_> {
+    /// What the configuration looks up, as the tables and the records name it.
+    fn name(&self) -> String {
+        match self.near.options.containment {
+            _ if self.aligned => {
+                "aligned (MinHash t = 0.1 + containment, then the texts)".to_owned()
+            }
+            Some(_) => format!("{} + containment", describe(self.near.tolerance)),
+            None => describe(self.near.tolerance),
+        }
+    }
+}
+
+/// The shard-level totals of every node: searches' query and fetch phases, realtime gets.
+#[derive(Clone, Copy, Default)]
+struct PhaseTotals {
+    query_ms: u64,
+    queries: u64,
+    fetch_ms: u64,
+    fetches: u64,
+    get_ms: u64,
+    gets: u64,
+}
+
+impl PhaseTotals {
+    fn since(&self, before: &PhaseTotals) -> PhaseTotals {
+        PhaseTotals {
+            query_ms: self.query_ms - before.query_ms,
+            queries: self.queries - before.queries,
+            fetch_ms: self.fetch_ms - before.fetch_ms,
+            fetches: self.fetches - before.fetches,
+            get_ms: self.get_ms - before.get_ms,
+            gets: self.gets - before.gets,
+        }
+    }
+}
+
+/// `GET /_nodes/stats/indices/search,get`, summed over the nodes.
+async fn phase_totals(client: &Elasticsearch) -> anyhow::Result<PhaseTotals> {
+    let r = es::request(
+        client,
+        &RetryPolicy::none(),
+        "node search stats",
+        Http::Get,
+        "/_nodes/stats/indices/search,get",
+        &[],
+        None,
+    )
+    .await?;
+    let mut t = PhaseTotals::default();
+    let nodes = r["nodes"].as_object().context("node stats without nodes")?;
+    for node in nodes.values() {
+        let i = &node["indices"];
+        let get = |v: &Value| v.as_u64().unwrap_or(0);
+        t.query_ms += get(&i["search"]["query_time_in_millis"]);
+        t.queries += get(&i["search"]["query_total"]);
+        t.fetch_ms += get(&i["search"]["fetch_time_in_millis"]);
+        t.fetches += get(&i["search"]["fetch_total"]);
+        t.get_ms += get(&i["get"]["time_in_millis"]);
+        t.gets += get(&i["get"]["total"]);
+    }
+    Ok(t)
 }
 
 /// One timed lookup.
@@ -413,6 +579,22 @@ pub(super) async fn holds(
     fp: &Fingerprinter,
     docs: usize,
 ) -> anyhow::Result<bool> {
+    Ok(written(client, retry, t, fp).await? == Some(docs))
+}
+
+/// How many documents `t.index` holds once refreshed, if it exists with the methods and
+/// versions of `t.meta`: what an interrupted load left.
+pub(super) async fn written(
+    client: &Elasticsearch,
+    retry: &RetryPolicy,
+    t: &Target,
+    fp: &Fingerprinter,
+) -> anyhow::Result<Option<usize>> {
+    let refresh = format!("/{}/_refresh", t.index);
+    let r = es::send(client, Http::Post, &refresh, &[], None).await?;
+    if r.status.as_u16() == 404 {
+        return Ok(None);
+    }
     let r = es::send(
         client,
         Http::Get,
@@ -421,12 +603,12 @@ pub(super) async fn holds(
         None,
     )
     .await?;
-    if r.status.as_u16() == 404 || r.body["count"].as_u64() != Some(docs as u64) {
-        return Ok(false);
-    }
+    let Some(count) = r.body["count"].as_u64() else {
+        return Ok(None);
+    };
     let meta = es::read_meta(client, retry, &t.index, &FieldNames::default()).await?;
     meta.check_fingerprinter(&t.index, fp)?;
-    Ok(meta.methods() == t.meta.methods())
+    Ok((meta.methods() == t.meta.methods()).then_some(count as usize))
 }
 
 /// Fills fresh `targets` with documents `0..n`: fingerprinting (both methods, one pass, on
@@ -440,10 +622,28 @@ pub(super) fn load(
     fp: &Fingerprinter,
     n: usize,
 ) -> anyhow::Result<()> {
+    load_from(rt, client, retry, targets, docs, fp, 0..n)
+}
+
+/// Writes documents `range` into `targets`; from 0 the indices are made afresh, from a later
+/// document the load an interrupted run left goes on (the documents are written in order, in
+/// bulk requests of [`CHUNK`], and writing one again overwrites it with the same fields).
+pub(super) fn load_from(
+    rt: &tokio::runtime::Runtime,
+    client: &Elasticsearch,
+    retry: &RetryPolicy,
+    targets: &[Target],
+    docs: &Documents,
+    fp: &Fingerprinter,
+    range: std::ops::Range<usize>,
+) -> anyhow::Result<()> {
+    let (from, n) = (range.start, range.end);
     rt.block_on(async {
         for t in targets {
-            let _ = es::send(client, Http::Delete, &format!("/{}", t.index), &[], None).await?;
-            es::init_index(client, retry, &t.index, &t.meta).await?;
+            if from == 0 {
+                let _ = es::send(client, Http::Delete, &format!("/{}", t.index), &[], None).await?;
+                es::init_index(client, retry, &t.index, &t.meta).await?;
+            }
             let settings = json!({ "number_of_replicas": 0, "refresh_interval": "-1" });
             put_settings(client, retry, &t.index, settings).await?;
         }
@@ -453,14 +653,14 @@ pub(super) fn load(
     let (tx, rx) = mpsc::sync_channel::<Vec<String>>(2);
     std::thread::scope(|scope| {
         scope.spawn(move || {
-            for start in (0..n).step_by(CHUNK) {
+            for start in (from..n).step_by(CHUNK) {
                 let bodies = bulk_bodies(targets, docs, fp, start..(start + CHUNK).min(n));
                 if tx.send(bodies).is_err() {
                     break;
                 }
             }
         });
-        let mut written = 0;
+        let mut written = from;
         for bodies in rx {
             for (t, nd) in targets.iter().zip(bodies) {
                 rt.block_on(bulk_load(client, retry, &t.index, nd))?;
@@ -483,10 +683,10 @@ pub(super) fn load(
         anyhow::Ok(())
     })?;
     eprintln!(
-        "fingerprinted and wrote {n} documents into {} indices in {:.0} s ({:.0} documents/s)",
+        "fingerprinted and wrote documents {from}..{n} into {} indices in {:.0} s ({:.0} documents/s)",
         targets.len(),
         loaded.as_secs_f64(),
-        n as f64 / loaded.as_secs_f64(),
+        (n - from) as f64 / loaded.as_secs_f64(),
     );
     Ok(())
 }

@@ -17,6 +17,7 @@ mod es_regroup;
 mod es_similar;
 mod es_throughput;
 mod es_tracking;
+mod growth_plot;
 mod index;
 mod read_pairs;
 mod read_score;
@@ -76,6 +77,9 @@ enum Bench {
     /// without MinHash, on Elasticsearch, over the corpus plus synthetic articles made of its
     /// sentences (1M documents by default).
     EsSimilar(es_similar::EsSimilarBench),
+    /// How `similar --id` grows with the index: a table and a PNG of median and p99 against
+    /// documents, from the records of `es-similar --record FILE` at several sizes.
+    GrowthPlot(growth_plot::GrowthPlotBench),
     /// Bytes per article of compact layouts of the fingerprint fields on Elasticsearch (an
     /// index per option, against a baseline without them; `_disk_usage` where the engine has
     /// it), and offline the b-bit signatures' precision and recall and shorter band terms'
@@ -149,6 +153,7 @@ fn run(b: Bench) -> CmdResult {
         Bench::Allpairs(args) => index::allpairs(args),
         Bench::Similar(args) => index::similar(args),
         Bench::EsSimilar(args) => es_similar::run(args),
+        Bench::GrowthPlot(args) => growth_plot::run(args),
         Bench::AlignPairs(args) => align_pairs::run(args),
         Bench::EsLayout(args) => es_layout::run(args),
         Bench::EsRecall(args) => es_recall::run(args),
