@@ -131,6 +131,9 @@ pub fn run(args: GrowthPlotBench) -> CmdResult {
     Ok(Status::Done)
 }
 
+/// What a panel draws of a point.
+type Measure = fn(&Point) -> f64;
+
 /// Two panels, median and p99 against documents, a line per series.
 fn plot(out: &Path, series: &BTreeMap<String, Vec<Point>>) -> anyhow::Result<()> {
     use plotters::prelude::*;
@@ -147,7 +150,7 @@ fn plot(out: &Path, series: &BTreeMap<String, Vec<Point>>) -> anyhow::Result<()>
     root.fill(&WHITE)?;
     let panels = root.split_evenly((2, 1));
     let colours = neardup::cli::eval_plot::COLOURS;
-    let panel_of: [(&str, fn(&Point) -> f64); 2] = [
+    let panel_of: [(&str, Measure); 2] = [
         ("median lookup (ms)", |p| p.median_ms),
         ("p99 lookup (ms)", |p| p.p99_ms),
     ];
