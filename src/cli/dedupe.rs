@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use anyhow::Context;
 use neardup::align::Span;
-use neardup::allpairs::aligned::{self, AlignedPair};
+use neardup::allpairs::aligned::{self, AlignedPair, FoundBy};
 use neardup::allpairs::minhash::{all_pairs_related, MinHashCluster, MinHashMatches};
 use neardup::allpairs::simhash::{AllPairs, Matches};
 use neardup::method::four_decimals;
@@ -32,12 +32,14 @@ pub struct Args {
     #[arg(long)]
     pairs: bool,
     /// Alignment decides (MinHash only): MinHash finds candidates down to a similarity of
-    /// 0.1, then the texts are aligned and a pair is linked when one text is a copy of the
+    /// 0.1, and so do texts sharing passages by their anchors (`found_by`: `minhash` or
+    /// `anchors`), then the texts are aligned and a pair is linked when one text is a copy of the
     /// other in letters, facts included (`near_duplicate`, `contains`, `contained_in`), or
     /// reported as `shares_passage` when they share a passage without either being a copy
     /// (never clustered). Two instances of one template are not copies: formula text recurring
     /// across the input is learned and does not count. Pairs carry `a_copied`, `b_copied` and
-    /// the shared `passages` (character spans of both texts). Reads the input twice more.
+    /// the shared `passages` (character spans of both texts). Reads the input three times
+    /// more.
     #[arg(long, conflicts_with_all = ["threshold", "k", "no_containment", "pre_tokenized"])]
     align: bool,
     /// With --align: use this formula artefact (`neardup formula learn`) instead of learning
@@ -81,8 +83,10 @@ struct ClusterLine<'a> {
 struct AlignedLine<'a> {
     a: &'a Value,
     b: &'a Value,
-    /// MinHash's estimate, which made the pair a candidate.
+    /// MinHash's estimate (which made the pair a candidate, unless the anchors did).
     similarity: f64,
+    /// The candidate step that found the pair: `minhash`, or `anchors` only.
+    found_by: FoundBy,
     /// How b relates to a, read "a relation b".
     relation: Relation,
     /// Share of a's letters (and b's) copied in the other, letter for letter.
@@ -105,6 +109,7 @@ impl<'a> AlignedLine<'a> {
             a: &ids[p.a as usize],
             b: &ids[p.b as usize],
             similarity: p.similarity,
+            found_by: p.found_by,
             relation: p.matched.relation,
             a_copied: four_decimals(p.matched.a_copied),
             b_copied: four_decimals(p.matched.b_copied),
@@ -179,13 +184,17 @@ impl Batch {
         true
     }
 
-    fn run(self) -> Found {
+    /// What the finder found, and with `--align` the signatures, which give the pairs only
+    /// the anchors find MinHash's similarity too.
+    fn run(self) -> (Found, Option<Vec<Signature>>) {
         match self {
-            Batch::SimHash(finder, v) => Found::SimHash(finder.run(&v)),
+            Batch::SimHash(finder, v) => (Found::SimHash(finder.run(&v)), None),
             Batch::MinHash(rule, params, v) => {
-                Found::MinHash(all_pairs_related(&v, &params, &rule))
+                (Found::MinHash(all_pairs_related(&v, &params, &rule)), None)
             }
-            Batch::Candidates(params, v) => Found::MinHash(aligned::candidates(&v, &params)),
+            Batch::Candidates(params, v) => {
+                (Found::MinHash(aligned::candidates(&v, &params)), Some(v))
+            }
         }
     }
 }
@@ -367,8 +376,8 @@ pub fn run(args: Args) -> CmdResult {
     }
     let counts = counts?;
     let paired = Instant::now();
-    let found = batch.run();
-    let decided = if args.align {
+    let (found, aligned_sigs) = batch.run();
+    let decided = if let Some(sigs) = aligned_sigs {
         let candidates: Vec<(u32, u32, f64)> = found
             .pairs()
             .map(|(a, b, score, ..)| (a, b, score.similarity().unwrap_or(0.0)))
@@ -385,6 +394,7 @@ pub fn run(args: Args) -> CmdResult {
             &spec,
             &fp,
             &lines,
+            &sigs,
             &candidates,
             &AlignRule::DEFAULT,
             formula.as_ref(),
@@ -454,9 +464,10 @@ pub fn run(args: Args) -> CmdResult {
                     .filter(|p| p.matched.relation.is_copy())
                     .count();
                 format!(
-                    "{copies} copy pairs and {} pairs sharing a passage by alignment ({} candidate pairs of {method}, {} texts aligned, formula {} of {} windows, {})",
+                    "{copies} copy pairs and {} pairs sharing a passage by alignment ({} candidate pairs of {method} and {} more of anchors, {} texts aligned, formula {} of {} windows, {})",
                     d.pairs.len() - copies,
                     found.pair_count(),
+                    d.anchor_candidates,
                     d.texts,
                     d.formula_id,
                     d.formula_windows,

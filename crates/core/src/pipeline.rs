@@ -9,7 +9,7 @@ use rayon::prelude::*;
 use std::collections::HashMap;
 
 use crate::align::{AlignParams, Formula, FormulaCounter, Letters, WindowSieve};
-use crate::allpairs::aligned::{self, AlignedPair};
+use crate::allpairs::aligned::{self, AlignedPair, FoundBy};
 use crate::fingerprint::{Fingerprinter, Methods, Outcome, Sketches};
 use crate::input::{
     parse_article, parse_line, Article, Body, DocId, InputError, InputErrorKind, InputSpec, Lines,
@@ -195,48 +195,120 @@ pub struct AlignedInput {
     pub pairs: Vec<AlignedPair>,
     /// Texts read for the candidates (each once).
     pub texts: usize,
+    /// Candidates only the anchors found (beside those given).
+    pub anchor_candidates: usize,
     /// Formula windows used (given, or learned from the input).
     pub formula_windows: usize,
     /// The formula's id.
     pub formula_id: String,
 }
 
-/// Alignment decides what MinHash found ([`crate::allpairs::aligned`]) for an input read
-/// again from `open`: `lines` gives the input line of each position the candidates
-/// `(a, b, similarity)` name. One more pass prepares the letters of the candidates' texts
-/// (and no other); without a `formula`, a second counts formula windows over every text
-/// document of the input ([`learn_formula`]), so memory grows with the candidates, not with
-/// the input. Pre-tokenized documents have no text to align: their pairs are left out.
+/// Alignment decides what MinHash and the anchors found ([`crate::allpairs::aligned`]) for
+/// an input read again from `open`: `lines` gives the input line of each position the
+/// candidates `(a, b, similarity)` and the signatures `sigs` name. One more pass prepares the
+/// letters of the candidates' texts (and no other); a second reads every text document for
+/// its anchors (and, without a `formula`, sifts its windows); a third prepares the texts of
+/// the pairs only the anchors found (and, without a `formula`, counts the windows the sieve
+/// kept over every text: the formula [`learn_formula`] learns). Memory grows with the
+/// candidates and with the anchors (about 1.3 KB a text of news). Pre-tokenized documents
+/// have no text to align: their pairs are left out. The pairs come in the order of `(a, b)`.
+#[allow(clippy::too_many_arguments)]
 pub fn align_candidates(
     open: impl Fn() -> crate::Result<Source>,
     spec: &InputSpec,
     fp: &Fingerprinter,
     lines: &[u64],
+    sigs: &[Signature],
     candidates: &[(u32, u32, f64)],
     rule: &AlignRule,
     formula: Option<&Formula>,
 ) -> crate::Result<AlignedInput> {
-    let prepared = Prepared::read(file_texts(open()?, spec), fp, lines, candidates);
-    let learned;
-    let formula = match formula {
-        Some(f) => f,
-        None => {
-            learned = prepared.count_formula(
+    let mut prepared = Prepared::read(file_texts(open()?, spec), fp, lines, candidates);
+    let position: HashMap<u64, u32> = lines
+        .iter()
+        .enumerate()
+        .map(|(i, &line)| (line, i as u32))
+        .collect();
+    let anchor = AlignParams::DEFAULT.anchor;
+    let mut source = match formula {
+        Some(f) => FormulaSource::Given(f),
+        None => FormulaSource::Sifting(WindowSieve::for_texts(anchor, lines.len())),
+    };
+    let mut anchors = aligned::AnchorIndex::default();
+    for_each_text(
+        file_texts(open()?, spec),
+        |_| true,
+        |fields| {
+            let l = Letters::prepared(fields, fp.segmenter());
+            let a = aligned::anchors(&l);
+            (l, a)
+        },
+        |line, (l, a)| {
+            if let FormulaSource::Sifting(s) = &mut source {
+                s.add(&l);
+            }
+            if let Some(&i) = position.get(&line) {
+                anchors.add(i, &a);
+            }
+        },
+    );
+    let known: std::collections::HashSet<(u32, u32)> = candidates
+        .iter()
+        .map(|&(a, b, _)| (a.min(b), a.max(b)))
+        .collect();
+    let by_anchors: Vec<(u32, u32, f64)> = anchors
+        .pairs()
+        .into_iter()
+        .filter(|p| !known.contains(p))
+        .map(|(a, b)| (a, b, sigs[a as usize].similarity(&sigs[b as usize])))
+        .collect();
+    let formula = match source {
+        FormulaSource::Given(f) => {
+            prepared.add_texts(file_texts(open()?, spec), fp, lines, &by_anchors, None);
+            std::borrow::Cow::Borrowed(f)
+        }
+        FormulaSource::Sifting(sieve) => {
+            let mut counter = FormulaCounter::sifted(sieve, aligned::FORMULA_GROUPS);
+            prepared.add_texts(
                 file_texts(open()?, spec),
                 fp,
-                prepared.candidates_counter(),
+                lines,
+                &by_anchors,
+                Some(&mut counter),
             );
-            &learned
+            // The groups are MinHash's candidates', as `formula learn` counts them.
+            std::borrow::Cow::Owned(prepared.formula_of(counter, fp))
         }
     };
+    let anchored = {
+        let letters = &prepared.letters;
+        aligned::align_pairs(&by_anchors, |i| letters[i as usize].as_ref())
+    };
     let Prepared { letters, aligned } = prepared;
-    let pairs = aligned::judge(aligned, |i| letters[i as usize].as_ref(), formula, rule);
+    let text = |i: u32| letters[i as usize].as_ref();
+    let mut pairs = aligned::judge(aligned, FoundBy::MinHash, text, &formula, rule);
+    pairs.extend(aligned::judge(
+        anchored,
+        FoundBy::Anchors,
+        text,
+        &formula,
+        rule,
+    ));
+    pairs.sort_by_key(|p| (p.a, p.b));
     Ok(AlignedInput {
         pairs,
         texts: letters.iter().flatten().count(),
+        anchor_candidates: by_anchors.len(),
         formula_windows: formula.len(),
         formula_id: formula.id(),
     })
+}
+
+/// Where [`align_candidates`] gets its formula: given, or learned from every text (a sieve
+/// first, then exact counts of the windows it keeps).
+enum FormulaSource<'a> {
+    Given(&'a Formula),
+    Sifting(WindowSieve),
 }
 
 /// The formula windows of an input read from `open` (three passes: sketches, the letters of
@@ -340,29 +412,68 @@ impl Prepared {
         keys: &[u64],
         candidates: &[(u32, u32, f64)],
     ) -> Prepared {
+        let mut prepared = Prepared {
+            letters: vec![None; keys.len()],
+            aligned: Vec::new(),
+        };
+        prepared.extend(texts, fp, keys, candidates);
+        prepared
+    }
+
+    /// Prepares the texts of `candidates` not yet held and aligns the candidates.
+    fn extend(
+        &mut self,
+        texts: impl Iterator<Item = (u64, Vec<String>)>,
+        fp: &Fingerprinter,
+        keys: &[u64],
+        candidates: &[(u32, u32, f64)],
+    ) {
+        self.add_texts(texts, fp, keys, candidates, None);
+        let letters = &self.letters;
+        self.aligned.extend(aligned::align_pairs(candidates, |i| {
+            letters[i as usize].as_ref()
+        }));
+    }
+
+    /// Prepares the texts of `candidates` not yet held; with a `counter`, every text of
+    /// `texts` is counted by it in the same pass.
+    fn add_texts(
+        &mut self,
+        texts: impl Iterator<Item = (u64, Vec<String>)>,
+        fp: &Fingerprinter,
+        keys: &[u64],
+        candidates: &[(u32, u32, f64)],
+        mut counter: Option<&mut FormulaCounter>,
+    ) {
         let mut wanted: HashMap<u64, u32> = HashMap::new();
         for &(a, b, _) in candidates {
-            wanted.insert(keys[a as usize], a);
-            wanted.insert(keys[b as usize], b);
+            for i in [a, b] {
+                if self.letters[i as usize].is_none() {
+                    wanted.insert(keys[i as usize], i);
+                }
+            }
         }
-        let mut letters: Vec<Option<Letters>> = vec![None; keys.len()];
+        if wanted.is_empty() && counter.is_none() {
+            return;
+        }
+        let counting = counter.is_some();
+        let letters = &mut self.letters;
         for_each_text(
             texts,
-            |line| wanted.contains_key(&line),
+            |line| counting || wanted.contains_key(&line),
             |fields| Letters::prepared(fields, fp.segmenter()),
-            |line, l| letters[wanted[&line] as usize] = Some(l),
+            |line, l| {
+                if let Some(c) = counter.as_deref_mut() {
+                    c.add(&l);
+                }
+                if let Some(&i) = wanted.get(&line) {
+                    letters[i as usize] = Some(l);
+                }
+            },
         );
-        let aligned = aligned::align_pairs(candidates, |i| letters[i as usize].as_ref());
-        Prepared { letters, aligned }
     }
 
-    /// A counter of only the windows of the candidates' texts: all a caller judging them
-    /// needs.
-    fn candidates_counter(&self) -> FormulaCounter {
-        FormulaCounter::restricted_to(AlignParams::DEFAULT.anchor, self.letters.iter().flatten())
-    }
-
-    /// The formula: every text document of `source` counted by `counter`, the candidates'
+    /// The formula: every text document of `texts` counted by `counter`, the candidates'
     /// groups once.
     fn count_formula(
         &self,
@@ -370,14 +481,19 @@ impl Prepared {
         fp: &Fingerprinter,
         mut counter: FormulaCounter,
     ) -> Formula {
-        let groups =
-            crate::align::groups_of(self.letters.len(), aligned::joined_pairs(&self.aligned));
         for_each_text(
             texts,
             |_| true,
             |fields| Letters::prepared(fields, fp.segmenter()),
             |_, l| counter.add(&l),
         );
+        self.formula_of(counter, fp)
+    }
+
+    /// The formula of a `counter` that has counted every text, the candidates' groups once.
+    fn formula_of(&self, counter: FormulaCounter, fp: &Fingerprinter) -> Formula {
+        let groups =
+            crate::align::groups_of(self.letters.len(), aligned::joined_pairs(&self.aligned));
         counter
             .finish(
                 groups

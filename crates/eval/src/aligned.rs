@@ -1,6 +1,8 @@
-//! The alignment detector (issue 43): MinHash finds, alignment decides. A pair is compared
-//! when today's candidate step reaches it ([`super::minhash::candidates`]: a shared band, or
-//! enough agreeing minima); the two texts are then aligned ([`neardup_core::align`]) and
+//! The alignment detector (issue 43): MinHash and the anchors find, alignment decides. A
+//! pair is compared when today's candidate step reaches it ([`super::minhash::candidates`]:
+//! a shared band, or enough agreeing minima) or its texts share enough anchors among the
+//! texts measured ([`aligned::AnchorIndex`], as `dedupe --align` finds them among its
+//! input's); the two texts are then aligned ([`neardup_core::align`]) and
 //! related by [`AlignRule::DEFAULT`], with the formula windows ([`Formula`]) learned from the
 //! texts measured. It has one operating point, [`POINT`]: a copy claim is `near_duplicate`,
 //! `contains` or `contained_in` (a partial reprint counts with its direction, as for
@@ -33,8 +35,10 @@ pub(crate) struct Prepared {
     pub(crate) sigs: Vec<Option<Signature>>,
     pub(crate) letters: Vec<Letters>,
     pub(crate) formula: Formula,
-    /// Every candidate pair `(a, b, similarity, alignment)`, as text indices.
+    /// Every candidate pair of MinHash `(a, b, similarity, alignment)`, as text indices.
     pub(crate) aligned: Vec<(u32, u32, f64, Alignment)>,
+    /// The pairs `(a, b, similarity)`, `a < b`, only the anchors find, not aligned yet.
+    pub(crate) by_anchors: Vec<(u32, u32, f64)>,
 }
 
 pub(crate) fn prepare(fp: &Fingerprinter, texts: &[Vec<String>]) -> Prepared {
@@ -62,11 +66,30 @@ pub(crate) fn prepare(fp: &Fingerprinter, texts: &[Vec<String>]) -> Prepared {
         AlignParams::DEFAULT.anchor,
     )
     .folded(fp.config().fold);
+    let anchors: Vec<Vec<u32>> = letters.par_iter().map(aligned::anchors).collect();
+    let mut index = aligned::AnchorIndex::default();
+    for &i in &docs {
+        index.add(i, &anchors[i as usize]);
+    }
+    let known: std::collections::HashSet<(u32, u32)> = found
+        .iter()
+        .map(|&(a, b, _)| (a.min(b), a.max(b)))
+        .collect();
+    let by_anchors = index
+        .pairs()
+        .into_iter()
+        .filter(|p| !known.contains(p))
+        .filter_map(|(a, b)| {
+            let (sa, sb) = (sigs[a as usize].as_ref()?, sigs[b as usize].as_ref()?);
+            Some((a, b, sa.similarity(sb)))
+        })
+        .collect();
     Prepared {
         sigs,
         letters,
         formula,
         aligned,
+        by_anchors,
     }
 }
 
@@ -88,15 +111,21 @@ pub fn score(
     let params = fp.config().minhash;
     let (texts, refs) = unique_texts(pairs, fields);
     let prepared = prepare(fp, &texts);
+    let by_anchors: std::collections::HashSet<(usize, usize)> = prepared
+        .by_anchors
+        .iter()
+        .map(|&(a, b, _)| (a as usize, b as usize))
+        .collect();
     // Outer `None`: a text too short; inner: the relation, when a candidate and related.
     let judged: Vec<Option<Option<Relation>>> = refs
         .par_iter()
         .map(|&[a, b]| {
             let (sa, sb) = (prepared.sigs[a].as_ref()?, prepared.sigs[b].as_ref()?);
             Some(
-                candidates(sa, sb, &params, options)
-                    .then(|| prepared.relate(a, b).map(|m| m.relation))
-                    .flatten(),
+                (candidates(sa, sb, &params, options)
+                    || by_anchors.contains(&(a.min(b), a.max(b))))
+                .then(|| prepared.relate(a, b).map(|m| m.relation))
+                .flatten(),
             )
         })
         .collect();

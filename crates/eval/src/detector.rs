@@ -8,6 +8,7 @@ use rayon::prelude::*;
 
 use super::{aligned, minhash};
 use super::{score_simhash, LabelledPair, Scored};
+use neardup_core::allpairs::aligned::FoundBy;
 use neardup_core::allpairs::minhash::all_pairs_related;
 use neardup_core::allpairs::simhash::AllPairs;
 use neardup_core::minhash::{Signature, Threshold};
@@ -193,7 +194,7 @@ fn minhash_pairs(fp: &Fingerprinter, options: &MatchOptions, texts: &[Vec<String
 }
 
 /// Every pair of `texts` the alignment detector ([`aligned`]) claims as a copy: its
-/// candidates ([`neardup_core::allpairs::aligned::candidates`]) kept when the alignment rule
+/// candidates ([`neardup_core::allpairs::aligned::candidates`] and the anchors') kept when the alignment rule
 /// says copy, as `neardup dedupe --align` keeps them; the score is the smaller text's share
 /// in runs.
 fn aligned_pairs(fp: &Fingerprinter, options: &MatchOptions, texts: &[Vec<String>]) -> CorpusPairs {
@@ -202,23 +203,31 @@ fn aligned_pairs(fp: &Fingerprinter, options: &MatchOptions, texts: &[Vec<String
         letters,
         formula,
         aligned: candidates,
+        by_anchors,
     } = aligned::prepare(fp, texts);
-    let mut claimed: Vec<(u32, u32, f64)> = neardup_core::allpairs::aligned::judge(
-        candidates,
-        |i| letters.get(i as usize),
-        &formula,
-        &AlignRule::DEFAULT,
-    )
-    .into_iter()
-    .filter(|p| p.matched.relation.is_copy())
-    .map(|p| {
-        (
-            p.a.min(p.b),
-            p.a.max(p.b),
-            p.matched.a_copied.min(p.matched.b_copied),
+    let anchored =
+        neardup_core::allpairs::aligned::align_pairs(&by_anchors, |i| letters.get(i as usize));
+    let judge = |pairs, found_by| {
+        neardup_core::allpairs::aligned::judge(
+            pairs,
+            found_by,
+            |i| letters.get(i as usize),
+            &formula,
+            &AlignRule::DEFAULT,
         )
-    })
-    .collect();
+    };
+    let mut claimed: Vec<(u32, u32, f64)> = judge(candidates, FoundBy::MinHash)
+        .into_iter()
+        .chain(judge(anchored, FoundBy::Anchors))
+        .filter(|p| p.matched.relation.is_copy())
+        .map(|p| {
+            (
+                p.a.min(p.b),
+                p.a.max(p.b),
+                p.matched.a_copied.min(p.matched.b_copied),
+            )
+        })
+        .collect();
     claimed.sort_unstable_by_key(|p| (p.0, p.1));
     CorpusPairs {
         name: aligned::name(fp, options),

@@ -2,7 +2,10 @@
 //! aligned ([`crate::align`]) and related by [`AlignRule`], with the passages they share.
 //!
 //! 1. **Candidates**: the pairs MinHash relates at [`CANDIDATE_THRESHOLD`] with the
-//!    containment candidate step ([`candidates`]): a shared band or enough agreeing minima.
+//!    containment candidate step ([`candidates`]): a shared band or enough agreeing minima;
+//!    and, where every text is read, the pairs sharing [`ANCHOR_PAIRS_MIN`] anchors
+//!    ([`AnchorIndex`]): a passage MinHash cannot see, such as a short letter quoted whole
+//!    in a transcript fifty times its length.
 //! 2. **Groups**: candidates whose smaller text is at least [`GROUP_SHARE`] in runs are
 //!    copies of one story ([`joined`]); their connected components count once when formula
 //!    is learned.
@@ -18,6 +21,7 @@
 use rayon::prelude::*;
 
 use crate::align::{align_letters, AlignParams, Alignment, Formula, Letters, Passage};
+use crate::hashing::BuildIdentity;
 use crate::minhash::{MinHashParams, Signature, Threshold};
 use crate::relation::{AlignRule, MatchOptions, MatchRule, Relation, TextMatch};
 
@@ -38,6 +42,88 @@ pub const GROUP_SHARE: f64 = 0.8;
 pub fn candidates(sigs: &[Signature], params: &MinHashParams) -> MinHashMatches {
     let t = Threshold::new(CANDIDATE_THRESHOLD).expect("the candidate threshold is in range");
     all_pairs_related(sigs, params, &MatchRule::new(t, MatchOptions::default()))
+}
+
+/// Windows in a winnowing window ([`anchors`]): two texts sharing a run of at least
+/// `AlignParams::DEFAULT.anchor + ANCHOR_WINNOW - 1` letters share an anchor.
+pub const ANCHOR_WINNOW: usize = 16;
+
+/// Anchors two texts must share to be a candidate by anchors.
+pub const ANCHOR_PAIRS_MIN: usize = 3;
+
+/// An anchor found in more texts than this makes no candidates: common phrasing, formula, a
+/// site's lines, a story reposted many times (whose copies MinHash finds).
+pub const ANCHOR_MAX_TEXTS: usize = 24;
+
+/// A text's anchors: of its windows of `AlignParams::DEFAULT.anchor` letters (hashed as
+/// [`Letters::windows`] hashes them), those winnowing chooses (Schleimer, Wilkerson & Aiken
+/// 2003: the smallest hash of every [`ANCHOR_WINNOW`] consecutive windows, the rightmost of
+/// equal ones), each once, as the upper 32 bits of the hash.
+pub fn anchors(letters: &Letters) -> Vec<u32> {
+    let hashes: Vec<u64> = letters
+        .windows(AlignParams::DEFAULT.anchor)
+        .map(|(_, h)| h)
+        .collect();
+    let w = ANCHOR_WINNOW.min(hashes.len());
+    let mut chosen = Vec::new();
+    let mut last = None;
+    for start in 0..(hashes.len() + 1).saturating_sub(w.max(1)) {
+        let mut min = start;
+        for j in start..start + w {
+            if hashes[j] <= hashes[min] {
+                min = j;
+            }
+        }
+        if last != Some(min) {
+            chosen.push((hashes[min] >> 32) as u32);
+            last = Some(min);
+        }
+    }
+    chosen.sort_unstable();
+    chosen.dedup();
+    chosen
+}
+
+/// The anchors of a set of texts ([`anchors`]), to find the pairs that share passages
+/// whatever their lengths: 8 bytes an anchor of a text, about 1.3 KB a text of news.
+#[derive(Debug, Default)]
+pub struct AnchorIndex {
+    /// (anchor, text), sorted when pairs are asked for.
+    entries: Vec<(u32, u32)>,
+}
+
+impl AnchorIndex {
+    /// Adds the anchors of text `text`.
+    pub fn add(&mut self, text: u32, anchors: &[u32]) {
+        self.entries.extend(anchors.iter().map(|&a| (a, text)));
+    }
+
+    /// The pairs `(a, b)`, `a < b`, in order, that share at least [`ANCHOR_PAIRS_MIN`]
+    /// anchors found in at most [`ANCHOR_MAX_TEXTS`] texts.
+    pub fn pairs(mut self) -> Vec<(u32, u32)> {
+        self.entries.par_sort_unstable();
+        let mut shared: std::collections::HashMap<(u32, u32), u32, BuildIdentity> =
+            std::collections::HashMap::default();
+        for group in self.entries.chunk_by(|x, y| x.0 == y.0) {
+            if group.len() > ANCHOR_MAX_TEXTS {
+                continue;
+            }
+            for (i, &(_, a)) in group.iter().enumerate() {
+                for &(_, b) in &group[i + 1..] {
+                    if a != b {
+                        *shared.entry((a.min(b), a.max(b))).or_default() += 1;
+                    }
+                }
+            }
+        }
+        let mut out: Vec<(u32, u32)> = shared
+            .into_iter()
+            .filter(|&(_, n)| n as usize >= ANCHOR_PAIRS_MIN)
+            .map(|(p, _)| p)
+            .collect();
+        out.sort_unstable();
+        out
+    }
 }
 
 /// Whether an alignment joins its two texts into one group (the smaller is at least
@@ -62,6 +148,16 @@ pub fn joined_pairs(
         .map(|p| (p.0 as usize, p.1 as usize))
 }
 
+/// Which candidate step made a pair a candidate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FoundBy {
+    /// MinHash ([`candidates`]), the step every path has.
+    MinHash,
+    /// Only the anchors ([`AnchorIndex`]), where every text is read.
+    Anchors,
+}
+
 /// A candidate pair the alignment relates: `b` read from `a`, as every relation.
 #[derive(Clone, Debug, PartialEq)]
 pub struct AlignedPair {
@@ -69,8 +165,10 @@ pub struct AlignedPair {
     pub a: u32,
     /// The second text.
     pub b: u32,
-    /// MinHash's estimated similarity, which made it a candidate.
+    /// MinHash's estimated similarity (which made it a candidate, unless the anchors did).
     pub similarity: f64,
+    /// The candidate step that found it.
+    pub found_by: FoundBy,
     /// The relation and how much of each text is copied.
     pub matched: TextMatch,
     /// The passages they share, in the order of `a`.
@@ -92,9 +190,11 @@ pub fn align_pairs<'a>(
         .collect()
 }
 
-/// Relates aligned pairs by `rule` with `formula`, keeping those it relates, in order.
+/// Relates aligned pairs, which `found_by` found, by `rule` with `formula`, keeping those it
+/// relates, in order.
 pub fn judge<'a>(
     aligned: Vec<(u32, u32, f64, Alignment)>,
+    found_by: FoundBy,
     letters: impl Fn(u32) -> Option<&'a Letters> + Sync,
     formula: &Formula,
     rule: &AlignRule,
@@ -107,6 +207,7 @@ pub fn judge<'a>(
                 a,
                 b,
                 similarity,
+                found_by,
                 matched,
                 passages: al.passages,
             })
@@ -157,12 +258,75 @@ mod tests {
             a,
             b,
             similarity,
+            found_by: FoundBy::MinHash,
             matched: TextMatch {
                 relation,
                 a_copied: 1.0,
                 b_copied: 1.0,
             },
             passages: Vec::new(),
+        }
+    }
+
+    fn letters(text: &str) -> Letters {
+        Letters::new(&[text])
+    }
+
+    #[test]
+    fn texts_sharing_anchors_are_pairs_and_common_anchors_make_none() {
+        let mut index = AnchorIndex::default();
+        index.add(0, &[1, 2, 3, 9]);
+        index.add(1, &[1, 2, 3]);
+        // Two shared anchors are too few.
+        index.add(2, &[1, 2, 7]);
+        index.add(3, &[5, 6, 8]);
+        // Anchor 4 is in more texts than ANCHOR_MAX_TEXTS: texts sharing only it and two
+        // others are no pair.
+        for t in 4..(5 + ANCHOR_MAX_TEXTS as u32) {
+            index.add(t, &[4]);
+        }
+        index.add(100, &[4, 5, 6]);
+        index.add(101, &[4, 5, 6, 8]);
+        assert_eq!(index.pairs(), [(0, 1), (3, 101)]);
+    }
+
+    #[test]
+    fn an_empty_or_short_text_has_at_most_one_anchor() {
+        assert!(anchors(&letters("")).is_empty());
+        assert_eq!(anchors(&letters("短短的一句话而已了吧呢")).len(), 1);
+    }
+
+    mod properties {
+        use super::*;
+        use proptest::prelude::*;
+
+        fn text(len: std::ops::Range<usize>) -> impl Strategy<Value = String> {
+            proptest::collection::vec(0x4e00u32..0x9fa5, len)
+                .prop_map(|v| v.into_iter().filter_map(char::from_u32).collect())
+        }
+
+        proptest! {
+            /// Winnowing's guarantee: texts sharing a run of ANCHOR + WINNOW - 1 letters
+            /// share an anchor, wherever the run lies in each.
+            #[test]
+            fn a_run_long_enough_is_always_anchored_in_both(
+                run in text(AlignParams::DEFAULT.anchor + ANCHOR_WINNOW - 1..120),
+                (a1, a2, b1, b2) in (text(0..300), text(0..300), text(0..300), text(0..300)),
+            ) {
+                let a = anchors(&letters(&format!("{a1}{run}{a2}")));
+                let b = anchors(&letters(&format!("{b1}{run}{b2}")));
+                prop_assert!(a.iter().any(|x| b.binary_search(x).is_ok()));
+            }
+
+            /// A text's anchors are sorted, distinct, and a fraction of its windows.
+            #[test]
+            fn anchors_are_sorted_distinct_and_sparse(t in text(0..2000)) {
+                let l = letters(&t);
+                let a = anchors(&l);
+                prop_assert!(a.windows(2).all(|w| w[0] < w[1]));
+                let windows = l.windows(AlignParams::DEFAULT.anchor).count();
+                prop_assert!(a.len() <= windows.div_ceil(ANCHOR_WINNOW / 4).max(1));
+            }
         }
     }
 
