@@ -21,7 +21,7 @@ use neardup::eval::synth::Synthesizer;
 use neardup::Methods;
 use serde_json::Value;
 
-use super::es_similar::{holds, load, Documents, Target};
+use super::es_similar::{holds, load_from, Documents, Target};
 use neardup::cli::common::{self, CmdResult, ProfileArgs, Status};
 use neardup::cli::es_args::{self, EsArgs};
 
@@ -110,14 +110,14 @@ pub fn run(args: EsRegroupBench) -> CmdResult {
         if reused {
             rt.block_on(unlabel(&client, &retry, &target.index))?;
         } else {
-            load(
+            load_from(
                 &rt,
                 &client,
                 &retry,
                 std::slice::from_ref(&target),
                 &docs,
                 &fp,
-                n,
+                0..n,
             )?;
         }
         let state = work.join(format!("state-{n}.redb"));

@@ -611,22 +611,9 @@ pub(super) async fn written(
     Ok((meta.methods() == t.meta.methods()).then_some(count as usize))
 }
 
-/// Fills fresh `targets` with documents `0..n`: fingerprinting (both methods, one pass, on
-/// rayon's threads) runs ahead of the bulk requests on another thread.
-pub(super) fn load(
-    rt: &tokio::runtime::Runtime,
-    client: &Elasticsearch,
-    retry: &RetryPolicy,
-    targets: &[Target],
-    docs: &Documents,
-    fp: &Fingerprinter,
-    n: usize,
-) -> anyhow::Result<()> {
-    load_from(rt, client, retry, targets, docs, fp, 0..n)
-}
-
-/// Writes documents `range` into `targets`; from 0 the indices are made afresh, from a later
-/// document the load an interrupted run left goes on (the documents are written in order, in
+/// Writes documents `range` into `targets`, fingerprinting (both methods, one pass, on
+/// rayon's threads) ahead of the bulk requests on another thread. From 0 the indices are
+/// made afresh; from a later document the load an interrupted run left goes on (the documents are written in order, in
 /// bulk requests of [`CHUNK`], and writing one again overwrites it with the same fields).
 pub(super) fn load_from(
     rt: &tokio::runtime::Runtime,
