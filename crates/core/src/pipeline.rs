@@ -252,16 +252,9 @@ pub fn align_candidates(
             }
         },
     );
-    let known: std::collections::HashSet<(u32, u32)> = candidates
-        .iter()
-        .map(|&(a, b, _)| (a.min(b), a.max(b)))
-        .collect();
-    let by_anchors: Vec<(u32, u32, f64)> = anchors
-        .pairs()
-        .into_iter()
-        .filter(|p| !known.contains(p))
-        .map(|(a, b)| (a, b, sigs[a as usize].similarity(&sigs[b as usize])))
-        .collect();
+    let by_anchors = aligned::anchor_candidates(anchors, candidates, |a, b| {
+        Some(sigs[a as usize].similarity(&sigs[b as usize]))
+    });
     let formula = match source {
         FormulaSource::Given(f) => {
             prepared.add_texts(file_texts(open()?, spec), fp, lines, &by_anchors, None);
@@ -416,23 +409,10 @@ impl Prepared {
             letters: vec![None; keys.len()],
             aligned: Vec::new(),
         };
-        prepared.extend(texts, fp, keys, candidates);
+        prepared.add_texts(texts, fp, keys, candidates, None);
+        let letters = &prepared.letters;
+        prepared.aligned = aligned::align_pairs(candidates, |i| letters[i as usize].as_ref());
         prepared
-    }
-
-    /// Prepares the texts of `candidates` not yet held and aligns the candidates.
-    fn extend(
-        &mut self,
-        texts: impl Iterator<Item = (u64, Vec<String>)>,
-        fp: &Fingerprinter,
-        keys: &[u64],
-        candidates: &[(u32, u32, f64)],
-    ) {
-        self.add_texts(texts, fp, keys, candidates, None);
-        let letters = &self.letters;
-        self.aligned.extend(aligned::align_pairs(candidates, |i| {
-            letters[i as usize].as_ref()
-        }));
     }
 
     /// Prepares the texts of `candidates` not yet held; with a `counter`, every text of

@@ -71,19 +71,10 @@ pub(crate) fn prepare(fp: &Fingerprinter, texts: &[Vec<String>]) -> Prepared {
     for &i in &docs {
         index.add(i, &anchors[i as usize]);
     }
-    let known: std::collections::HashSet<(u32, u32)> = found
-        .iter()
-        .map(|&(a, b, _)| (a.min(b), a.max(b)))
-        .collect();
-    let by_anchors = index
-        .pairs()
-        .into_iter()
-        .filter(|p| !known.contains(p))
-        .filter_map(|(a, b)| {
-            let (sa, sb) = (sigs[a as usize].as_ref()?, sigs[b as usize].as_ref()?);
-            Some((a, b, sa.similarity(sb)))
-        })
-        .collect();
+    let by_anchors = aligned::anchor_candidates(index, &found, |a, b| {
+        let (sa, sb) = (sigs[a as usize].as_ref()?, sigs[b as usize].as_ref()?);
+        Some(sa.similarity(sb))
+    });
     Prepared {
         sigs,
         letters,

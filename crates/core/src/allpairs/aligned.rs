@@ -126,6 +126,26 @@ impl AnchorIndex {
     }
 }
 
+/// The pairs `(a, b, similarity)` of `index` that are not among MinHash's `candidates`, with
+/// the similarity `similarity` gives; a pair it gives none for (a text without a signature)
+/// is left out.
+pub fn anchor_candidates(
+    index: AnchorIndex,
+    candidates: &[(u32, u32, f64)],
+    similarity: impl Fn(u32, u32) -> Option<f64>,
+) -> Vec<(u32, u32, f64)> {
+    let known: std::collections::HashSet<(u32, u32)> = candidates
+        .iter()
+        .map(|&(a, b, _)| (a.min(b), a.max(b)))
+        .collect();
+    index
+        .pairs()
+        .into_iter()
+        .filter(|p| !known.contains(p))
+        .filter_map(|(a, b)| Some((a, b, similarity(a, b)?)))
+        .collect()
+}
+
 /// Whether an alignment joins its two texts into one group (the smaller is at least
 /// [`GROUP_SHARE`] in runs).
 pub fn joined(alignment: &Alignment) -> bool {
