@@ -38,12 +38,11 @@ pub struct Args {
     /// reported as `shares_passage` when they share a passage without either being a copy
     /// (never clustered). Two instances of one template are not copies: formula text recurring
     /// across the input is learned and does not count. Pairs carry `a_copied`, `b_copied` and
-    /// the shared `passages` (character spans of both texts). Reads the input three times
-    /// more.
+    /// the shared `passages` (character spans of both texts). Reads the input twice more.
     #[arg(long, conflicts_with_all = ["threshold", "k", "no_containment", "pre_tokenized"])]
     align: bool,
     /// With --align: use this formula artefact (`neardup formula learn`) instead of learning
-    /// formula from the input (one pass fewer).
+    /// formula from the input (no windows counted).
     #[arg(long, requires = "align", value_name = "PATH")]
     formula: Option<std::path::PathBuf>,
     #[command(flatten)]

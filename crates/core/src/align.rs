@@ -33,7 +33,11 @@ use std::collections::{HashMap, HashSet};
 use crate::hashing::BuildIdentity;
 use crate::text::{is_cjk_ideograph, plain_text, Folder, Segmenter};
 
-type Windows = HashMap<u64, Vec<u32>, BuildIdentity>;
+/// A text's windows as (hash, start), sorted.
+type Windows = Vec<(u64, u32)>;
+
+/// The entries of one window (one hash) in each of two texts' [`Windows`].
+type SharedWindow<'w> = (&'w [(u64, u32)], &'w [(u64, u32)]);
 
 /// How texts are aligned. [`AlignParams::DEFAULT`] is what every front end uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -204,16 +208,27 @@ impl Letters {
     /// letters' code points (little-endian `u32`s), stable across versions and platforms.
     pub fn windows(&self, k: usize) -> impl Iterator<Item = (usize, u64)> + '_ {
         let k = k.max(1);
-        let mut bytes = Vec::with_capacity(4 * k);
-        self.chars
-            .windows(k)
-            .enumerate()
-            .filter(|(_, w)| !w.iter().any(|&c| is_separator(c)))
-            .map(move |(i, w)| {
-                bytes.clear();
-                bytes.extend(w.iter().flat_map(|&c| u32::from(c).to_le_bytes()));
-                (i, xxh3_64(&bytes))
-            })
+        // The code points' bytes once, so that each window hashes a slice of them; and the
+        // last separator seen, so that a window is tested in constant time.
+        let bytes: Vec<u8> = self
+            .chars
+            .iter()
+            .flat_map(|&c| u32::from(c).to_le_bytes())
+            .collect();
+        let starts = (self.chars.len() + 1).saturating_sub(k);
+        let mut last_separator = self.chars[..(k - 1).min(self.chars.len())]
+            .iter()
+            .rposition(|&c| is_separator(c));
+        (0..starts).filter_map(move |i| {
+            let end = i + k - 1;
+            if is_separator(self.chars[end]) {
+                last_separator = Some(end);
+            }
+            if last_separator.is_some_and(|s| s >= i) {
+                return None;
+            }
+            Some((i, xxh3_64(&bytes[4 * i..4 * (i + k)])))
+        })
     }
 
     /// The span of letters `start..end` (indices of [`Run`]s, inside one field).
@@ -549,7 +564,14 @@ impl WindowSieve {
 
     /// Counts one text: each of its windows once.
     pub fn add(&mut self, text: &Letters) {
-        for h in distinct_windows(text, self.anchor) {
+        self.add_windows(&TextWindows::of(text, self.anchor));
+    }
+
+    /// Counts one text by its windows ([`TextWindows`], computed where the text was
+    /// prepared, e.g. on another thread).
+    pub fn add_windows(&mut self, windows: &TextWindows) {
+        assert_eq!(windows.anchor, self.anchor, "windows of another length");
+        for &h in &windows.hashes {
             let slots = self.slots(h);
             let least = slots.iter().map(|&i| self.counters[i]).min().unwrap_or(0);
             if least == u8::MAX {
@@ -617,10 +639,22 @@ impl FormulaCounter {
         }
     }
 
+    /// The length of the windows it counts.
+    pub fn anchor(&self) -> usize {
+        self.anchor
+    }
+
     /// Counts one text: each of its windows once, however often it repeats there.
     pub fn add(&mut self, text: &Letters) {
+        self.add_windows(&TextWindows::of(text, self.anchor));
+    }
+
+    /// Counts one text by its windows ([`TextWindows`], computed where the text was
+    /// prepared, e.g. on another thread).
+    pub fn add_windows(&mut self, windows: &TextWindows) {
+        assert_eq!(windows.anchor, self.anchor, "windows of another length");
         self.texts += 1;
-        for h in distinct_windows(text, self.anchor) {
+        for &h in &windows.hashes {
             match &self.only {
                 Only::All => *self.counts.entry(h).or_insert(0) += 1,
                 Only::Restricted => {
@@ -654,7 +688,7 @@ impl FormulaCounter {
         for group in groups {
             let mut held: HashMap<u64, u32, BuildIdentity> = HashMap::with_hasher(BuildIdentity);
             for t in group {
-                for h in distinct_windows(t, self.anchor) {
+                for h in TextWindows::of(t, self.anchor).hashes {
                     *held.entry(h).or_insert(0) += 1;
                 }
             }
@@ -675,9 +709,28 @@ impl FormulaCounter {
     }
 }
 
-/// The windows of `text`, each once.
-fn distinct_windows(text: &Letters, anchor: usize) -> HashSet<u64, BuildIdentity> {
-    text.windows(anchor).map(|(_, h)| h).collect()
+/// A text's windows of `anchor` letters ([`Letters::windows`]), each once: what
+/// [`WindowSieve`] and [`FormulaCounter`] count of a text.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TextWindows {
+    anchor: usize,
+    /// Ascending, each once.
+    hashes: Vec<u64>,
+}
+
+impl TextWindows {
+    /// The windows of `text`.
+    pub fn of(text: &Letters, anchor: usize) -> TextWindows {
+        TextWindows::from_hashes(anchor, text.windows(anchor).map(|(_, h)| h).collect())
+    }
+
+    /// The windows whose hashes, in any order and with repeats, are `hashes`: every hash
+    /// [`Letters::windows`] gives for windows of `anchor` letters of one text.
+    pub fn from_hashes(anchor: usize, mut hashes: Vec<u64>) -> TextWindows {
+        hashes.sort_unstable();
+        hashes.dedup();
+        TextWindows { anchor, hashes }
+    }
 }
 
 /// A character range of one field's plain text: `start..end`, in Unicode scalar values.
@@ -878,41 +931,60 @@ fn align_in_order(a: &Letters, b: &Letters, params: &AlignParams) -> Alignment {
     }
 }
 
-/// The windows of `letters` by hash, with their starts.
+/// The windows of `letters` as (hash, start), in the order of hashes then starts.
 fn windows(letters: &Letters, k: usize) -> Windows {
-    let mut out = Windows::with_capacity_and_hasher(letters.chars.len(), BuildIdentity);
-    for (i, h) in letters.windows(k) {
-        out.entry(h).or_default().push(i as u32);
-    }
+    let mut out: Windows = letters.windows(k).map(|(i, h)| (h, i as u32)).collect();
+    out.sort_unstable();
     out
+}
+
+/// The starts of the windows both texts hold, each at most `max_repeats` times in either:
+/// the anchors, a pair of slices of equal hashes per window (by merging the sorted windows).
+fn shared_windows<'w>(
+    wa: &'w [(u64, u32)],
+    wb: &'w [(u64, u32)],
+    max_repeats: usize,
+) -> Vec<SharedWindow<'w>> {
+    let group = |w: &'w [(u64, u32)], from: usize| {
+        let h = w[from].0;
+        let len = w[from..].iter().take_while(|e| e.0 == h).count();
+        &w[from..from + len]
+    };
+    let (mut i, mut j) = (0, 0);
+    let mut shared = Vec::new();
+    while i < wa.len() && j < wb.len() {
+        match wa[i].0.cmp(&wb[j].0) {
+            std::cmp::Ordering::Less => i += 1,
+            std::cmp::Ordering::Greater => j += 1,
+            std::cmp::Ordering::Equal => {
+                let (pa, pb) = (group(wa, i), group(wb, j));
+                i += pa.len();
+                j += pb.len();
+                if pa.len() <= max_repeats && pb.len() <= max_repeats {
+                    shared.push((pa, pb));
+                }
+            }
+        }
+    }
+    shared
 }
 
 /// The maximal exact matches of at least `anchor` letters that start from an anchor.
 fn runs(a: &Letters, b: &Letters, params: &AlignParams) -> Vec<Run> {
     let k = params.anchor.max(1);
-    let wa = windows(a, k);
-    let wb = windows(b, k);
+    let (wa, wb) = (windows(a, k), windows(b, k));
+    let shared = shared_windows(&wa, &wb, params.max_repeats);
     let (ca, cb) = (&a.chars, &b.chars);
-    let anchors = |h: &u64| -> Option<(&Vec<u32>, &Vec<u32>)> {
-        let pa = wa.get(h)?;
-        let pb = wb.get(h)?;
-        (pa.len() <= params.max_repeats && pb.len() <= params.max_repeats).then_some((pa, pb))
-    };
     // Which window starts of the first text anchor: a run is extended from the first of its
     // anchors only, and leftwards from one whose left neighbour does not anchor.
     let mut anchored = vec![false; ca.len()];
-    for (h, pa) in &wa {
-        if anchors(h).is_some() {
-            for &i in pa {
-                anchored[i as usize] = true;
-            }
-        }
+    for &(_, i) in shared.iter().flat_map(|(pa, _)| pa.iter()) {
+        anchored[i as usize] = true;
     }
-    let mut seen: HashSet<Run> = HashSet::new();
-    for (h, pa) in &wa {
-        let Some((_, pb)) = anchors(h) else { continue };
-        for &i in pa {
-            for &j in pb {
+    let mut found: Vec<Run> = Vec::new();
+    for (pa, pb) in shared {
+        for &(_, i) in pa {
+            for &(_, j) in pb {
                 let (i, j) = (i as usize, j as usize);
                 if ca[i..i + k] != cb[j..j + k] {
                     continue;
@@ -932,7 +1004,7 @@ fn runs(a: &Letters, b: &Letters, params: &AlignParams) -> Vec<Run> {
                     e += 1;
                     f += 1;
                 }
-                seen.insert(Run {
+                found.push(Run {
                     a: s,
                     b: t,
                     len: e - s,
@@ -940,9 +1012,9 @@ fn runs(a: &Letters, b: &Letters, params: &AlignParams) -> Vec<Run> {
             }
         }
     }
-    let mut runs: Vec<Run> = seen.into_iter().collect();
-    runs.sort_unstable();
-    runs
+    found.sort_unstable();
+    found.dedup();
+    found
 }
 
 /// Runs joined into passages, in the order of both texts (see the module docs).

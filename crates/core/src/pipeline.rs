@@ -8,7 +8,7 @@ use rayon::prelude::*;
 
 use std::collections::HashMap;
 
-use crate::align::{AlignParams, Formula, FormulaCounter, Letters, WindowSieve};
+use crate::align::{AlignParams, Formula, FormulaCounter, Letters, TextWindows, WindowSieve};
 use crate::allpairs::aligned::{self, AlignedPair, FoundBy};
 use crate::fingerprint::{Fingerprinter, Methods, Outcome, Sketches};
 use crate::input::{
@@ -119,47 +119,47 @@ pub fn run<E>(
     let name = source.name.clone();
     let mut lines = Lines::new(source.reader);
     let mut counts = Counts::default();
-    loop {
+    let read = || {
         let mut batch = Vec::with_capacity(opts.batch_lines);
         let mut bytes = 0usize;
         for (line, raw) in lines.by_ref() {
-            let len = raw.as_ref().map_or(0, Vec::len);
-            bytes += len;
+            bytes += raw.as_ref().map_or(0, Vec::len);
             batch.push((line, raw));
             if batch.len() >= opts.batch_lines || bytes >= opts.batch_bytes {
                 break;
             }
         }
-        if batch.is_empty() {
-            return Ok(counts);
-        }
-        counts.bytes += bytes as u64;
-        let items: Vec<Item> = batch
-            .into_par_iter()
-            .map(|(line, raw)| {
-                let parsed = raw
-                    .map_err(|e| InputErrorKind::from_io(&e))
-                    .and_then(|b| parse_line(&b, spec));
-                match parsed {
-                    Ok(doc) => Item::Doc {
-                        line,
-                        sketches: sketch_body(fp, opts.methods, &doc.body),
-                        id: doc.id,
-                    },
-                    Err(kind) => Item::Bad(InputError {
-                        source_name: name.clone(),
-                        line,
-                        kind,
-                    }),
-                }
-            })
-            .collect();
-        for item in items {
+        batch
+    };
+    let work = |(line, raw): (u64, std::io::Result<Vec<u8>>)| {
+        let bytes = raw.as_ref().map_or(0, Vec::len) as u64;
+        let parsed = raw
+            .map_err(|e| InputErrorKind::from_io(&e))
+            .and_then(|b| parse_line(&b, spec));
+        let item = match parsed {
+            Ok(doc) => Item::Doc {
+                line,
+                sketches: sketch_body(fp, opts.methods, &doc.body),
+                id: doc.id,
+            },
+            Err(kind) => Item::Bad(InputError {
+                source_name: name.clone(),
+                line,
+                kind,
+            }),
+        };
+        (bytes, item)
+    };
+    in_batches(read, work, |items| {
+        for (bytes, item) in items {
+            counts.bytes += bytes;
             counts.count(&item);
             sink(item)?;
         }
         progress(&counts);
-    }
+        Ok(())
+    })?;
+    Ok(counts)
 }
 
 /// Learns boilerplate ([`crate::text::boilerplate`]) from the text documents of `source`,
@@ -205,11 +205,11 @@ pub struct AlignedInput {
 
 /// Alignment decides what MinHash and the anchors found ([`crate::allpairs::aligned`]) for
 /// an input read again from `open`: `lines` gives the input line of each position the
-/// candidates `(a, b, similarity)` and the signatures `sigs` name. One more pass prepares the
-/// letters of the candidates' texts (and no other); a second reads every text document for
-/// its anchors (and, without a `formula`, sifts its windows); a third prepares the texts of
-/// the pairs only the anchors found (and, without a `formula`, counts the windows the sieve
-/// kept over every text: the formula [`learn_formula`] learns). Memory grows with the
+/// candidates `(a, b, similarity)` and the signatures `sigs` name. One more pass reads every
+/// text document for its anchors, keeps the letters of the candidates' texts (and no other)
+/// and, without a `formula`, sifts its windows; a second prepares the texts of the pairs
+/// only the anchors found (and, without a `formula`, counts the windows the sieve kept over
+/// every text: the formula [`learn_formula`] learns). Memory grows with the
 /// candidates and with the anchors (about 1.3 KB a text of news). Pre-tokenized documents
 /// have no text to align: their pairs are left out. The pairs come in the order of `(a, b)`.
 #[allow(clippy::too_many_arguments)]
@@ -223,7 +223,6 @@ pub fn align_candidates(
     rule: &AlignRule,
     formula: Option<&Formula>,
 ) -> crate::Result<AlignedInput> {
-    let mut prepared = Prepared::read(file_texts(open()?, spec), fp, lines, candidates);
     let position: HashMap<u64, u32> = lines
         .iter()
         .enumerate()
@@ -234,24 +233,35 @@ pub fn align_candidates(
         Some(f) => FormulaSource::Given(f),
         None => FormulaSource::Sifting(WindowSieve::for_texts(anchor, lines.len())),
     };
+    let sifting = matches!(source, FormulaSource::Sifting(_));
+    let mut prepared = Prepared::new(lines.len());
+    let wanted = prepared.wanted(lines, candidates);
     let mut anchors = aligned::AnchorIndex::default();
+    // One pass over every text: its anchors, its windows sifted, and the letters of the
+    // texts MinHash's candidates name kept.
     for_each_text(
         file_texts(open()?, spec),
         |_| true,
         |fields| {
             let l = Letters::prepared(fields, fp.segmenter());
-            let a = aligned::anchors(&l);
-            (l, a)
+            let hashes: Vec<u64> = l.windows(anchor).map(|(_, h)| h).collect();
+            let a = aligned::anchors_of_windows(&hashes);
+            let w = sifting.then(|| TextWindows::from_hashes(anchor, hashes));
+            (l, a, w)
         },
-        |line, (l, a)| {
-            if let FormulaSource::Sifting(s) = &mut source {
-                s.add(&l);
+        |line, (l, a, w)| {
+            if let (FormulaSource::Sifting(s), Some(w)) = (&mut source, &w) {
+                s.add_windows(w);
             }
             if let Some(&i) = position.get(&line) {
                 anchors.add(i, &a);
             }
+            if let Some(&i) = wanted.get(&line) {
+                prepared.letters[i as usize] = Some(l);
+            }
         },
     );
+    prepared.align(candidates);
     let by_anchors = aligned::anchor_candidates(anchors, candidates, |a, b| {
         Some(sigs[a as usize].similarity(&sigs[b as usize]))
     });
@@ -304,8 +314,8 @@ enum FormulaSource<'a> {
     Sifting(WindowSieve),
 }
 
-/// The formula windows of an input read from `open` (three passes: sketches, the letters of
-/// MinHash's candidates, then every text counted): what `dedupe --align` learns, written as
+/// The formula windows of an input read from `open` (three passes: sketches, every text
+/// sifted with the letters of MinHash's candidates kept, then every text counted): what `dedupe --align` learns, written as
 /// an artefact by `neardup formula learn`.
 pub fn learn_formula(
     open: impl Fn() -> crate::Result<Source>,
@@ -366,7 +376,7 @@ pub fn learn_formula_of_texts(texts: &[Vec<String>], fp: &Fingerprinter) -> Form
 
 /// The passes of [`learn_formula`] after the sketches: `keys[i]` is the key `texts` gives
 /// the text of `sigs[i]`.
-fn learn_formula_from<I: Iterator<Item = (u64, Vec<String>)>, E>(
+fn learn_formula_from<I: Iterator<Item = (u64, Vec<String>)> + Send, E>(
     texts: impl Fn() -> Result<I, E>,
     fp: &Fingerprinter,
     keys: &[u64],
@@ -375,17 +385,29 @@ fn learn_formula_from<I: Iterator<Item = (u64, Vec<String>)>, E>(
     let candidates: Vec<(u32, u32, f64)> = aligned::candidates(sigs, fp.minhasher().params())
         .pairs()
         .collect();
-    let prepared = Prepared::read(texts()?, fp, keys, &candidates);
     // Every window could be formula: a sieve first, so that only those that recur are
-    // counted exactly (the same formula, in the memory of the windows that recur).
+    // counted exactly (the same formula, in the memory of the windows that recur). The
+    // same pass keeps the candidates' texts.
     let anchor = AlignParams::DEFAULT.anchor;
     let mut sieve = WindowSieve::for_texts(anchor, keys.len());
+    let mut prepared = Prepared::new(keys.len());
+    let wanted = prepared.wanted(keys, &candidates);
     for_each_text(
         texts()?,
         |_| true,
-        |fields| Letters::prepared(fields, fp.segmenter()),
-        |_, l| sieve.add(&l),
+        |fields| {
+            let l = Letters::prepared(fields, fp.segmenter());
+            let w = TextWindows::of(&l, anchor);
+            (l, w)
+        },
+        |key, (l, w)| {
+            sieve.add_windows(&w);
+            if let Some(&i) = wanted.get(&key) {
+                prepared.letters[i as usize] = Some(l);
+            }
+        },
     );
+    prepared.align(&candidates);
     let counter = FormulaCounter::sifted(sieve, aligned::FORMULA_GROUPS);
     Ok(prepared.count_formula(texts()?, fp, counter))
 }
@@ -398,53 +420,58 @@ struct Prepared {
 }
 
 impl Prepared {
-    /// `keys[i]` is the key `texts` gives the text of position `i`.
-    fn read(
-        texts: impl Iterator<Item = (u64, Vec<String>)>,
-        fp: &Fingerprinter,
-        keys: &[u64],
-        candidates: &[(u32, u32, f64)],
-    ) -> Prepared {
-        let mut prepared = Prepared {
-            letters: vec![None; keys.len()],
+    /// No texts yet, for `n` positions.
+    fn new(n: usize) -> Prepared {
+        Prepared {
+            letters: vec![None; n],
             aligned: Vec::new(),
-        };
-        prepared.add_texts(texts, fp, keys, candidates, None);
-        let letters = &prepared.letters;
-        prepared.aligned = aligned::align_pairs(candidates, |i| letters[i as usize].as_ref());
-        prepared
+        }
     }
 
-    /// Prepares the texts of `candidates` not yet held; with a `counter`, every text of
+    /// Aligns `candidates`, whose texts are held.
+    fn align(&mut self, candidates: &[(u32, u32, f64)]) {
+        let letters = &self.letters;
+        self.aligned = aligned::align_pairs(candidates, |i| letters[i as usize].as_ref());
+    }
+
+    /// The keys of the texts of `candidates` not yet held, with their positions.
+    fn wanted(&self, keys: &[u64], candidates: &[(u32, u32, f64)]) -> HashMap<u64, u32> {
+        candidates
+            .iter()
+            .flat_map(|&(a, b, _)| [a, b])
+            .filter(|&i| self.letters[i as usize].is_none())
+            .map(|i| (keys[i as usize], i))
+            .collect()
+    }
+
+    /// Prepares the texts of `candidates` not yet held (`keys[i]` is the key `texts` gives
+    /// the text of position `i`); with a `counter`, every text of
     /// `texts` is counted by it in the same pass.
     fn add_texts(
         &mut self,
-        texts: impl Iterator<Item = (u64, Vec<String>)>,
+        texts: impl Iterator<Item = (u64, Vec<String>)> + Send,
         fp: &Fingerprinter,
         keys: &[u64],
         candidates: &[(u32, u32, f64)],
         mut counter: Option<&mut FormulaCounter>,
     ) {
-        let mut wanted: HashMap<u64, u32> = HashMap::new();
-        for &(a, b, _) in candidates {
-            for i in [a, b] {
-                if self.letters[i as usize].is_none() {
-                    wanted.insert(keys[i as usize], i);
-                }
-            }
-        }
+        let wanted = self.wanted(keys, candidates);
         if wanted.is_empty() && counter.is_none() {
             return;
         }
-        let counting = counter.is_some();
+        let anchor = counter.as_ref().map(|c| c.anchor());
         let letters = &mut self.letters;
         for_each_text(
             texts,
-            |line| counting || wanted.contains_key(&line),
-            |fields| Letters::prepared(fields, fp.segmenter()),
-            |line, l| {
-                if let Some(c) = counter.as_deref_mut() {
-                    c.add(&l);
+            |line| anchor.is_some() || wanted.contains_key(&line),
+            |fields| {
+                let l = Letters::prepared(fields, fp.segmenter());
+                let w = anchor.map(|k| TextWindows::of(&l, k));
+                (l, w)
+            },
+            |line, (l, w)| {
+                if let (Some(c), Some(w)) = (counter.as_deref_mut(), &w) {
+                    c.add_windows(w);
                 }
                 if let Some(&i) = wanted.get(&line) {
                     letters[i as usize] = Some(l);
@@ -457,15 +484,16 @@ impl Prepared {
     /// groups once.
     fn count_formula(
         &self,
-        texts: impl Iterator<Item = (u64, Vec<String>)>,
+        texts: impl Iterator<Item = (u64, Vec<String>)> + Send,
         fp: &Fingerprinter,
         mut counter: FormulaCounter,
     ) -> Formula {
+        let anchor = counter.anchor();
         for_each_text(
             texts,
             |_| true,
-            |fields| Letters::prepared(fields, fp.segmenter()),
-            |_, l| counter.add(&l),
+            |fields| TextWindows::of(&Letters::prepared(fields, fp.segmenter()), anchor),
+            |_, w| counter.add_windows(&w),
         );
         self.formula_of(counter, fp)
     }
@@ -487,7 +515,10 @@ impl Prepared {
 
 /// The text documents of an input, as (line, text fields), in order. Lines that are not
 /// text documents are skipped (the fingerprinting pass reported them).
-fn file_texts(source: Source, spec: &InputSpec) -> impl Iterator<Item = (u64, Vec<String>)> + '_ {
+fn file_texts(
+    source: Source,
+    spec: &InputSpec,
+) -> impl Iterator<Item = (u64, Vec<String>)> + Send + '_ {
     Lines::new(source.reader)
         .filter_map(move |(line, raw)| Some((line, text_article(&raw.ok()?, spec)?.texts)))
 }
@@ -502,15 +533,21 @@ fn text_article(raw: &[u8], spec: &InputSpec) -> Option<Article> {
 }
 
 /// Calls `sink` with `prepare` of every text of `texts` whose key `keep` admits, in order,
-/// preparing a batch on all cores.
+/// preparing a batch on all cores ([`in_batches`]).
 fn for_each_text<T: Send>(
-    mut texts: impl Iterator<Item = (u64, Vec<String>)>,
-    keep: impl Fn(u64) -> bool,
+    mut texts: impl Iterator<Item = (u64, Vec<String>)> + Send,
+    keep: impl Fn(u64) -> bool + Sync,
     prepare: impl Fn(&[String]) -> T + Sync,
     mut sink: impl FnMut(u64, T),
 ) {
-    let opts = PipelineOptions::default();
-    loop {
+    // Smaller batches than the fingerprinting pass's: a prepared text holds about ten
+    // times its input's bytes, and three batches are in flight.
+    let opts = PipelineOptions {
+        batch_lines: 512,
+        batch_bytes: 4 << 20,
+        ..PipelineOptions::default()
+    };
+    let read = || {
         let mut batch = Vec::with_capacity(opts.batch_lines);
         let mut bytes = 0usize;
         for (key, fields) in texts.by_ref() {
@@ -523,15 +560,45 @@ fn for_each_text<T: Send>(
                 break;
             }
         }
-        if batch.is_empty() {
-            return;
-        }
-        let prepared: Vec<(u64, T)> = batch
-            .into_par_iter()
-            .map(|(key, fields)| (key, prepare(&fields)))
-            .collect();
-        for (key, t) in prepared {
-            sink(key, t);
-        }
+        batch
+    };
+    let done = in_batches(
+        read,
+        |(key, fields): (u64, Vec<String>)| (key, prepare(&fields)),
+        |batch| {
+            batch.into_iter().for_each(|(key, t)| sink(key, t));
+            Ok::<(), std::convert::Infallible>(())
+        },
+    );
+    let Ok(()) = done;
+}
+
+/// Runs `work` on every element of the batches `read` gives (until an empty one), a batch on
+/// all cores, while the next batch is read and the last one's results go to `sink` on the
+/// calling thread, in order: reading and sinking are sequential, so they overlap the
+/// parallel work instead of waiting for it. Stops at the sink's first error.
+fn in_batches<B: Send, T: Send, E>(
+    mut read: impl FnMut() -> Vec<B> + Send,
+    work: impl Fn(B) -> T + Sync,
+    mut sink: impl FnMut(Vec<T>) -> Result<(), E>,
+) -> Result<(), E> {
+    let mut batch = read();
+    let mut done: Option<Vec<T>> = None;
+    while !batch.is_empty() || done.is_some() {
+        let current = std::mem::take(&mut batch);
+        let mut worked = Vec::new();
+        let sunk = rayon::in_place_scope(|s| {
+            s.spawn(|_| {
+                let read_on = !current.is_empty();
+                (batch, worked) = rayon::join(
+                    || if read_on { read() } else { Vec::new() },
+                    || current.into_par_iter().map(&work).collect(),
+                );
+            });
+            done.take().map_or(Ok(()), &mut sink)
+        });
+        sunk?;
+        done = Some(worked).filter(|w| !w.is_empty());
     }
+    Ok(())
 }

@@ -64,6 +64,11 @@ pub fn anchors(letters: &Letters) -> Vec<u32> {
         .windows(AlignParams::DEFAULT.anchor)
         .map(|(_, h)| h)
         .collect();
+    anchors_of_windows(&hashes)
+}
+
+/// [`anchors`] of a text whose windows' hashes, in the order of the text, are `hashes`.
+pub fn anchors_of_windows(hashes: &[u64]) -> Vec<u32> {
     let w = ANCHOR_WINNOW.min(hashes.len());
     let mut chosen = Vec::new();
     let mut last = None;
