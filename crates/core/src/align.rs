@@ -1114,6 +1114,62 @@ mod tests {
         vec![s.to_string()]
     }
 
+    /// A window's hash by its definition: xxh3 of its letters' code points, little-endian.
+    fn window_hash(w: &[char]) -> u64 {
+        let bytes: Vec<u8> = w.iter().flat_map(|&c| u32::from(c).to_le_bytes()).collect();
+        xxh3_64(&bytes)
+    }
+
+    #[test]
+    fn window_hashes_never_change() {
+        // Formula artefacts and indices' `_meta` keep these hashes for years.
+        let l = Letters::new(&["标题在此", "正文内容。Ａｂc 123"]);
+        let got: Vec<(usize, u64)> = l.windows(4).collect();
+        assert_eq!(
+            got.iter()
+                .map(|&(i, h)| format!("{i}:{h:016x}"))
+                .collect::<Vec<_>>(),
+            GOLDEN_WINDOWS
+        );
+        let spans: Vec<(usize, u64)> = l.windows(30).collect();
+        assert!(
+            spans.is_empty(),
+            "no window crosses a field or runs past the end"
+        );
+    }
+
+    const GOLDEN_WINDOWS: [&str; 8] = [
+        "0:1d22916305bbe7b0",
+        "5:87407576acb48433",
+        "6:b003833bf3dd39e7",
+        "7:b6b073bcbf047a0b",
+        "8:22c4f0f71cfaf61c",
+        "9:a85cb88e82e460f4",
+        "10:25a6e2ff40221e98",
+        "11:feca51328ed2c5bd",
+    ];
+
+    proptest::proptest! {
+        /// Every window of `k` letters that crosses no field boundary, with its first letter
+        /// and its hash as defined, in order; no other.
+        #[test]
+        fn windows_are_every_window_inside_a_field(
+            fields in proptest::collection::vec("[a-c一二三 ]{0,12}", 0..4),
+            k in 1usize..6,
+        ) {
+            let l = Letters::new(&fields);
+            let expected: Vec<(usize, u64)> = l
+                .chars
+                .windows(k)
+                .enumerate()
+                .filter(|(_, w)| !w.iter().any(|&c| is_separator(c)))
+                .map(|(i, w)| (i, window_hash(w)))
+                .collect();
+            let got: Vec<(usize, u64)> = l.windows(k).collect();
+            proptest::prop_assert_eq!(got, expected);
+        }
+    }
+
     #[test]
     fn identical_texts_are_one_passage_covering_both() {
         let text = format!("{LEAD}。{TAIL}。");

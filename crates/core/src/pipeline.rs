@@ -602,3 +602,56 @@ fn in_batches<B: Send, T: Send, E>(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Batches of up to `size` from `0..n`, as a reader gives them.
+    fn reader(n: u32, size: usize) -> impl FnMut() -> Vec<u32> + Send {
+        let mut next = 0;
+        move || {
+            let batch: Vec<u32> = (next..n).take(size).collect();
+            next += batch.len() as u32;
+            batch
+        }
+    }
+
+    #[test]
+    fn batches_are_worked_on_and_sunk_in_order() {
+        for (n, size) in [(0, 3), (1, 3), (3, 3), (10, 3), (1000, 7)] {
+            let mut sunk = Vec::new();
+            let mut batches = 0;
+            let done = in_batches(
+                reader(n, size),
+                |x| x * 2,
+                |b| {
+                    batches += 1;
+                    sunk.extend(b);
+                    Ok::<(), ()>(())
+                },
+            );
+            assert_eq!(done, Ok(()));
+            assert_eq!(sunk, (0..n).map(|x| x * 2).collect::<Vec<_>>());
+            assert_eq!(batches, (n as usize).div_ceil(size));
+        }
+    }
+
+    #[test]
+    fn the_first_error_of_the_sink_stops_the_batches() {
+        let mut sunk = Vec::new();
+        let done = in_batches(
+            reader(100, 10),
+            |x| x,
+            |b| {
+                if b.contains(&25) {
+                    return Err(25);
+                }
+                sunk.extend(b);
+                Ok(())
+            },
+        );
+        assert_eq!(done, Err(25));
+        assert_eq!(sunk, (0..20).collect::<Vec<_>>());
+    }
+}
