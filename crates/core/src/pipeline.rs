@@ -119,47 +119,47 @@ pub fn run<E>(
     let name = source.name.clone();
     let mut lines = Lines::new(source.reader);
     let mut counts = Counts::default();
-    let read = || {
+    loop {
         let mut batch = Vec::with_capacity(opts.batch_lines);
         let mut bytes = 0usize;
         for (line, raw) in lines.by_ref() {
-            bytes += raw.as_ref().map_or(0, Vec::len);
+            let len = raw.as_ref().map_or(0, Vec::len);
+            bytes += len;
             batch.push((line, raw));
             if batch.len() >= opts.batch_lines || bytes >= opts.batch_bytes {
                 break;
             }
         }
-        batch
-    };
-    let work = |(line, raw): (u64, std::io::Result<Vec<u8>>)| {
-        let bytes = raw.as_ref().map_or(0, Vec::len) as u64;
-        let parsed = raw
-            .map_err(|e| InputErrorKind::from_io(&e))
-            .and_then(|b| parse_line(&b, spec));
-        let item = match parsed {
-            Ok(doc) => Item::Doc {
-                line,
-                sketches: sketch_body(fp, opts.methods, &doc.body),
-                id: doc.id,
-            },
-            Err(kind) => Item::Bad(InputError {
-                source_name: name.clone(),
-                line,
-                kind,
-            }),
-        };
-        (bytes, item)
-    };
-    in_batches(read, work, |items| {
-        for (bytes, item) in items {
-            counts.bytes += bytes;
+        if batch.is_empty() {
+            return Ok(counts);
+        }
+        counts.bytes += bytes as u64;
+        let items: Vec<Item> = batch
+            .into_par_iter()
+            .map(|(line, raw)| {
+                let parsed = raw
+                    .map_err(|e| InputErrorKind::from_io(&e))
+                    .and_then(|b| parse_line(&b, spec));
+                match parsed {
+                    Ok(doc) => Item::Doc {
+                        line,
+                        sketches: sketch_body(fp, opts.methods, &doc.body),
+                        id: doc.id,
+                    },
+                    Err(kind) => Item::Bad(InputError {
+                        source_name: name.clone(),
+                        line,
+                        kind,
+                    }),
+                }
+            })
+            .collect();
+        for item in items {
             counts.count(&item);
             sink(item)?;
         }
         progress(&counts);
-        Ok(())
-    })?;
-    Ok(counts)
+    }
 }
 
 /// Learns boilerplate ([`crate::text::boilerplate`]) from the text documents of `source`,
@@ -376,7 +376,7 @@ pub fn learn_formula_of_texts(texts: &[Vec<String>], fp: &Fingerprinter) -> Form
 
 /// The passes of [`learn_formula`] after the sketches: `keys[i]` is the key `texts` gives
 /// the text of `sigs[i]`.
-fn learn_formula_from<I: Iterator<Item = (u64, Vec<String>)> + Send, E>(
+fn learn_formula_from<I: Iterator<Item = (u64, Vec<String>)>, E>(
     texts: impl Fn() -> Result<I, E>,
     fp: &Fingerprinter,
     keys: &[u64],
@@ -449,7 +449,7 @@ impl Prepared {
     /// `texts` is counted by it in the same pass.
     fn add_texts(
         &mut self,
-        texts: impl Iterator<Item = (u64, Vec<String>)> + Send,
+        texts: impl Iterator<Item = (u64, Vec<String>)>,
         fp: &Fingerprinter,
         keys: &[u64],
         candidates: &[(u32, u32, f64)],
@@ -484,7 +484,7 @@ impl Prepared {
     /// groups once.
     fn count_formula(
         &self,
-        texts: impl Iterator<Item = (u64, Vec<String>)> + Send,
+        texts: impl Iterator<Item = (u64, Vec<String>)>,
         fp: &Fingerprinter,
         mut counter: FormulaCounter,
     ) -> Formula {
@@ -515,10 +515,7 @@ impl Prepared {
 
 /// The text documents of an input, as (line, text fields), in order. Lines that are not
 /// text documents are skipped (the fingerprinting pass reported them).
-fn file_texts(
-    source: Source,
-    spec: &InputSpec,
-) -> impl Iterator<Item = (u64, Vec<String>)> + Send + '_ {
+fn file_texts(source: Source, spec: &InputSpec) -> impl Iterator<Item = (u64, Vec<String>)> + '_ {
     Lines::new(source.reader)
         .filter_map(move |(line, raw)| Some((line, text_article(&raw.ok()?, spec)?.texts)))
 }
@@ -533,21 +530,15 @@ fn text_article(raw: &[u8], spec: &InputSpec) -> Option<Article> {
 }
 
 /// Calls `sink` with `prepare` of every text of `texts` whose key `keep` admits, in order,
-/// preparing a batch on all cores ([`in_batches`]).
+/// preparing a batch on all cores.
 fn for_each_text<T: Send>(
-    mut texts: impl Iterator<Item = (u64, Vec<String>)> + Send,
-    keep: impl Fn(u64) -> bool + Sync,
+    mut texts: impl Iterator<Item = (u64, Vec<String>)>,
+    keep: impl Fn(u64) -> bool,
     prepare: impl Fn(&[String]) -> T + Sync,
     mut sink: impl FnMut(u64, T),
 ) {
-    // Smaller batches than the fingerprinting pass's: a prepared text holds about ten
-    // times its input's bytes, and three batches are in flight.
-    let opts = PipelineOptions {
-        batch_lines: 512,
-        batch_bytes: 4 << 20,
-        ..PipelineOptions::default()
-    };
-    let read = || {
+    let opts = PipelineOptions::default();
+    loop {
         let mut batch = Vec::with_capacity(opts.batch_lines);
         let mut bytes = 0usize;
         for (key, fields) in texts.by_ref() {
@@ -560,98 +551,15 @@ fn for_each_text<T: Send>(
                 break;
             }
         }
-        batch
-    };
-    let done = in_batches(
-        read,
-        |(key, fields): (u64, Vec<String>)| (key, prepare(&fields)),
-        |batch| {
-            batch.into_iter().for_each(|(key, t)| sink(key, t));
-            Ok::<(), std::convert::Infallible>(())
-        },
-    );
-    let Ok(()) = done;
-}
-
-/// Runs `work` on every element of the batches `read` gives (until an empty one), a batch on
-/// all cores, while the next batch is read and the last one's results go to `sink` on the
-/// calling thread, in order: reading and sinking are sequential, so they overlap the
-/// parallel work instead of waiting for it. Stops at the sink's first error.
-fn in_batches<B: Send, T: Send, E>(
-    mut read: impl FnMut() -> Vec<B> + Send,
-    work: impl Fn(B) -> T + Sync,
-    mut sink: impl FnMut(Vec<T>) -> Result<(), E>,
-) -> Result<(), E> {
-    let mut batch = read();
-    let mut done: Option<Vec<T>> = None;
-    while !batch.is_empty() || done.is_some() {
-        let current = std::mem::take(&mut batch);
-        let mut worked = Vec::new();
-        let sunk = rayon::in_place_scope(|s| {
-            s.spawn(|_| {
-                let read_on = !current.is_empty();
-                (batch, worked) = rayon::join(
-                    || if read_on { read() } else { Vec::new() },
-                    || current.into_par_iter().map(&work).collect(),
-                );
-            });
-            done.take().map_or(Ok(()), &mut sink)
-        });
-        sunk?;
-        done = Some(worked).filter(|w| !w.is_empty());
-    }
-    Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Batches of up to `size` from `0..n`, as a reader gives them.
-    fn reader(n: u32, size: usize) -> impl FnMut() -> Vec<u32> + Send {
-        let mut next = 0;
-        move || {
-            let batch: Vec<u32> = (next..n).take(size).collect();
-            next += batch.len() as u32;
-            batch
+        if batch.is_empty() {
+            return;
         }
-    }
-
-    #[test]
-    fn batches_are_worked_on_and_sunk_in_order() {
-        for (n, size) in [(0, 3), (1, 3), (3, 3), (10, 3), (1000, 7)] {
-            let mut sunk = Vec::new();
-            let mut batches = 0;
-            let done = in_batches(
-                reader(n, size),
-                |x| x * 2,
-                |b| {
-                    batches += 1;
-                    sunk.extend(b);
-                    Ok::<(), ()>(())
-                },
-            );
-            assert_eq!(done, Ok(()));
-            assert_eq!(sunk, (0..n).map(|x| x * 2).collect::<Vec<_>>());
-            assert_eq!(batches, (n as usize).div_ceil(size));
+        let prepared: Vec<(u64, T)> = batch
+            .into_par_iter()
+            .map(|(key, fields)| (key, prepare(&fields)))
+            .collect();
+        for (key, t) in prepared {
+            sink(key, t);
         }
-    }
-
-    #[test]
-    fn the_first_error_of_the_sink_stops_the_batches() {
-        let mut sunk = Vec::new();
-        let done = in_batches(
-            reader(100, 10),
-            |x| x,
-            |b| {
-                if b.contains(&25) {
-                    return Err(25);
-                }
-                sunk.extend(b);
-                Ok(())
-            },
-        );
-        assert_eq!(done, Err(25));
-        assert_eq!(sunk, (0..20).collect::<Vec<_>>());
     }
 }
