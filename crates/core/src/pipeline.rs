@@ -315,8 +315,8 @@ enum FormulaSource<'a> {
 }
 
 /// The formula windows of an input read from `open` (three passes: sketches, every text
-/// sifted with the letters of MinHash's candidates kept, then every text counted): what `dedupe --align` learns, written as
-/// an artefact by `neardup formula learn`.
+/// sifted with the letters of MinHash's candidates kept, then every text counted): what
+/// `dedupe --align` learns, written as an artefact by `neardup formula learn`.
 pub fn learn_formula(
     open: impl Fn() -> crate::Result<Source>,
     spec: &InputSpec,
@@ -445,8 +445,8 @@ impl Prepared {
     }
 
     /// Prepares the texts of `candidates` not yet held (`keys[i]` is the key `texts` gives
-    /// the text of position `i`); with a `counter`, every text of
-    /// `texts` is counted by it in the same pass.
+    /// the text of position `i`); with a `counter`, every text of `texts` is counted by it
+    /// in the same pass.
     fn add_texts(
         &mut self,
         texts: impl Iterator<Item = (u64, Vec<String>)>,
