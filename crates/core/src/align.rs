@@ -24,11 +24,13 @@
 //! plain text ([`crate::text::plain_text`]: the field itself unless it is HTML), so a caller
 //! can mark them in what it shows. Everything here is pure: two texts in, the passages out.
 
+use rayon::prelude::*;
 use unicode_normalization::UnicodeNormalization;
 use xxhash_rust::xxh3::xxh3_64;
 
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU8, Ordering};
 
 use crate::hashing::BuildIdentity;
 use crate::text::{is_cjk_ideograph, plain_text, Folder, Segmenter};
@@ -419,13 +421,28 @@ impl Formula {
         min_groups: usize,
         anchor: usize,
     ) -> Formula {
-        let mut sieve = WindowSieve::for_texts(anchor, texts.len());
-        for t in texts {
-            sieve.add(t);
-        }
+        let windows: Vec<TextWindows> = texts
+            .par_iter()
+            .map(|t| TextWindows::of(t, anchor))
+            .collect();
+        Formula::learn_from_windows(texts, &windows, joined, min_groups, anchor)
+    }
+
+    /// [`Formula::learn`] where each text's windows of `anchor` letters are at hand
+    /// already: `windows[i]` are those of `texts[i]`.
+    pub fn learn_from_windows(
+        texts: &[Letters],
+        windows: &[TextWindows],
+        joined: impl IntoIterator<Item = (usize, usize)>,
+        min_groups: usize,
+        anchor: usize,
+    ) -> Formula {
+        assert_eq!(texts.len(), windows.len(), "one set of windows a text");
+        let sieve = WindowSieve::for_texts(anchor, texts.len());
+        windows.par_iter().for_each(|w| sieve.add_windows(w));
         let mut counter = FormulaCounter::sifted(sieve, min_groups);
-        for t in texts {
-            counter.add(t);
+        for w in windows {
+            counter.add_windows(w);
         }
         let groups = groups_of(texts.len(), joined);
         counter.finish(
@@ -493,7 +510,7 @@ pub fn groups_of(n: usize, joined: impl IntoIterator<Item = (usize, usize)>) -> 
 /// (only their members' letters are needed) and takes back what a group counted more than
 /// once. [`FormulaCounter::restricted_to`] counts only the windows of some texts (those a
 /// caller will judge), so memory grows with them, not with the corpus.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct FormulaCounter {
     anchor: usize,
     counts: HashMap<u64, u32, BuildIdentity>,
@@ -503,7 +520,7 @@ pub struct FormulaCounter {
 }
 
 /// Which windows a [`FormulaCounter`] counts.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 enum Only {
     /// Every window.
     All,
@@ -514,85 +531,99 @@ enum Only {
 }
 
 /// A first pass for [`FormulaCounter::sifted`]: how many texts hold each window, estimated
-/// from above in fixed memory (a count-min sketch with conservative update: rows of one-byte
-/// counters that saturate, more than the floor of any formula needs). A window the sieve
-/// finds in fewer than N texts is in fewer than N, so counting exactly only the others gives
-/// the formula that counting every window gives, in the memory of the windows that recur.
-/// The windows' hashes are xxh3 already; each row takes its counter from a multiplicative
-/// hash of them.
-#[derive(Clone, Debug)]
+/// from above in fixed memory (a count-min sketch: rows of one-byte counters that saturate,
+/// more than the floor of any formula needs). A window the sieve finds in fewer than N texts
+/// is in fewer than N, so counting exactly only the others gives the formula that counting
+/// every window gives, in the memory of the windows that recur.
+///
+/// Texts are added from any thread (`&self`, atomic counters), so the windows are counted
+/// where the texts are prepared, on every core. The counters are laid out in blocks of one
+/// cache line, a row of [`Self::ROW`] counters each: a window's hash picks a block, then one
+/// counter in each of the four rows of it, so adding or estimating a window reads one line of
+/// memory. The windows' hashes are xxh3 already; the block and the counters are taken from
+/// multiplicative hashes of them.
 pub struct WindowSieve {
     anchor: usize,
-    /// `ROWS` rows of `1 << bits` counters, one after the other.
-    counters: Vec<u8>,
+    /// `1 << bits` blocks of [`Self::BLOCK`] counters.
+    counters: Vec<AtomicU8>,
     bits: u32,
 }
 
 impl WindowSieve {
-    const ROWS: usize = 4;
-    /// Odd multipliers, one a row (from the digits of π, made odd).
-    const MULTIPLIERS: [u64; 4] = [
-        0x243f_6a88_85a3_08d3,
-        0x1319_8a2e_0370_7345,
-        0xa409_3822_299f_31d1,
-        0x082e_fa98_ec4e_6c89,
-    ];
+    /// Counters in a block: one cache line.
+    const BLOCK: usize = 64;
+    /// Counters in one row of a block; a block holds four rows.
+    const ROW: usize = 16;
+    /// Odd multipliers (from the digits of π, made odd): the block, then the counters.
+    const MULTIPLIERS: [u64; 2] = [0x243f_6a88_85a3_08d3, 0x1319_8a2e_0370_7345];
 
-    /// A sieve for windows of `anchor` letters sized for about `texts` texts: rows of 256
-    /// counters a text (a news article holds 1,000–3,000 windows, most of them its own),
-    /// between 2^20 and 2^25 counters a row (4–128 MiB in all).
+    /// A sieve for windows of `anchor` letters sized for about `texts` texts: 1,024 counters
+    /// a text (a news article holds 1,000–3,000 windows, most of them its own), between 2^22
+    /// and 2^27 counters (4–128 MiB).
     pub fn for_texts(anchor: usize, texts: usize) -> WindowSieve {
-        let want = texts.saturating_mul(256).max(1).next_power_of_two();
-        WindowSieve::with_bits(anchor, want.trailing_zeros().clamp(20, 25))
+        let want = (texts.saturating_mul(1024) / Self::BLOCK)
+            .max(1)
+            .next_power_of_two();
+        WindowSieve::with_bits(anchor, want.trailing_zeros().clamp(16, 21))
     }
 
-    /// A sieve of `1 << bits` counters a row (tests use small ones, which collide often).
+    /// A sieve of `1 << bits` blocks (tests use small ones, which collide often).
     fn with_bits(anchor: usize, bits: u32) -> WindowSieve {
         WindowSieve {
             anchor,
-            counters: vec![0; Self::ROWS << bits],
+            counters: (0..Self::BLOCK << bits).map(|_| AtomicU8::new(0)).collect(),
             bits,
         }
     }
 
+    /// The four counters of window `h`, one in each row of its block.
     fn slots(&self, h: u64) -> [usize; 4] {
-        let width = 1usize << self.bits;
+        let block = if self.bits == 0 {
+            0
+        } else {
+            (h.wrapping_mul(Self::MULTIPLIERS[0]) >> (64 - self.bits)) as usize
+        };
+        let picks = h.wrapping_mul(Self::MULTIPLIERS[1]) >> 48;
         std::array::from_fn(|r| {
-            r * width + (h.wrapping_mul(Self::MULTIPLIERS[r]) >> (64 - self.bits)) as usize
+            block * Self::BLOCK + r * Self::ROW + ((picks >> (4 * r)) as usize & (Self::ROW - 1))
         })
     }
 
     /// Counts one text: each of its windows once.
-    pub fn add(&mut self, text: &Letters) {
+    pub fn add(&self, text: &Letters) {
         self.add_windows(&TextWindows::of(text, self.anchor));
     }
 
-    /// Counts one text by its windows ([`TextWindows`], computed where the text was
-    /// prepared, e.g. on another thread).
-    pub fn add_windows(&mut self, windows: &TextWindows) {
+    /// Counts one text by its windows ([`TextWindows`]); from any thread.
+    pub fn add_windows(&self, windows: &TextWindows) {
         assert_eq!(windows.anchor, self.anchor, "windows of another length");
         for &h in &windows.hashes {
-            let slots = self.slots(h);
-            let least = slots.iter().map(|&i| self.counters[i]).min().unwrap_or(0);
-            if least == u8::MAX {
-                continue;
-            }
-            // Conservative update: only the counters at the estimate grow.
-            for i in slots {
-                if self.counters[i] == least {
-                    self.counters[i] = least + 1;
-                }
+            for i in self.slots(h) {
+                // Saturating: a counter at 255 stays there, so none ever wraps to a
+                // smaller count.
+                let _ = self.counters[i]
+                    .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |c| c.checked_add(1));
             }
         }
     }
 
-    /// At least the number of texts added that hold the window `h` (at most 255).
+    /// At least the number of texts added that hold the window `h` (at most 255), once
+    /// every add has returned.
     pub fn estimate(&self, h: u64) -> u8 {
         self.slots(h)
             .iter()
-            .map(|&i| self.counters[i])
+            .map(|&i| self.counters[i].load(Ordering::Relaxed))
             .min()
             .unwrap_or(0)
+    }
+}
+
+impl std::fmt::Debug for WindowSieve {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WindowSieve")
+            .field("anchor", &self.anchor)
+            .field("counters", &self.counters.len())
+            .finish()
     }
 }
 
@@ -1481,7 +1512,7 @@ mod tests {
                 picks in proptest::collection::vec(proptest::collection::vec(0usize..6, 1..4), 4..30),
                 joined in proptest::collection::vec((0usize..30, 0usize..30), 0..8),
                 min in 2usize..6,
-                bits in 4u32..12,
+                bits in 0u32..6,
                 own in ideographs(10..40),
             ) {
                 let k = AlignParams::DEFAULT.anchor;
@@ -1499,10 +1530,8 @@ mod tests {
                 let n = texts.len();
                 let groups = groups_of(n, joined.into_iter().filter(|&(a, b)| a < n && b < n));
                 let want = counted_exactly(&texts, &groups, min);
-                let mut sieve = WindowSieve::with_bits(k, bits);
-                for t in &texts {
-                    sieve.add(t);
-                }
+                let sieve = WindowSieve::with_bits(k, bits);
+                texts.par_iter().for_each(|t| sieve.add(t));
                 let mut c = FormulaCounter::sifted(sieve, min);
                 for t in &texts {
                     c.add(t);

@@ -223,43 +223,20 @@ pub fn align_candidates(
     rule: &AlignRule,
     formula: Option<&Formula>,
 ) -> crate::Result<AlignedInput> {
-    let position: HashMap<u64, u32> = lines
-        .iter()
-        .enumerate()
-        .map(|(i, &line)| (line, i as u32))
-        .collect();
     let anchor = AlignParams::DEFAULT.anchor;
-    let mut source = match formula {
+    let source = match formula {
         Some(f) => FormulaSource::Given(f),
         None => FormulaSource::Sifting(WindowSieve::for_texts(anchor, lines.len())),
     };
-    let sifting = matches!(source, FormulaSource::Sifting(_));
     let mut prepared = Prepared::new(lines.len());
-    let wanted = prepared.wanted(lines, candidates);
     let mut anchors = aligned::AnchorIndex::default();
-    // One pass over every text: its anchors, its windows sifted, and the letters of the
-    // texts MinHash's candidates name kept.
-    for_each_text(
+    prepared.read_every_text(
         file_texts(open()?, spec),
-        |_| true,
-        |fields| {
-            let l = Letters::prepared(fields, fp.segmenter());
-            let hashes: Vec<u64> = l.windows(anchor).map(|(_, h)| h).collect();
-            let a = aligned::anchors_of_windows(&hashes);
-            let w = sifting.then(|| TextWindows::from_hashes(anchor, hashes));
-            (l, a, w)
-        },
-        |line, (l, a, w)| {
-            if let (FormulaSource::Sifting(s), Some(w)) = (&mut source, &w) {
-                s.add_windows(w);
-            }
-            if let Some(&i) = position.get(&line) {
-                anchors.add(i, &a);
-            }
-            if let Some(&i) = wanted.get(&line) {
-                prepared.letters[i as usize] = Some(l);
-            }
-        },
+        fp,
+        lines,
+        candidates,
+        source.sieve(),
+        Some(&mut anchors),
     );
     prepared.align(candidates);
     let by_anchors = aligned::anchor_candidates(anchors, candidates, |a, b| {
@@ -312,6 +289,16 @@ pub fn align_candidates(
 enum FormulaSource<'a> {
     Given(&'a Formula),
     Sifting(WindowSieve),
+}
+
+impl FormulaSource<'_> {
+    /// The sieve the first pass fills, when the formula is learned.
+    fn sieve(&self) -> Option<&WindowSieve> {
+        match self {
+            FormulaSource::Given(_) => None,
+            FormulaSource::Sifting(s) => Some(s),
+        }
+    }
 }
 
 /// The formula windows of an input read from `open` (three passes: sketches, every text
@@ -388,25 +375,9 @@ fn learn_formula_from<I: Iterator<Item = (u64, Vec<String>)>, E>(
     // Every window could be formula: a sieve first, so that only those that recur are
     // counted exactly (the same formula, in the memory of the windows that recur). The
     // same pass keeps the candidates' texts.
-    let anchor = AlignParams::DEFAULT.anchor;
-    let mut sieve = WindowSieve::for_texts(anchor, keys.len());
+    let sieve = WindowSieve::for_texts(AlignParams::DEFAULT.anchor, keys.len());
     let mut prepared = Prepared::new(keys.len());
-    let wanted = prepared.wanted(keys, &candidates);
-    for_each_text(
-        texts()?,
-        |_| true,
-        |fields| {
-            let l = Letters::prepared(fields, fp.segmenter());
-            let w = TextWindows::of(&l, anchor);
-            (l, w)
-        },
-        |key, (l, w)| {
-            sieve.add_windows(&w);
-            if let Some(&i) = wanted.get(&key) {
-                prepared.letters[i as usize] = Some(l);
-            }
-        },
-    );
+    prepared.read_every_text(texts()?, fp, keys, &candidates, Some(&sieve), None);
     prepared.align(&candidates);
     let counter = FormulaCounter::sifted(sieve, aligned::FORMULA_GROUPS);
     Ok(prepared.count_formula(texts()?, fp, counter))
@@ -442,6 +413,56 @@ impl Prepared {
             .filter(|&i| self.letters[i as usize].is_none())
             .map(|i| (keys[i as usize], i))
             .collect()
+    }
+
+    /// Reads every text of `texts` (`keys[i]` is the key `texts` gives the text of position
+    /// `i`) in one pass: keeps the letters of the texts of `candidates`, counts each text's
+    /// windows in `sieve` (on the cores that prepare the texts) and files each text's
+    /// anchors in `anchors` under its position.
+    fn read_every_text(
+        &mut self,
+        texts: impl Iterator<Item = (u64, Vec<String>)>,
+        fp: &Fingerprinter,
+        keys: &[u64],
+        candidates: &[(u32, u32, f64)],
+        sieve: Option<&WindowSieve>,
+        mut anchors: Option<&mut aligned::AnchorIndex>,
+    ) {
+        let anchor = AlignParams::DEFAULT.anchor;
+        let wanted = self.wanted(keys, candidates);
+        let position: HashMap<u64, u32> = match anchors {
+            Some(_) => keys
+                .iter()
+                .enumerate()
+                .map(|(i, &key)| (key, i as u32))
+                .collect(),
+            None => HashMap::new(),
+        };
+        let with_anchors = anchors.is_some();
+        let letters = &mut self.letters;
+        for_each_text(
+            texts,
+            |_| true,
+            |fields| {
+                let l = Letters::prepared(fields, fp.segmenter());
+                let hashes: Vec<u64> = l.windows(anchor).map(|(_, h)| h).collect();
+                let a = with_anchors.then(|| aligned::anchors_of_windows(&hashes));
+                if let Some(s) = sieve {
+                    s.add_windows(&TextWindows::from_hashes(anchor, hashes));
+                }
+                (l, a)
+            },
+            |key, (l, a)| {
+                if let (Some(index), Some(a), Some(&i)) =
+                    (anchors.as_deref_mut(), a, position.get(&key))
+                {
+                    index.add(i, &a);
+                }
+                if let Some(&i) = wanted.get(&key) {
+                    letters[i as usize] = Some(l);
+                }
+            },
+        );
     }
 
     /// Prepares the texts of `candidates` not yet held (`keys[i]` is the key `texts` gives
@@ -483,18 +504,12 @@ impl Prepared {
     /// The formula: every text document of `texts` counted by `counter`, the candidates'
     /// groups once.
     fn count_formula(
-        &self,
+        &mut self,
         texts: impl Iterator<Item = (u64, Vec<String>)>,
         fp: &Fingerprinter,
         mut counter: FormulaCounter,
     ) -> Formula {
-        let anchor = counter.anchor();
-        for_each_text(
-            texts,
-            |_| true,
-            |fields| TextWindows::of(&Letters::prepared(fields, fp.segmenter()), anchor),
-            |_, w| counter.add_windows(&w),
-        );
+        self.add_texts(texts, fp, &[], &[], Some(&mut counter));
         self.formula_of(counter, fp)
     }
 
