@@ -31,6 +31,7 @@ use xxhash_rust::xxh3::xxh3_64;
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::Arc;
 
 use crate::hashing::BuildIdentity;
 use crate::text::{is_cjk_ideograph, plain_text, Folder, Segmenter};
@@ -527,7 +528,7 @@ enum Only {
     /// Those already in its map (the windows of some texts).
     Restricted,
     /// Those a [`WindowSieve`] found in at least this many texts.
-    Sifted(WindowSieve, u8),
+    Sifted(Arc<WindowSieve>, u8),
 }
 
 /// A first pass for [`FormulaCounter::sifted`]: how many texts hold each window, estimated
@@ -645,7 +646,7 @@ impl FormulaCounter {
         FormulaCounter {
             anchor: sieve.anchor,
             counts: HashMap::with_hasher(BuildIdentity),
-            only: Only::Sifted(sieve, u8::try_from(min_groups).unwrap_or(u8::MAX)),
+            only: Only::Sifted(Arc::new(sieve), u8::try_from(min_groups).unwrap_or(u8::MAX)),
             texts: 0,
         }
     }
@@ -673,6 +674,18 @@ impl FormulaCounter {
     /// The length of the windows it counts.
     pub fn anchor(&self) -> usize {
         self.anchor
+    }
+
+    /// What it counts of a text, decided on any thread ([`Sifter::windows`]), so that
+    /// the windows a sifted counter would pass over are dropped where the text is prepared.
+    pub fn sifter(&self) -> Sifter {
+        Sifter {
+            anchor: self.anchor,
+            sieve: match &self.only {
+                Only::Sifted(sieve, floor) => Some((Arc::clone(sieve), *floor)),
+                Only::All | Only::Restricted => None,
+            },
+        }
     }
 
     /// Counts one text: each of its windows once, however often it repeats there.
@@ -737,6 +750,28 @@ impl FormulaCounter {
         let mut f = Formula::new(self.anchor, windows);
         (f.min_groups, f.texts) = (min_groups, self.texts);
         f
+    }
+}
+
+/// The windows of a text a [`FormulaCounter`] counts ([`FormulaCounter::sifter`]): those its
+/// sieve finds in enough texts, when it is sifted; every one otherwise.
+#[derive(Clone, Debug)]
+pub struct Sifter {
+    anchor: usize,
+    sieve: Option<(Arc<WindowSieve>, u8)>,
+}
+
+impl Sifter {
+    /// The windows of `text` the counter counts.
+    pub fn windows(&self, text: &Letters) -> TextWindows {
+        let hashes = text.windows(self.anchor).map(|(_, h)| h);
+        TextWindows::from_hashes(
+            self.anchor,
+            match &self.sieve {
+                Some((sieve, floor)) => hashes.filter(|&h| sieve.estimate(h) >= *floor).collect(),
+                None => hashes.collect(),
+            },
+        )
     }
 }
 

@@ -480,14 +480,14 @@ impl Prepared {
         if wanted.is_empty() && counter.is_none() {
             return;
         }
-        let anchor = counter.as_ref().map(|c| c.anchor());
+        let sifter = counter.as_ref().map(|c| c.sifter());
         let letters = &mut self.letters;
         for_each_text(
             texts,
-            |line| anchor.is_some() || wanted.contains_key(&line),
+            |line| sifter.is_some() || wanted.contains_key(&line),
             |fields| {
                 let l = Letters::prepared(fields, fp.segmenter());
-                let w = anchor.map(|k| TextWindows::of(&l, k));
+                let w = sifter.as_ref().map(|s| s.windows(&l));
                 (l, w)
             },
             |line, (l, w)| {

@@ -18,6 +18,8 @@
 //! way `neardup dedupe --align` does; the evaluation runs them over texts in memory. The
 //! figures that chose the constants are in `docs/measurements/copied-text.md`.
 
+use std::collections::VecDeque;
+
 use rayon::prelude::*;
 
 use crate::align::{align_letters, AlignParams, Alignment, Formula, Letters, Passage};
@@ -67,18 +69,26 @@ pub fn anchors(letters: &Letters) -> Vec<u32> {
     anchors_of_windows(&hashes)
 }
 
-/// [`anchors`] of a text whose windows' hashes, in the order of the text, are `hashes`.
+/// [`anchors`] of a text whose windows' hashes, in the order of the text, are `hashes`. The
+/// minimum of each stretch of windows is kept in a queue of increasing hashes (a later equal
+/// one replaces an earlier), so each window is looked at a constant number of times.
 pub fn anchors_of_windows(hashes: &[u64]) -> Vec<u32> {
     let w = ANCHOR_WINNOW.min(hashes.len());
     let mut chosen = Vec::new();
+    let mut queue: VecDeque<usize> = VecDeque::with_capacity(w);
     let mut last = None;
-    for start in 0..(hashes.len() + 1).saturating_sub(w.max(1)) {
-        let mut min = start;
-        for j in start..start + w {
-            if hashes[j] <= hashes[min] {
-                min = j;
-            }
+    for (j, &h) in hashes.iter().enumerate() {
+        while queue.back().is_some_and(|&i| hashes[i] >= h) {
+            queue.pop_back();
         }
+        queue.push_back(j);
+        let Some(start) = (j + 1).checked_sub(w) else {
+            continue;
+        };
+        while queue.front().is_some_and(|&i| i < start) {
+            queue.pop_front();
+        }
+        let min = queue[0];
         if last != Some(min) {
             chosen.push((hashes[min] >> 32) as u32);
             last = Some(min);
@@ -341,6 +351,26 @@ mod tests {
                 let a = anchors(&letters(&format!("{a1}{run}{a2}")));
                 let b = anchors(&letters(&format!("{b1}{run}{b2}")));
                 prop_assert!(a.iter().any(|x| b.binary_search(x).is_ok()));
+            }
+
+            /// The anchors are winnowing's by its definition: the upper bits of the smallest
+            /// hash of every stretch of ANCHOR_WINNOW windows (of all of them when fewer),
+            /// each once. Few distinct values, so that stretches tie.
+            #[test]
+            fn anchors_are_the_least_hash_of_every_stretch(
+                values in proptest::collection::vec(0u64..40, 0..80),
+            ) {
+                let hashes: Vec<u64> = values.iter().map(|&v| v << 32 | (v * 7919 % 13)).collect();
+                let w = ANCHOR_WINNOW.min(hashes.len());
+                let mut want: Vec<u32> = (0..(hashes.len() + 1).saturating_sub(w.max(1)))
+                    .map(|start| {
+                        let least = hashes[start..start + w].iter().min().expect("a stretch");
+                        (least >> 32) as u32
+                    })
+                    .collect();
+                want.sort_unstable();
+                want.dedup();
+                prop_assert_eq!(anchors_of_windows(&hashes), want);
             }
 
             /// A text's anchors are sorted, distinct, and a fraction of its windows.
