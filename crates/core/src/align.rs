@@ -39,8 +39,9 @@ use crate::text::{is_cjk_ideograph, plain_text, Folder, Segmenter};
 /// A text's windows as (hash, start), sorted.
 type Windows = Vec<(u64, u32)>;
 
-/// The entries of one window (one hash) in each of two texts' [`Windows`].
-type SharedWindow<'w> = (&'w [(u64, u32)], &'w [(u64, u32)]);
+/// One window (one hash) both texts hold: its entries in the first text's [`Windows`], and
+/// its starts in the second text.
+type SharedWindow<'w> = (&'w [(u64, u32)], Vec<u32>);
 
 /// How texts are aligned. [`AlignParams::DEFAULT`] is what every front end uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -1005,41 +1006,39 @@ fn windows(letters: &Letters, k: usize) -> Windows {
 }
 
 /// The starts of the windows both texts hold, each at most `max_repeats` times in either:
-/// the anchors, a pair of slices of equal hashes per window (by merging the sorted windows).
+/// the anchors, per window its starts in the first text (from its sorted windows `wa`) and
+/// in the second (`b`'s windows of `k` letters, looked up as they come, so that only the
+/// first text's are sorted), both ascending.
 fn shared_windows<'w>(
     wa: &'w [(u64, u32)],
-    wb: &'w [(u64, u32)],
+    b: &Letters,
+    k: usize,
     max_repeats: usize,
 ) -> Vec<SharedWindow<'w>> {
-    let group = |w: &'w [(u64, u32)], from: usize| {
-        let h = w[from].0;
-        let len = w[from..].iter().take_while(|e| e.0 == h).count();
-        &w[from..from + len]
-    };
-    let (mut i, mut j) = (0, 0);
-    let mut shared = Vec::new();
-    while i < wa.len() && j < wb.len() {
-        match wa[i].0.cmp(&wb[j].0) {
-            std::cmp::Ordering::Less => i += 1,
-            std::cmp::Ordering::Greater => j += 1,
-            std::cmp::Ordering::Equal => {
-                let (pa, pb) = (group(wa, i), group(wb, j));
-                i += pa.len();
-                j += pb.len();
-                if pa.len() <= max_repeats && pb.len() <= max_repeats {
-                    shared.push((pa, pb));
-                }
-            }
+    let mut found: Vec<SharedWindow<'w>> = Vec::new();
+    let mut group: HashMap<u64, usize, BuildIdentity> = HashMap::with_hasher(BuildIdentity);
+    let mut from = 0;
+    while from < wa.len() {
+        let h = wa[from].0;
+        let len = wa[from..].iter().take_while(|e| e.0 == h).count();
+        group.insert(h, found.len());
+        found.push((&wa[from..from + len], Vec::new()));
+        from += len;
+    }
+    for (j, h) in b.windows(k) {
+        if let Some(&g) = group.get(&h) {
+            found[g].1.push(j as u32);
         }
     }
-    shared
+    found.retain(|(pa, pb)| !pb.is_empty() && pa.len() <= max_repeats && pb.len() <= max_repeats);
+    found
 }
 
 /// The maximal exact matches of at least `anchor` letters that start from an anchor.
 fn runs(a: &Letters, b: &Letters, params: &AlignParams) -> Vec<Run> {
     let k = params.anchor.max(1);
-    let (wa, wb) = (windows(a, k), windows(b, k));
-    let shared = shared_windows(&wa, &wb, params.max_repeats);
+    let wa = windows(a, k);
+    let shared = shared_windows(&wa, b, k, params.max_repeats);
     let (ca, cb) = (&a.chars, &b.chars);
     // Which window starts of the first text anchor: a run is extended from the first of its
     // anchors only, and leftwards from one whose left neighbour does not anchor.
@@ -1050,7 +1049,7 @@ fn runs(a: &Letters, b: &Letters, params: &AlignParams) -> Vec<Run> {
     let mut found: Vec<Run> = Vec::new();
     for (pa, pb) in shared {
         for &(_, i) in pa {
-            for &(_, j) in pb {
+            for &j in &pb {
                 let (i, j) = (i as usize, j as usize);
                 if ca[i..i + k] != cb[j..j + k] {
                     continue;
@@ -1573,6 +1572,42 @@ mod tests {
                 }
                 let got = c.finish(groups.iter().map(|g| g.iter().map(|&i| &texts[i])), min);
                 prop_assert_eq!(got.id(), want.id());
+                prop_assert_eq!(got, want);
+            }
+
+            /// The anchors are every window both texts hold, each at most `max_repeats`
+            /// times in either, with all its starts in each: as merging both texts' sorted
+            /// windows finds them. Phrases repeat, so that windows recur within a text.
+            #[test]
+            fn shared_windows_are_those_both_sorted_lists_hold(
+                phrases in proptest::collection::vec(ideographs(10..16), 4),
+                picks_a in proptest::collection::vec(0usize..4, 0..12),
+                picks_b in proptest::collection::vec(0usize..4, 0..12),
+                max_repeats in 1usize..4,
+            ) {
+                let k = AlignParams::DEFAULT.anchor;
+                let text = |picks: &[usize]| -> Letters {
+                    Letters::new(&[picks.iter().map(|&i| phrases[i].as_str()).collect::<String>()])
+                };
+                let (a, b) = (text(&picks_a), text(&picks_b));
+                let (wa, wb) = (windows(&a, k), windows(&b, k));
+                let starts = |w: &Windows, h: u64| -> Vec<u32> {
+                    w.iter().filter(|e| e.0 == h).map(|e| e.1).collect()
+                };
+                let mut want: Vec<(Vec<u32>, Vec<u32>)> = wa
+                    .iter()
+                    .map(|e| e.0)
+                    .collect::<std::collections::BTreeSet<u64>>()
+                    .into_iter()
+                    .map(|h| (starts(&wa, h), starts(&wb, h)))
+                    .filter(|(sa, sb)| !sb.is_empty() && sa.len() <= max_repeats && sb.len() <= max_repeats)
+                    .collect();
+                let mut got: Vec<(Vec<u32>, Vec<u32>)> = shared_windows(&wa, &b, k, max_repeats)
+                    .into_iter()
+                    .map(|(pa, pb)| (pa.iter().map(|e| e.1).collect(), pb))
+                    .collect();
+                want.sort();
+                got.sort();
                 prop_assert_eq!(got, want);
             }
 
