@@ -549,6 +549,10 @@ pub struct WindowSieve {
     /// `1 << bits` blocks of [`Self::BLOCK`] counters.
     counters: Vec<AtomicU8>,
     bits: u32,
+    /// Once every text is counted ([`WindowSieve::settle`]): a floor, and a bit a block
+    /// telling whether each of its rows holds a counter at that floor, so that most windows
+    /// that do not recur are told so from a table that fits a core's cache.
+    settled: Option<(u8, Vec<u64>)>,
 }
 
 impl WindowSieve {
@@ -575,16 +579,22 @@ impl WindowSieve {
             anchor,
             counters: (0..Self::BLOCK << bits).map(|_| AtomicU8::new(0)).collect(),
             bits,
+            settled: None,
+        }
+    }
+
+    /// The block of window `h`.
+    fn block(&self, h: u64) -> usize {
+        if self.bits == 0 {
+            0
+        } else {
+            (h.wrapping_mul(Self::MULTIPLIERS[0]) >> (64 - self.bits)) as usize
         }
     }
 
     /// The four counters of window `h`, one in each row of its block.
     fn slots(&self, h: u64) -> [usize; 4] {
-        let block = if self.bits == 0 {
-            0
-        } else {
-            (h.wrapping_mul(Self::MULTIPLIERS[0]) >> (64 - self.bits)) as usize
-        };
+        let block = self.block(h);
         let picks = h.wrapping_mul(Self::MULTIPLIERS[1]) >> 48;
         std::array::from_fn(|r| {
             block * Self::BLOCK + r * Self::ROW + ((picks >> (4 * r)) as usize & (Self::ROW - 1))
@@ -620,6 +630,35 @@ impl WindowSieve {
     }
 }
 
+impl WindowSieve {
+    /// Marks, once every text is counted, the blocks where a window can reach `floor`: those
+    /// each of whose rows holds a counter at `floor` or more.
+    fn settle(&mut self, floor: u8) {
+        let blocks = 1usize << self.bits;
+        let mut bits = vec![0u64; blocks.div_ceil(64)];
+        for (block, counters) in self.counters.chunks_exact(Self::BLOCK).enumerate() {
+            let reached = counters
+                .chunks_exact(Self::ROW)
+                .all(|row| row.iter().any(|c| c.load(Ordering::Relaxed) >= floor));
+            if reached {
+                bits[block / 64] |= 1 << (block % 64);
+            }
+        }
+        self.settled = Some((floor, bits));
+    }
+
+    /// Whether the window `h` is estimated in at least `floor` texts ([`WindowSieve::estimate`]).
+    fn reaches(&self, h: u64, floor: u8) -> bool {
+        if let Some((settled, bits)) = &self.settled {
+            let block = self.block(h);
+            if *settled == floor && bits[block / 64] & (1 << (block % 64)) == 0 {
+                return false;
+            }
+        }
+        self.estimate(h) >= floor
+    }
+}
+
 impl std::fmt::Debug for WindowSieve {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("WindowSieve")
@@ -647,7 +686,12 @@ impl FormulaCounter {
         FormulaCounter {
             anchor: sieve.anchor,
             counts: HashMap::with_hasher(BuildIdentity),
-            only: Only::Sifted(Arc::new(sieve), u8::try_from(min_groups).unwrap_or(u8::MAX)),
+            only: {
+                let floor = u8::try_from(min_groups).unwrap_or(u8::MAX);
+                let mut sieve = sieve;
+                sieve.settle(floor);
+                Only::Sifted(Arc::new(sieve), floor)
+            },
             texts: 0,
         }
     }
@@ -708,7 +752,7 @@ impl FormulaCounter {
                     }
                 }
                 Only::Sifted(sieve, floor) => {
-                    if sieve.estimate(h) >= *floor {
+                    if sieve.reaches(h, *floor) {
                         *self.counts.entry(h).or_insert(0) += 1;
                     }
                 }
@@ -769,7 +813,7 @@ impl Sifter {
         TextWindows::from_hashes(
             self.anchor,
             match &self.sieve {
-                Some((sieve, floor)) => hashes.filter(|&h| sieve.estimate(h) >= *floor).collect(),
+                Some((sieve, floor)) => hashes.filter(|&h| sieve.reaches(h, *floor)).collect(),
                 None => hashes.collect(),
             },
         )
