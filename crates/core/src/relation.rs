@@ -401,9 +401,20 @@ impl AlignRule {
         alignment: &Alignment,
         formula: &Formula,
     ) -> Option<TextMatch> {
+        self.relate_marked(&formula.marks(a), &formula.marks(b), alignment)
+    }
+
+    /// [`AlignRule::relate`] where each text's letters in formula windows are marked already
+    /// ([`Formula::marks`]), e.g. once for a text judged against several others.
+    pub fn relate_marked(
+        &self,
+        a_marks: &[bool],
+        b_marks: &[bool],
+        alignment: &Alignment,
+    ) -> Option<TextMatch> {
         // One side's letters outside formula windows: the share of them in runs (each
         // counted once), and how many each passage holds.
-        let own = |marks: Vec<bool>, len: usize, start: fn(&Run) -> usize| {
+        let own = |marks: &[bool], len: usize, start: fn(&Run) -> usize| {
             let mut in_runs = vec![false; marks.len()];
             let per_passage: Vec<usize> = alignment
                 .passages
@@ -421,8 +432,8 @@ impl AlignRule {
             let copied = in_runs.iter().filter(|&&m| m).count();
             (share(copied, free), per_passage)
         };
-        let (a_own, a_passages) = own(formula.marks(a), alignment.a_len, |r| r.a);
-        let (b_own, b_passages) = own(formula.marks(b), alignment.b_len, |r| r.b);
+        let (a_own, a_passages) = own(a_marks, alignment.a_len, |r| r.a);
+        let (b_own, b_passages) = own(b_marks, alignment.b_len, |r| r.b);
         let longest_own = a_passages
             .iter()
             .zip(&b_passages)

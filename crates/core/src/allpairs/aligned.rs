@@ -18,7 +18,7 @@
 //! way `neardup dedupe --align` does; the evaluation runs them over texts in memory. The
 //! figures that chose the constants are in `docs/measurements/copied-text.md`.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 
 use rayon::prelude::*;
 
@@ -226,7 +226,8 @@ pub fn align_pairs<'a>(
 }
 
 /// Relates aligned pairs, which `found_by` found, by `rule` with `formula`, keeping those it
-/// relates, in order.
+/// relates, in order. Each text's letters in formula windows are marked once, however many
+/// pairs it is in.
 pub fn judge<'a>(
     aligned: Vec<(u32, u32, f64, Alignment)>,
     found_by: FoundBy,
@@ -234,10 +235,17 @@ pub fn judge<'a>(
     formula: &Formula,
     rule: &AlignRule,
 ) -> Vec<AlignedPair> {
+    let mut texts: Vec<u32> = aligned.iter().flat_map(|p| [p.0, p.1]).collect();
+    texts.sort_unstable();
+    texts.dedup();
+    let marks: HashMap<u32, Vec<bool>> = texts
+        .into_par_iter()
+        .filter_map(|t| Some((t, formula.marks(letters(t)?))))
+        .collect();
     aligned
         .into_par_iter()
         .filter_map(|(a, b, similarity, al)| {
-            let matched = rule.relate(letters(a)?, letters(b)?, &al, formula)?;
+            let matched = rule.relate_marked(marks.get(&a)?, marks.get(&b)?, &al)?;
             Some(AlignedPair {
                 a,
                 b,
