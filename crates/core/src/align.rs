@@ -540,9 +540,8 @@ enum Only {
 ///
 /// Texts are added from any thread (`&self`, atomic counters), so the windows are counted
 /// where the texts are prepared, on every core. The counters are laid out in blocks of one
-/// cache line, a row of [`Self::ROW`] counters each: a window's hash picks a block, then one
-/// counter in each of the four rows of it, so adding or estimating a window reads one line of
-/// memory. The windows' hashes are xxh3 already; the block and the counters are taken from
+/// cache line (64 counters, four rows of 16): a window's hash picks a block, then one counter
+/// in each row of it, so adding or estimating a window reads one line of memory. The windows' hashes are xxh3 already; the block and the counters are taken from
 /// multiplicative hashes of them.
 pub struct WindowSieve {
     anchor: usize,
