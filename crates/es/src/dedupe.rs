@@ -19,8 +19,7 @@ use super::{
     ClaimError, Claims, EsError, EsIndexer, IndexMeta, IndexedArticle, Near, Refresh, Similar,
 };
 use crate::group::Link;
-use crate::similar::{aligned_match, Aligner, Sources};
-use neardup_core::align::Letters;
+use crate::similar::{aligned_match, Aligner, Marked, Sources};
 use neardup_core::method::{sort_matches, Match, Shared};
 use neardup_core::relation::{Relation, TextMatch};
 use neardup_core::{Sketch, Sketches, Tolerance};
@@ -378,17 +377,17 @@ fn judge_aligned(
     stored_near: Vec<Vec<Match>>,
     pairs: &[(usize, usize)],
 ) -> Result<(Vec<Vec<Match>>, Judged), EsError> {
-    let letters: Vec<Option<Letters>> = articles
+    let texts: Vec<Option<Marked>> = articles
         .iter()
-        .map(|a| a.as_ref().map(|a| aligner.letters(a)).transpose())
+        .map(|a| a.as_ref().map(|a| aligner.text(a)).transpose())
         .collect::<Result<_, EsError>>()?;
-    let stored: HashMap<&(String, String), Letters> = stored
+    let stored: HashMap<&(String, String), Marked> = stored
         .iter()
-        .map(|(key, source)| Ok((key, aligner.letters(source)?)))
+        .map(|(key, source)| Ok((key, aligner.text(source)?)))
         .collect::<Result<_, EsError>>()?;
     let near = stored_near
         .into_iter()
-        .zip(&letters)
+        .zip(&texts)
         .map(|(matches, q)| match q {
             Some(q) => matches
                 .into_iter()
@@ -403,7 +402,7 @@ fn judge_aligned(
     let batch = pairs
         .iter()
         .filter_map(|&(i, j)| {
-            let (q, other) = (letters[i].as_ref()?, letters[j].as_ref()?);
+            let (q, other) = (texts[i].as_ref()?, texts[j].as_ref()?);
             Some(((i, j), aligner.relate(q, other)))
         })
         .collect();

@@ -34,28 +34,48 @@ pub(crate) struct Aligner {
     fields: Vec<String>,
 }
 
+/// A text ready to be judged against others: its letters, and which of them the indices'
+/// formula covers (marked once, however many texts it is judged against).
+pub(crate) struct Marked {
+    letters: Letters,
+    marks: Vec<bool>,
+}
+
 impl Aligner {
-    /// The letters of a document's `_source` (or a new article): its text fields, prepared
-    /// as the indices prepare them. A text field holding a number or an object is
-    /// [`EsError::BadText`].
-    pub(crate) fn letters(&self, source: &Value) -> Result<Letters, EsError> {
-        Ok(Letters::prepared(
+    /// A document's `_source` (or a new article) ready to be judged: its text fields,
+    /// prepared as the indices prepare them, and marked. A text field holding a number or an
+    /// object is [`EsError::BadText`].
+    pub(crate) fn text(&self, source: &Value) -> Result<Marked, EsError> {
+        Ok(self.mark(Letters::prepared(
             &field_texts(source, &self.fields)?,
             self.fingerprinter.segmenter(),
-        ))
+        )))
+    }
+
+    /// Text fields already read, in the order of the indices' text fields, ready to be
+    /// judged.
+    pub(crate) fn texts<S: AsRef<str>>(&self, texts: &[S]) -> Marked {
+        self.mark(Letters::prepared(texts, self.fingerprinter.segmenter()))
+    }
+
+    fn mark(&self, letters: Letters) -> Marked {
+        Marked {
+            marks: self.formula.marks(&letters),
+            letters,
+        }
     }
 
     /// How `other` relates to `query` by the rule, and what they share; `None` when
     /// unrelated.
-    pub(crate) fn relate(&self, query: &Letters, other: &Letters) -> Option<(TextMatch, Shared)> {
-        let al = align_letters(query, other, &AlignParams::DEFAULT);
-        let t = self.rule.relate(query, other, &al, &self.formula)?;
+    pub(crate) fn relate(&self, query: &Marked, other: &Marked) -> Option<(TextMatch, Shared)> {
+        let al = align_letters(&query.letters, &other.letters, &AlignParams::DEFAULT);
+        let t = self.rule.relate_marked(&query.marks, &other.marks, &al)?;
         Some((t, Shared::new(&t, &al.passages)))
     }
 
     /// `m` judged by the rule against `query`: its relation and what it shares replaced by
     /// the alignment's; `None` when the rule relates them not.
-    pub(crate) fn judge(&self, query: &Letters, m: Match, other: &Letters) -> Option<Match> {
+    pub(crate) fn judge(&self, query: &Marked, m: Match, other: &Marked) -> Option<Match> {
         Some(aligned_match(m, self.relate(query, other)?))
     }
 
@@ -138,7 +158,7 @@ impl Similar {
             s.formula = aligner.formula_id();
             return Ok(s);
         }
-        let q = aligner.letters(&query)?;
+        let q = aligner.text(&query)?;
         self.judged(s, Arc::new(aligner), q, sources).await
     }
 
@@ -177,7 +197,7 @@ impl Similar {
     ) -> Result<Similarity, EsError> {
         let indices = indices.into();
         let aligner = self.aligner(&indices, *rule).await?;
-        let q = Letters::prepared(texts, aligner.fingerprinter.segmenter());
+        let q = aligner.texts(texts);
         let texts: Vec<&str> = texts.iter().map(AsRef::as_ref).collect();
         let (s, sources) = self
             .by_texts(indices, &texts, candidates(), &aligner.fields)
@@ -203,18 +223,18 @@ impl Similar {
         if s.matches.is_empty() {
             return Ok(s);
         }
-        let q = aligner.letters(source)?;
+        let q = aligner.text(source)?;
         self.judged(s, Arc::clone(aligner), q, sources).await
     }
 
-    /// `s`'s candidates judged against the query's letters `q` by `aligner`, each prepared
+    /// `s`'s candidates judged against the query's text `q` by `aligner`, each prepared
     /// from its text fields as the search brought them back (`sources`): those the rule
     /// relates, with the alignment's relation and what they share.
     async fn judged(
         &self,
         mut s: Similarity,
         aligner: Arc<Aligner>,
-        q: Letters,
+        q: Marked,
         sources: Sources,
     ) -> Result<Similarity, EsError> {
         s.formula = aligner.formula_id();
@@ -231,7 +251,7 @@ impl Similar {
                 else {
                     continue;
                 };
-                let other = aligner.letters(source)?;
+                let other = aligner.text(source)?;
                 judged.extend(aligner.judge(&q, m, &other));
             }
             Ok::<_, EsError>(judged)

@@ -62,7 +62,7 @@ mod hit;
 mod query;
 mod scripts;
 
-pub(crate) use aligned::{aligned_match, Aligner};
+pub(crate) use aligned::{aligned_match, Aligner, Marked};
 use hit::{hit_sketch, source_sketch};
 use query::{keep_source, leave_out, query_body, sketch_fields, stored_terms};
 pub(crate) use query::{StoredQuery, StoredTerms};
