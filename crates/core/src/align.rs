@@ -423,27 +423,13 @@ impl Formula {
         min_groups: usize,
         anchor: usize,
     ) -> Formula {
-        let windows: Vec<TextWindows> = texts
-            .par_iter()
-            .map(|t| TextWindows::of(t, anchor))
-            .collect();
-        Formula::learn_from_windows(texts, &windows, joined, min_groups, anchor)
-    }
-
-    /// [`Formula::learn`] where each text's windows of `anchor` letters are at hand
-    /// already: `windows[i]` are those of `texts[i]`.
-    pub fn learn_from_windows(
-        texts: &[Letters],
-        windows: &[TextWindows],
-        joined: impl IntoIterator<Item = (usize, usize)>,
-        min_groups: usize,
-        anchor: usize,
-    ) -> Formula {
-        assert_eq!(texts.len(), windows.len(), "one set of windows a text");
         let sieve = WindowSieve::for_texts(anchor, texts.len());
-        windows.par_iter().for_each(|w| sieve.add_windows(w));
+        texts.par_iter().for_each(|t| sieve.add(t));
         let mut counter = FormulaCounter::sifted(sieve, min_groups);
-        for w in windows {
+        // Only the windows that recur are held, chosen on all cores, then counted in order.
+        let sifter = counter.sifter();
+        let recurring: Vec<TextWindows> = texts.par_iter().map(|t| sifter.windows(t)).collect();
+        for w in &recurring {
             counter.add_windows(w);
         }
         let groups = groups_of(texts.len(), joined);
@@ -541,7 +527,8 @@ enum Only {
 /// Texts are added from any thread (`&self`, atomic counters), so the windows are counted
 /// where the texts are prepared, on every core. The counters are laid out in blocks of one
 /// cache line (64 counters, four rows of 16): a window's hash picks a block, then one counter
-/// in each row of it, so adding or estimating a window reads one line of memory. The windows' hashes are xxh3 already; the block and the counters are taken from
+/// in each row of it, so adding or estimating a window reads one line of memory. The
+/// windows' hashes are xxh3 already; the block and the counters are taken from
 /// multiplicative hashes of them.
 pub struct WindowSieve {
     anchor: usize,
@@ -627,9 +614,7 @@ impl WindowSieve {
             .min()
             .unwrap_or(0)
     }
-}
 
-impl WindowSieve {
     /// Marks, once every text is counted, the blocks where a window can reach `floor`: those
     /// each of whose rows holds a counter at `floor` or more.
     fn settle(&mut self, floor: u8) {
@@ -646,7 +631,8 @@ impl WindowSieve {
         self.settled = Some((floor, bits));
     }
 
-    /// Whether the window `h` is estimated in at least `floor` texts ([`WindowSieve::estimate`]).
+    /// Whether the window `h` is estimated in at least `floor` texts
+    /// ([`WindowSieve::estimate`]).
     fn reaches(&self, h: u64, floor: u8) -> bool {
         if let Some((settled, bits)) = &self.settled {
             let block = self.block(h);

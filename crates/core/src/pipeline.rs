@@ -123,8 +123,7 @@ pub fn run<E>(
         let mut batch = Vec::with_capacity(opts.batch_lines);
         let mut bytes = 0usize;
         for (line, raw) in lines.by_ref() {
-            let len = raw.as_ref().map_or(0, Vec::len);
-            bytes += len;
+            bytes += raw.as_ref().map_or(0, Vec::len);
             batch.push((line, raw));
             if batch.len() >= opts.batch_lines || bytes >= opts.batch_bytes {
                 break;
@@ -266,14 +265,12 @@ pub fn align_candidates(
     };
     let Prepared { letters, aligned } = prepared;
     let text = |i: u32| letters[i as usize].as_ref();
-    let mut pairs = aligned::judge(aligned, FoundBy::MinHash, text, &formula, rule);
-    pairs.extend(aligned::judge(
-        anchored,
-        FoundBy::Anchors,
+    let mut pairs = aligned::judge(
+        [(aligned, FoundBy::MinHash), (anchored, FoundBy::Anchors)],
         text,
         &formula,
         rule,
-    ));
+    );
     pairs.sort_by_key(|p| (p.a, p.b));
     Ok(AlignedInput {
         pairs,

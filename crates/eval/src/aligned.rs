@@ -15,7 +15,7 @@ use rayon::prelude::*;
 
 use super::minhash::{self, candidates};
 use super::{unique_texts, LabelledPair, Scored, CONTAINED_IN};
-use neardup_core::align::{align_letters, AlignParams, Alignment, Formula, Letters, TextWindows};
+use neardup_core::align::{align_letters, AlignParams, Alignment, Formula, Letters};
 use neardup_core::allpairs::aligned;
 use neardup_core::minhash::Signature;
 use neardup_core::relation::{AlignRule, MatchOptions, Relation, TextMatch};
@@ -57,29 +57,16 @@ pub(crate) fn prepare(fp: &Fingerprinter, texts: &[Vec<String>]) -> Prepared {
         .map(|(a, b, s)| (docs[a as usize], docs[b as usize], s))
         .collect();
     let aligned = aligned::align_pairs(&found, |i| letters.get(i as usize));
-    // Each text's windows hashed once: its anchors, and what the formula counts.
-    let anchor = AlignParams::DEFAULT.anchor;
-    let (anchors, windows): (Vec<Vec<u32>>, Vec<TextWindows>) = letters
-        .par_iter()
-        .map(|l| {
-            let hashes: Vec<u64> = l.windows(anchor).map(|(_, h)| h).collect();
-            (
-                aligned::anchors_of_windows(&hashes),
-                TextWindows::from_hashes(anchor, hashes),
-            )
-        })
-        .unzip();
     // The formula `formula learn` would write for these texts, from the candidates already
     // aligned: every text counted, the joined ones once per group.
-    let formula = Formula::learn_from_windows(
+    let formula = Formula::learn(
         &letters,
-        &windows,
         aligned::joined_pairs(&aligned),
         aligned::FORMULA_GROUPS,
-        anchor,
+        AlignParams::DEFAULT.anchor,
     )
     .folded(fp.config().fold);
-    drop(windows);
+    let anchors: Vec<Vec<u32>> = letters.par_iter().map(aligned::anchors).collect();
     let mut index = aligned::AnchorIndex::default();
     for &i in &docs {
         index.add(i, &anchors[i as usize]);

@@ -207,27 +207,22 @@ fn aligned_pairs(fp: &Fingerprinter, options: &MatchOptions, texts: &[Vec<String
     } = aligned::prepare(fp, texts);
     let anchored =
         neardup_core::allpairs::aligned::align_pairs(&by_anchors, |i| letters.get(i as usize));
-    let judge = |pairs, found_by| {
-        neardup_core::allpairs::aligned::judge(
-            pairs,
-            found_by,
-            |i| letters.get(i as usize),
-            &formula,
-            &AlignRule::DEFAULT,
+    let mut claimed: Vec<(u32, u32, f64)> = neardup_core::allpairs::aligned::judge(
+        [(candidates, FoundBy::MinHash), (anchored, FoundBy::Anchors)],
+        |i| letters.get(i as usize),
+        &formula,
+        &AlignRule::DEFAULT,
+    )
+    .into_iter()
+    .filter(|p| p.matched.relation.is_copy())
+    .map(|p| {
+        (
+            p.a.min(p.b),
+            p.a.max(p.b),
+            p.matched.a_copied.min(p.matched.b_copied),
         )
-    };
-    let mut claimed: Vec<(u32, u32, f64)> = judge(candidates, FoundBy::MinHash)
-        .into_iter()
-        .chain(judge(anchored, FoundBy::Anchors))
-        .filter(|p| p.matched.relation.is_copy())
-        .map(|p| {
-            (
-                p.a.min(p.b),
-                p.a.max(p.b),
-                p.matched.a_copied.min(p.matched.b_copied),
-            )
-        })
-        .collect();
+    })
+    .collect();
     claimed.sort_unstable_by_key(|p| (p.0, p.1));
     CorpusPairs {
         name: aligned::name(fp, options),

@@ -225,16 +225,23 @@ pub fn align_pairs<'a>(
         .collect()
 }
 
-/// Relates aligned pairs, which `found_by` found, by `rule` with `formula`, keeping those it
-/// relates, in order. Each text's letters in formula windows are marked once, however many
-/// pairs it is in.
+/// Relates aligned pairs, each list found by the candidate step it names, by `rule` with
+/// `formula`, keeping those it relates, in order. Each text's letters in formula windows are
+/// marked once, however many pairs of any list it is in.
 pub fn judge<'a>(
-    aligned: Vec<(u32, u32, f64, Alignment)>,
-    found_by: FoundBy,
+    found: impl IntoIterator<Item = (Vec<(u32, u32, f64, Alignment)>, FoundBy)>,
     letters: impl Fn(u32) -> Option<&'a Letters> + Sync,
     formula: &Formula,
     rule: &AlignRule,
 ) -> Vec<AlignedPair> {
+    let aligned: Vec<(u32, u32, f64, Alignment, FoundBy)> = found
+        .into_iter()
+        .flat_map(|(pairs, by)| {
+            pairs
+                .into_iter()
+                .map(move |(a, b, s, al)| (a, b, s, al, by))
+        })
+        .collect();
     let mut texts: Vec<u32> = aligned.iter().flat_map(|p| [p.0, p.1]).collect();
     texts.sort_unstable();
     texts.dedup();
@@ -244,7 +251,7 @@ pub fn judge<'a>(
         .collect();
     aligned
         .into_par_iter()
-        .filter_map(|(a, b, similarity, al)| {
+        .filter_map(|(a, b, similarity, al, found_by)| {
             let matched = rule.relate_marked(marks.get(&a)?, marks.get(&b)?, &al)?;
             Some(AlignedPair {
                 a,

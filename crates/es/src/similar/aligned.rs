@@ -46,19 +46,13 @@ impl Aligner {
     /// prepared as the indices prepare them, and marked. A text field holding a number or an
     /// object is [`EsError::BadText`].
     pub(crate) fn text(&self, source: &Value) -> Result<Marked, EsError> {
-        Ok(self.mark(Letters::prepared(
-            &field_texts(source, &self.fields)?,
-            self.fingerprinter.segmenter(),
-        )))
+        Ok(self.texts(&field_texts(source, &self.fields)?))
     }
 
     /// Text fields already read, in the order of the indices' text fields, ready to be
     /// judged.
     pub(crate) fn texts<S: AsRef<str>>(&self, texts: &[S]) -> Marked {
-        self.mark(Letters::prepared(texts, self.fingerprinter.segmenter()))
-    }
-
-    fn mark(&self, letters: Letters) -> Marked {
+        let letters = Letters::prepared(texts, self.fingerprinter.segmenter());
         Marked {
             marks: self.formula.marks(&letters),
             letters,
