@@ -312,6 +312,7 @@ async fn raw_pass(
                 guard: Some((h.seq_no, h.primary_term)),
                 sketches: Sketches { simhash, minhash },
                 order: None,
+                texts: None,
             }
         })
         .collect();

@@ -19,8 +19,8 @@ use anyhow::Context;
 use elasticsearch::http::Method as Http;
 use elasticsearch::Elasticsearch;
 use neardup::es::{
-    self, BlockType, Body, EsIndexer, FieldNames, GroupMeta, IndexMeta, MinHashFieldNames,
-    RetryPolicy, ScanOptions, Scanner, Worker, WorkerConfig,
+    self, BlockType, Body, EsIndexer, FieldNames, GroupLink, GroupMeta, IndexMeta,
+    MinHashFieldNames, RetryPolicy, ScanOptions, Scanner, Worker, WorkerConfig,
 };
 use neardup::eval::read_pairs;
 use neardup::Methods;
@@ -56,6 +56,11 @@ pub struct EsGroupsBench {
     /// become the connected components of what `similar` links) and report the shares again.
     #[arg(long)]
     regroup: bool,
+    /// What joins two articles in a group (`es-init --group-by`): `sketches`, or `texts`
+    /// (aligned; the worker learns the formula from the loaded index before its pass, as it
+    /// keeps it current).
+    #[arg(long, default_value = "sketches", value_parser = ["sketches", "texts"])]
+    group_by: String,
     /// Both indices without the containment fields (fields format 2, `es-init
     /// --no-containment`): groups of near-duplicates only, to compare the write rate.
     #[arg(long)]
@@ -94,8 +99,17 @@ pub fn run(args: EsGroupsBench) -> CmdResult {
         MinHashFieldNames::default(),
     )
     .with_containment(!args.no_containment);
+    let by_texts = args.group_by == "texts";
     let grouped = IndexMeta {
-        group: Some(GroupMeta::default()),
+        group: Some(GroupMeta {
+            link: match by_texts {
+                true => GroupLink::Texts {
+                    fields: WorkerConfig::default().text_fields,
+                },
+                false => GroupLink::Sketches,
+            },
+            ..GroupMeta::default()
+        }),
         ..plain.clone()
     };
     let (config, client) = args.es.client()?;
@@ -113,6 +127,18 @@ pub fn run(args: EsGroupsBench) -> CmdResult {
             let indexer = EsIndexer::new(client.clone(), index.clone(), meta.clone(), fp.clone())?
                 .with_retry(retry.clone());
             let mut worker = Worker::new(indexer, WorkerConfig::default());
+            if by_texts && meta.group.is_some() {
+                es::request(&client, &retry, "refresh", Http::Post, &format!("/{}/_refresh", es::path_segment(&index)), &[], None).await?;
+                let started = Instant::now();
+                let f = worker.keep_formula().await?.context("no formula learned")?;
+                println!(
+                    "{index}: formula {} learned from {} articles ({} windows) in {:.1} s",
+                    f.id,
+                    f.read,
+                    f.windows,
+                    started.elapsed().as_secs_f64()
+                );
+            }
             let started = Instant::now();
             let report = worker.pass(&AtomicBool::new(false)).await?;
             let took = started.elapsed();

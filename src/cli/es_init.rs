@@ -2,8 +2,8 @@
 //! them) and record what it holds in the mapping's `_meta`.
 
 use neardup::es::{
-    self, BlockType, FormatRequest, GroupMeta, GroupOrder, IndexMeta, InitOutcome, LayoutRequest,
-    MetaSource, RetryPolicy, Tracking,
+    self, BlockType, FormatRequest, GroupLink, GroupMeta, GroupOrder, IndexMeta, InitOutcome,
+    LayoutRequest, MetaSource, RetryPolicy, Tracking,
 };
 use neardup::{FingerprintConfig, Method, Methods, MinHashParams, Profile};
 use std::path::PathBuf;
@@ -102,6 +102,22 @@ pub struct Args {
     /// fingerprinted. An index keeps the order it was given.
     #[arg(long, value_name = "FIELD", conflicts_with = "no_groups")]
     group_order: Option<String>,
+    /// What joins two articles in a group, for every writer and `regroup`: `sketches` (what
+    /// `similar` links at the index's default tolerance) or `texts` (MinHash finds candidates
+    /// down to 0.1, their texts are aligned, and only copies join: two instances of one
+    /// template, or two articles sharing a passage, stay apart; MinHash only). Default: what
+    /// the index records, else `sketches`. Another one than the recorded one replaces it; run
+    /// `neardup regroup` to join what is stored by it.
+    #[arg(long, value_name = "sketches|texts", value_parser = ["sketches", "texts"], conflicts_with = "no_groups")]
+    group_by: Option<String>,
+    /// With --group-by texts: a text field the groups align; repeat for several, joined in
+    /// order [default: what the index records, else title and content].
+    #[arg(
+        long = "group-text-field",
+        value_name = "NAME",
+        conflicts_with = "no_groups"
+    )]
+    group_text_fields: Vec<String>,
     /// Keep no duplicate group labels (an index that records them keeps them).
     #[arg(long)]
     no_groups: bool,
@@ -185,6 +201,37 @@ pub fn run(args: Args) -> CmdResult {
                 .find(|m| m.source == MetaSource::Recorded)
                 .and_then(|m| m.boilerplate.clone()),
         };
+        let recorded_link = recorded
+            .iter()
+            .find_map(|m| m.group.as_ref().map(|g| g.link.clone()));
+        let link = match (args.group_by.as_deref(), &args.group_text_fields[..]) {
+            (Some("sketches"), []) => GroupLink::Sketches,
+            (Some("sketches"), _) => {
+                return Err(common::usage(
+                    "--group-text-field goes with --group-by texts: leave it out, or pass --group-by texts",
+                ))
+            }
+            (Some(_), []) => GroupLink::Texts {
+                fields: match &recorded_link {
+                    Some(GroupLink::Texts { fields }) => fields.clone(),
+                    _ => vec!["title".into(), "content".into()],
+                },
+            },
+            (Some(_), fields) => GroupLink::Texts {
+                fields: fields.to_vec(),
+            },
+            (None, []) => recorded_link.unwrap_or_default(),
+            (None, fields) => match recorded_link {
+                Some(GroupLink::Texts { .. }) => GroupLink::Texts {
+                    fields: fields.to_vec(),
+                },
+                _ => {
+                    return Err(common::usage(
+                        "--group-text-field goes with --group-by texts: pass --group-by texts too",
+                    ))
+                }
+            },
+        };
         let group = (!args.no_groups).then(|| {
             let recorded = recorded.iter().find_map(|m| m.group.clone());
             GroupMeta {
@@ -199,6 +246,7 @@ pub fn run(args: Args) -> CmdResult {
                     },
                     None => recorded.map(|g| g.order).unwrap_or_default(),
                 },
+                link,
             }
         });
         let wanted = IndexMeta::new(

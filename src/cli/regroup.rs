@@ -32,11 +32,13 @@ pub struct Args {
     /// copies are joined (`near_duplicate`, or an article contained in another): two
     /// instances of one template, or two articles that share a passage, stay apart. Formula
     /// text the index records (`es-init --formula`, kept current by the worker) does not
-    /// count. The writers still join by MinHash between regroups.
+    /// count. The default where the index links its groups by texts (`es-init --group-by
+    /// texts`), as its writers do; elsewhere the writers join by MinHash between regroups.
     #[arg(long)]
     align: bool,
-    /// With --align: a text field the alignment reads; repeat for several, joined in order.
-    #[arg(long = "field", value_name = "NAME", default_values = ["title", "content"], requires = "align")]
+    /// With --align: a text field the alignment reads; repeat for several, joined in order
+    /// [default: the fields the index links its groups by, else title and content].
+    #[arg(long = "field", value_name = "NAME", requires = "align")]
     fields: Vec<String>,
     /// Compute the groups and print each of two or more articles as a JSON line
     /// (`{"representative", "members", "size"}`) on stdout; write nothing.
@@ -109,7 +111,7 @@ pub fn run(args: Args) -> CmdResult {
     config.keep_alive = args.keep_alive;
     config.cache_bytes = args.cache_mib << 20;
     config.align = args.align.then_some(AlignRule::DEFAULT);
-    config.text_fields = args.fields.clone();
+    config.text_fields = (!args.fields.is_empty()).then(|| args.fields.clone());
     config.retry = RetryPolicy {
         max_retries: args.retries,
         ..RetryPolicy::default()
@@ -171,7 +173,11 @@ pub fn run(args: Args) -> CmdResult {
         if let Some(pb) = &bar {
             pb.finish_and_clear();
         }
-        let report = report?;
+        let report = report.map_err(|e| match e {
+            // A flag the index cannot take.
+            e @ es::regroup::RegroupError::OtherTextFields { .. } => common::usage(e.to_string()),
+            e => e.into(),
+        })?;
         eprintln!("{}", render(&report));
         if let Some(path) = &args.report_json {
             std::fs::write(path, serde_json::to_string_pretty(&report)? + "\n").map_err(|e| {

@@ -40,7 +40,7 @@
 //! moment can still start two groups; a regroup joins them.
 
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use elasticsearch::Elasticsearch;
@@ -48,9 +48,13 @@ use futures_util::StreamExt;
 use serde_json::{json, Value};
 
 use super::schema::{GroupMeta, GroupOrder};
-use super::{mget, Body, EsError, IndexMeta, Near, RetryPolicy, Similar, DEFAULT_K};
+use super::similar::{Aligner, Marked, Sources};
+use super::{
+    mget, Body, EsError, IndexMeta, Near, RetryPolicy, Similar, SimilarOptions, DEFAULT_K,
+};
+use neardup_core::input::BadTextField;
 use neardup_core::method::{Query, Score};
-use neardup_core::relation::{is_candidate, MatchOptions, Relation};
+use neardup_core::relation::{is_candidate, AlignRule, MatchOptions, Relation, TextMatch};
 use neardup_core::{Fingerprinter, Method, MinHashParams, Sketch, Sketches, Tolerance};
 
 /// Searches run at once per batch.
@@ -64,7 +68,8 @@ const MIN_HORIZON: Duration = Duration::from_secs(5);
 /// How long it remembers on an index whose periodic refresh is disabled (`-1`).
 const HORIZON_WITHOUT_REFRESH: Duration = Duration::from_secs(600);
 
-/// The most articles it remembers (about a kilobyte each for MinHash); the oldest go first.
+/// The most articles it remembers (about a kilobyte each for MinHash, and its texts where
+/// groups are linked by texts); the oldest go first.
 const MAX_REMEMBERED: usize = 100_000;
 
 /// A stored (or remembered) article a new one is linked to, with its group label.
@@ -221,6 +226,40 @@ pub fn order_key(v: &Value) -> Option<OrderKey> {
     }
 }
 
+/// What a writer reads of an article for its group (the rules of the module docs).
+impl GroupMeta {
+    /// The fields a writer that reads documents back reads of each for its group, beside its
+    /// text: the field groups are ordered by, and the text fields they are linked by.
+    pub fn source_fields(&self) -> Vec<String> {
+        let mut out: Vec<String> = self.order.field().into_iter().map(str::to_owned).collect();
+        out.extend(self.link.text_fields().into_iter().flatten().cloned());
+        out
+    }
+
+    /// `doc`'s order key where `group` orders groups by a field ([`order_key_at`]); `None`
+    /// without groups, without an order by a field, or without a value there.
+    pub fn order_key_in(group: Option<&GroupMeta>, doc: &Value) -> Option<OrderKey> {
+        order_key_at(doc, group?.order.field()?)
+    }
+
+    /// `doc`'s text fields `group` links groups by, in order ([`GroupLink::Texts`](super::schema::GroupLink::Texts));
+    /// `None` without groups linked by texts. A field holding a number or an object is an error.
+    pub fn texts_in(
+        group: Option<&GroupMeta>,
+        doc: &Value,
+    ) -> Result<Option<Vec<String>>, BadTextField> {
+        group
+            .and_then(|g| g.link.text_fields())
+            .map(|fields| {
+                Ok(neardup_core::input::field_texts(doc, fields)?
+                    .into_iter()
+                    .map(str::to_owned)
+                    .collect())
+            })
+            .transpose()
+    }
+}
+
 /// The order key of `doc`'s field `field` (a dotted path, as text fields are found;
 /// [`neardup_core::input::lookup`]), `None` when it is missing or not an order value.
 pub fn order_key_at(doc: &Value, field: &str) -> Option<OrderKey> {
@@ -240,11 +279,12 @@ pub fn earliest_first(
 
 /// The labels of a batch of new articles (`items`: id and sketch of the tolerance's method,
 /// `None` when too short), given what each is near among the stored articles (`stored`,
-/// one list per item) — the rules of the module docs. `order`: each item's order key where
-/// the index orders groups by a field ([`GroupOrder::Earliest`]), so that a batch's linked
-/// set near no stored article is labelled by its earliest article ([`earliest_first`]);
-/// `None` for the first-fingerprinted order (labelled by its first article). Pure: the
-/// writers' searches and the property tests feed it alike.
+/// one list per item) — the rules of the module docs, the batch linked by its sketches
+/// ([`link_batch`]). `order`: each item's order key where the index orders groups by a field
+/// ([`GroupOrder::Earliest`]), so that a batch's linked set near no stored article is
+/// labelled by its earliest article ([`earliest_first`]); `None` for the first-fingerprinted
+/// order (labelled by its first article). Pure: the writers' searches and the property tests
+/// feed it alike.
 pub fn assign_labels(
     items: &[(&str, Option<&Sketch>)],
     stored: &[Vec<Linked>],
@@ -252,29 +292,22 @@ pub fn assign_labels(
     params: Option<&MinHashParams>,
     order: Option<&[Option<OrderKey>]>,
 ) -> Vec<String> {
+    let links = link_batch(items, near, params);
+    label_linked(items, &links, stored, order)
+}
+
+/// The links within a batch of new articles by their sketches ([`link`]): `(i, j, link)`
+/// with `i < j` and the link read from `i`.
+pub(crate) fn link_batch(
+    items: &[(&str, Option<&Sketch>)],
+    near: &Near,
+    params: Option<&MinHashParams>,
+) -> Vec<(usize, usize, Link)> {
     let n = items.len();
-    if let Some(keys) = order {
-        assert_eq!(keys.len(), n, "one order key (or None) per item");
-    }
     let bands: Vec<Vec<u64>> = items
         .iter()
         .map(|(_, s)| s.map(|s| band_set(s, params)).unwrap_or_default())
         .collect();
-    let mut parent: Vec<usize> = (0..n).collect();
-    fn root(parent: &mut [usize], mut i: usize) -> usize {
-        while parent[i] != i {
-            parent[i] = parent[parent[i]];
-            i = parent[i];
-        }
-        i
-    }
-    let union = |parent: &mut Vec<usize>, a: usize, b: usize| {
-        let (ra, rb) = (root(parent, a), root(parent, b));
-        // The smaller index stays the root: a component's root is its first article.
-        if ra != rb {
-            parent[ra.max(rb)] = ra.min(rb);
-        }
-    };
     let relations = near.options.containment.is_some();
     let pairs: Vec<(usize, usize)> = match params {
         // With partial copies, a pair can be linked without a shared band: every pair.
@@ -295,7 +328,9 @@ pub fn assign_labels(
                     }
                 }
             }
-            seen.into_iter().collect()
+            let mut pairs: Vec<(usize, usize)> = seen.into_iter().collect();
+            pairs.sort_unstable();
+            pairs
         }
         _ => (0..n)
             .flat_map(|i| (i + 1..n).map(move |j| (i, j)))
@@ -305,29 +340,62 @@ pub fn assign_labels(
         .iter()
         .map(|(_, s)| s.and_then(|s| Query::new(s.clone(), near.tolerance).ok()))
         .collect();
+    pairs
+        .into_iter()
+        .filter_map(|(i, j)| {
+            let (a, b) = (queries[i].as_ref()?, items[j].1?);
+            Some((i, j, link(a, &bands[i], b, &bands[j], &near.options)?))
+        })
+        .collect()
+}
+
+/// The labels of a batch of new articles given the links within it (`links`, from
+/// [`link_batch`] or the texts) and what each is near among the stored articles: the rules
+/// of the module docs ([`assign_labels`]).
+pub(crate) fn label_linked(
+    items: &[(&str, Option<&Sketch>)],
+    links: &[(usize, usize, Link)],
+    stored: &[Vec<Linked>],
+    order: Option<&[Option<OrderKey>]>,
+) -> Vec<String> {
+    let n = items.len();
+    if let Some(keys) = order {
+        assert_eq!(keys.len(), n, "one order key (or None) per item");
+    }
+    let mut parent: Vec<usize> = (0..n).collect();
+    fn root(parent: &mut [usize], mut i: usize) -> usize {
+        while parent[i] != i {
+            parent[i] = parent[parent[i]];
+            i = parent[i];
+        }
+        i
+    }
+    let union = |parent: &mut Vec<usize>, a: usize, b: usize| {
+        let (ra, rb) = (root(parent, a), root(parent, b));
+        // The smaller index stays the root: a component's root is its first article.
+        if ra != rb {
+            parent[ra.max(rb)] = ra.min(rb);
+        }
+    };
     // Each part's best container in the batch ([`better_container`]): (containment,
     // container), joined after the near-duplicates, one container per part.
     let mut container: HashMap<usize, (f64, usize)> = HashMap::new();
-    for (i, j) in pairs {
-        if let (Some(a), Some(b)) = (&queries[i], items[j].1) {
-            let Some(l) = link(a, &bands[i], b, &bands[j], &near.options) else {
+    for (i, j, l) in links {
+        let (i, j) = (*i, *j);
+        let (part, whole) = match l.relation {
+            None | Some(Relation::NearDuplicate) => {
+                union(&mut parent, i, j);
                 continue;
-            };
-            let (part, whole) = match l.relation {
-                None | Some(Relation::NearDuplicate) => {
-                    union(&mut parent, i, j);
-                    continue;
-                }
-                Some(Relation::ContainedIn) => (i, j),
-                Some(Relation::Contains) => (j, i),
-                // A shared passage never joins two groups.
-                Some(Relation::SharesPassage) => continue,
-            };
-            let c = l.containment.unwrap_or(0.0);
-            let e = container.entry(part).or_insert((c, whole));
-            if better_container(c, items[whole].0, (e.0, items[e.1].0)) {
-                *e = (c, whole);
             }
+            Some(Relation::ContainedIn) => (i, j),
+            Some(Relation::Contains) => (j, i),
+            // A shared passage never joins two groups.
+            Some(Relation::SharesPassage) => continue,
+        };
+        let c = l.containment.unwrap_or(0.0);
+        let e = container.entry(part).or_insert((c, whole));
+        if better_container(c, items[whole].0, (e.0, items[e.1].0)) {
+            *e = (c, whole);
         }
     }
     let mut parts: Vec<(usize, usize)> = container.into_iter().map(|(p, (_, w))| (p, w)).collect();
@@ -423,6 +491,8 @@ struct Remembered {
     sketch: Sketch,
     bands: Vec<u64>,
     label: String,
+    /// Its text fields, where groups are linked by texts.
+    texts: Option<Arc<[String]>>,
 }
 
 impl Recent {
@@ -452,7 +522,15 @@ impl Recent {
         }
     }
 
-    fn remember(&mut self, now: Instant, id: &str, sketch: Sketch, bands: Vec<u64>, label: String) {
+    fn remember(
+        &mut self,
+        now: Instant,
+        id: &str,
+        sketch: Sketch,
+        bands: Vec<u64>,
+        label: String,
+        texts: Option<Arc<[String]>>,
+    ) {
         if let Some(old) = self.by_id.remove(id) {
             self.remove(old);
         }
@@ -470,6 +548,7 @@ impl Recent {
                 sketch,
                 bands,
                 label,
+                texts,
             },
         );
         while self.entries.len() > MAX_REMEMBERED {
@@ -478,6 +557,13 @@ impl Recent {
             };
             self.remove(oldest);
         }
+    }
+
+    /// The text fields remembered of the article `id`, where groups are linked by texts.
+    fn texts_of(&self, id: &str) -> Option<Arc<[String]>> {
+        self.by_id
+            .get(id)
+            .and_then(|seq| self.entries[seq].texts.clone())
     }
 
     /// The remembered articles linked to `sketch` (by the search's rule, [`link`]). With
@@ -517,6 +603,19 @@ impl Recent {
     }
 }
 
+/// An article about to be written, as a writer gives it to be labelled
+/// ([`super::EsIndexer::group_labels`]).
+#[derive(Clone, Copy, Debug)]
+pub struct GroupItem<'a> {
+    pub id: &'a str,
+    pub sketches: &'a Sketches,
+    /// Its order key, where the index orders groups by a field ([`GroupOrder::Earliest`]).
+    pub order: Option<&'a OrderKey>,
+    /// Its text fields the groups read, in order, where they are linked by texts
+    /// ([`GroupLink::Texts`](super::schema::GroupLink::Texts); [`super::EsIndexer::group_texts`]).
+    pub texts: Option<&'a [String]>,
+}
+
 /// Labels articles with their duplicate group for one index (see the module docs); one per
 /// [`super::EsIndexer`], shared by its clones.
 pub(crate) struct Grouper {
@@ -525,6 +624,9 @@ pub(crate) struct Grouper {
     retry: RetryPolicy,
     similar: Similar,
     recent: Mutex<Recent>,
+    /// Held from reading the memory to remembering, where groups are linked by texts: the
+    /// texts are judged in between, off the async runtime.
+    judging: tokio::sync::Mutex<()>,
     horizon: tokio::sync::OnceCell<Duration>,
 }
 
@@ -543,12 +645,17 @@ impl Grouper {
         retry: RetryPolicy,
         fp: Fingerprinter,
     ) -> Grouper {
+        let mut options = SimilarOptions::default();
+        if let Some(fields) = group.link.text_fields() {
+            options.text_fields = fields.to_vec();
+        }
         Grouper {
             group,
-            similar: Similar::new(client.clone(), fp),
+            similar: Similar::with_options(client.clone(), fp, options, retry.clone()),
             client,
             retry,
             recent: Mutex::new(Recent::default()),
+            judging: tokio::sync::Mutex::new(()),
             horizon: tokio::sync::OnceCell::new(),
         }
     }
@@ -562,14 +669,19 @@ impl Grouper {
         self.group.order.field()
     }
 
-    /// The group labels of `items` (id, sketches, order key where the index orders groups by
-    /// a field) to be written into `index`: searched, linked with the remembered and with
-    /// each other, then remembered.
+    /// The text fields groups are linked by, where they are.
+    pub(crate) fn text_fields(&self) -> Option<&[String]> {
+        self.group.link.text_fields()
+    }
+
+    /// The group labels of `items` to be written into `index`: searched, linked with the
+    /// remembered and with each other (by their sketches, or their texts where the index
+    /// links groups by texts), then remembered.
     pub(crate) async fn labels(
         &self,
         index: &str,
         meta: &IndexMeta,
-        items: &[(&str, &Sketches, Option<&OrderKey>)],
+        items: &[GroupItem<'_>],
         refresh_interval: impl std::future::Future<Output = Result<Option<Duration>, EsError>>,
     ) -> Result<Vec<String>, EsError> {
         let horizon = *self
@@ -582,30 +694,60 @@ impl Grouper {
             })
             .await?;
         let method = meta.default_method();
-        let near = group_near(meta);
+        let by_texts = self.group.link.text_fields();
+        // Where texts decide, MinHash finds the candidates an aligned lookup judges.
+        let near = match by_texts {
+            None => group_near(meta),
+            Some(_) => crate::similar::aligned_candidates(),
+        };
         let params = meta.minhash.as_ref().map(|m| m.params);
         let params = params
             .as_ref()
             .filter(|_| method == neardup_core::Method::MinHash);
         let sketches: Vec<Option<Sketch>> = items
             .iter()
-            .map(|(_, s, _)| (*s).clone().into_sketch(method).ok())
+            .map(|it| it.sketches.clone().into_sketch(method).ok())
             .collect();
+        let texts: Vec<Option<Arc<[String]>>> = match by_texts {
+            None => vec![None; items.len()],
+            Some(fields) => items
+                .iter()
+                .zip(&sketches)
+                .map(|(it, s)| match (it.texts, s) {
+                    (Some(t), _) => Ok(Some(Arc::from(t))),
+                    (None, None) => Ok(None),
+                    (None, Some(_)) => Err(EsError::Config(format!(
+                        "index `{index}` links duplicate groups by texts, and the article `{}` came without its text fields ({}): a writer reads them with the article (EsIndexer::group_texts)",
+                        it.id,
+                        fields.join(", ")
+                    ))),
+                })
+                .collect::<Result<_, _>>()?,
+        };
+        let keep: &[String] = by_texts.unwrap_or(&[]);
         let searched = futures_util::stream::iter(sketches.iter().flatten().cloned())
-            .map(|q| self.similar.by_fingerprint(index, q, near))
+            .map(|q| {
+                self.similar
+                    .by_fingerprint_keeping(index.into(), q, near, keep)
+            })
             .buffered(SEARCHES_IN_FLIGHT)
             .collect::<Vec<_>>()
             .await;
         let mut found: Vec<Vec<super::Match>> = Vec::with_capacity(items.len());
+        let mut sources = Sources::new();
         let mut searched = searched.into_iter();
         for s in &sketches {
             found.push(match s {
-                Some(_) => searched.next().expect("one search per sketch")?.matches,
+                Some(_) => {
+                    let (s, kept) = searched.next().expect("one search per sketch")?;
+                    sources.extend(kept);
+                    s.matches
+                }
                 None => Vec::new(),
             });
         }
         let labels = self.stored_labels(&found).await?;
-        let mut stored: Vec<Vec<Linked>> = found
+        let stored: Vec<Vec<Linked>> = found
             .iter()
             .map(|ms| {
                 ms.iter()
@@ -626,30 +768,89 @@ impl Grouper {
             .iter()
             .map(|s| s.as_ref().map(|s| band_set(s, params)).unwrap_or_default())
             .collect();
-        let now = Instant::now();
-        let mut recent = self.recent.lock().expect("group memory lock");
-        recent.forget_older_than(now.checked_sub(horizon).unwrap_or(now));
-        for (i, s) in sketches.iter().enumerate() {
-            if let Some(s) = s {
-                let linked = recent.near(s, &bands[i], &near);
-                // What this process labelled lately is newer than what a search returned.
-                stored[i].retain(|l| !linked.iter().any(|n| n.id == l.id));
-                stored[i].extend(linked);
-            }
-        }
         let refs: Vec<(&str, Option<&Sketch>)> = items
             .iter()
             .zip(&sketches)
-            .map(|((id, ..), s)| (*id, s.as_ref()))
+            .map(|(it, s)| (it.id, s.as_ref()))
             .collect();
         let keys: Option<Vec<Option<OrderKey>>> = match self.group.order {
             GroupOrder::Fingerprinted => None,
-            GroupOrder::Earliest { .. } => Some(items.iter().map(|(.., k)| k.cloned()).collect()),
+            GroupOrder::Earliest { .. } => Some(items.iter().map(|it| it.order.cloned()).collect()),
         };
-        let out = assign_labels(&refs, &stored, &near, params, keys.as_deref());
-        for (((id, ..), s), (label, b)) in items.iter().zip(sketches).zip(out.iter().zip(bands)) {
+        // Where texts decide, one batch at a time from reading the memory to remembering.
+        let _judging = match by_texts {
+            Some(_) => Some(self.judging.lock().await),
+            None => None,
+        };
+        let now = Instant::now();
+        let recalled: Vec<Vec<Recalled>> = {
+            let mut recent = self.recent.lock().expect("group memory lock");
+            recent.forget_older_than(now.checked_sub(horizon).unwrap_or(now));
+            sketches
+                .iter()
+                .zip(&bands)
+                .map(|(s, b)| match s {
+                    Some(s) => recent
+                        .near(s, b, &near)
+                        .into_iter()
+                        .map(|l| {
+                            let t = recent.texts_of(&l.id);
+                            (l, t)
+                        })
+                        .collect(),
+                    None => Vec::new(),
+                })
+                .collect()
+        };
+        // What this process labelled lately is newer than what a search returned.
+        let recalled_ids: Vec<HashSet<String>> = recalled
+            .iter()
+            .map(|r| r.iter().map(|(l, _)| l.id.clone()).collect())
+            .collect();
+        let links = link_batch(&refs, &near, params);
+        let (mut stored, recalled, links) = match by_texts {
+            None => {
+                let recalled = recalled
+                    .into_iter()
+                    .map(|r| r.into_iter().map(|(l, _)| l).collect())
+                    .collect();
+                (stored, recalled, links)
+            }
+            Some(_) => {
+                let aligner = self
+                    .similar
+                    .aligner(&index.into(), AlignRule::DEFAULT)
+                    .await?;
+                let texts = texts.clone();
+                let found: Vec<Vec<(String, String)>> = found
+                    .iter()
+                    .map(|ms| {
+                        ms.iter()
+                            .map(|m| (m.index.clone().unwrap_or_default(), m.id.clone()))
+                            .collect()
+                    })
+                    .collect();
+                tokio::task::spawn_blocking(move || {
+                    judge_by_texts(&aligner, &texts, stored, &found, &sources, recalled, links)
+                })
+                .await
+                .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))
+            }
+        };
+        for ((stored, recalled), ids) in stored.iter_mut().zip(recalled).zip(&recalled_ids) {
+            stored.retain(|l| !ids.contains(&l.id));
+            stored.extend(recalled);
+        }
+        let out = label_linked(&refs, &links, &stored, keys.as_deref());
+        let mut recent = self.recent.lock().expect("group memory lock");
+        for (((it, s), (label, b)), t) in items
+            .iter()
+            .zip(sketches)
+            .zip(out.iter().zip(bands))
+            .zip(texts)
+        {
             if let Some(s) = s {
-                recent.remember(now, id, s, b, label.clone());
+                recent.remember(now, it.id, s, b, label.clone(), t);
             }
         }
         Ok(out)
@@ -657,7 +858,9 @@ impl Grouper {
 
     /// For articles a dedupe write at `near` found linked to nothing (no near-duplicate, no
     /// partial copy either way, stored or earlier in the batch): their own ids, when `near`
-    /// is what groups link ([`group_near`]; then remembered like any label); else `None`.
+    /// is what groups link ([`group_near`]; then remembered like any label); else `None`
+    /// (and always where groups are linked by texts, which a dedupe write's search does not
+    /// judge).
     pub(crate) fn own_labels(
         &self,
         meta: &IndexMeta,
@@ -665,7 +868,7 @@ impl Grouper {
         near: Near,
     ) -> Option<Vec<String>> {
         let method = meta.default_method();
-        if near != group_near(meta) {
+        if near != group_near(meta) || self.group.link.text_fields().is_some() {
             return None;
         }
         let params = meta.minhash.as_ref().map(|m| m.params);
@@ -680,7 +883,7 @@ impl Grouper {
         for (id, sketches) in items {
             if let Ok(s) = (*sketches).clone().into_sketch(method) {
                 let bands = band_set(&s, params);
-                recent.remember(now, id, s, bands, (*id).to_owned());
+                recent.remember(now, id, s, bands, (*id).to_owned(), None);
             }
         }
         Some(items.iter().map(|(id, _)| (*id).to_owned()).collect())
@@ -723,6 +926,104 @@ impl Grouper {
             }
         }
         Ok(out)
+    }
+}
+
+/// The links of a batch whose groups are linked by texts, judged by the rule on the aligned
+/// texts ([`Aligner`]): each article's stored matches (their texts as the search kept them,
+/// `sources`, by `found`'s (index, id)), the remembered articles it is near (`recalled`,
+/// with their texts) and the batch's links by sketches (`links`). What the rule relates
+/// stays, with its relation and the copied share of the part ([`aligned_link`]); the rest,
+/// and whatever has no texts to align, goes. CPU work, for the blocking pool.
+fn judge_by_texts(
+    aligner: &Aligner,
+    texts: &[Option<Arc<[String]>>],
+    stored: Vec<Vec<Linked>>,
+    found: &[Vec<(String, String)>],
+    sources: &Sources,
+    recalled: Vec<Vec<Recalled>>,
+    links: Vec<(usize, usize, Link)>,
+) -> Judged {
+    let marked: Vec<Option<Marked>> = texts
+        .iter()
+        .map(|t| t.as_ref().map(|t| aligner.texts(t)))
+        .collect();
+    // A stored article's text is prepared once, however many of the batch it is near; one
+    // whose text fields are not text is left out.
+    let mut stored_marked: HashMap<&(String, String), Option<Marked>> = HashMap::new();
+    let mut judged_stored = Vec::with_capacity(stored.len());
+    for ((list, keys), q) in stored.into_iter().zip(found).zip(&marked) {
+        let mut kept = Vec::new();
+        if let Some(q) = q {
+            for (l, key) in list.into_iter().zip(keys) {
+                let other = stored_marked
+                    .entry(key)
+                    .or_insert_with(|| sources.get(key).and_then(|s| aligner.text(s).ok()));
+                if let Some(other) = other {
+                    kept.extend(aligned_link(aligner, q, other, l));
+                }
+            }
+        }
+        judged_stored.push(kept);
+    }
+    let judged_recalled = recalled
+        .into_iter()
+        .zip(&marked)
+        .map(|(recalled, q)| {
+            let Some(q) = q else { return Vec::new() };
+            recalled
+                .into_iter()
+                .filter_map(|(l, t)| aligned_link(aligner, q, &aligner.texts(&t?), l))
+                .collect()
+        })
+        .collect();
+    let links = links
+        .into_iter()
+        .filter_map(|(i, j, l)| {
+            let (a, b) = (marked[i].as_ref()?, marked[j].as_ref()?);
+            let (t, _) = aligner.relate(a, b)?;
+            Some((
+                i,
+                j,
+                Link {
+                    score: l.score,
+                    relation: Some(t.relation),
+                    containment: Some(part_copied(&t)),
+                },
+            ))
+        })
+        .collect();
+    (judged_stored, judged_recalled, links)
+}
+
+/// A remembered article a new one is near, with its texts where groups are linked by texts.
+type Recalled = (Linked, Option<Arc<[String]>>);
+
+/// What [`judge_by_texts`] keeps: the stored links, the remembered ones, the batch's.
+type Judged = (
+    Vec<Vec<Linked>>,
+    Vec<Vec<Linked>>,
+    Vec<(usize, usize, Link)>,
+);
+
+/// `l` judged by the rule on the aligned texts of the new article `q` and of `other`: its
+/// relation and the copied share of the part; `None` when the rule relates them not.
+fn aligned_link(aligner: &Aligner, q: &Marked, other: &Marked, l: Linked) -> Option<Linked> {
+    let (t, _) = aligner.relate(q, other)?;
+    Some(Linked {
+        relation: Some(t.relation),
+        containment: Some(part_copied(&t)),
+        ..l
+    })
+}
+
+/// The share of the part in runs copied from the other text (of the smaller share where
+/// neither is a part): what [`best_link_first`] and [`better_container`] rank containers by.
+fn part_copied(t: &TextMatch) -> f64 {
+    match t.relation {
+        Relation::ContainedIn => t.a_copied,
+        Relation::Contains => t.b_copied,
+        Relation::NearDuplicate | Relation::SharesPassage => t.a_copied.min(t.b_copied),
     }
 }
 
@@ -1015,12 +1316,12 @@ mod tests {
     fn memory_links_by_the_searchs_rule_and_forgets() {
         let mut r = Recent::default();
         let t0 = Instant::now();
-        r.remember(t0, "a", sim(0), vec![], "g".into());
-        r.remember(t0, "b", sim(u64::MAX), vec![], "b".into());
+        r.remember(t0, "a", sim(0), vec![], "g".into(), None);
+        r.remember(t0, "b", sim(u64::MAX), vec![], "b".into(), None);
         let near = r.near(&sim(1), &[], &Near::from(3));
         assert_eq!(near, vec![linked("a", "g", 1)]);
         // Remembering an id again replaces it.
-        r.remember(t0, "a", sim(u64::MAX), vec![], "h".into());
+        r.remember(t0, "a", sim(u64::MAX), vec![], "h".into(), None);
         assert!(r.near(&sim(1), &[], &Near::from(3)).is_empty());
         r.forget_older_than(t0 + Duration::from_secs(1));
         assert!(r.entries.is_empty() && r.by_id.is_empty() && r.order.is_empty());
@@ -1141,7 +1442,7 @@ mod tests {
         let p = MinHashParams::DEFAULT;
         let full = mh(0..1000);
         let bands = band_set(&full, Some(&p));
-        r.remember(t0, "full", full, bands, "g".into());
+        r.remember(t0, "full", full, bands, "g".into(), None);
         let lead = mh(0..200);
         let lead_bands = band_set(&lead, Some(&p));
         let got = r.near(&lead, &lead_bands, &minhash_near(MatchOptions::default()));

@@ -213,7 +213,7 @@ fn upgrade_meta(
         return Ok(wanted.clone());
     };
     if let (Some(r), Some(w)) = (&recorded.group, &wanted.group) {
-        if r != w {
+        if !same_groups(r, w) {
             return Err(group_clash(index, r, w));
         }
     }
@@ -352,6 +352,13 @@ pub(super) async fn put_meta(
     Ok(())
 }
 
+/// Whether two descriptions of an index's groups are of the same groups: one field, one
+/// order. What links them ([`super::schema::GroupLink`]) decides no stored field: the wanted one
+/// replaces the recorded one.
+fn same_groups(recorded: &GroupMeta, wanted: &GroupMeta) -> bool {
+    recorded.field == wanted.field && recorded.order == wanted.order
+}
+
 /// Two different group fields (or orders) asked of one index.
 fn group_clash(index: &str, recorded: &GroupMeta, wanted: &GroupMeta) -> EsError {
     let hint = if recorded.field != wanted.field {
@@ -452,8 +459,9 @@ fn merge_meta(
         out.formula.clone_from(&wanted.formula);
     }
     match (&recorded.group, &wanted.group) {
-        (Some(r), Some(w)) if r != w => return Err(group_clash(index, r, w)),
-        (None, Some(w)) => out.group = Some(w.clone()),
+        (Some(r), Some(w)) if !same_groups(r, w) => return Err(group_clash(index, r, w)),
+        // What links the groups is the wanted one's.
+        (_, Some(w)) => out.group = Some(w.clone()),
         _ => {}
     }
     // Both methods share the words: the index folds or not, and drops one boilerplate or

@@ -65,9 +65,9 @@ pub use retry::RetryPolicy;
 pub use scan::{Cursor, Paging, ScanOptions, ScanStats, Scanner, Slice};
 pub use schema::{
     stale_query, tracking_pipeline, tracking_pipeline_name, BlockType, ContainmentFieldNames,
-    ContainmentMeta, FieldNames, FieldsFormat, FormatRequest, GroupMeta, GroupOrder, IndexMeta,
-    LayoutRequest, MetaSource, MinHashFieldNames, MinHashLayout, MinHashMeta, SimHashMeta,
-    TrackingMeta, TRACKING_MARKER,
+    ContainmentMeta, FieldNames, FieldsFormat, FormatRequest, GroupLink, GroupMeta, GroupOrder,
+    IndexMeta, LayoutRequest, MetaSource, MinHashFieldNames, MinHashLayout, MinHashMeta,
+    SimHashMeta, TrackingMeta, TRACKING_MARKER,
 };
 pub use similar::{
     FilterMode, IndexList, Match, Near, QueryFingerprint, Similar, SimilarOptions, Similarity,

@@ -680,6 +680,9 @@ pub struct GroupMeta {
     pub field: String,
     #[serde(default)]
     pub order: GroupOrder,
+    /// What joins two articles in a group (absent: [`GroupLink::Sketches`]).
+    #[serde(default, skip_serializing_if = "GroupLink::is_sketches")]
+    pub link: GroupLink,
 }
 
 impl Default for GroupMeta {
@@ -687,6 +690,55 @@ impl Default for GroupMeta {
         GroupMeta {
             field: DEFAULT_GROUP_FIELD.into(),
             order: GroupOrder::default(),
+            link: GroupLink::default(),
+        }
+    }
+}
+
+/// What joins two articles in one duplicate group, for every writer and `regroup`.
+///
+/// Recorded in `_meta.neardup.group.link`: absent for [`GroupLink::Sketches`] (as in indices
+/// recorded before it existed), `{"by": "texts", "fields": ["title", "content"]}` for
+/// [`GroupLink::Texts`]. It decides no stored field: another one replaces the recorded one
+/// without an upgrade, and `neardup regroup` then joins what is stored by it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "by", rename_all = "snake_case")]
+pub enum GroupLink {
+    /// What `similar` links at the index's default tolerance ([`super::group::group_near`]).
+    #[default]
+    Sketches,
+    /// The texts decide (issue 43): MinHash finds candidates as an aligned lookup does (down
+    /// to a similarity of 0.1, partial copies included), the text `fields` (from `_source`,
+    /// joined in order) are aligned, and only copies join (`near_duplicate`, or an article
+    /// contained in another) by [`neardup_core::relation::AlignRule::DEFAULT`], not counting
+    /// the formula text the index records. Two instances of one template, or two articles that
+    /// share a passage, stay apart. MinHash only.
+    Texts { fields: Vec<String> },
+}
+
+impl GroupLink {
+    fn is_sketches(&self) -> bool {
+        *self == GroupLink::Sketches
+    }
+
+    /// The text fields the groups read, where the texts decide.
+    pub fn text_fields(&self) -> Option<&[String]> {
+        match self {
+            GroupLink::Sketches => None,
+            GroupLink::Texts { fields } => Some(fields),
+        }
+    }
+}
+
+/// `sketches`, or `texts of `title`, `content``.
+impl fmt::Display for GroupLink {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            GroupLink::Sketches => f.write_str("sketches"),
+            GroupLink::Texts { fields } => {
+                let names: Vec<String> = fields.iter().map(|n| format!("`{n}`")).collect();
+                write!(f, "texts of {}", names.join(", "))
+            }
         }
     }
 }
@@ -1094,8 +1146,9 @@ impl IndexMeta {
     }
 
     /// Every field name of every method the index holds, checked: non-empty, top-level,
-    /// not metadata, and all distinct; the MinHash layout's bits; and the group order field,
-    /// if any (not metadata, not the group field).
+    /// not metadata, and all distinct; the MinHash layout's bits; the group order field,
+    /// if any (not metadata, not the group field); and groups linked by texts (MinHash held,
+    /// text fields named).
     pub fn validate(&self) -> Result<(), EsError> {
         let mut all: Vec<&str> = Vec::new();
         if let Some(s) = &self.simhash {
@@ -1116,6 +1169,18 @@ impl IndexMeta {
                     return Err(EsError::Config(format!(
                         "group order field `{f}` is not allowed: name a field of the articles (a dotted path allowed) that is not the group field and does not start with `_`"
                     )));
+                }
+            }
+            if let Some(fields) = g.link.text_fields() {
+                if self.minhash.is_none() {
+                    return Err(EsError::Config(
+                        "groups linked by texts find their candidates with MinHash, which the index does not hold: es-init it with --methods minhash (or simhash,minhash), or leave out --group-by texts".into(),
+                    ));
+                }
+                if fields.is_empty() || fields.iter().any(|f| f.is_empty()) {
+                    return Err(EsError::Config(
+                        "groups linked by texts need at least one text field, each named (--group-text-field NAME)".into(),
+                    ));
                 }
             }
         }
@@ -1393,6 +1458,9 @@ impl fmt::Display for IndexMeta {
             write!(f, ", groups in `{}`", g.field)?;
             if g.order != GroupOrder::Fingerprinted {
                 write!(f, " ({})", g.order)?;
+            }
+            if g.link != GroupLink::Sketches {
+                write!(f, " linked by {}", g.link)?;
             }
         }
         if self.tracking.is_some() {
@@ -1850,6 +1918,7 @@ mod tests {
                 order: GroupOrder::Earliest {
                     field: "publishDate".into(),
                 },
+                ..GroupMeta::default()
             }),
             ..both()
         };
@@ -1895,6 +1964,54 @@ mod tests {
             let mut m = ordered.clone();
             m.group.as_mut().unwrap().order = GroupOrder::Earliest { field: bad.into() };
             assert!(m.validate().is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn group_links_round_trip_and_their_absence_reads_as_sketches() {
+        let by_texts = IndexMeta {
+            group: Some(GroupMeta {
+                link: GroupLink::Texts {
+                    fields: vec!["title".into(), "content".into()],
+                },
+                ..GroupMeta::default()
+            }),
+            ..both()
+        };
+        by_texts.validate().unwrap();
+        let j = by_texts.to_json();
+        assert_eq!(
+            j["group"]["link"],
+            json!({ "by": "texts", "fields": ["title", "content"] })
+        );
+        let mapping = json!({ "_meta": { META_KEY: j }, "properties": {} });
+        let back = IndexMeta::from_mapping("i", &mapping, &FieldNames::default()).unwrap();
+        assert_eq!(back, by_texts);
+        assert!(back
+            .to_string()
+            .ends_with("groups in `nearDupGroup` linked by texts of `title`, `content`"));
+        // Sketches, the default, is not written: `_meta` stays what it was before links.
+        let sketches = IndexMeta {
+            group: Some(GroupMeta::default()),
+            ..both()
+        };
+        let j = sketches.to_json();
+        assert!(j["group"].get("link").is_none(), "{j}");
+        let mapping = json!({ "_meta": { META_KEY: j }, "properties": {} });
+        let back = IndexMeta::from_mapping("i", &mapping, &FieldNames::default()).unwrap();
+        assert_eq!(back.group.unwrap().link, GroupLink::Sketches);
+        // Texts need MinHash's candidates and at least one named field.
+        let mut no_minhash = by_texts.clone();
+        no_minhash.minhash = None;
+        assert!(no_minhash
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("MinHash"));
+        for fields in [vec![], vec![String::new()]] {
+            let mut m = by_texts.clone();
+            m.group.as_mut().unwrap().link = GroupLink::Texts { fields };
+            assert!(m.validate().is_err());
         }
     }
 

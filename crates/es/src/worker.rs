@@ -35,6 +35,7 @@
 //! A pass that loses its read ([`EsError::ContextLost`]) fails; the next pass finds what it
 //! did not write, as the query is the checkpoint.
 
+use crate::GroupMeta;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -43,7 +44,6 @@ use rayon::prelude::*;
 use serde_json::{json, Value};
 
 use super::feed::{fields_differ, plan, retry_later, Feed, IndexNow, Plan, ShardEvent};
-use super::group::order_key_at;
 use super::scan::{Cursor, Paging, ScanOptions, Scanner};
 use super::write::{
     fingerprint_fields_json, sketch_source, BulkReport, EsIndexer, FingerprintUpdate,
@@ -317,9 +317,9 @@ impl Worker {
         };
         let mut report = PassReport::default();
         let index = self.indexer.index().to_owned();
-        // The text, and the field groups are ordered by where they are.
+        // The text, and what groups read where the index keeps them.
         let mut source = self.config.text_fields.clone();
-        source.extend(self.indexer.group_order_field().map(str::to_owned));
+        source.extend(self.indexer.group_source_fields());
         let body = json!({
             "query": self.stale_query(),
             "_source": source,
@@ -361,7 +361,7 @@ impl Worker {
         report: &mut PassReport,
     ) -> Result<(), EsError> {
         let mut source = self.config.text_fields.clone();
-        source.extend(self.indexer.group_order_field().map(str::to_owned));
+        source.extend(self.indexer.group_source_fields());
         if let Some(props) = self.indexer.meta().mapping()["properties"].as_object() {
             source.extend(props.keys().cloned());
         }
@@ -510,14 +510,16 @@ impl Worker {
         let methods = meta.methods();
         let read = hits.len() as u64;
         let fields = self.config.text_fields.clone();
-        let order_field = self.indexer.group_order_field().map(str::to_owned);
+        let group = meta.group.clone();
         let updates = tokio::task::spawn_blocking(move || {
             hits.par_iter()
                 .filter_map(|h| {
                     let id = h["_id"].as_str()?.to_owned();
                     let guard = Some((h["_seq_no"].as_u64()?, h["_primary_term"].as_u64()?));
-                    match sketch_source(&fp, methods, &h["_source"], &fields) {
-                        Ok(sketches)
+                    let prepared = sketch_source(&fp, methods, &h["_source"], &fields)
+                        .and_then(|s| Ok((s, GroupMeta::texts_in(group.as_ref(), &h["_source"])?)));
+                    match prepared {
+                        Ok((sketches, _))
                             if only_changed
                                 && !fields_differ(
                                     &h["_source"],
@@ -526,13 +528,12 @@ impl Worker {
                         {
                             None
                         }
-                        Ok(sketches) => Some(FingerprintUpdate {
+                        Ok((sketches, texts)) => Some(FingerprintUpdate {
                             id,
                             guard,
                             sketches,
-                            order: order_field
-                                .as_deref()
-                                .and_then(|f| order_key_at(&h["_source"], f)),
+                            order: GroupMeta::order_key_in(group.as_ref(), &h["_source"]),
+                            texts,
                         }),
                         Err(bad) => {
                             tracing::warn!(%id, "{bad}: not fingerprinted (fix the document or --field)");

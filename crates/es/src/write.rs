@@ -19,8 +19,9 @@ use elasticsearch::http::Method;
 use elasticsearch::Elasticsearch;
 use serde_json::{json, Map, Value};
 
-use super::group::{order_key_at, Grouper, OrderKey};
+use super::group::{GroupItem, Grouper, OrderKey};
 use super::schema::minhash_fields_json;
+use super::schema::GroupMeta;
 use super::{
     check, path_segment, request, send, verify_index, Body, EsError, FieldNames, IndexMeta,
     RetryPolicy,
@@ -189,9 +190,13 @@ pub struct FingerprintUpdate {
     pub sketches: Sketches,
     /// Where the index orders duplicate groups by a field (`es-init --group-order`): the
     /// document's order key, read with its text ([`EsIndexer::order_key`]; add
-    /// [`EsIndexer::group_order_field`] to the `_source` fields read). `None` otherwise, and
+    /// [`EsIndexer::group_source_fields`] to the `_source` fields read). `None` otherwise, and
     /// when the document has no value there (it then comes after every dated one).
     pub order: Option<OrderKey>,
+    /// Where the index links duplicate groups by texts (`es-init --group-by texts`): the
+    /// document's text fields the groups read ([`EsIndexer::group_texts`]; add
+    /// [`EsIndexer::group_source_fields`] to the `_source` fields read). `None` otherwise.
+    pub texts: Option<Vec<String>>,
 }
 
 /// The group label to write into an existing document ([`EsIndexer::write_group_labels`]).
@@ -327,7 +332,7 @@ impl EsIndexer {
     /// groups ([`super::group`]); `None` where it does not.
     pub async fn group_labels(
         &self,
-        items: &[(&str, &Sketches, Option<&OrderKey>)],
+        items: &[GroupItem<'_>],
     ) -> Result<Option<Vec<String>>, EsError> {
         let Some(g) = &self.grouper else {
             return Ok(None);
@@ -363,11 +368,35 @@ impl EsIndexer {
         self.grouper.as_deref().and_then(Grouper::order_field)
     }
 
+    /// The text fields duplicate groups are linked by, where the index links them by texts
+    /// (`es-init --group-by texts`).
+    pub fn group_text_fields(&self) -> Option<&[String]> {
+        self.grouper.as_deref().and_then(Grouper::text_fields)
+    }
+
+    /// What a writer that reads documents back reads of each for its group, beside its
+    /// text: the field groups are ordered by and the text fields they are linked by, where
+    /// the index has them.
+    pub fn group_source_fields(&self) -> Vec<String> {
+        self.meta
+            .group
+            .as_ref()
+            .map(GroupMeta::source_fields)
+            .unwrap_or_default()
+    }
+
+    /// A document's text fields the groups read ([`EsIndexer::group_text_fields`]), in
+    /// order; `None` where groups are not linked by texts. A field holding a number or an
+    /// object is an error.
+    pub fn group_texts(&self, doc: &Value) -> Result<Option<Vec<String>>, BadTextField> {
+        GroupMeta::texts_in(self.meta.group.as_ref(), doc)
+    }
+
     /// A document's order key in the index's group order ([`super::group::order_key`] of its
     /// [`EsIndexer::group_order_field`]); `None` where groups are not ordered by a field or
     /// the document has no value there.
     pub fn order_key(&self, doc: &Value) -> Option<OrderKey> {
-        order_key_at(doc, self.group_order_field()?)
+        GroupMeta::order_key_in(self.meta.group.as_ref(), doc)
     }
 
     /// An indexer for `index` (a name or alias): reads what it holds from its `_meta` and
@@ -558,7 +587,14 @@ impl EsIndexer {
         };
         if let (Some(id), Some(field)) = (id, self.group_field()) {
             let key = self.order_key(article);
-            let labels = self.group_labels(&[(id, sketches, key.as_ref())]).await?;
+            let texts = self.group_texts(article)?;
+            let item = GroupItem {
+                id,
+                sketches,
+                order: key.as_ref(),
+                texts: texts.as_deref(),
+            };
+            let labels = self.group_labels(&[item]).await?;
             if let Some(label) = labels.and_then(|l| l.into_iter().next()) {
                 doc.insert(field.to_owned(), json!(label));
             }
@@ -642,11 +678,21 @@ impl EsIndexer {
             .filter(|(_, a, _)| a.is_object())
             .map(|(_, a, _)| self.order_key(a))
             .collect();
-        let objects: Vec<(&str, &Sketches, Option<&OrderKey>)> = articles
+        let texts: Vec<Option<Vec<String>>> = articles
             .iter()
             .filter(|(_, a, _)| a.is_object())
-            .zip(&keys)
-            .map(|((id, _, s), k)| (*id, *s, k.as_ref()))
+            .map(|(_, a, _)| self.group_texts(a))
+            .collect::<Result<_, _>>()?;
+        let objects: Vec<GroupItem> = articles
+            .iter()
+            .filter(|(_, a, _)| a.is_object())
+            .zip(keys.iter().zip(&texts))
+            .map(|((id, _, s), (k, t))| GroupItem {
+                id,
+                sketches: s,
+                order: k.as_ref(),
+                texts: t.as_deref(),
+            })
             .collect();
         let labels = self.group_labels(&objects).await?;
         self.index_labelled_articles(articles, refresh, labels)
@@ -759,14 +805,19 @@ impl EsIndexer {
         &self,
         updates: &[FingerprintUpdate],
     ) -> Result<BulkReport, EsError> {
-        let items: Vec<(&str, &Sketches, Option<&OrderKey>)> = updates
+        let items: Vec<GroupItem> = updates
             .iter()
-            .map(|u| (u.id.as_str(), &u.sketches, u.order.as_ref()))
+            .map(|u| GroupItem {
+                id: &u.id,
+                sketches: &u.sketches,
+                order: u.order.as_ref(),
+                texts: u.texts.as_deref(),
+            })
             .collect();
         let labels: Option<std::collections::HashMap<&str, String>> = self
             .group_labels(&items)
             .await?
-            .map(|l| items.iter().map(|(id, ..)| *id).zip(l).collect());
+            .map(|l| items.iter().map(|it| it.id).zip(l).collect());
         let docs = updates
             .iter()
             .map(|u| {

@@ -736,3 +736,169 @@ async fn fingerprint_and_record_formula(
     assert_eq!(code, 0, "{err}");
     serde_json::from_str(&std::fs::read_to_string(formula).unwrap()).unwrap()
 }
+
+/// Groups linked by texts (`es-init --group-by texts`): every writer joins copies only, as
+/// `regroup --align` does. Over the corpus sample, daily bulletins of every template family
+/// are written by every writer (`backfill`, the worker, the service's `_bulk` and its `PUT`),
+/// then retitled reposts of some of them by `PUT`, each straight after its bulletin (found in
+/// the group memory, before any refresh) or after a refresh (found by the search): each repost
+/// joins its bulletin's group, and at most the 1 % of the pairs of bulletins of one
+/// family share a group. A plain regroup of the index then aligns too, and moves no label.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn groups_linked_by_texts_join_copies_only_in_every_writer() {
+    use common::serve::{call, post_ndjson, put_json};
+    let mut bulletins = Vec::new();
+    for (n, family) in generate::TEMPLATE_FAMILIES.iter().enumerate() {
+        bulletins.extend(generate::template_series(sample(), family, 8, 70 + n as u64).unwrap());
+    }
+    let repost_of = |b: &generate::Article| generate::Article {
+        id: format!("{}-repost", b.id),
+        title: format!("转载：{}", b.title),
+        content: b.content.clone(),
+    };
+    let body = |a: &generate::Article| json!({"title": a.title, "content": a.content});
+    let client = t::client().await;
+    let idx = TestIndex::new("aligned-groups");
+    let cli = |args: &[&str]| common::es_cli(&idx.name, args);
+    let (code, _, err) = cli(&["es-init"]);
+    assert_eq!(code, 0, "{err}");
+    let history: Vec<(String, Value)> = sample()
+        .iter()
+        .take(300)
+        .map(|a| (a.id.clone(), body(a)))
+        .collect();
+    t::load(&client, &idx.name, &history).await;
+    fingerprint_and_record_formula(&client, &idx.name).await;
+    let (code, out, err) = cli(&["es-init", "--group-by", "texts"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("linked by texts of `title`, `content`"),
+        "{out}"
+    );
+    let meta = t::call(
+        &client,
+        elasticsearch::http::Method::Get,
+        &format!("/{}/_mapping", idx.name),
+        None,
+    )
+    .await;
+    let recorded = meta
+        .as_object()
+        .and_then(|m| m.values().next())
+        .map(|m| m["mappings"]["_meta"]["neardup"]["group"]["link"].clone())
+        .unwrap();
+    assert_eq!(
+        recorded,
+        json!({"by": "texts", "fields": ["title", "content"]})
+    );
+
+    // A sixth of the bulletins by `backfill`, a sixth by the worker, a third in one `_bulk`,
+    // a third by `PUT`.
+    let (by_job, rest) = bulletins.split_at(bulletins.len() / 3);
+    let (in_bulk, by_put) = rest.split_at(rest.len() / 2);
+    for (half, job) in by_job
+        .chunks(by_job.len().div_ceil(2))
+        .zip([&["backfill", "--quiet"][..], &["worker", "--once"]])
+    {
+        let raw: Vec<(String, Value)> = half.iter().map(|a| (a.id.clone(), body(a))).collect();
+        t::load(&client, &idx.name, &raw).await;
+        let (code, _, err) = cli(job);
+        assert_eq!(code, 0, "{err}");
+    }
+    let app = common::serve::es_router(client.clone(), neardup::serve::ServeConfig::default());
+    let lines: Vec<String> = in_bulk
+        .iter()
+        .map(|a| json!({"id": a.id, "title": a.title, "content": a.content}).to_string())
+        .collect();
+    let (status, answer, _) = call(
+        &app,
+        post_ndjson(&format!("/v1/{}/articles/_bulk", idx.name), &lines),
+    )
+    .await;
+    assert_eq!(status, axum::http::StatusCode::OK, "{answer}");
+    let put =
+        |a: &generate::Article| put_json(&format!("/v1/{}/articles/{}", idx.name, a.id), &body(a));
+    let mut reposts = Vec::new();
+    for (n, a) in by_put.iter().enumerate() {
+        let (status, answer, _) = call(&app, put(a)).await;
+        assert!(status.is_success(), "{}: {answer}", a.id);
+        // Every fifth one reposted at once: joined from the group memory.
+        if n % 5 == 0 {
+            let r = repost_of(a);
+            let (status, answer, _) = call(&app, put(&r)).await;
+            assert!(status.is_success(), "{}: {answer}", r.id);
+            reposts.push((a.id.clone(), r.id));
+        }
+    }
+    // Reposts of bulletins of each writer, after a refresh: joined by the search.
+    t::refresh(&client, &idx.name).await;
+    for a in bulletins.iter().step_by(9) {
+        let r = repost_of(a);
+        if reposts.iter().any(|(_, id)| *id == r.id) {
+            continue;
+        }
+        let (status, answer, _) = call(&app, put(&r)).await;
+        assert!(status.is_success(), "{}: {answer}", r.id);
+        reposts.push((a.id.clone(), r.id));
+    }
+
+    let labels = crate::live_es::groups::labels(&client, &idx.name).await;
+    for (bulletin, repost) in &reposts {
+        assert_eq!(
+            labels.get(bulletin),
+            labels.get(repost),
+            "{repost} apart from {bulletin}"
+        );
+    }
+    let mut joined = Vec::new();
+    for (n, a) in bulletins.iter().enumerate() {
+        for b in &bulletins[n + 1..] {
+            if labels.get(&a.id) == labels.get(&b.id) {
+                joined.push((a.id.clone(), b.id.clone()));
+            }
+        }
+    }
+    eprintln!(
+        "pairs of bulletins in one group, written with groups linked by texts: {} ({} reposts)",
+        joined.len(),
+        reposts.len()
+    );
+    let pairs = generate::TEMPLATE_FAMILIES.len() * 8 * 7 / 2;
+    assert!(
+        joined.len() * 100 <= pairs,
+        "{} of {pairs} pairs of bulletins joined: {joined:?}",
+        joined.len()
+    );
+
+    // A regroup follows the index: it aligns without --align, and finds nothing to move.
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("regroup.redb");
+    let report = dir.path().join("report.json");
+    let (code, _, err) = cli(&[
+        "regroup",
+        "--quiet",
+        "--state",
+        state.to_str().unwrap(),
+        "--report-json",
+        report.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    assert_eq!(report["aligned"], true, "{report}");
+    let after = crate::live_es::groups::labels(&client, &idx.name).await;
+    let groups = |l: &BTreeMap<String, String>| -> BTreeSet<BTreeSet<String>> {
+        let mut by: BTreeMap<&String, BTreeSet<String>> = BTreeMap::new();
+        for (id, g) in l {
+            by.entry(g).or_default().insert(id.clone());
+        }
+        by.into_values().collect()
+    };
+    assert_eq!(groups(&labels), groups(&after), "{report}");
+    // Other text fields than the recorded ones are refused.
+    let (code, _, err) = cli(&["regroup", "--dry-run", "--align", "--field", "title"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("links its groups by the texts of title, content"),
+        "{err}"
+    );
+}

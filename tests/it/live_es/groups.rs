@@ -39,7 +39,10 @@ fn es_init(index: &str) {
 }
 
 /// Every document's group label, by id.
-async fn labels(client: &elasticsearch::Elasticsearch, index: &str) -> BTreeMap<String, String> {
+pub(super) async fn labels(
+    client: &elasticsearch::Elasticsearch,
+    index: &str,
+) -> BTreeMap<String, String> {
     t::refresh(client, index).await;
     let r = t::call(
         client,

@@ -762,6 +762,7 @@ async fn a_strict_mapping_and_a_field_limit_are_met_with_clear_errors() {
             guard: None,
             sketches: indexer.sketch(d, &fields).unwrap(),
             order: None,
+            texts: None,
         })
         .collect();
     let r = indexer.update_fingerprints(&updates).await.unwrap();

@@ -194,6 +194,7 @@ async fn bulk_updates_touch_only_the_fingerprint_fields() {
             guard: Some(guard),
             sketches: indexer.sketch(&src, &text_fields()).unwrap(),
             order: None,
+            texts: None,
         });
     }
     let report = indexer.update_fingerprints(&updates).await.unwrap();
@@ -266,18 +267,21 @@ async fn a_stale_fingerprint_never_overwrites_a_newer_text() {
                 guard: Some(guard),
                 sketches: stale.clone(),
                 order: None,
+                texts: None,
             },
             FingerprintUpdate {
                 id: docs[2].0.clone(),
                 guard: Some(guard2),
                 sketches: stale.clone(),
                 order: None,
+                texts: None,
             },
             FingerprintUpdate {
                 id: "deleted-meanwhile".into(),
                 guard: Some((0, 1)),
                 sketches: stale.clone(),
                 order: None,
+                texts: None,
             },
         ])
         .await
@@ -358,6 +362,7 @@ async fn per_item_failures_are_reported_with_the_document_id() {
             guard: None,
             sketches: indexer.sketch(d, &text_fields()).unwrap(),
             order: None,
+            texts: None,
         })
         .collect();
     let report = indexer.update_fingerprints(&updates).await.unwrap();
@@ -420,6 +425,7 @@ async fn a_write_block_stops_every_writer_with_the_request_that_lifts_it() {
             guard: None,
             sketches: s.clone(),
             order: None,
+            texts: None,
         })
         .collect();
     let e = indexer.update_fingerprints(&updates).await.unwrap_err();

@@ -45,6 +45,7 @@ pub(crate) mod control;
 mod journal;
 mod walk;
 
+use crate::GroupMeta;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -63,7 +64,6 @@ use tokio::task::JoinSet;
 use self::control::{Aimd, Pace};
 use self::journal::{Entry, JobKey, Journal, Replayed, StateLock};
 pub use self::walk::{Hit, WalkError, WalkSpec, Walker};
-use super::group::order_key_at;
 pub use super::scan::Paging;
 use super::scan::{ScanOptions, Scanner, Slice};
 use super::write::sketch_source;
@@ -403,18 +403,21 @@ enum Prepared {
     Bad { id: String, reason: String },
 }
 
-/// `hit`'s update: its text `fields` sketched with `methods`, and its order key where the
-/// index orders duplicate groups by `order_field`.
+/// `hit`'s update: its text `fields` sketched with `methods`, and what the index's `group`
+/// reads of it (its order key, its texts).
 fn prepare(
     fp: &Fingerprinter,
     methods: Methods,
     fields: &[String],
-    order_field: Option<&str>,
+    group: Option<&GroupMeta>,
     hit: Hit,
 ) -> Prepared {
-    match sketch_source(fp, methods, &hit.source, fields) {
-        Ok(sketches) => Prepared::Update(FingerprintUpdate {
-            order: order_field.and_then(|f| order_key_at(&hit.source, f)),
+    let prepared = sketch_source(fp, methods, &hit.source, fields)
+        .and_then(|s| Ok((s, GroupMeta::texts_in(group, &hit.source)?)));
+    match prepared {
+        Ok((sketches, texts)) => Prepared::Update(FingerprintUpdate {
+            order: GroupMeta::order_key_in(group, &hit.source),
+            texts,
             id: hit.id,
             guard: Some((hit.seq_no, hit.primary_term)),
             sketches,
@@ -446,11 +449,11 @@ struct IndexRun {
 }
 
 impl IndexRun {
-    /// The `_source` fields read: the text, and the field groups are ordered by where they
-    /// are.
+    /// The `_source` fields read: the text, and what groups read where the index keeps
+    /// them ([`EsIndexer::group_source_fields`]).
     fn source_fields(&self) -> Vec<String> {
         let mut out = self.fields.clone();
-        out.extend(self.indexer.group_order_field().map(str::to_owned));
+        out.extend(self.indexer.group_source_fields());
         out
     }
 
@@ -570,11 +573,11 @@ impl IndexRun {
             let fp = self.indexer.fingerprinter().clone();
             let methods = self.indexer.meta().methods();
             let fields = self.fields.clone();
-            let order_field = self.indexer.group_order_field().map(str::to_owned);
+            let group = self.indexer.meta().group.clone();
             let prepared = tokio::task::spawn_blocking(move || {
                 found
                     .into_iter()
-                    .map(|h| prepare(&fp, methods, &fields, order_field.as_deref(), h))
+                    .map(|h| prepare(&fp, methods, &fields, group.as_ref(), h))
                     .collect::<Vec<_>>()
             })
             .await
@@ -1163,10 +1166,10 @@ impl Backfill {
             let fp = self.fp.clone();
             let methods = run.indexer.meta().methods();
             let fields = cfg.text_fields.clone();
-            let order_field = run.indexer.group_order_field().map(str::to_owned);
+            let group = run.indexer.meta().group.clone();
             let prepared = tokio::task::spawn_blocking(move || {
                 hits.into_par_iter()
-                    .map(|h| prepare(&fp, methods, &fields, order_field.as_deref(), h))
+                    .map(|h| prepare(&fp, methods, &fields, group.as_ref(), h))
                     .collect::<Vec<_>>()
             })
             .await

@@ -60,7 +60,7 @@ use self::forest::{Forest, Node, Rank};
 use super::backfill::control::Pace;
 use super::backfill::{resolve_indices, Paging, WalkError, WalkSpec, Walker};
 use super::group::{better_container, group_near, order_key_at};
-use super::schema::GroupOrder;
+use super::schema::{GroupLink, GroupOrder};
 use super::similar::StoredQuery;
 use super::{
     path_segment, EsError, EsIndexer, GroupLabel, ItemFailure, RetryPolicy, Similar, SimilarOptions,
@@ -92,6 +92,11 @@ pub enum RegroupError {
     NoGroups(String),
     #[error("cannot write the groups: {0}")]
     Output(std::io::Error),
+    #[error("index `{index}` links its groups by the texts of {}: leave out --field (or give those), or `neardup es-init --group-by texts --group-text-field NAME` for others", recorded.join(", "))]
+    OtherTextFields {
+        index: String,
+        recorded: Vec<String>,
+    },
     #[error("index `{0}` is being moved to the compact MinHash layout: run `neardup backfill --index {0}` to the end first (it records when every document is moved), then regroup")]
     LayoutUpgrade(String),
 }
@@ -124,10 +129,13 @@ pub struct RegroupConfig {
     /// aligned lookup does, their texts and the article's are aligned, and only copies
     /// (`near_duplicate`, `contained_in`) are joined; two instances of one template, or two
     /// articles that share a passage, stay apart. Formula text the index records does not
-    /// count.
+    /// count. Where the index links its groups by texts ([`GroupLink::Texts`]) they decide
+    /// with [`AlignRule::DEFAULT`] unless another rule is given here.
     pub align: Option<AlignRule>,
-    /// The text fields the alignment reads (`_source`), in order.
-    pub text_fields: Vec<String>,
+    /// The text fields the alignment reads (`_source`), in order. Default: those the index
+    /// links its groups by, else `title` and `content`; others than the recorded ones are an
+    /// error.
+    pub text_fields: Option<Vec<String>>,
 }
 
 impl RegroupConfig {
@@ -147,7 +155,7 @@ impl RegroupConfig {
             retry: RetryPolicy::default(),
             cache_bytes: 64 << 20,
             align: None,
-            text_fields: SimilarOptions::default().text_fields,
+            text_fields: None,
         }
     }
 }
@@ -267,8 +275,27 @@ pub async fn regroup(
     if meta.minhash.as_ref().is_some_and(|m| m.from_full) {
         return Err(RegroupError::LayoutUpgrade(index.clone()));
     }
+    // The index's own link decides, unless asked to align.
+    let (align, text_fields) = match (&group.link, &config.text_fields) {
+        (GroupLink::Texts { fields }, Some(asked)) if asked != fields => {
+            return Err(RegroupError::OtherTextFields {
+                index: index.clone(),
+                recorded: fields.clone(),
+            })
+        }
+        (GroupLink::Texts { fields }, _) => (
+            Some(config.align.unwrap_or(AlignRule::DEFAULT)),
+            fields.clone(),
+        ),
+        (GroupLink::Sketches, asked) => (
+            config.align,
+            asked
+                .clone()
+                .unwrap_or_else(|| SimilarOptions::default().text_fields),
+        ),
+    };
     // Aligned candidates are MinHash's.
-    if config.align.is_some() && method != neardup_core::Method::MinHash {
+    if align.is_some() && method != neardup_core::Method::MinHash {
         return Err(EsError::MethodNotHeld {
             index: index.clone(),
             held: method,
@@ -284,12 +311,12 @@ pub async fn regroup(
         SimilarOptions {
             paging: config.paging,
             keep_alive: config.keep_alive,
-            text_fields: config.text_fields.clone(),
+            text_fields: text_fields.clone(),
             ..SimilarOptions::default()
         },
         config.retry.clone(),
     );
-    let aligner = match config.align {
+    let aligner = match align {
         Some(rule) => Some(Arc::new(
             similar.aligner(&index.as_str().into(), rule).await?,
         )),
@@ -307,10 +334,10 @@ pub async fn regroup(
     });
     // Only an aligned job's key says how it aligns, so that a work file an unaligned run of
     // an earlier version left is still this job's.
-    if let Some(rule) = config.align {
+    if let Some(rule) = align {
         key["align"] = json!({
             "rule": format!("{rule:?}"),
-            "texts": config.text_fields,
+            "texts": text_fields,
             "formula": formula,
         });
     }
@@ -336,7 +363,7 @@ pub async fn regroup(
         fields.push(group.field.clone());
         fields.extend(group.order.field().map(str::to_owned));
         if aligner.is_some() {
-            fields.extend(config.text_fields.iter().cloned());
+            fields.extend(text_fields.iter().cloned());
         }
         let spec = WalkSpec {
             index: index.clone(),

@@ -267,7 +267,7 @@ pub(crate) fn aligned_match(mut m: Match, (t, shared): (TextMatch, Shared)) -> M
 
 /// What an aligned lookup asks MinHash for: candidates down to [`CANDIDATE_THRESHOLD`],
 /// partial copies included.
-fn candidates() -> Near {
+pub(crate) fn candidates() -> Near {
     Near::new(
         Threshold::new(CANDIDATE_THRESHOLD).expect("the candidate threshold is in range"),
         MatchOptions::default(),

@@ -62,7 +62,7 @@ mod hit;
 mod query;
 mod scripts;
 
-pub(crate) use aligned::{aligned_match, Aligner, Marked};
+pub(crate) use aligned::{aligned_match, candidates as aligned_candidates, Aligner, Marked};
 use hit::{hit_sketch, source_sketch};
 use query::{keep_source, leave_out, query_body, sketch_fields, stored_terms};
 pub(crate) use query::{StoredQuery, StoredTerms};
@@ -530,11 +530,23 @@ impl Similar {
         query: impl Into<Sketch>,
         near: impl Into<Near>,
     ) -> Result<Similarity, EsError> {
-        let indices = indices.into();
-        let near = near.into();
+        let (s, _) = self
+            .by_fingerprint_keeping(indices.into(), query.into(), near.into(), &[])
+            .await?;
+        Ok(s)
+    }
+
+    /// [`Similar::by_fingerprint`], bringing back the `keep` fields of each match's `_source`.
+    pub(crate) async fn by_fingerprint_keeping(
+        &self,
+        indices: IndexList,
+        query: Sketch,
+        near: Near,
+        keep: &[String],
+    ) -> Result<(Similarity, Sources), EsError> {
         let tolerance = near.tolerance;
         check_tolerance(tolerance)?;
-        let query = es_query(query.into(), tolerance)?;
+        let query = es_query(query, tolerance)?;
         let d = self.describe(&indices).await?;
         check_method(&indices, &d.meta, query.method())?;
         if let (Query::MinHash { signature: sig, .. }, Some(m)) = (&query, &d.meta.minhash) {
@@ -547,10 +559,11 @@ impl Similar {
                 )));
             }
         }
-        let (s, _) = self
-            .search(&indices, &d, &query, &near.options, Ask::default())
-            .await?;
-        Ok(s)
+        let ask = Ask {
+            keep,
+            ..Ask::default()
+        };
+        self.search(&indices, &d, &query, &near.options, ask).await
     }
 
     /// For each of `queries`, the documents among `ids` in `index` near it, read by id once
