@@ -559,6 +559,53 @@ impl Recent {
         }
     }
 
+    /// What each of a batch's `sketches` is near among the remembered articles (forgetting
+    /// those remembered before `cutoff` first), with their texts where groups are linked by
+    /// texts.
+    fn recall(
+        &mut self,
+        cutoff: Instant,
+        sketches: &[Option<Sketch>],
+        bands: &[Vec<u64>],
+        near: &Near,
+    ) -> Vec<Vec<Recalled>> {
+        self.forget_older_than(cutoff);
+        sketches
+            .iter()
+            .zip(bands)
+            .map(|(s, b)| match s {
+                Some(s) => self
+                    .near(s, b, near)
+                    .into_iter()
+                    .map(|l| {
+                        let t = self.texts_of(&l.id);
+                        (l, t)
+                    })
+                    .collect(),
+                None => Vec::new(),
+            })
+            .collect()
+    }
+
+    /// Remembers a labelled batch: each item with a sketch, its bands, label and texts.
+    fn remember_batch(
+        &mut self,
+        now: Instant,
+        items: &[GroupItem<'_>],
+        sketches: Vec<Option<Sketch>>,
+        bands: Vec<Vec<u64>>,
+        labels: &[String],
+        texts: Vec<Option<Arc<[String]>>>,
+    ) {
+        for ((((it, s), b), label), t) in
+            items.iter().zip(sketches).zip(bands).zip(labels).zip(texts)
+        {
+            if let Some(s) = s {
+                self.remember(now, it.id, s, b, label.clone(), t);
+            }
+        }
+    }
+
     /// The text fields remembered of the article `id`, where groups are linked by texts.
     fn texts_of(&self, id: &str) -> Option<Arc<[String]>> {
         self.by_id
@@ -624,9 +671,9 @@ pub(crate) struct Grouper {
     retry: RetryPolicy,
     similar: Similar,
     recent: Mutex<Recent>,
-    /// Held from reading the memory to remembering, where groups are linked by texts: the
-    /// texts are judged in between, off the async runtime.
-    judging: tokio::sync::Mutex<()>,
+    /// Held from reading the memory to remembering, where groups are linked by texts (the
+    /// texts are judged in between, off the async runtime, with the memory unlocked).
+    labelling: tokio::sync::Mutex<()>,
     horizon: tokio::sync::OnceCell<Duration>,
 }
 
@@ -655,7 +702,7 @@ impl Grouper {
             client,
             retry,
             recent: Mutex::new(Recent::default()),
-            judging: tokio::sync::Mutex::new(()),
+            labelling: tokio::sync::Mutex::new(()),
             horizon: tokio::sync::OnceCell::new(),
         }
     }
@@ -777,51 +824,39 @@ impl Grouper {
             GroupOrder::Fingerprinted => None,
             GroupOrder::Earliest { .. } => Some(items.iter().map(|it| it.order.cloned()).collect()),
         };
-        // Where texts decide, one batch at a time from reading the memory to remembering.
-        let _judging = match by_texts {
-            Some(_) => Some(self.judging.lock().await),
-            None => None,
-        };
-        let now = Instant::now();
-        let recalled: Vec<Vec<Recalled>> = {
-            let mut recent = self.recent.lock().expect("group memory lock");
-            recent.forget_older_than(now.checked_sub(horizon).unwrap_or(now));
-            sketches
-                .iter()
-                .zip(&bands)
-                .map(|(s, b)| match s {
-                    Some(s) => recent
-                        .near(s, b, &near)
-                        .into_iter()
-                        .map(|l| {
-                            let t = recent.texts_of(&l.id);
-                            (l, t)
-                        })
-                        .collect(),
-                    None => Vec::new(),
-                })
-                .collect()
-        };
-        // What this process labelled lately is newer than what a search returned.
-        let recalled_ids: Vec<HashSet<String>> = recalled
-            .iter()
-            .map(|r| r.iter().map(|(l, _)| l.id.clone()).collect())
-            .collect();
         let links = link_batch(&refs, &near, params);
-        let (mut stored, recalled, links) = match by_texts {
+        let now = Instant::now();
+        let cutoff = now.checked_sub(horizon).unwrap_or(now);
+        let out = match by_texts {
+            // Under one lock from reading the memory to remembering: of two batches of one
+            // process, the second sees the first.
             None => {
+                let mut recent = self.recent.lock().expect("group memory lock");
+                let recalled = recent.recall(cutoff, &sketches, &bands, &near);
+                let recalled_ids = ids_of(&recalled);
                 let recalled = recalled
                     .into_iter()
                     .map(|r| r.into_iter().map(|(l, _)| l).collect())
                     .collect();
-                (stored, recalled, links)
+                let out = label_with_recalled(&refs, &links, stored, recalled, &recalled_ids, keys);
+                recent.remember_batch(now, items, sketches, bands, &out, texts);
+                out
             }
+            // The texts are judged off the async runtime, so the memory cannot stay locked
+            // meanwhile: the batches of one process are labelled one at a time instead.
             Some(_) => {
+                let _labelling = self.labelling.lock().await;
+                let recalled = self
+                    .recent
+                    .lock()
+                    .expect("group memory lock")
+                    .recall(cutoff, &sketches, &bands, &near);
+                let recalled_ids = ids_of(&recalled);
                 let aligner = self
                     .similar
                     .aligner(&index.into(), AlignRule::DEFAULT)
                     .await?;
-                let texts = texts.clone();
+                let item_texts = texts.clone();
                 let found: Vec<Vec<(String, String)>> = found
                     .iter()
                     .map(|ms| {
@@ -830,29 +865,27 @@ impl Grouper {
                             .collect()
                     })
                     .collect();
-                tokio::task::spawn_blocking(move || {
-                    judge_by_texts(&aligner, &texts, stored, &found, &sources, recalled, links)
+                let (stored, recalled, links) = tokio::task::spawn_blocking(move || {
+                    judge_by_texts(
+                        &aligner,
+                        &item_texts,
+                        stored,
+                        &found,
+                        &sources,
+                        recalled,
+                        links,
+                    )
                 })
                 .await
-                .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))
+                .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
+                let out = label_with_recalled(&refs, &links, stored, recalled, &recalled_ids, keys);
+                self.recent
+                    .lock()
+                    .expect("group memory lock")
+                    .remember_batch(now, items, sketches, bands, &out, texts);
+                out
             }
         };
-        for ((stored, recalled), ids) in stored.iter_mut().zip(recalled).zip(&recalled_ids) {
-            stored.retain(|l| !ids.contains(&l.id));
-            stored.extend(recalled);
-        }
-        let out = label_linked(&refs, &links, &stored, keys.as_deref());
-        let mut recent = self.recent.lock().expect("group memory lock");
-        for (((it, s), (label, b)), t) in items
-            .iter()
-            .zip(sketches)
-            .zip(out.iter().zip(bands))
-            .zip(texts)
-        {
-            if let Some(s) = s {
-                recent.remember(now, it.id, s, b, label.clone(), t);
-            }
-        }
         Ok(out)
     }
 
@@ -994,6 +1027,32 @@ fn judge_by_texts(
         })
         .collect();
     (judged_stored, judged_recalled, links)
+}
+
+/// The ids of what each article of a batch recalled.
+fn ids_of(recalled: &[Vec<Recalled>]) -> Vec<HashSet<String>> {
+    recalled
+        .iter()
+        .map(|r| r.iter().map(|(l, _)| l.id.clone()).collect())
+        .collect()
+}
+
+/// [`label_linked`] with what each article is near among the remembered (`recalled`, of
+/// `recalled_ids` before judging): what this process labelled lately is newer than what a
+/// search returned, so it replaces the search's answer for the same article.
+fn label_with_recalled(
+    refs: &[(&str, Option<&Sketch>)],
+    links: &[(usize, usize, Link)],
+    mut stored: Vec<Vec<Linked>>,
+    recalled: Vec<Vec<Linked>>,
+    recalled_ids: &[HashSet<String>],
+    keys: Option<Vec<Option<OrderKey>>>,
+) -> Vec<String> {
+    for ((stored, recalled), ids) in stored.iter_mut().zip(recalled).zip(recalled_ids) {
+        stored.retain(|l| !ids.contains(&l.id));
+        stored.extend(recalled);
+    }
+    label_linked(refs, links, &stored, keys.as_deref())
 }
 
 /// A remembered article a new one is near, with its texts where groups are linked by texts.

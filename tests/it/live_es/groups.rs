@@ -529,3 +529,66 @@ async fn a_partial_copy_joins_the_group_of_its_article_in_either_order_and_regro
     ]);
     check(&labels(&client, &idx.name).await);
 }
+
+/// What links an index's groups is chosen by `es-init --group-by` and recorded in `_meta`
+/// (`group.link`): `texts` with the default fields or `--group-text-field`, kept by a later
+/// `es-init` without the flag, replaced by another (no upgrade: it decides no stored field),
+/// absent again for `sketches`. Texts need MinHash; `--group-text-field` needs texts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn es_init_records_what_links_the_groups() {
+    let client = t::client().await;
+    let idx = TestIndex::new("group-link");
+    let cli = |args: &[&str]| common::es_cli(&idx.name, args);
+    let link = || async {
+        let m = t::call(
+            &client,
+            Method::Get,
+            &format!("/{}/_mapping", idx.name),
+            None,
+        )
+        .await;
+        m.as_object().unwrap().values().next().unwrap()["mappings"]["_meta"]["neardup"]["group"]
+            ["link"]
+            .clone()
+    };
+    let (code, _, err) = cli(&["es-init", "--methods", "simhash", "--group-by", "texts"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("MinHash"), "{err}");
+    let (code, _, err) = cli(&["es-init"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(link().await, Value::Null);
+    let (code, _, err) = cli(&["es-init", "--group-text-field", "body"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--group-by texts"), "{err}");
+    let (code, _, err) = cli(&["es-init", "--group-by", "texts"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        link().await,
+        json!({"by": "texts", "fields": ["title", "content"]})
+    );
+    let (code, _, err) = cli(&[
+        "es-init",
+        "--group-text-field",
+        "headline",
+        "--group-text-field",
+        "body",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = cli(&["es-init"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        link().await,
+        json!({"by": "texts", "fields": ["headline", "body"]})
+    );
+    let (code, _, err) = cli(&[
+        "es-init",
+        "--group-by",
+        "sketches",
+        "--group-text-field",
+        "body",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    let (code, _, err) = cli(&["es-init", "--group-by", "sketches"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(link().await, Value::Null);
+}
