@@ -280,7 +280,7 @@ pub fn earliest_first(
 /// The labels of a batch of new articles (`items`: id and sketch of the tolerance's method,
 /// `None` when too short), given what each is near among the stored articles (`stored`,
 /// one list per item) — the rules of the module docs, the batch linked by its sketches
-/// ([`link_batch`]). `order`: each item's order key where the index orders groups by a field
+/// (`link_batch`). `order`: each item's order key where the index orders groups by a field
 /// ([`GroupOrder::Earliest`]), so that a batch's linked set near no stored article is
 /// labelled by its earliest article ([`earliest_first`]); `None` for the first-fingerprinted
 /// order (labelled by its first article). Pure: the writers' searches and the property tests
