@@ -740,22 +740,35 @@ impl Grouper {
                 })
             })
             .await?;
-        let method = meta.default_method();
-        let by_texts = self.group.link.text_fields();
-        // Where texts decide, MinHash finds the candidates an aligned lookup judges.
-        let near = match by_texts {
-            None => group_near(meta),
-            Some(_) => crate::similar::aligned_candidates(),
-        };
-        let params = meta.minhash.as_ref().map(|m| m.params);
-        let params = params
-            .as_ref()
-            .filter(|_| method == neardup_core::Method::MinHash);
-        let sketches: Vec<Option<Sketch>> = items
-            .iter()
-            .map(|it| it.sketches.clone().into_sketch(method).ok())
-            .collect();
-        let texts: Vec<Option<Arc<[String]>>> = match by_texts {
+        self.labels_remembering(index, meta, items, horizon).await
+    }
+
+    /// [`Grouper::labels`], remembering for `horizon`. Boxed, so that its body is compiled
+    /// once, not in every codegen unit that awaits a write (about 100 KB of the binary).
+    fn labels_remembering<'a>(
+        &'a self,
+        index: &'a str,
+        meta: &'a IndexMeta,
+        items: &'a [GroupItem<'a>],
+        horizon: Duration,
+    ) -> futures_util::future::BoxFuture<'a, Result<Vec<String>, EsError>> {
+        Box::pin(async move {
+            let method = meta.default_method();
+            let by_texts = self.group.link.text_fields();
+            // Where texts decide, MinHash finds the candidates an aligned lookup judges.
+            let near = match by_texts {
+                None => group_near(meta),
+                Some(_) => crate::similar::aligned_candidates(),
+            };
+            let params = meta.minhash.as_ref().map(|m| m.params);
+            let params = params
+                .as_ref()
+                .filter(|_| method == neardup_core::Method::MinHash);
+            let sketches: Vec<Option<Sketch>> = items
+                .iter()
+                .map(|it| it.sketches.clone().into_sketch(method).ok())
+                .collect();
+            let texts: Vec<Option<Arc<[String]>>> = match by_texts {
             None => vec![None; items.len()],
             Some(fields) => items
                 .iter()
@@ -771,122 +784,127 @@ impl Grouper {
                 })
                 .collect::<Result<_, _>>()?,
         };
-        let keep: &[String] = by_texts.unwrap_or(&[]);
-        let searched = futures_util::stream::iter(sketches.iter().flatten().cloned())
-            .map(|q| {
-                self.similar
-                    .by_fingerprint_keeping(index.into(), q, near, keep)
-            })
-            .buffered(SEARCHES_IN_FLIGHT)
-            .collect::<Vec<_>>()
-            .await;
-        let mut found: Vec<Vec<super::Match>> = Vec::with_capacity(items.len());
-        let mut sources = Sources::new();
-        let mut searched = searched.into_iter();
-        for s in &sketches {
-            found.push(match s {
-                Some(_) => {
-                    let (s, kept) = searched.next().expect("one search per sketch")?;
-                    sources.extend(kept);
-                    s.matches
-                }
-                None => Vec::new(),
-            });
-        }
-        let labels = self.stored_labels(&found).await?;
-        let stored: Vec<Vec<Linked>> = found
-            .iter()
-            .map(|ms| {
-                ms.iter()
-                    .map(|m| Linked {
-                        label: labels
-                            .get(&(m.index.clone().unwrap_or_default(), m.id.clone()))
-                            .cloned()
-                            .unwrap_or_else(|| m.id.clone()),
-                        id: m.id.clone(),
-                        score: m.score,
-                        relation: m.relation,
-                        containment: m.containment,
-                    })
-                    .collect()
-            })
-            .collect();
-        let bands: Vec<Vec<u64>> = sketches
-            .iter()
-            .map(|s| s.as_ref().map(|s| band_set(s, params)).unwrap_or_default())
-            .collect();
-        let refs: Vec<(&str, Option<&Sketch>)> = items
-            .iter()
-            .zip(&sketches)
-            .map(|(it, s)| (it.id, s.as_ref()))
-            .collect();
-        let keys: Option<Vec<Option<OrderKey>>> = match self.group.order {
-            GroupOrder::Fingerprinted => None,
-            GroupOrder::Earliest { .. } => Some(items.iter().map(|it| it.order.cloned()).collect()),
-        };
-        let links = link_batch(&refs, &near, params);
-        let now = Instant::now();
-        let cutoff = now.checked_sub(horizon).unwrap_or(now);
-        let out = match by_texts {
-            // Under one lock from reading the memory to remembering: of two batches of one
-            // process, the second sees the first.
-            None => {
-                let mut recent = self.recent.lock().expect("group memory lock");
-                let recalled = recent.recall(cutoff, &sketches, &bands, &near);
-                let recalled_ids = ids_of(&recalled);
-                let recalled = recalled
-                    .into_iter()
-                    .map(|r| r.into_iter().map(|(l, _)| l).collect())
-                    .collect();
-                let out = label_with_recalled(&refs, &links, stored, recalled, &recalled_ids, keys);
-                recent.remember_batch(now, items, sketches, bands, &out, texts);
-                out
-            }
-            // The texts are judged off the async runtime, so the memory cannot stay locked
-            // meanwhile: the batches of one process are labelled one at a time instead.
-            Some(_) => {
-                let _labelling = self.labelling.lock().await;
-                let recalled = self
-                    .recent
-                    .lock()
-                    .expect("group memory lock")
-                    .recall(cutoff, &sketches, &bands, &near);
-                let recalled_ids = ids_of(&recalled);
-                let aligner = self
-                    .similar
-                    .aligner(&index.into(), AlignRule::DEFAULT)
-                    .await?;
-                let item_texts = texts.clone();
-                let found: Vec<Vec<(String, String)>> = found
-                    .iter()
-                    .map(|ms| {
-                        ms.iter()
-                            .map(|m| (m.index.clone().unwrap_or_default(), m.id.clone()))
-                            .collect()
-                    })
-                    .collect();
-                let (stored, recalled, links) = tokio::task::spawn_blocking(move || {
-                    judge_by_texts(
-                        &aligner,
-                        &item_texts,
-                        stored,
-                        &found,
-                        &sources,
-                        recalled,
-                        links,
-                    )
+            let keep: &[String] = by_texts.unwrap_or(&[]);
+            let searched = futures_util::stream::iter(sketches.iter().flatten().cloned())
+                .map(|q| {
+                    self.similar
+                        .by_fingerprint_keeping(index.into(), q, near, keep)
                 })
-                .await
-                .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
-                let out = label_with_recalled(&refs, &links, stored, recalled, &recalled_ids, keys);
-                self.recent
-                    .lock()
-                    .expect("group memory lock")
-                    .remember_batch(now, items, sketches, bands, &out, texts);
-                out
+                .buffered(SEARCHES_IN_FLIGHT)
+                .collect::<Vec<_>>()
+                .await;
+            let mut found: Vec<Vec<super::Match>> = Vec::with_capacity(items.len());
+            let mut sources = Sources::new();
+            let mut searched = searched.into_iter();
+            for s in &sketches {
+                found.push(match s {
+                    Some(_) => {
+                        let (s, kept) = searched.next().expect("one search per sketch")?;
+                        sources.extend(kept);
+                        s.matches
+                    }
+                    None => Vec::new(),
+                });
             }
-        };
-        Ok(out)
+            let labels = self.stored_labels(&found).await?;
+            let stored: Vec<Vec<Linked>> = found
+                .iter()
+                .map(|ms| {
+                    ms.iter()
+                        .map(|m| Linked {
+                            label: labels
+                                .get(&(m.index.clone().unwrap_or_default(), m.id.clone()))
+                                .cloned()
+                                .unwrap_or_else(|| m.id.clone()),
+                            id: m.id.clone(),
+                            score: m.score,
+                            relation: m.relation,
+                            containment: m.containment,
+                        })
+                        .collect()
+                })
+                .collect();
+            let bands: Vec<Vec<u64>> = sketches
+                .iter()
+                .map(|s| s.as_ref().map(|s| band_set(s, params)).unwrap_or_default())
+                .collect();
+            let refs: Vec<(&str, Option<&Sketch>)> = items
+                .iter()
+                .zip(&sketches)
+                .map(|(it, s)| (it.id, s.as_ref()))
+                .collect();
+            let keys: Option<Vec<Option<OrderKey>>> = match self.group.order {
+                GroupOrder::Fingerprinted => None,
+                GroupOrder::Earliest { .. } => {
+                    Some(items.iter().map(|it| it.order.cloned()).collect())
+                }
+            };
+            let links = link_batch(&refs, &near, params);
+            let now = Instant::now();
+            let cutoff = now.checked_sub(horizon).unwrap_or(now);
+            let out = match by_texts {
+                // Under one lock from reading the memory to remembering: of two batches of one
+                // process, the second sees the first.
+                None => {
+                    let mut recent = self.recent.lock().expect("group memory lock");
+                    let recalled = recent.recall(cutoff, &sketches, &bands, &near);
+                    let recalled_ids = ids_of(&recalled);
+                    let recalled = recalled
+                        .into_iter()
+                        .map(|r| r.into_iter().map(|(l, _)| l).collect())
+                        .collect();
+                    let out =
+                        label_with_recalled(&refs, &links, stored, recalled, &recalled_ids, keys);
+                    recent.remember_batch(now, items, sketches, bands, &out, texts);
+                    out
+                }
+                // The texts are judged off the async runtime, so the memory cannot stay locked
+                // meanwhile: the batches of one process are labelled one at a time instead.
+                Some(_) => {
+                    let _labelling = self.labelling.lock().await;
+                    let recalled = self
+                        .recent
+                        .lock()
+                        .expect("group memory lock")
+                        .recall(cutoff, &sketches, &bands, &near);
+                    let recalled_ids = ids_of(&recalled);
+                    let aligner = self
+                        .similar
+                        .aligner(&index.into(), AlignRule::DEFAULT)
+                        .await?;
+                    let item_texts = texts.clone();
+                    let found: Vec<Vec<(String, String)>> = found
+                        .iter()
+                        .map(|ms| {
+                            ms.iter()
+                                .map(|m| (m.index.clone().unwrap_or_default(), m.id.clone()))
+                                .collect()
+                        })
+                        .collect();
+                    let (stored, recalled, links) = tokio::task::spawn_blocking(move || {
+                        judge_by_texts(
+                            &aligner,
+                            &item_texts,
+                            stored,
+                            &found,
+                            &sources,
+                            recalled,
+                            links,
+                        )
+                    })
+                    .await
+                    .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
+                    let out =
+                        label_with_recalled(&refs, &links, stored, recalled, &recalled_ids, keys);
+                    self.recent
+                        .lock()
+                        .expect("group memory lock")
+                        .remember_batch(now, items, sketches, bands, &out, texts);
+                    out
+                }
+            };
+            Ok(out)
+        })
     }
 
     /// For articles a dedupe write at `near` found linked to nothing (no near-duplicate, no

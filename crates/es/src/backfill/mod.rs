@@ -686,8 +686,17 @@ impl Backfill {
     }
 
     /// Runs the job to its end, or until `stop` is set (then the batches in flight finish and
-    /// the report says `interrupted`). Calls `progress` after every batch.
-    pub async fn run(
+    /// the report says `interrupted`). Calls `progress` after every batch. Boxed, so that the
+    /// job's body is compiled once, not in every codegen unit that awaits it.
+    pub fn run<'a>(
+        &'a self,
+        stop: &'a AtomicBool,
+        progress: ProgressFn,
+    ) -> futures_util::future::BoxFuture<'a, Result<BackfillReport, BackfillError>> {
+        Box::pin(self.run_to_end(stop, progress))
+    }
+
+    async fn run_to_end(
         &self,
         stop: &AtomicBool,
         progress: ProgressFn,

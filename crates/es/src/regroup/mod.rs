@@ -257,6 +257,26 @@ pub async fn regroup(
     progress: impl Fn(&RegroupProgress),
     mut each_group: impl FnMut(&Component) -> std::io::Result<()>,
 ) -> Result<RegroupReport, RegroupError> {
+    // Boxed, so that the job's body is compiled once, not for every caller's callbacks in
+    // every codegen unit that awaits it.
+    let job: futures_util::future::LocalBoxFuture<'_, _> = Box::pin(regroup_job(
+        client,
+        config,
+        stop,
+        &progress,
+        &mut each_group,
+    ));
+    job.await
+}
+
+/// [`regroup`]'s body.
+async fn regroup_job(
+    client: Elasticsearch,
+    config: &RegroupConfig,
+    stop: &AtomicBool,
+    progress: &dyn Fn(&RegroupProgress),
+    each_group: &mut dyn FnMut(&Component) -> std::io::Result<()>,
+) -> Result<RegroupReport, RegroupError> {
     let started = Instant::now();
     let index = one_index(&client, &config.retry, &config.index).await?;
     let indexer = EsIndexer::open(
