@@ -673,6 +673,34 @@ impl EsIndexer {
         if articles.is_empty() {
             return Ok(Vec::new());
         }
+        // An article whose group text fields are not text is refused alone; the others are
+        // written.
+        let texts: Vec<Result<Option<Vec<String>>, BadTextField>> = articles
+            .iter()
+            .map(|(_, a, _)| self.group_texts(a))
+            .collect();
+        if texts.iter().any(Result::is_err) {
+            let good: Vec<(&str, &Value, &Sketches)> = articles
+                .iter()
+                .zip(&texts)
+                .filter(|(_, t)| t.is_ok())
+                .map(|(a, _)| *a)
+                .collect();
+            let mut written = Box::pin(self.index_articles(&good, refresh))
+                .await?
+                .into_iter();
+            return Ok(articles
+                .iter()
+                .zip(texts)
+                .map(|((id, ..), t)| match t {
+                    Ok(_) => written.next().expect("one answer per article written"),
+                    Err(bad) => Err(EsError::BadDocument {
+                        id: (*id).to_owned(),
+                        reason: bad.to_string(),
+                    }),
+                })
+                .collect());
+        }
         let keys: Vec<Option<OrderKey>> = articles
             .iter()
             .filter(|(_, a, _)| a.is_object())
@@ -680,9 +708,10 @@ impl EsIndexer {
             .collect();
         let texts: Vec<Option<Vec<String>>> = articles
             .iter()
-            .filter(|(_, a, _)| a.is_object())
-            .map(|(_, a, _)| self.group_texts(a))
-            .collect::<Result<_, _>>()?;
+            .zip(texts)
+            .filter(|((_, a, _), _)| a.is_object())
+            .map(|(_, t)| t.expect("bad texts were refused above"))
+            .collect();
         let objects: Vec<GroupItem> = articles
             .iter()
             .filter(|(_, a, _)| a.is_object())

@@ -901,4 +901,31 @@ async fn groups_linked_by_texts_join_copies_only_in_every_writer() {
         err.contains("links its groups by the texts of title, content"),
         "{err}"
     );
+
+    // Through the library, fingerprinting `content` only: an article whose `title` (a text
+    // field the groups align) is not text is refused alone, naming the field; the other one
+    // of the batch is written.
+    let indexer = t::indexer(&client, &idx.name).await;
+    let good = json!({"title": "一", "content": bulletins[0].content});
+    let bad = json!({"title": 42, "content": bulletins[1].content});
+    let text = vec!["content".to_string()];
+    let (sg, sb) = (
+        indexer.sketch(&good, &text).unwrap(),
+        indexer.sketch(&bad, &text).unwrap(),
+    );
+    let answers = indexer
+        .index_articles(
+            &[("lib-good", &good, &sg), ("lib-bad", &bad, &sb)],
+            neardup::es::Refresh::No,
+        )
+        .await
+        .unwrap();
+    assert!(answers[0].is_ok(), "{:?}", answers[0]);
+    match &answers[1] {
+        Err(neardup::es::EsError::BadDocument { id, reason }) => {
+            assert_eq!(id, "lib-bad");
+            assert!(reason.contains("`title` holds a number"), "{reason}");
+        }
+        other => panic!("{other:?}"),
+    }
 }
