@@ -675,47 +675,24 @@ impl EsIndexer {
         }
         // An article whose group text fields are not text is refused alone; the others are
         // written.
-        let texts: Vec<Result<Option<Vec<String>>, BadTextField>> = articles
-            .iter()
-            .map(|(_, a, _)| self.group_texts(a))
-            .collect();
-        if texts.iter().any(Result::is_err) {
-            let good: Vec<(&str, &Value, &Sketches)> = articles
-                .iter()
-                .zip(&texts)
-                .filter(|(_, t)| t.is_ok())
-                .map(|(a, _)| *a)
-                .collect();
-            let mut written = Box::pin(self.index_articles(&good, refresh))
-                .await?
-                .into_iter();
-            return Ok(articles
-                .iter()
-                .zip(texts)
-                .map(|((id, ..), t)| match t {
-                    Ok(_) => written.next().expect("one answer per article written"),
-                    Err(bad) => Err(EsError::BadDocument {
-                        id: (*id).to_owned(),
-                        reason: bad.to_string(),
-                    }),
-                })
-                .collect());
+        let mut good: Vec<(&str, &Value, &Sketches)> = Vec::with_capacity(articles.len());
+        let mut texts: Vec<Option<Vec<String>>> = Vec::with_capacity(articles.len());
+        let mut refused: Vec<Option<BadTextField>> = Vec::with_capacity(articles.len());
+        for a in articles {
+            match self.group_texts(a.1) {
+                Ok(t) => {
+                    good.push(*a);
+                    texts.push(t);
+                    refused.push(None);
+                }
+                Err(bad) => refused.push(Some(bad)),
+            }
         }
-        let keys: Vec<Option<OrderKey>> = articles
+        let keys: Vec<Option<OrderKey>> = good.iter().map(|(_, a, _)| self.order_key(a)).collect();
+        let objects: Vec<GroupItem> = good
             .iter()
-            .filter(|(_, a, _)| a.is_object())
-            .map(|(_, a, _)| self.order_key(a))
-            .collect();
-        let texts: Vec<Option<Vec<String>>> = articles
-            .iter()
-            .zip(texts)
-            .filter(|((_, a, _), _)| a.is_object())
-            .map(|(_, t)| t.expect("bad texts were refused above"))
-            .collect();
-        let objects: Vec<GroupItem> = articles
-            .iter()
-            .filter(|(_, a, _)| a.is_object())
             .zip(keys.iter().zip(&texts))
+            .filter(|((_, a, _), _)| a.is_object())
             .map(|((id, _, s), (k, t))| GroupItem {
                 id,
                 sketches: s,
@@ -724,8 +701,21 @@ impl EsIndexer {
             })
             .collect();
         let labels = self.group_labels(&objects).await?;
-        self.index_labelled_articles(articles, refresh, labels)
-            .await
+        let mut written = self
+            .index_labelled_articles(&good, refresh, labels)
+            .await?
+            .into_iter();
+        Ok(articles
+            .iter()
+            .zip(refused)
+            .map(|((id, ..), bad)| match bad {
+                None => written.next().expect("one answer per article written"),
+                Some(bad) => Err(EsError::BadDocument {
+                    id: (*id).to_owned(),
+                    reason: bad.to_string(),
+                }),
+            })
+            .collect())
     }
 
     /// [`EsIndexer::index_articles`] with the group labels known (one per article that is a
