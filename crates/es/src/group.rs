@@ -236,20 +236,18 @@ impl GroupMeta {
         out
     }
 
-    /// `doc`'s order key where `group` orders groups by a field ([`order_key_at`]); `None`
-    /// without groups, without an order by a field, or without a value there.
-    pub fn order_key_in(group: Option<&GroupMeta>, doc: &Value) -> Option<OrderKey> {
-        order_key_at(doc, group?.order.field()?)
+    /// `doc`'s order key where groups are ordered by a field ([`order_key_at`]); `None`
+    /// without an order by a field, or without a value there.
+    pub fn order_key(&self, doc: &Value) -> Option<OrderKey> {
+        order_key_at(doc, self.order.field()?)
     }
 
-    /// `doc`'s text fields `group` links groups by, in order ([`GroupLink::Texts`](super::schema::GroupLink::Texts));
-    /// `None` without groups linked by texts. A field holding a number or an object is an error.
-    pub fn texts_in(
-        group: Option<&GroupMeta>,
-        doc: &Value,
-    ) -> Result<Option<Vec<String>>, BadTextField> {
-        group
-            .and_then(|g| g.link.text_fields())
+    /// `doc`'s text fields groups are linked by, in order
+    /// ([`GroupLink::Texts`](super::schema::GroupLink::Texts)); `None` where they are not
+    /// linked by texts. A field holding a number or an object is an error.
+    pub fn texts(&self, doc: &Value) -> Result<Option<Vec<String>>, BadTextField> {
+        self.link
+            .text_fields()
             .map(|fields| {
                 Ok(neardup_core::input::field_texts(doc, fields)?
                     .into_iter()
@@ -711,16 +709,6 @@ impl Grouper {
         &self.group.field
     }
 
-    /// The document field groups are ordered by, where they are.
-    pub(crate) fn order_field(&self) -> Option<&str> {
-        self.group.order.field()
-    }
-
-    /// The text fields groups are linked by, where they are.
-    pub(crate) fn text_fields(&self) -> Option<&[String]> {
-        self.group.link.text_fields()
-    }
-
     /// The group labels of `items` to be written into `index`: searched, linked with the
     /// remembered and with each other (by their sketches, or their texts where the index
     /// links groups by texts), then remembered.
@@ -769,21 +757,17 @@ impl Grouper {
                 .map(|it| it.sketches.clone().into_sketch(method).ok())
                 .collect();
             let texts: Vec<Option<Arc<[String]>>> = match by_texts {
-            None => vec![None; items.len()],
-            Some(fields) => items
-                .iter()
-                .zip(&sketches)
-                .map(|(it, s)| match (it.texts, s) {
-                    (Some(t), _) => Ok(Some(Arc::from(t))),
-                    (None, None) => Ok(None),
-                    (None, Some(_)) => Err(EsError::Config(format!(
-                        "index `{index}` links duplicate groups by texts, and the article `{}` came without its text fields ({}): a writer reads them with the article (EsIndexer::group_texts)",
-                        it.id,
-                        fields.join(", ")
-                    ))),
-                })
-                .collect::<Result<_, _>>()?,
-        };
+                None => vec![None; items.len()],
+                Some(fields) => items
+                    .iter()
+                    .zip(&sketches)
+                    .map(|(it, s)| match (it.texts, s) {
+                        (Some(t), _) => Ok(Some(Arc::from(t))),
+                        (None, None) => Ok(None),
+                        (None, Some(_)) => Err(without_texts(index, it.id, fields)),
+                    })
+                    .collect::<Result<_, _>>()?,
+            };
             let keep: &[String] = by_texts.unwrap_or(&[]);
             let searched = futures_util::stream::iter(sketches.iter().flatten().cloned())
                 .map(|q| {
@@ -1017,6 +1001,8 @@ fn judge_by_texts(
         }
         judged_stored.push(kept);
     }
+    // So is a remembered article's.
+    let mut recalled_marked: HashMap<String, Marked> = HashMap::new();
     let judged_recalled = recalled
         .into_iter()
         .zip(&marked)
@@ -1024,7 +1010,13 @@ fn judge_by_texts(
             let Some(q) = q else { return Vec::new() };
             recalled
                 .into_iter()
-                .filter_map(|(l, t)| aligned_link(aligner, q, &aligner.texts(&t?), l))
+                .filter_map(|(l, t)| {
+                    let t = t?;
+                    let other = recalled_marked
+                        .entry(l.id.clone())
+                        .or_insert_with(|| aligner.texts(&t));
+                    aligned_link(aligner, q, other, l)
+                })
                 .collect()
         })
         .collect();
@@ -1045,6 +1037,14 @@ fn judge_by_texts(
         })
         .collect();
     (judged_stored, judged_recalled, links)
+}
+
+/// An article given to be labelled without the texts its index's groups are linked by.
+fn without_texts(index: &str, id: &str, fields: &[String]) -> EsError {
+    EsError::Config(format!(
+        "index `{index}` links duplicate groups by texts, and the article `{id}` came without its text fields ({}): a writer reads them with the article (EsIndexer::group_texts)",
+        fields.join(", ")
+    ))
 }
 
 /// The ids of what each article of a batch recalled.

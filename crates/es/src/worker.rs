@@ -35,7 +35,6 @@
 //! A pass that loses its read ([`EsError::ContextLost`]) fails; the next pass finds what it
 //! did not write, as the query is the checkpoint.
 
-use crate::GroupMeta;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -45,9 +44,7 @@ use serde_json::{json, Value};
 
 use super::feed::{fields_differ, plan, retry_later, Feed, IndexNow, Plan, ShardEvent};
 use super::scan::{Cursor, Paging, ScanOptions, Scanner};
-use super::write::{
-    fingerprint_fields_json, sketch_source, BulkReport, EsIndexer, FingerprintUpdate,
-};
+use super::write::{fingerprint_fields_json, fingerprint_update, BulkReport, EsIndexer};
 use super::{path_segment, request, search, Body, EsError};
 use crate::formula::{learn_formula, record_formula, FormulaUpkeep};
 use crate::schema::stale_query;
@@ -510,31 +507,23 @@ impl Worker {
         let methods = meta.methods();
         let read = hits.len() as u64;
         let fields = self.config.text_fields.clone();
-        let group = meta.group.clone();
         let updates = tokio::task::spawn_blocking(move || {
             hits.par_iter()
                 .filter_map(|h| {
                     let id = h["_id"].as_str()?.to_owned();
                     let guard = Some((h["_seq_no"].as_u64()?, h["_primary_term"].as_u64()?));
-                    let prepared = sketch_source(&fp, methods, &h["_source"], &fields)
-                        .and_then(|s| Ok((s, GroupMeta::texts_in(group.as_ref(), &h["_source"])?)));
-                    match prepared {
-                        Ok((sketches, _))
+                    let group = meta.group.as_ref();
+                    match fingerprint_update(&fp, methods, &fields, group, (id.clone(), guard), &h["_source"]) {
+                        Ok(u)
                             if only_changed
                                 && !fields_differ(
                                     &h["_source"],
-                                    &fingerprint_fields_json(&meta, &sketches),
+                                    &fingerprint_fields_json(&meta, &u.sketches),
                                 ) =>
                         {
                             None
                         }
-                        Ok((sketches, texts)) => Some(FingerprintUpdate {
-                            id,
-                            guard,
-                            sketches,
-                            order: GroupMeta::order_key_in(group.as_ref(), &h["_source"]),
-                            texts,
-                        }),
+                        Ok(u) => Some(u),
                         Err(bad) => {
                             tracing::warn!(%id, "{bad}: not fingerprinted (fix the document or --field)");
                             None

@@ -154,6 +154,26 @@ pub fn sketch_source(
     Ok(fp.sketch_fields(methods, &field_texts(source, fields)?))
 }
 
+/// The update of a document read back (`source`, its version `guard`): its text `fields`
+/// sketched with `methods`, and what the index's `group` reads of it (its order key, its
+/// group texts). The worker and `backfill` prepare their writes with it.
+pub(crate) fn fingerprint_update(
+    fp: &Fingerprinter,
+    methods: Methods,
+    fields: &[String],
+    group: Option<&GroupMeta>,
+    (id, guard): (String, Option<(u64, u64)>),
+    source: &Value,
+) -> Result<FingerprintUpdate, BadTextField> {
+    Ok(FingerprintUpdate {
+        sketches: sketch_source(fp, methods, source, fields)?,
+        order: group.and_then(|g| g.order_key(source)),
+        texts: group.map_or(Ok(None), |g| g.texts(source))?,
+        id,
+        guard,
+    })
+}
+
 /// The SimHash fingerprint of a `_source`'s text fields ([`sketch_source`]).
 pub fn fingerprint_source(
     fp: &Fingerprinter,
@@ -365,13 +385,13 @@ impl EsIndexer {
     /// ordered by one (`es-init --group-order`): writers that read documents back read it
     /// with their text.
     pub fn group_order_field(&self) -> Option<&str> {
-        self.grouper.as_deref().and_then(Grouper::order_field)
+        self.meta.group.as_ref()?.order.field()
     }
 
     /// The text fields duplicate groups are linked by, where the index links them by texts
     /// (`es-init --group-by texts`).
     pub fn group_text_fields(&self) -> Option<&[String]> {
-        self.grouper.as_deref().and_then(Grouper::text_fields)
+        self.meta.group.as_ref()?.link.text_fields()
     }
 
     /// What a writer that reads documents back reads of each for its group, beside its
@@ -389,14 +409,14 @@ impl EsIndexer {
     /// order; `None` where groups are not linked by texts. A field holding a number or an
     /// object is an error.
     pub fn group_texts(&self, doc: &Value) -> Result<Option<Vec<String>>, BadTextField> {
-        GroupMeta::texts_in(self.meta.group.as_ref(), doc)
+        self.meta.group.as_ref().map_or(Ok(None), |g| g.texts(doc))
     }
 
     /// A document's order key in the index's group order ([`super::group::order_key`] of its
     /// [`EsIndexer::group_order_field`]); `None` where groups are not ordered by a field or
     /// the document has no value there.
     pub fn order_key(&self, doc: &Value) -> Option<OrderKey> {
-        GroupMeta::order_key_in(self.meta.group.as_ref(), doc)
+        self.meta.group.as_ref()?.order_key(doc)
     }
 
     /// An indexer for `index` (a name or alias): reads what it holds from its `_meta` and

@@ -45,7 +45,6 @@ pub(crate) mod control;
 mod journal;
 mod walk;
 
-use crate::GroupMeta;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -66,10 +65,10 @@ use self::journal::{Entry, JobKey, Journal, Replayed, StateLock};
 pub use self::walk::{Hit, WalkError, WalkSpec, Walker};
 pub use super::scan::Paging;
 use super::scan::{ScanOptions, Scanner, Slice};
-use super::write::sketch_source;
+use super::write::fingerprint_update;
 use super::{
     path_segment, request, verify_index, Body, EsError, EsIndexer, FieldNames, FingerprintUpdate,
-    IndexMeta, MinHashLayout, RetryPolicy,
+    GroupMeta, IndexMeta, MinHashLayout, RetryPolicy,
 };
 use crate::client::{mget, refresh, search};
 use crate::schema::stale_query;
@@ -412,16 +411,9 @@ fn prepare(
     group: Option<&GroupMeta>,
     hit: Hit,
 ) -> Prepared {
-    let prepared = sketch_source(fp, methods, &hit.source, fields)
-        .and_then(|s| Ok((s, GroupMeta::texts_in(group, &hit.source)?)));
-    match prepared {
-        Ok((sketches, texts)) => Prepared::Update(FingerprintUpdate {
-            order: GroupMeta::order_key_in(group, &hit.source),
-            texts,
-            id: hit.id,
-            guard: Some((hit.seq_no, hit.primary_term)),
-            sketches,
-        }),
+    let key = (hit.id.clone(), Some((hit.seq_no, hit.primary_term)));
+    match fingerprint_update(fp, methods, fields, group, key, &hit.source) {
+        Ok(update) => Prepared::Update(update),
         Err(bad) => Prepared::Bad {
             id: hit.id,
             reason: bad.to_string(),
