@@ -19,7 +19,7 @@ use super::{
     ClaimError, Claims, EsError, EsIndexer, IndexMeta, IndexedArticle, Near, Refresh, Similar,
 };
 use crate::group::Link;
-use crate::similar::{aligned_match, Aligner, Marked, Sources};
+use crate::similar::{aligned_match, Aligner, BatchTexts, Marked, Sources};
 use neardup_core::method::{sort_matches, Match, Shared};
 use neardup_core::relation::{Relation, TextMatch};
 use neardup_core::{Sketch, Sketches, Tolerance};
@@ -381,30 +381,28 @@ fn judge_aligned(
         .iter()
         .map(|a| a.as_ref().map(|a| aligner.text(a)).transpose())
         .collect::<Result<_, EsError>>()?;
-    let stored: HashMap<&(String, String), Marked> = stored
-        .iter()
-        .map(|(key, source)| Ok((key, aligner.text(source)?)))
-        .collect::<Result<_, EsError>>()?;
-    let near = stored_near
-        .into_iter()
-        .zip(&texts)
-        .map(|(matches, q)| match q {
-            Some(q) => matches
-                .into_iter()
-                .filter_map(|m| {
-                    let other = stored.get(&(m.index.clone()?, m.id.clone()))?;
-                    aligner.judge(q, m, other)
-                })
-                .collect(),
-            None => matches,
-        })
-        .collect();
+    let mut texts = BatchTexts::new(aligner, texts, stored);
+    let mut near = Vec::with_capacity(stored_near.len());
+    for (i, matches) in stored_near.into_iter().enumerate() {
+        if texts.article(i).is_none() {
+            near.push(matches);
+            continue;
+        }
+        let mut kept = Vec::new();
+        for m in matches {
+            let Some(index) = m.index.clone() else {
+                continue;
+            };
+            if let Some(r) = texts.relate_stored(i, &(index, m.id.clone()))? {
+                kept.push(aligned_match(m, r));
+            }
+        }
+        near.push(kept);
+    }
     let batch = pairs
         .iter()
-        .filter_map(|&(i, j)| {
-            let (q, other) = (texts[i].as_ref()?, texts[j].as_ref()?);
-            Some(((i, j), aligner.relate(q, other)))
-        })
+        .filter(|&&(i, j)| texts.article(i).is_some() && texts.article(j).is_some())
+        .map(|&(i, j)| ((i, j), texts.relate_in_batch(i, j)))
         .collect();
     Ok((near, batch))
 }

@@ -48,12 +48,12 @@ use futures_util::StreamExt;
 use serde_json::{json, Value};
 
 use super::schema::{GroupMeta, GroupOrder};
-use super::similar::{Aligner, Marked, Sources};
+use super::similar::{Aligner, BatchTexts, Marked, Sources};
 use super::{
     mget, Body, EsError, IndexMeta, Near, RetryPolicy, Similar, SimilarOptions, DEFAULT_K,
 };
 use neardup_core::input::BadTextField;
-use neardup_core::method::{Query, Score};
+use neardup_core::method::{Query, Score, Shared};
 use neardup_core::relation::{is_candidate, AlignRule, MatchOptions, Relation, TextMatch};
 use neardup_core::{Fingerprinter, Method, MinHashParams, Sketch, Sketches, Tolerance};
 
@@ -985,29 +985,30 @@ fn judge_by_texts(
         .collect();
     // A stored article's text is prepared once, however many of the batch it is near; one
     // whose text fields are not text is left out.
-    let mut stored_marked: HashMap<&(String, String), Option<Marked>> = HashMap::new();
-    let mut judged_stored = Vec::with_capacity(stored.len());
-    for ((list, keys), q) in stored.into_iter().zip(found).zip(&marked) {
-        let mut kept = Vec::new();
-        if let Some(q) = q {
-            for (l, key) in list.into_iter().zip(keys) {
-                let other = stored_marked
-                    .entry(key)
-                    .or_insert_with(|| sources.get(key).and_then(|s| aligner.text(s).ok()));
-                if let Some(other) = other {
-                    kept.extend(aligned_link(aligner, q, other, l));
-                }
-            }
-        }
-        judged_stored.push(kept);
-    }
+    let mut batch = BatchTexts::new(aligner, marked, sources);
+    let judged_stored = stored
+        .into_iter()
+        .zip(found)
+        .enumerate()
+        .map(|(i, (list, keys))| {
+            list.into_iter()
+                .zip(keys)
+                .filter_map(|(l, key)| {
+                    let r = batch.relate_stored(i, key).ok().flatten()?;
+                    Some(aligned_link(l, r))
+                })
+                .collect()
+        })
+        .collect();
     // So is a remembered article's.
     let mut recalled_marked: HashMap<String, Marked> = HashMap::new();
     let judged_recalled = recalled
         .into_iter()
-        .zip(&marked)
-        .map(|(recalled, q)| {
-            let Some(q) = q else { return Vec::new() };
+        .enumerate()
+        .map(|(i, recalled)| {
+            let Some(q) = batch.article(i) else {
+                return Vec::new();
+            };
             recalled
                 .into_iter()
                 .filter_map(|(l, t)| {
@@ -1015,7 +1016,7 @@ fn judge_by_texts(
                     let other = recalled_marked
                         .entry(l.id.clone())
                         .or_insert_with(|| aligner.texts(&t));
-                    aligned_link(aligner, q, other, l)
+                    Some(aligned_link(l, aligner.relate(q, other)?))
                 })
                 .collect()
         })
@@ -1023,8 +1024,7 @@ fn judge_by_texts(
     let links = links
         .into_iter()
         .filter_map(|(i, j, l)| {
-            let (a, b) = (marked[i].as_ref()?, marked[j].as_ref()?);
-            let (t, _) = aligner.relate(a, b)?;
+            let (t, _) = batch.relate_in_batch(i, j)?;
             Some((
                 i,
                 j,
@@ -1083,15 +1083,14 @@ type Judged = (
     Vec<(usize, usize, Link)>,
 );
 
-/// `l` judged by the rule on the aligned texts of the new article `q` and of `other`: its
-/// relation and the copied share of the part; `None` when the rule relates them not.
-fn aligned_link(aligner: &Aligner, q: &Marked, other: &Marked, l: Linked) -> Option<Linked> {
-    let (t, _) = aligner.relate(q, other)?;
-    Some(Linked {
+/// `l` as the rule on the aligned texts answers it (`relate`'s answer): its relation and
+/// the copied share of the part.
+fn aligned_link(l: Linked, (t, _): (TextMatch, Shared)) -> Linked {
+    Linked {
         relation: Some(t.relation),
         containment: Some(part_copied(&t)),
         ..l
-    })
+    }
 }
 
 /// The share of the part in runs copied from the other text (of the smaller share where

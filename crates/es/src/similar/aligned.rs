@@ -10,6 +10,8 @@
 //! the same candidates as `neardup dedupe --align`. Dedupe on insert confirms its refusals
 //! the same way ([`Aligner`], [`crate::insert_unless_near`] with [`super::Near::aligned`]).
 
+use std::collections::hash_map::Entry;
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use serde_json::{json, Value};
@@ -253,6 +255,65 @@ impl Similar {
         .await
         .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))?;
         Ok(s)
+    }
+}
+
+/// The texts a batch of new articles is judged by, each prepared once however many pairs it
+/// is in: the batch's own (by position; `None` for an article not judged) and the stored
+/// documents' it is near (by index and id, from the text fields a search or a multi-get
+/// brought back). What dedupe on insert and groups linked by texts judge a batch with.
+pub(crate) struct BatchTexts<'a> {
+    aligner: &'a Aligner,
+    batch: Vec<Option<Marked>>,
+    sources: &'a Sources,
+    stored: HashMap<&'a (String, String), Marked>,
+}
+
+impl<'a> BatchTexts<'a> {
+    pub(crate) fn new(
+        aligner: &'a Aligner,
+        batch: Vec<Option<Marked>>,
+        sources: &'a Sources,
+    ) -> Self {
+        BatchTexts {
+            aligner,
+            batch,
+            sources,
+            stored: HashMap::new(),
+        }
+    }
+
+    /// The batch's article `i`, prepared; `None` when it is not judged.
+    pub(crate) fn article(&self, i: usize) -> Option<&Marked> {
+        self.batch.get(i)?.as_ref()
+    }
+
+    /// How the stored document `key` relates to the batch's article `i` by the rule, and
+    /// what they share: `Ok(None)` when the rule relates them not, or when either has no
+    /// text to judge. A stored text field holding a number or an object is
+    /// [`EsError::BadText`].
+    pub(crate) fn relate_stored(
+        &mut self,
+        i: usize,
+        key: &(String, String),
+    ) -> Result<Option<(TextMatch, Shared)>, EsError> {
+        let Some(q) = self.batch.get(i).and_then(Option::as_ref) else {
+            return Ok(None);
+        };
+        let Some((key, source)) = self.sources.get_key_value(key) else {
+            return Ok(None);
+        };
+        let other = match self.stored.entry(key) {
+            Entry::Occupied(e) => e.into_mut(),
+            Entry::Vacant(e) => e.insert(self.aligner.text(source)?),
+        };
+        Ok(self.aligner.relate(q, other))
+    }
+
+    /// How the batch's articles `i` and `j` relate by the rule (read from `i`), and what they
+    /// share; `None` when unrelated or either is not judged.
+    pub(crate) fn relate_in_batch(&self, i: usize, j: usize) -> Option<(TextMatch, Shared)> {
+        self.aligner.relate(self.article(i)?, self.article(j)?)
     }
 }
 

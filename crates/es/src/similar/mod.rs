@@ -62,7 +62,9 @@ mod hit;
 mod query;
 mod scripts;
 
-pub(crate) use aligned::{aligned_match, candidates as aligned_candidates, Aligner, Marked};
+pub(crate) use aligned::{
+    aligned_match, candidates as aligned_candidates, Aligner, BatchTexts, Marked,
+};
 use hit::{hit_sketch, source_sketch};
 use query::{keep_source, leave_out, query_body, sketch_fields, stored_terms};
 pub(crate) use query::{StoredQuery, StoredTerms};
