@@ -88,6 +88,8 @@ pub struct Letters {
     from: Vec<(u32, u32)>,
     /// The letters, separators not counted.
     count: usize,
+    /// The list blocks ([`LIST_LINES`]), as ranges of letter indices, in order.
+    listed: Vec<(u32, u32)>,
 }
 
 impl Letters {
@@ -150,6 +152,7 @@ impl Letters {
             chars: Vec::new(),
             from: Vec::new(),
             count: 0,
+            listed: Vec::new(),
         };
         let folder = Folder::shared();
         for (f, plain) in plains.iter().enumerate() {
@@ -164,14 +167,51 @@ impl Letters {
             let whole = folded.chars().count() == plain.chars().count();
             let text: &str = if whole { &folded } else { plain };
             let skip = skipped.map(|s| &s[f as usize]);
+            let first = out.chars.len();
             for (i, c) in text.chars().enumerate() {
                 if skip.is_some_and(|s| s.get(i).copied().unwrap_or(false)) {
                     continue;
                 }
                 out.push(folder.fold_char(c), (f, i as u32));
             }
+            out.mark_lists(text, first);
         }
         out
+    }
+
+    /// Records the list block of one field, whose text is `text` and whose letters start at
+    /// index `first`: the lines that end it after its prose when at least [`LIST_LINES`] of
+    /// them are list lines ([`is_list_line`]), as related links, tags or a list of headlines
+    /// follow an article on its page. Lines without letters (blank, or boilerplate left out)
+    /// are passed over. A field without a prose line, or whose list lines lead or stand
+    /// between prose (an agenda, a table, a list of names), is text, not a page's furniture.
+    fn mark_lists(&mut self, text: &str, first: usize) {
+        // Each line with letters: its letters (a range of indices) and whether it is a list
+        // line.
+        let mut lines: Vec<(u32, u32, bool)> = Vec::new();
+        let mut k = first;
+        let mut start = 0u32;
+        for line in text.split('\n') {
+            let end = start + line.chars().count() as u32;
+            let from = k;
+            while k < self.chars.len() && self.from[k].1 < end {
+                k += 1;
+            }
+            if k > from {
+                lines.push((from as u32, k as u32, is_list_line(line, k - from)));
+            }
+            start = end + 1;
+        }
+        let tail = lines.iter().rev().take_while(|l| l.2).count();
+        if tail >= LIST_LINES && tail < lines.len() {
+            let block = &lines[lines.len() - tail..];
+            self.listed.push((block[0].0, block[tail - 1].1));
+        }
+    }
+
+    /// The letters in list blocks ([`Mark::Listed`]).
+    pub fn listed_len(&self) -> usize {
+        self.listed.iter().map(|&(s, e)| (e - s) as usize).sum()
     }
 
     fn push(&mut self, c: char, from: (u32, u32)) {
@@ -254,6 +294,39 @@ impl Letters {
 /// Each field as plain text ([`plain_text`]: HTML reduced to its visible text), read once.
 fn plain_texts<S: AsRef<str>>(fields: &[S]) -> Vec<Cow<'_, str>> {
     fields.iter().map(|f| plain_text(f.as_ref())).collect()
+}
+
+/// What a letter of a text is to the rule on an alignment ([`Formula::marks`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mark {
+    /// The text's own: counted in every share and passage.
+    Own,
+    /// Covered by a formula window: counted in the share of a text in runs, not in the share
+    /// of its own letters or in a passage's letters.
+    Formula,
+    /// In the list block ending a field ([`LIST_LINES`]): counted nowhere, as if the page
+    /// had not shown it.
+    Listed,
+}
+
+/// Fewest list lines ending a field after its prose that make a list block: what a page
+/// shows after its text (related links, a list of headlines or tags), which the rule on an
+/// alignment does not count ([`Mark::Listed`]). Three: a heading and two items. A list line
+/// holds at most [`LIST_LINE_LETTERS`] letters, no full stop (。), and does not end the way a
+/// line of broken prose does (a comma, an enumeration comma, a semicolon, a colon or a full
+/// stop).
+pub const LIST_LINES: usize = 3;
+
+/// Most letters a list line holds: a headline's length, with room.
+pub const LIST_LINE_LETTERS: usize = 50;
+
+/// Whether a line of `letters` letters reads as an item of a list rather than prose: at most
+/// [`LIST_LINE_LETTERS`] letters, no full stop (。) inside, and not ending the way a line of
+/// broken prose does (a comma, an enumeration comma, a semicolon, a colon or a full stop; an
+/// ASCII point ends many a headline's ellipsis, so it is not one).
+fn is_list_line(line: &str, letters: usize) -> bool {
+    const PROSE_ENDS: &[char] = &['。', '．', '｡', '，', ',', '、', '；', ';', '：', ':'];
+    letters <= LIST_LINE_LETTERS && !line.contains('。') && !line.trim_end().ends_with(PROSE_ENDS)
 }
 
 fn is_separator(c: char) -> bool {
@@ -451,17 +524,24 @@ impl Formula {
         self.windows.is_empty()
     }
 
-    /// For each letter index of `letters` (as [`Run`]s index them), whether a formula window
-    /// covers it.
-    pub fn marks(&self, letters: &Letters) -> Vec<bool> {
-        let mut marks = vec![false; letters.chars.len()];
-        if self.windows.is_empty() {
-            return marks;
-        }
-        for (i, h) in letters.windows(self.anchor) {
-            if self.windows.contains(&h) {
-                marks[i..i + self.anchor].iter_mut().for_each(|m| *m = true);
+    /// For each letter index of `letters` (as [`Run`]s index them), what it is to the rule on
+    /// an alignment: in a list block ([`Mark::Listed`]), else covered by a formula window
+    /// ([`Mark::Formula`]), else the text's own.
+    pub fn marks(&self, letters: &Letters) -> Vec<Mark> {
+        let mut marks = vec![Mark::Own; letters.chars.len()];
+        if !self.windows.is_empty() {
+            for (i, h) in letters.windows(self.anchor) {
+                if self.windows.contains(&h) {
+                    marks[i..i + self.anchor]
+                        .iter_mut()
+                        .for_each(|m| *m = Mark::Formula);
+                }
             }
+        }
+        for &(s, e) in &letters.listed {
+            marks[s as usize..e as usize]
+                .iter_mut()
+                .for_each(|m| *m = Mark::Listed);
         }
         marks
     }
@@ -1215,6 +1295,50 @@ mod tests {
     }
 
     #[test]
+    fn the_list_lines_ending_a_field_after_its_prose_are_its_list_block() {
+        let listed = |fields: &[&str]| {
+            let l = Letters::new(fields);
+            let marks = Formula::default().marks(&l);
+            let text: String = (0..marks.len())
+                .filter(|&i| marks[i] == Mark::Listed)
+                .map(|i| l.letter(i))
+                .collect();
+            assert_eq!(text.chars().count(), l.listed_len());
+            text
+        };
+        let prose = "今天上午，市政府召开新闻发布会，介绍了全市交通运行情况。";
+        // Related links after the text, a heading, items with markers, an ellipsis.
+        let page =
+            format!("{prose}\n相关阅读\n· 第一条新闻标题...\n2. 第二条新闻标题\n\n【3】第三条");
+        assert_eq!(
+            listed(&["标题", &page]),
+            "相关阅读第一条新闻标题2第二条新闻标题3第三条"
+        );
+        // Two lines are no block; lines before the prose, or between prose, are the text's
+        // own (an agenda, a table); a field of list lines only is all text.
+        assert_eq!(
+            listed(&[&format!("{prose}\n第一条新闻标题\n第二条新闻标题")]),
+            ""
+        );
+        assert_eq!(
+            listed(&[&format!(
+                "一、听取报告\n二、审议决议\n三、补选秘书长\n{prose}"
+            )]),
+            ""
+        );
+        assert_eq!(listed(&[&format!("{prose}\n甲\n乙\n丙\n{prose}")]), "");
+        assert_eq!(
+            listed(&["火箭总算是连胜了\n先是以西部倒二的姿态\n今天又力克公牛"]),
+            ""
+        );
+        // A line of broken prose (ending with a comma or a full stop) ends no list.
+        assert_eq!(listed(&[&format!("{prose}\n甲\n乙，\n丙")]), "");
+        assert_eq!(listed(&[&format!("{prose}\n甲\n乙\n丙。")]), "");
+        // The title field is a field of its own: a list ends a field, not the text.
+        assert_eq!(listed(&[&format!("{prose}\n甲\n乙\n丙"), prose]), "甲乙丙");
+    }
+
+    #[test]
     fn window_hashes_never_change() {
         // Formula artefacts and indices' `_meta` keep these hashes for years.
         let l = Letters::new(&["标题在此", "正文内容。Ａｂc 123"]);
@@ -1383,7 +1507,7 @@ mod tests {
         .collect();
         let lead = Letters::new(&[LEAD]);
         let tail = Letters::new(&[TAIL]);
-        let held = |f: &Formula, l: &Letters| f.marks(l).iter().all(|&m| m);
+        let held = |f: &Formula, l: &Letters| f.marks(l).iter().all(|&m| m == Mark::Formula);
         // Five texts, no two joined: LEAD is in five groups, TAIL in three.
         let f = Formula::learn(&texts, [], 4, k);
         assert!(held(&f, &lead) && !held(&f, &tail));
@@ -1391,7 +1515,7 @@ mod tests {
         assert!(held(&f, &tail));
         // The three copies joined as near-duplicates are one group: TAIL is in one.
         let f = Formula::learn(&texts, [(0, 1), (1, 2)], 2, k);
-        assert!(held(&f, &lead) && !f.marks(&tail).iter().any(|&m| m));
+        assert!(held(&f, &lead) && !f.marks(&tail).contains(&Mark::Formula));
     }
 
     #[test]

@@ -348,9 +348,11 @@ pub struct Match {
 /// "passages": [{"query": span, "match": span, "matched"}]}`.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Shared {
-    /// Share of the query's letters in runs shared with the match (four decimals).
+    /// Share of the query's letters in runs shared with the match (four decimals), its list
+    /// blocks ([`crate::align::Mark::Listed`]) not counted.
     pub query_copied: f64,
-    /// Share of the match's letters in runs shared with the query (four decimals).
+    /// Share of the match's letters in runs shared with the query (four decimals), its list
+    /// blocks not counted.
     pub match_copied: f64,
     /// The passages both hold, in the query's order.
     pub passages: Vec<SharedPassage>,

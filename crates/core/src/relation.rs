@@ -43,7 +43,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::align::{share, Alignment, Formula, Letters, Run};
+use crate::align::{share, Alignment, Formula, Letters, Mark, Run};
 use crate::minhash::{MinimaOrder, Signature, Threshold, SIMILARITY_EPSILON};
 
 /// The default containment threshold (see `docs/evaluation.md`).
@@ -372,6 +372,10 @@ fn contained_by_order(order: MinimaOrder, first_smaller: bool) -> bool {
 ///   (on both sides).
 /// - Otherwise they are not related.
 ///
+/// A field's list block ([`Mark::Listed`]: related links, headlines, tags after its prose)
+/// counts nowhere: not in a text's letters, its copied share, its own letters or a passage's
+/// letters, and not in which text is the smaller.
+///
 /// The figures that chose the defaults are in `docs/measurements/copied-text.md`.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct AlignRule {
@@ -404,45 +408,26 @@ impl AlignRule {
         self.relate_marked(&formula.marks(a), &formula.marks(b), alignment)
     }
 
-    /// [`AlignRule::relate`] where each text's letters in formula windows are marked already
+    /// [`AlignRule::relate`] where each text's letters are marked already
     /// ([`Formula::marks`]), e.g. once for a text judged against several others.
     pub fn relate_marked(
         &self,
-        a_marks: &[bool],
-        b_marks: &[bool],
+        a_marks: &[Mark],
+        b_marks: &[Mark],
         alignment: &Alignment,
     ) -> Option<TextMatch> {
-        // One side's letters outside formula windows: the share of them in runs (each
-        // counted once), and how many each passage holds.
-        let own = |marks: &[bool], len: usize, start: fn(&Run) -> usize| {
-            let mut in_runs = vec![false; marks.len()];
-            let per_passage: Vec<usize> = alignment
-                .passages
-                .iter()
-                .map(|p| {
-                    let own = p
-                        .runs
-                        .iter()
-                        .flat_map(|r| start(r)..start(r) + r.len)
-                        .filter(|&i| !marks[i]);
-                    own.map(|i| in_runs[i] = true).count()
-                })
-                .collect();
-            let free = len - marks.iter().filter(|&&m| m).count();
-            let copied = in_runs.iter().filter(|&&m| m).count();
-            (share(copied, free), per_passage)
-        };
-        let (a_own, a_passages) = own(a_marks, alignment.a_len, |r| r.a);
-        let (b_own, b_passages) = own(b_marks, alignment.b_len, |r| r.b);
-        let longest_own = a_passages
+        let a = Side::of(alignment, a_marks, alignment.a_len, |r| r.a);
+        let b = Side::of(alignment, b_marks, alignment.b_len, |r| r.b);
+        let longest_own = a
+            .passages
             .iter()
-            .zip(&b_passages)
+            .zip(&b.passages)
             .map(|(x, y)| *x.min(y))
             .max()
             .unwrap_or(0);
-        let a_copied = alignment.a_matched_share();
-        let b_copied = alignment.b_matched_share();
-        let a_smaller = alignment.a_len <= alignment.b_len;
+        let (a_copied, b_copied) = (a.copied, b.copied);
+        let (a_own, b_own) = (a.own, b.own);
+        let a_smaller = a.letters <= b.letters;
         let (small, large, small_own) = if a_smaller {
             (a_copied, b_copied, a_own)
         } else {
@@ -475,15 +460,68 @@ impl Default for AlignRule {
     }
 }
 
+/// One text of an aligned pair as [`AlignRule`] counts it, its list blocks left out.
+struct Side {
+    /// Its letters outside list blocks.
+    letters: usize,
+    /// The share of those in runs.
+    copied: f64,
+    /// The share of its own letters (outside formula windows and list blocks) in runs.
+    own: f64,
+    /// Its own letters in runs, per passage.
+    passages: Vec<usize>,
+}
+
+impl Side {
+    /// The side of `alignment` whose letters are marked `marks`, `len` of them, whose runs
+    /// start where `start` says.
+    fn of(alignment: &Alignment, marks: &[Mark], len: usize, start: fn(&Run) -> usize) -> Side {
+        // Each letter in runs counted once, however many passages hold it.
+        let mut in_runs = vec![false; marks.len()];
+        let passages = alignment
+            .passages
+            .iter()
+            .map(|p| {
+                p.runs
+                    .iter()
+                    .flat_map(|r| start(r)..start(r) + r.len)
+                    .filter(|&i| {
+                        in_runs[i] = true;
+                        marks[i] == Mark::Own
+                    })
+                    .count()
+            })
+            .collect();
+        let count = |m: Mark| marks.iter().filter(|&&x| x == m).count();
+        let in_runs_marked = |m: Mark| {
+            in_runs
+                .iter()
+                .zip(marks)
+                .filter(|&(&r, &x)| r && x == m)
+                .count()
+        };
+        let (formula, listed) = (count(Mark::Formula), count(Mark::Listed));
+        let (own_copied, formula_copied) =
+            (in_runs_marked(Mark::Own), in_runs_marked(Mark::Formula));
+        Side {
+            letters: len - listed,
+            copied: share(own_copied + formula_copied, len - listed),
+            own: share(own_copied, len - listed - formula),
+            passages,
+        }
+    }
+}
+
 /// Two texts related by [`AlignRule`]: the relation, and how much of each is copied
-/// (letters in runs ÷ letters; the passages themselves are the alignment's).
+/// (letters in runs ÷ letters, list blocks not counted; the passages themselves are the
+/// alignment's).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct TextMatch {
     /// How the second text relates to the first, read from the first.
     pub relation: Relation,
-    /// Share of the first text's letters in runs.
+    /// Share of the first text's letters (outside its list blocks) in runs.
     pub a_copied: f64,
-    /// Share of the second text's letters in runs.
+    /// Share of the second text's letters (outside its list blocks) in runs.
     pub b_copied: f64,
 }
 
@@ -546,6 +584,41 @@ mod tests {
         assert_eq!(
             relate_texts(&text, &teaser, &none).unwrap().relation,
             Relation::Contains
+        );
+    }
+
+    #[test]
+    fn a_lead_on_a_page_of_links_is_contained_in_its_article() {
+        let none = Formula::default();
+        let article = format!("{}。{}。", ideographs(30, 300), ideographs(31, 600));
+        let lead: String = article.chars().take(301).collect();
+        // Headlines of other articles, longer in all than the lead.
+        let links: Vec<String> = (0..16)
+            .map(|i| format!("· {}", ideographs(40 + i, 24)))
+            .collect();
+        let page = format!("{lead}\n相关阅读\n{}", links.join("\n"));
+        let r = relate_texts(&page, &article, &none).unwrap();
+        assert_eq!(r.relation, Relation::ContainedIn);
+        assert_eq!(
+            r.a_copied, 1.0,
+            "the page's letters outside its links are all copied"
+        );
+        assert_eq!(
+            relate_texts(&article, &page, &none).unwrap().relation,
+            Relation::Contains
+        );
+        // The same lines read as prose (each a sentence) are the page's text: the two share a
+        // passage, neither is inside the other.
+        let prose = format!("{lead}\n相关阅读\n{}", links.join("。\n"));
+        assert_eq!(
+            relate_texts(&prose, &article, &none).unwrap().relation,
+            Relation::SharesPassage
+        );
+        // So are list lines before the text's prose (an agenda, then the lead).
+        let agenda = format!("相关阅读\n{}\n{lead}", links.join("\n"));
+        assert_eq!(
+            relate_texts(&agenda, &article, &none).unwrap().relation,
+            Relation::SharesPassage
         );
     }
 

@@ -22,7 +22,7 @@ use std::collections::{HashMap, VecDeque};
 
 use rayon::prelude::*;
 
-use crate::align::{align_letters, AlignParams, Alignment, Formula, Letters, Passage};
+use crate::align::{align_letters, AlignParams, Alignment, Formula, Letters, Mark, Passage};
 use crate::hashing::BuildIdentity;
 use crate::minhash::{MinHashParams, Signature, Threshold};
 use crate::relation::{AlignRule, MatchOptions, MatchRule, Relation, TextMatch};
@@ -245,7 +245,7 @@ pub fn judge<'a>(
     let mut texts: Vec<u32> = aligned.iter().flat_map(|p| [p.0, p.1]).collect();
     texts.sort_unstable();
     texts.dedup();
-    let marks: HashMap<u32, Vec<bool>> = texts
+    let marks: HashMap<u32, Vec<Mark>> = texts
         .into_par_iter()
         .filter_map(|t| Some((t, formula.marks(letters(t)?))))
         .collect();

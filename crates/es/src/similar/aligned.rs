@@ -18,7 +18,7 @@ use serde_json::{json, Value};
 
 use super::{IndexList, Near, Similar, Similarity, Sources, StoredQuery};
 use crate::{mget, Body, EsError};
-use neardup_core::align::{align_letters, AlignParams, Formula, Letters};
+use neardup_core::align::{align_letters, AlignParams, Formula, Letters, Mark};
 use neardup_core::allpairs::aligned::CANDIDATE_THRESHOLD;
 use neardup_core::input::field_texts;
 use neardup_core::method::{Match, Shared};
@@ -40,7 +40,7 @@ pub(crate) struct Aligner {
 /// formula covers (marked once, however many texts it is judged against).
 pub(crate) struct Marked {
     letters: Letters,
-    marks: Vec<bool>,
+    marks: Vec<Mark>,
 }
 
 impl Aligner {
