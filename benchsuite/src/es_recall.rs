@@ -20,9 +20,10 @@ use neardup::es::{
     self, BlockType, EsIndexer, FieldNames, FilterMode, IndexMeta, MinHashFieldNames,
     MinHashLayout, Near, RetryPolicy, Similar, SimilarOptions,
 };
-use neardup::eval::{read_pairs, Confusion, LabelledPair};
+use neardup::eval::aligned::claimed_as;
+use neardup::eval::{read_pairs, Confusion, LabelledPair, DIFFERENT, SHARES_PASSAGE};
 use neardup::input::field_texts;
-use neardup::relation::MatchOptions;
+use neardup::relation::{AlignRule, MatchOptions, Relation};
 use neardup::Methods;
 use rayon::prelude::*;
 use serde_json::Value;
@@ -59,6 +60,16 @@ pub struct EsRecallBench {
     /// only): a pair counts as found whatever relation its match says.
     #[arg(long)]
     containment: bool,
+    /// Let the texts decide (`neardup similar --id --align`, `Similar::aligned_by_id`): the
+    /// index keeps the articles' texts, its formula is learned from it as the worker learns
+    /// it, and each pair is looked up from both sides. A pair counts as found with the
+    /// relation it should get (a partial reprint as `contains` from its article and
+    /// `contained_in` from its part; a shared passage as `shares_passage`; another duplicate
+    /// as any copy) from both sides; a pair that is no copy counts as found (a wrong claim)
+    /// when either side claims it as a copy. Learn boilerplate from the pairs' texts first
+    /// (`--boilerplate`), as `neardup eval` does.
+    #[arg(long, conflicts_with = "containment")]
+    align: bool,
     /// The MinHash layout of the index (`es-init --layout`): `compact` (the default of a new
     /// index) or `full`.
     #[arg(long, default_value = "compact", value_parser = ["compact", "full"])]
@@ -168,44 +179,102 @@ pub fn run(args: EsRecallBench) -> CmdResult {
         let written = started.elapsed();
         es::request(&client, &retry, "refresh", Http::Post, &format!("/{}/_refresh", es::path_segment(index)), &[], None).await?;
 
-        let started = Instant::now();
         let options = SimilarOptions {
             filter: args.filter,
             ..SimilarOptions::default()
         };
         let similar = Arc::new(Similar::with_options(client.clone(), fp.clone(), options, retry.clone()));
         let options = MatchOptions::with_containment(args.containment);
+        if args.align {
+            let fields = ["title".to_owned(), "content".to_owned()];
+            let scanner = es::Scanner::new(client.clone(), retry.clone());
+            let learned = es::learn_formula(&scanner, index, &fields, es::FORMULA_SAMPLE, &fp).await?;
+            es::record_formula(&client, &retry, index, learned.formula.clone()).await?;
+            eprintln!("formula {} learned from {} articles", learned.formula, learned.read);
+        }
+        let started = Instant::now();
+        // Per pair, the relation found from each side (read from that side), when found.
+        let mut relations: Vec<[Option<Relation>; 2]> = vec![[None, None]; pairs.len()];
         let mut lookups = JoinSet::new();
-        let mut found = vec![false; pairs.len()];
         for (i, [a, b]) in ids.iter().cloned().enumerate() {
             if lookups.len() >= args.concurrency {
-                let (i, hit) = lookups.join_next().await.expect("a lookup in flight")??;
-                found[i] = hit;
+                let (i, r) = lookups.join_next().await.expect("a lookup in flight")??;
+                relations[i] = r;
             }
             let similar = similar.clone();
             let index = index.clone();
+            let align = args.align;
             lookups.spawn(async move {
-                let s = similar.by_id(index.as_str(), &a, Near::new(tolerance, options)).await?;
-                anyhow::Ok((i, s.matches.iter().any(|m| m.id == b)))
+                let mut both = [None, None];
+                for (side, (query, other)) in [(&a, &b), (&b, &a)].into_iter().enumerate() {
+                    if !align && side == 1 {
+                        break;
+                    }
+                    let s = if align {
+                        similar.aligned_by_id(index.as_str(), query, &AlignRule::DEFAULT).await?
+                    } else {
+                        similar.by_id(index.as_str(), query, Near::new(tolerance, options)).await?
+                    };
+                    both[side] = s
+                        .matches
+                        .iter()
+                        .find(|m| &m.id == other)
+                        .map(|m| m.relation.unwrap_or(Relation::NearDuplicate));
+                }
+                anyhow::Ok((i, both))
             });
         }
         while let Some(r) = lookups.join_next().await {
-            let (i, hit) = r??;
-            found[i] = hit;
+            let (i, r) = r??;
+            relations[i] = r;
         }
         let looked_up = started.elapsed();
+        // Read from `a`: each side's answer, and whether it is the one the pair should get.
+        let from_a = |p: &LabelledPair, [ra, rb]: [Option<Relation>; 2]| -> [bool; 2] {
+            let want = |r: Option<Relation>| match p.relation() {
+                SHARES_PASSAGE => r == Some(Relation::SharesPassage),
+                _ => claimed_as(p, r),
+            };
+            [want(ra), want(rb.map(Relation::reversed))]
+        };
+        let found: Vec<bool> = pairs
+            .iter()
+            .zip(&relations)
+            .map(|(p, &r)| match (args.align, from_a(p, r)) {
+                (false, _) => r[0].is_some(),
+                (true, [x, y]) if p.duplicate || p.relation() == SHARES_PASSAGE => x && y,
+                (true, [x, y]) => x || y,
+            })
+            .collect();
+        // What the summary counts: a duplicate found, or a pair that is none claimed as a
+        // copy (a shared passage found as one is no claim).
+        let counted: Vec<bool> = pairs
+            .iter()
+            .zip(&relations)
+            .zip(&found)
+            .map(|((p, &[ra, rb]), &f)| match p.duplicate || !args.align {
+                true => f,
+                false => claimed_as(p, ra) || claimed_as(p, rb.map(Relation::reversed)),
+            })
+            .collect();
 
-        let all = Confusion::count(&pairs, &found, |_| true);
+        let all = Confusion::count(&pairs, &counted, |_| true);
         println!(
-            "Elasticsearch {version} at {}; {} pairs of {path} ({} positive, {} negative); {} distinct articles written by EsIndexer::index_article in {:.1} s; {} lookups (Similar::by_id, {method} {tolerance}, {}, {} filter) in {:.1} s",
+            "Elasticsearch {version} at {}; {} pairs of {path} ({} positive, {} negative); {} distinct articles written by EsIndexer::index_article in {:.1} s; {} lookups ({}, {} filter) in {:.1} s",
             config.display_urls(),
             pairs.len(),
             all.positives(),
             all.negatives(),
             distinct_ids(&ids),
             written.as_secs_f64(),
-            pairs.len(),
-            if args.containment { "partial copies too" } else { "near-duplicates only" },
+            pairs.len() * if args.align { 2 } else { 1 },
+            if args.align {
+                "Similar::aligned_by_id from both sides".to_owned()
+            } else if args.containment {
+                format!("Similar::by_id, {method} {tolerance}, partial copies too")
+            } else {
+                format!("Similar::by_id, {method} {tolerance}, near-duplicates only")
+            },
             args.filter,
             looked_up.as_secs_f64(),
         );
@@ -225,15 +294,40 @@ pub fn run(args: EsRecallBench) -> CmdResult {
             groups.entry(p.group()).or_default().push(i);
         }
         println!();
-        println!("| group | pairs | found | share found |");
-        println!("|---|---|---|---|");
+        if args.align {
+            println!("Found: with the relation the pair should get, from `a`, from `b`, and from both (for a pair that is no copy: claimed as a copy from either side); as passage: a pair that is no copy reported as `shares_passage` from either side.");
+            println!();
+            println!("| group | pairs | found from a | found from b | found | as passage |");
+            println!("|---|---|---|---|---|---|");
+        } else {
+            println!("| group | pairs | found | share found |");
+            println!("|---|---|---|---|");
+        }
         for (g, members) in &groups {
+            let n = members.len() as f64;
             let hits = members.iter().filter(|&&i| found[i]).count();
-            println!(
-                "| {g} | {} | {hits} | {:.3} |",
-                members.len(),
-                hits as f64 / members.len() as f64
-            );
+            if args.align {
+                let side = |k: usize| {
+                    members.iter().filter(|&&i| from_a(&pairs[i], relations[i])[k]).count() as f64 / n
+                };
+                let passages = members
+                    .iter()
+                    .filter(|&&i| {
+                        pairs[i].relation() == DIFFERENT
+                            && relations[i].contains(&Some(Relation::SharesPassage))
+                    })
+                    .count();
+                println!(
+                    "| {g} | {} | {:.3} | {:.3} | {:.3} | {:.3} |",
+                    members.len(),
+                    side(0),
+                    side(1),
+                    hits as f64 / n,
+                    passages as f64 / n
+                );
+            } else {
+                println!("| {g} | {} | {hits} | {:.3} |", members.len(), hits as f64 / n);
+            }
         }
         if !args.keep {
             es::request(&client, &retry, "delete bench index", Http::Delete, &format!("/{}", es::path_segment(index)), &[], None).await?;

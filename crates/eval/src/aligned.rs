@@ -21,6 +21,17 @@ use neardup_core::minhash::Signature;
 use neardup_core::relation::{AlignRule, MatchOptions, Relation, TextMatch};
 use neardup_core::Fingerprinter;
 
+/// Whether `relation`, the alignment's answer for the pair `p` read from `a` (`None`: not
+/// related), claims it as the copy it is: a partial reprint ([`CONTAINED_IN`]: `b` a part of
+/// `a`) as `contains`, any other pair as any copy. For a pair that is no copy, a wrong claim.
+pub fn claimed_as(p: &LabelledPair, relation: Option<Relation>) -> bool {
+    if p.relation() == CONTAINED_IN {
+        relation == Some(Relation::Contains)
+    } else {
+        relation.is_some_and(Relation::is_copy)
+    }
+}
+
 /// The one operating point.
 pub const POINT: &str = "aligned";
 
@@ -123,14 +134,7 @@ pub fn score(
     let found: Vec<bool> = judged
         .iter()
         .zip(pairs)
-        .map(|(r, p)| {
-            let r = r.flatten();
-            if p.relation() == CONTAINED_IN {
-                r == Some(Relation::Contains)
-            } else {
-                r.is_some_and(Relation::is_copy)
-            }
-        })
+        .map(|(r, p)| claimed_as(p, r.flatten()))
         .collect();
     let passages: Vec<bool> = judged
         .iter()
