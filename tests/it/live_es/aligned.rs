@@ -929,3 +929,125 @@ async fn groups_linked_by_texts_join_copies_only_in_every_writer() {
         other => panic!("{other:?}"),
     }
 }
+
+/// A lead on a page under a block of related links, longer than the lead: `similar --id
+/// --align` finds the page contained in its article and the article containing the page,
+/// and two pages that share only their links block are not related (the rule leaves out the
+/// list block ending a field, `align::Mark::Listed`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lead_under_related_links_is_contained_from_both_sides() {
+    let sample = sample();
+    let mut docs: BTreeMap<String, Value> = sample
+        .iter()
+        .take(200)
+        .map(|a| {
+            (
+                a.id.clone(),
+                json!({"title": a.title, "content": a.content}),
+            )
+        })
+        .collect();
+    // Articles long enough that a lead of about a third is a few sentences.
+    let mut long = sample
+        .iter()
+        .skip(200)
+        .filter(|a| (1200..4000).contains(&a.content.chars().count()) && a.content.contains('。'));
+    let (src, other) = (long.next().unwrap(), long.next().unwrap());
+    let lead = |text: &str| -> String {
+        let third = text.chars().count() / 3;
+        let mut out = String::new();
+        for s in text.split_inclusive('。') {
+            out.push_str(s);
+            if out.chars().count() >= third {
+                break;
+            }
+        }
+        out.replace('\n', "")
+    };
+    // Headlines of other articles, with a heading: more letters than the lead.
+    let src_lead = lead(&src.content);
+    let mut links = vec!["相关阅读".to_owned()];
+    for a in sample.iter().skip(300) {
+        let t = a.title.trim();
+        if (8..=40).contains(&t.chars().count()) && !t.contains('。') && !t.ends_with(['，', '：'])
+        {
+            links.push(format!("· {t}"));
+        }
+        if links.iter().map(|l| l.chars().count()).sum::<usize>() > src_lead.chars().count() + 100 {
+            break;
+        }
+    }
+    let links = links.join("\n");
+    docs.insert(
+        src.id.clone(),
+        json!({"title": src.title, "content": src.content}),
+    );
+    docs.insert(
+        other.id.clone(),
+        json!({"title": other.title, "content": other.content}),
+    );
+    let page = |lead: &str| format!("{lead}\n{links}");
+    docs.insert(
+        "page".into(),
+        json!({"title": "转载", "content": page(&src_lead)}),
+    );
+    docs.insert(
+        "other-page".into(),
+        json!({"title": "转载", "content": page(&lead(&other.content))}),
+    );
+
+    let client = t::client().await;
+    let idx = TestIndex::new("aligned-listed");
+    let cli = |args: &[&str]| common::es_cli(&idx.name, args);
+    let (code, _, err) = cli(&["es-init"]);
+    assert_eq!(code, 0, "{err}");
+    let loaded: Vec<(String, Value)> = docs.into_iter().collect();
+    t::load(&client, &idx.name, &loaded).await;
+    let (code, _, err) = cli(&["worker", "--once"]);
+    assert_eq!(code, 0, "{err}");
+    t::refresh(&client, &idx.name).await;
+
+    let similar = Similar::with_options(
+        client.clone(),
+        None,
+        Default::default(),
+        RetryPolicy::none(),
+    );
+    let relation = |s: &neardup::es::Similarity, id: &str| {
+        s.matches
+            .iter()
+            .find(|m| m.id == id)
+            .and_then(|m| m.relation)
+            .map(|r| r.name())
+    };
+    let from_page = similar
+        .aligned_by_id(idx.name.as_str(), "page", &AlignRule::DEFAULT)
+        .await
+        .unwrap();
+    assert_eq!(
+        relation(&from_page, &src.id),
+        Some("contained_in"),
+        "{:?}",
+        from_page.matches
+    );
+    assert_eq!(
+        relation(&from_page, "other-page"),
+        None,
+        "{:?}",
+        from_page.matches
+    );
+    let m = from_page.matches.iter().find(|m| m.id == src.id).unwrap();
+    let shared = serde_json::to_value(m).unwrap();
+    // All of the page but its own title ("转载") and its links.
+    assert!(shared["query_copied"].as_f64().unwrap() > 0.99, "{shared}");
+    let from_src = similar
+        .aligned_by_id(idx.name.as_str(), &src.id, &AlignRule::DEFAULT)
+        .await
+        .unwrap();
+    assert_eq!(
+        relation(&from_src, "page"),
+        Some("contains"),
+        "{:?}",
+        from_src.matches
+    );
+}
