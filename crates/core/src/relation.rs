@@ -492,17 +492,18 @@ impl Side {
                     .count()
             })
             .collect();
-        let count = |m: Mark| marks.iter().filter(|&&x| x == m).count();
-        let in_runs_marked = |m: Mark| {
-            in_runs
-                .iter()
-                .zip(marks)
-                .filter(|&(&r, &x)| r && x == m)
-                .count()
-        };
-        let (formula, listed) = (count(Mark::Formula), count(Mark::Listed));
-        let (own_copied, formula_copied) =
-            (in_runs_marked(Mark::Own), in_runs_marked(Mark::Formula));
+        // One pass: the letters of each mark, and those in runs.
+        let (mut formula, mut listed, mut own_copied, mut formula_copied) = (0, 0, 0, 0);
+        for (&r, &m) in in_runs.iter().zip(marks) {
+            match m {
+                Mark::Own => own_copied += usize::from(r),
+                Mark::Formula => {
+                    formula += 1;
+                    formula_copied += usize::from(r);
+                }
+                Mark::Listed => listed += 1,
+            }
+        }
         Side {
             letters: len - listed,
             copied: share(own_copied + formula_copied, len - listed),
