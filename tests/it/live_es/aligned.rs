@@ -23,6 +23,16 @@ fn reversed(relation: &str) -> &str {
     }
 }
 
+/// An article as an index holds it: its title and content.
+fn body(a: &generate::Article) -> Value {
+    json!({"title": a.title, "content": a.content})
+}
+
+/// An article to load, under its id.
+fn doc(a: &generate::Article) -> (String, Value) {
+    (a.id.clone(), body(a))
+}
+
 /// What one answer says of a pair, from the query's side: the relation, the two shares and
 /// the passages (query span, match span, matched letters), in one order: an answer lists
 /// them in its first text's order.
@@ -34,10 +44,7 @@ async fn aligned_lookups_answer_what_dedupe_align_answers() {
     // month of one daily bulletin.
     let mut docs: BTreeMap<String, Value> = BTreeMap::new();
     for a in sample().iter().take(400) {
-        docs.insert(
-            a.id.clone(),
-            json!({"title": a.title, "content": a.content}),
-        );
+        docs.insert(a.id.clone(), body(a));
     }
     let kinds = ["template_instances", "compilation", "reworded_passage"];
     let mut queries: BTreeSet<String> = BTreeSet::new();
@@ -48,12 +55,12 @@ async fn aligned_lookups_answer_what_dedupe_align_answers() {
         for m in [&p.a, &p.b] {
             let a = generate::Article::from_map(m).unwrap();
             queries.insert(a.id.clone());
-            docs.insert(a.id, json!({"title": a.title, "content": a.content}));
+            docs.insert(a.id.clone(), body(&a));
         }
     }
     for a in generate::template_series(sample(), "meeting_notice", 30, 5).unwrap() {
         queries.insert(a.id.clone());
-        docs.insert(a.id, json!({"title": a.title, "content": a.content}));
+        docs.insert(a.id.clone(), body(&a));
     }
     let dir = tempfile::tempdir().unwrap();
     let input = dir.path().join("articles.jsonl");
@@ -396,22 +403,8 @@ async fn a_month_of_bulletins_is_stored_and_a_repost_refused() {
     let cli = |args: &[&str]| common::es_cli(&idx.name, args);
     let (code, _, err) = cli(&["es-init"]);
     assert_eq!(code, 0, "{err}");
-    let mut history: Vec<(String, Value)> = sample()
-        .iter()
-        .take(300)
-        .map(|a| {
-            (
-                a.id.clone(),
-                json!({"title": a.title, "content": a.content}),
-            )
-        })
-        .collect();
-    history.extend(last_month.iter().map(|a| {
-        (
-            a.id.clone(),
-            json!({"title": a.title, "content": a.content}),
-        )
-    }));
+    let mut history: Vec<(String, Value)> = sample().iter().take(300).map(doc).collect();
+    history.extend(last_month.iter().map(doc));
     t::load(&client, &idx.name, &history).await;
     fingerprint_and_record_formula(&client, &idx.name).await;
 
@@ -419,7 +412,7 @@ async fn a_month_of_bulletins_is_stored_and_a_repost_refused() {
     let put = |id: &str, query: &str, a: &generate::Article| {
         put_json(
             &format!("/v1/{}/articles/{id}?dedupe=true{query}", idx.name),
-            &json!({"title": a.title, "content": a.content}),
+            &body(a),
         )
     };
     // Without the texts: what MinHash's check alone would refuse (a copy of the index, so
@@ -529,15 +522,7 @@ async fn the_worker_keeps_the_formula_current() {
             meta["texts"].as_u64(),
         )
     };
-    let docs: Vec<(String, Value)> = sample()
-        .iter()
-        .map(|a| {
-            (
-                a.id.clone(),
-                json!({"title": a.title, "content": a.content}),
-            )
-        })
-        .collect();
+    let docs: Vec<(String, Value)> = sample().iter().map(doc).collect();
     let (first, rest) = docs.split_at(1_200);
     let (code, _, err) = cli(&["es-init"]);
     assert_eq!(code, 0, "{err}");
@@ -645,12 +630,7 @@ async fn regroup_with_the_texts_joins_copies_only() {
         .take(300)
         .chain(&bulletins)
         .chain(reposts.iter().map(|(_, r)| r))
-        .map(|a| {
-            (
-                a.id.clone(),
-                json!({"title": a.title, "content": a.content}),
-            )
-        })
+        .map(doc)
         .collect();
     t::load(&client, &idx.name, &docs).await;
     let learned = fingerprint_and_record_formula(&client, &idx.name).await;
@@ -756,17 +736,12 @@ async fn groups_linked_by_texts_join_copies_only_in_every_writer() {
         title: format!("转载：{}", b.title),
         content: b.content.clone(),
     };
-    let body = |a: &generate::Article| json!({"title": a.title, "content": a.content});
     let client = t::client().await;
     let idx = TestIndex::new("aligned-groups");
     let cli = |args: &[&str]| common::es_cli(&idx.name, args);
     let (code, _, err) = cli(&["es-init"]);
     assert_eq!(code, 0, "{err}");
-    let history: Vec<(String, Value)> = sample()
-        .iter()
-        .take(300)
-        .map(|a| (a.id.clone(), body(a)))
-        .collect();
+    let history: Vec<(String, Value)> = sample().iter().take(300).map(doc).collect();
     t::load(&client, &idx.name, &history).await;
     fingerprint_and_record_formula(&client, &idx.name).await;
     let (code, out, err) = cli(&["es-init", "--group-by", "texts"]);
@@ -800,7 +775,7 @@ async fn groups_linked_by_texts_join_copies_only_in_every_writer() {
         .chunks(by_job.len().div_ceil(2))
         .zip([&["backfill", "--quiet"][..], &["worker", "--once"]])
     {
-        let raw: Vec<(String, Value)> = half.iter().map(|a| (a.id.clone(), body(a))).collect();
+        let raw: Vec<(String, Value)> = half.iter().map(doc).collect();
         t::load(&client, &idx.name, &raw).await;
         let (code, _, err) = cli(job);
         assert_eq!(code, 0, "{err}");
@@ -937,16 +912,7 @@ async fn groups_linked_by_texts_join_copies_only_in_every_writer() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lead_under_related_links_is_contained_from_both_sides() {
     let sample = sample();
-    let mut docs: BTreeMap<String, Value> = sample
-        .iter()
-        .take(200)
-        .map(|a| {
-            (
-                a.id.clone(),
-                json!({"title": a.title, "content": a.content}),
-            )
-        })
-        .collect();
+    let mut docs: BTreeMap<String, Value> = sample.iter().take(200).map(doc).collect();
     // Articles long enough that a lead of about a third is a few sentences.
     let mut long = sample
         .iter()
@@ -978,14 +944,7 @@ async fn a_lead_under_related_links_is_contained_from_both_sides() {
         }
     }
     let links = links.join("\n");
-    docs.insert(
-        src.id.clone(),
-        json!({"title": src.title, "content": src.content}),
-    );
-    docs.insert(
-        other.id.clone(),
-        json!({"title": other.title, "content": other.content}),
-    );
+    docs.extend([doc(src), doc(other)]);
     let page = |lead: &str| format!("{lead}\n{links}");
     docs.insert(
         "page".into(),
