@@ -984,7 +984,7 @@ fn judge_by_texts(
         .map(|t| t.as_ref().map(|t| aligner.texts(t)))
         .collect();
     // A stored article's text is prepared once, however many of the batch it is near; one
-    // whose text fields are not text is left out.
+    // whose text fields are not text is left out (each time it is met).
     let mut batch = BatchTexts::new(aligner, marked, sources);
     let judged_stored = stored
         .into_iter()

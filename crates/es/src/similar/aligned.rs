@@ -261,7 +261,8 @@ impl Similar {
 /// The texts a batch of new articles is judged by, each prepared once however many pairs it
 /// is in: the batch's own (by position; `None` for an article not judged) and the stored
 /// documents' it is near (by index and id, from the text fields a search or a multi-get
-/// brought back). What dedupe on insert and groups linked by texts judge a batch with.
+/// brought back). What dedupe on insert and groups linked by texts judge a batch with. A
+/// stored text field that is not text is not kept: it fails again each time it is met.
 pub(crate) struct BatchTexts<'a> {
     aligner: &'a Aligner,
     batch: Vec<Option<Marked>>,
