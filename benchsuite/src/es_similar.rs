@@ -89,6 +89,10 @@ pub struct EsSimilarBench {
     /// document, engine, load average) to FILE, for `neardup-bench growth-plot`.
     #[arg(long, value_name = "FILE")]
     record: Option<std::path::PathBuf>,
+    /// Write every timed lookup as a JSON line (configuration, id, milliseconds, documents
+    /// transferred, matches) to FILE: which lookups make the tail.
+    #[arg(long, value_name = "FILE")]
+    lookups: Option<std::path::PathBuf>,
     /// The two indices are named PREFIX-both and PREFIX-simhash (PREFIX-texts with --align).
     #[arg(long, default_value = "neardup-bench-similar", value_name = "PREFIX")]
     index_prefix: String,
@@ -338,6 +342,7 @@ pub fn run(args: EsSimilarBench) -> CmdResult {
                 let elapsed = t.elapsed();
                 if n >= args.warmup {
                     results[c].push(Lookup {
+                        id: n,
                         elapsed,
                         transferred: found.transferred,
                         matches: found.matches.len() as u64,
@@ -420,6 +425,28 @@ pub fn run(args: EsSimilarBench) -> CmdResult {
                     (wall - (d.query_ms + d.fetch_ms + d.get_ms) as f64) / split.len() as f64,
                 );
             }
+        }
+        if let Some(path) = &args.lookups {
+            use std::io::Write;
+            let mut out = std::io::BufWriter::new(
+                std::fs::File::create(path)
+                    .with_context(|| format!("{}: cannot write the lookups", path.display()))?,
+            );
+            for (c, config) in configs.iter().enumerate() {
+                for l in &results[c] {
+                    let row = json!({
+                        "index": config.index,
+                        "query": config.name(),
+                        "filter": config.filter.to_string(),
+                        "id": ids[l.id],
+                        "ms": l.elapsed.as_secs_f64() * 1e3,
+                        "transferred": l.transferred,
+                        "matches": l.matches,
+                    });
+                    writeln!(out, "{row}")?;
+                }
+            }
+            out.flush()?;
         }
         if let Some(path) = &args.record {
             use std::io::Write;
@@ -543,6 +570,8 @@ async fn phase_totals(client: &Elasticsearch) -> anyhow::Result<PhaseTotals> {
 
 /// One timed lookup.
 struct Lookup {
+    /// Its id's position in the lookups' ids.
+    id: usize,
     elapsed: Duration,
     /// Documents whose fingerprint crossed the network (the query document included).
     transferred: u64,

@@ -329,6 +329,22 @@ fn is_list_line(line: &str, letters: usize) -> bool {
     letters <= LIST_LINE_LETTERS && !line.contains('。') && !line.trim_end().ends_with(PROSE_ENDS)
 }
 
+/// The id of a formula of `windows` of `anchor` letters ([`Formula::id`]).
+fn formula_id(anchor: usize, windows: &HashSet<u64, BuildIdentity>) -> String {
+    let mut bytes = Vec::with_capacity(8 * (windows.len() + 1));
+    bytes.extend((anchor as u64).to_le_bytes());
+    for w in sorted(windows) {
+        bytes.extend(w.to_le_bytes());
+    }
+    format!("fm1-{:012x}", xxh3_64(&bytes) >> 16)
+}
+
+fn sorted(windows: &HashSet<u64, BuildIdentity>) -> Vec<u64> {
+    let mut w: Vec<u64> = windows.iter().copied().collect();
+    w.sort_unstable();
+    w
+}
+
 fn is_separator(c: char) -> bool {
     c == SEPARATOR
 }
@@ -355,6 +371,10 @@ pub struct Formula {
     /// The groups a window was found in to be kept, and the texts counted, when learned.
     min_groups: usize,
     texts: usize,
+    /// [`Formula::id`], computed once with the windows: every aligned answer names it, and
+    /// hashing a quarter of a million sorted windows for each would cost more than the
+    /// lookup.
+    id: String,
 }
 
 /// Version of the formula artefact's JSON layout.
@@ -443,8 +463,10 @@ impl std::fmt::Display for Formula {
 impl Formula {
     /// The formula windows of `anchor` letters (learned from folded text).
     pub fn new(anchor: usize, windows: impl IntoIterator<Item = u64>) -> Formula {
+        let windows: HashSet<u64, BuildIdentity> = windows.into_iter().collect();
         Formula {
-            windows: windows.into_iter().collect(),
+            id: formula_id(anchor, &windows),
+            windows,
             anchor,
             fold: true,
             min_groups: 0,
@@ -465,12 +487,7 @@ impl Formula {
 
     /// Its id: `fm1-` and 12 hex digits of xxh3 over the anchor and the sorted windows.
     pub fn id(&self) -> String {
-        let mut bytes = Vec::with_capacity(8 * (self.windows.len() + 1));
-        bytes.extend((self.anchor as u64).to_le_bytes());
-        for w in self.sorted() {
-            bytes.extend(w.to_le_bytes());
-        }
-        format!("fm1-{:012x}", xxh3_64(&bytes) >> 16)
+        self.id.clone()
     }
 
     /// How many texts it was learned from.
@@ -480,9 +497,7 @@ impl Formula {
 
     /// The windows, ascending.
     fn sorted(&self) -> Vec<u64> {
-        let mut w: Vec<u64> = self.windows.iter().copied().collect();
-        w.sort_unstable();
-        w
+        sorted(&self.windows)
     }
 
     /// Learns the formula windows of `texts`: those found in at least `min_groups` groups,
@@ -1336,6 +1351,17 @@ mod tests {
         assert_eq!(listed(&[&format!("{prose}\n甲\n乙\n丙。")]), "");
         // The title field is a field of its own: a list ends a field, not the text.
         assert_eq!(listed(&[&format!("{prose}\n甲\n乙\n丙"), prose]), "甲乙丙");
+    }
+
+    #[test]
+    fn formula_ids_never_change() {
+        // Indices' `_meta` and artefacts name their formula by this id, and reading one
+        // checks it: the same anchor and windows give the same id, whatever their order.
+        let f = Formula::new(10, [3, 0xdead_beef_u64, 1, u64::MAX]);
+        assert_eq!(f.id(), "fm1-e196fb67c76a");
+        assert_eq!(Formula::new(10, [u64::MAX, 1, 0xdead_beef, 3]).id(), f.id());
+        assert_ne!(Formula::new(12, [3, 0xdead_beef, 1, u64::MAX]).id(), f.id());
+        assert_eq!(Formula::default().id(), "fm1-e6ad1be9a897");
     }
 
     #[test]
