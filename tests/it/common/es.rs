@@ -71,9 +71,15 @@ impl Drop for TestIndex {
                 let client = EsConfig::new(&url()).unwrap().client().unwrap();
                 let path = format!("/{}", es::path_segment(&name));
                 let _ = es::send(&client, Method::Delete, &path, &[], None).await;
-                // The edit-tracking pipeline es-init installed outlives its index.
-                let feed = es::feed::feed_index_name(&name);
-                let _ = es::send(&client, Method::Delete, &format!("/{feed}"), &[], None).await;
+                // The indices kept beside it (the changes feed's checkpoints, dedupe on
+                // insert's claims) and the edit-tracking pipeline es-init installed outlive it.
+                for beside in [
+                    es::feed::feed_index_name(&name),
+                    es::claims_index_name(&name),
+                ] {
+                    let path = format!("/{}", es::path_segment(&beside));
+                    let _ = es::send(&client, Method::Delete, &path, &[], None).await;
+                }
                 let pipeline = es::tracking_pipeline_name(&name);
                 let path = format!("/_ingest/pipeline/{}", es::path_segment(&pipeline));
                 let _ = es::send(&client, Method::Delete, &path, &[], None).await;

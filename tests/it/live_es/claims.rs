@@ -36,26 +36,10 @@ fn keys(k: &[&str]) -> Vec<String> {
     k.iter().map(|s| s.to_string()).collect()
 }
 
-/// Removes the claims index with the test index.
-struct Cleanup(String);
-impl Drop for Cleanup {
-    fn drop(&mut self) {
-        let name = self.0.clone();
-        let _ = std::thread::spawn(move || {
-            tokio::runtime::Runtime::new().unwrap().block_on(async {
-                let c = t::client().await;
-                let _ = neardup::es::send(&c, Method::Delete, &format!("/{name}"), &[], None).await;
-            })
-        })
-        .join();
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn writers_sharing_a_key_never_hold_it_together() {
     let idx = TestIndex::new("claims-mutex");
     let c = Arc::new(claims(&idx).await);
-    let _cleanup = Cleanup(c.index().to_owned());
     // 12 writers; each pair shares at least one key, in different orders.
     let sets: Vec<Vec<String>> = (0..12)
         .map(|i| {
@@ -98,7 +82,6 @@ async fn writers_sharing_a_key_never_hold_it_together() {
 async fn a_claimed_key_times_out_and_nothing_stays_held() {
     let idx = TestIndex::new("claims-timeout");
     let c = claims(&idx).await;
-    let _cleanup = Cleanup(c.index().to_owned());
     let first = c
         .acquire(
             &keys(&["b", "c"]),
@@ -148,7 +131,6 @@ async fn a_claimed_key_times_out_and_nothing_stays_held() {
 async fn an_expired_claim_is_taken_over_and_its_late_release_leaves_the_new_one() {
     let idx = TestIndex::new("claims-expiry");
     let mut c = claims(&idx).await;
-    let _cleanup = Cleanup(c.index().to_owned());
     c.lease = Duration::from_millis(200);
     let crashed = c
         .acquire(
@@ -192,7 +174,6 @@ async fn an_expired_claim_is_taken_over_and_its_late_release_leaves_the_new_one(
 async fn releases_list_recent_inserts_until_the_horizon() {
     let idx = TestIndex::new("claims-recent");
     let mut c = claims(&idx).await;
-    let _cleanup = Cleanup(c.index().to_owned());
     let soon = || Instant::now() + Duration::from_secs(5);
     let first = c.acquire(&keys(&["a", "b"]), "w1", soon()).await.unwrap();
     assert!(first.recent_ids().is_empty());
@@ -345,7 +326,6 @@ async fn a_holder_dropped_mid_request_gives_its_keys_back_listing_what_it_was_wr
     let mut claims = Claims::new(client.clone(), RetryPolicy::none(), &idx.name);
     claims.lease = Duration::from_secs(600);
     claims.ensure_index().await.unwrap();
-    let _cleanup = Cleanup(claims.index().to_owned());
     let similar = Similar::new(client.clone(), indexer.fingerprinter().clone());
     let tolerance = similar.default_tolerance(idx.name.as_str()).await.unwrap();
     let w = (indexer, claims, similar, tolerance);

@@ -438,19 +438,6 @@ async fn both_methods_index(prefix: &str) -> t::TestIndex {
     .await
 }
 
-/// Drops the claims index the service made for `index`.
-async fn drop_claims(index: &str) {
-    let c = t::client().await;
-    let _ = neardup::es::send(
-        &c,
-        elasticsearch::http::Method::Delete,
-        &format!("/neardup-claims-{index}"),
-        &[],
-        None,
-    )
-    .await;
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn similar_endpoints_answer_what_the_cli_finds() {
     // Keeping duplicate groups, as es-init does by default: the review page shows them.
@@ -585,7 +572,6 @@ async fn similar_endpoints_answer_what_the_cli_finds() {
     )
     .await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
-    drop_claims(&idx.name).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -630,7 +616,6 @@ async fn dedupe_insert_stores_the_first_and_refuses_its_near_duplicates() {
         .as_str()
         .unwrap()
         .contains("field name cannot be an empty string"));
-    drop_claims(&idx.name).await;
 }
 
 /// Puts `body` at `path` and says how the index answers a search for it before any refresh:
@@ -721,7 +706,6 @@ async fn writes_do_not_wait_for_a_refresh_and_dedupe_still_sees_them() {
         .as_str()
         .unwrap()
         .contains("wait_for"));
-    drop_claims(&idx.name).await;
 }
 
 /// `POST /v1/{index}/articles/_bulk` on Elasticsearch: the same rules and statuses as on a
@@ -759,7 +743,6 @@ async fn bulk_writes_and_dedupes_on_elasticsearch() {
     .await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["items"][0]["status"], 201, "{body}");
-    drop_claims(&idx.name).await;
 }
 
 /// An index that refreshes rarely keeps the records longer, and still needs no refresh per
@@ -782,7 +765,6 @@ async fn dedupe_fits_indices_that_refresh_rarely_or_never() {
         );
         let (status, body, _) = call(&app, put_json(&path("copy"), &v[1])).await;
         assert_eq!(status, StatusCode::CONFLICT, "{interval}: {body}");
-        drop_claims(&idx.name).await;
     }
 }
 
@@ -807,7 +789,6 @@ async fn concurrent_near_duplicates_through_two_services_create_exactly_one() {
         assert_eq!(created, 1, "round {round}");
         t::refresh(&t::client().await, &idx.name).await;
         assert_eq!(t::count(&t::client().await, &idx.name).await, 1);
-        drop_claims(&idx.name).await;
     }
 }
 
@@ -866,7 +847,6 @@ async fn two_serve_processes_racing_near_duplicates_create_exactly_one() {
     let client = t::client().await;
     t::refresh(&client, &idx.name).await;
     assert_eq!(t::count(&client, &idx.name).await, 1);
-    drop_claims(&idx.name).await;
 }
 
 /// Bulk dedupe races too: two services take 10 concurrent `_bulk` requests of 5 variants of
@@ -924,7 +904,6 @@ async fn concurrent_bulk_batches_through_two_services_create_exactly_one() {
     assert_eq!(created, 1);
     t::refresh(&t::client().await, &idx.name).await;
     assert_eq!(t::count(&t::client().await, &idx.name).await, 1);
-    drop_claims(&idx.name).await;
 }
 
 /// The review page in a real headless browser (Debian's Chromium; `NEARDUP_TEST_CHROMIUM`
@@ -1049,7 +1028,6 @@ async fn the_review_page_shows_the_planted_duplicates_in_a_browser() {
     assert_eq!(marked, want, "{html}");
     stop_tx.send(()).unwrap();
     server.await.unwrap().unwrap();
-    drop_claims(&idx.name).await;
 }
 
 /// The page at `url` after its script ran, as headless Chromium dumps it.
@@ -1191,6 +1169,5 @@ async fn the_method_an_index_lacks_is_409_on_every_endpoint() {
             call(&app, put_json(&format!("/v1/{}/articles/a", idx.name), &a)).await;
         assert_eq!(status, StatusCode::CREATED, "{body}");
         assert_other_method_is_409(&app, &idx.name, held, "a", &a).await;
-        drop_claims(&idx.name).await;
     }
 }
