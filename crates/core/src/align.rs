@@ -189,6 +189,7 @@ impl Letters {
         // Each line with letters: its letters (a range of indices) and whether it is a list
         // line.
         let mut lines: Vec<(u32, u32, bool)> = Vec::new();
+        let mut marked: Vec<bool> = Vec::new();
         let mut k = first;
         let mut start = 0u32;
         for line in text.split('\n') {
@@ -199,8 +200,17 @@ impl Letters {
             }
             if k > from {
                 lines.push((from as u32, k as u32, is_list_line(line, k - from)));
+                marked.push(is_marked_sentence(line, k - from));
             }
             start = end + 1;
+        }
+        // A headline that is one sentence ending with a full stop, as an item between two
+        // list lines, is an item too; numbered points one after the other are not.
+        let joins: Vec<bool> = (0..lines.len())
+            .map(|i| marked[i] && i > 0 && i + 1 < lines.len() && lines[i - 1].2 && lines[i + 1].2)
+            .collect();
+        for (l, join) in lines.iter_mut().zip(joins) {
+            l.2 |= join;
         }
         let tail = lines.iter().rev().take_while(|l| l.2).count();
         if tail >= LIST_LINES && tail < lines.len() {
@@ -314,7 +324,8 @@ pub enum Mark {
 /// alignment does not count ([`Mark::Listed`]). Three: a heading and two items. A list line
 /// holds at most [`LIST_LINE_LETTERS`] letters, no full stop (。), and does not end the way a
 /// line of broken prose does (a comma, an enumeration comma, a semicolon, a colon or a full
-/// stop).
+/// stop); or it is a headline of one sentence ending with 。, marked as an item (·, `1.`,
+/// `【1】`…), between two list lines.
 pub const LIST_LINES: usize = 3;
 
 /// Most letters a list line holds: a headline's length, with room.
@@ -343,6 +354,23 @@ fn sorted(windows: &HashSet<u64, BuildIdentity>) -> Vec<u64> {
     let mut w: Vec<u64> = windows.iter().copied().collect();
     w.sort_unstable();
     w
+}
+
+/// Whether a line of `letters` letters reads as a list item that is one sentence: it begins
+/// with an item marker (·, •, >, -, *, a number with a point or 、, a number in 【】 or []),
+/// holds at most [`LIST_LINE_LETTERS`] letters and one full stop (。), and ends with it.
+fn is_marked_sentence(line: &str, letters: usize) -> bool {
+    let line = line.trim();
+    let rest = line.trim_start_matches(|c: char| c.is_ascii_digit());
+    let numbered = rest.len() < line.len() && rest.starts_with(['.', '．', '、']);
+    let bracketed = line
+        .strip_prefix('【')
+        .or_else(|| line.strip_prefix('['))
+        .is_some_and(|r| r.starts_with(|c: char| c.is_ascii_digit()));
+    (numbered || bracketed || line.starts_with(['·', '•', '>', '-', '*']))
+        && letters <= LIST_LINE_LETTERS
+        && line.ends_with('。')
+        && line.matches('。').count() == 1
 }
 
 fn is_separator(c: char) -> bool {
@@ -1351,6 +1379,28 @@ mod tests {
         assert_eq!(listed(&[&format!("{prose}\n甲\n乙\n丙。")]), "");
         // The title field is a field of its own: a list ends a field, not the text.
         assert_eq!(listed(&[&format!("{prose}\n甲\n乙\n丙"), prose]), "甲乙丙");
+        // A headline of one sentence with a full stop, marked as an item between two items,
+        // is an item; unmarked, at the end, or one of several such points, it is prose.
+        let links = |middle: &str| format!("{prose}\n相关阅读\n· 第一条\n{middle}\n· 第三条");
+        assert_eq!(
+            listed(&[&links("· 破案了，是个误判。")]),
+            "相关阅读第一条破案了是个误判第三条"
+        );
+        assert_eq!(
+            listed(&[&links("【2】詹皇：我又回来了。")]),
+            "相关阅读第一条2詹皇我又回来了第三条"
+        );
+        assert_eq!(listed(&[&links("破案了，是个误判。")]), "");
+        assert_eq!(
+            listed(&[&format!("{prose}\n相关\n· 甲\n· 乙\n· 是个误判。")]),
+            ""
+        );
+        assert_eq!(
+            listed(&[&format!(
+                "{prose}\n1. 加强管理。\n2. 完善制度。\n3. 落实责任。"
+            )]),
+            ""
+        );
     }
 
     #[test]
