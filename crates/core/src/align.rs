@@ -186,10 +186,10 @@ impl Letters {
     /// are passed over. A field without a prose line, or whose list lines lead or stand
     /// between prose (an agenda, a table, a list of names), is text, not a page's furniture.
     fn mark_lists(&mut self, text: &str, first: usize) {
-        // Each line with letters: its letters (a range of indices) and whether it is a list
-        // line.
-        let mut lines: Vec<(u32, u32, bool)> = Vec::new();
-        let mut marked: Vec<bool> = Vec::new();
+        // Each line with letters: its letters (a range of indices), whether it is a list
+        // line, and whether it is a marked headline of one sentence.
+        let mut lines: Vec<(u32, u32)> = Vec::new();
+        let (mut plain, mut marked) = (Vec::new(), Vec::new());
         let mut k = first;
         let mut start = 0u32;
         for line in text.split('\n') {
@@ -199,23 +199,20 @@ impl Letters {
                 k += 1;
             }
             if k > from {
-                lines.push((from as u32, k as u32, is_list_line(line, k - from)));
+                lines.push((from as u32, k as u32));
+                plain.push(is_list_line(line, k - from));
                 marked.push(is_marked_sentence(line, k - from));
             }
             start = end + 1;
         }
+        let n = lines.len();
         // A headline that is one sentence ending with a full stop, as an item between two
         // list lines, is an item too; numbered points one after the other are not.
-        let joins: Vec<bool> = (0..lines.len())
-            .map(|i| marked[i] && i > 0 && i + 1 < lines.len() && lines[i - 1].2 && lines[i + 1].2)
-            .collect();
-        for (l, join) in lines.iter_mut().zip(joins) {
-            l.2 |= join;
-        }
-        let tail = lines.iter().rev().take_while(|l| l.2).count();
-        if tail >= LIST_LINES && tail < lines.len() {
-            let block = &lines[lines.len() - tail..];
-            self.listed.push((block[0].0, block[tail - 1].1));
+        let is_list =
+            |i: usize| plain[i] || marked[i] && i > 0 && i + 1 < n && plain[i - 1] && plain[i + 1];
+        let tail = (0..n).rev().take_while(|&i| is_list(i)).count();
+        if tail >= LIST_LINES && tail < n {
+            self.listed.push((lines[n - tail].0, lines[n - 1].1));
         }
     }
 
@@ -350,6 +347,7 @@ fn formula_id(anchor: usize, windows: &HashSet<u64, BuildIdentity>) -> String {
     format!("fm1-{:012x}", xxh3_64(&bytes) >> 16)
 }
 
+/// `windows`, ascending.
 fn sorted(windows: &HashSet<u64, BuildIdentity>) -> Vec<u64> {
     let mut w: Vec<u64> = windows.iter().copied().collect();
     w.sort_unstable();
@@ -457,7 +455,10 @@ impl From<Formula> for StoredFormula {
             fold: f.fold,
             min_groups: f.min_groups,
             texts: f.texts,
-            windows: f.sorted().iter().map(|w| format!("{w:016x}")).collect(),
+            windows: sorted(&f.windows)
+                .iter()
+                .map(|w| format!("{w:016x}"))
+                .collect(),
         }
     }
 }
@@ -521,11 +522,6 @@ impl Formula {
     /// How many texts it was learned from.
     pub fn texts(&self) -> usize {
         self.texts
-    }
-
-    /// The windows, ascending.
-    fn sorted(&self) -> Vec<u64> {
-        sorted(&self.windows)
     }
 
     /// Learns the formula windows of `texts`: those found in at least `min_groups` groups,
