@@ -4,7 +4,8 @@
 //! The documents are the corpus articles first (with their real reposts), then synthetic
 //! ones up to `--docs`, made by [`Synthesizer`] from the corpus's real sentences, titles and
 //! opening/closing lines (sources, editor lines, boilerplate), so that their fingerprints are
-//! as skewed as real ones. Each is fingerprinted with both methods in one pass (rayon) and
+//! as skewed as real ones; or, with `--fill words`, new text walked on the corpus's chain of
+//! words, which does not repeat the corpus's sentences a hundred times over ([`Fill`]). Each is fingerprinted with both methods in one pass (rayon) and
 //! written, fingerprint fields and id only, into two fresh indices made by `es::init_index`:
 //! one holding both methods and one holding SimHash only (the size per document, and what the
 //! MinHash fields cost a SimHash lookup). Both get 1 shard and 0 replicas and are force-merged to one segment.
@@ -24,7 +25,7 @@ use neardup::es::{
     Similar, SimilarOptions,
 };
 use neardup::eval::generate::Article;
-use neardup::eval::synth::Synthesizer;
+use neardup::eval::synth::{Fill, Synthesizer};
 use neardup::minhash::Threshold;
 use neardup::relation::{AlignRule, MatchOptions};
 use neardup::{Fingerprinter, Method, Methods, Tolerance};
@@ -49,6 +50,16 @@ pub struct EsSimilarBench {
     /// Seed of the synthetic articles: the same seed and corpus give the same documents.
     #[arg(long, default_value_t = 20240601)]
     seed: u64,
+    /// What the synthetic articles are made of: `sentences` (a real article's title, opening
+    /// and closing lines around real sentences drawn from the whole corpus; every sentence
+    /// recurs in about a hundred articles at 1M) or `words` (new text walked on the corpus's
+    /// chain of words, with its word pairs). The indices of `words` are named PREFIX-words-….
+    #[arg(long, value_enum, default_value_t = FillArg::Sentences)]
+    fill: FillArg,
+    /// Look up only the corpus articles (with their real reposts among them), not random
+    /// documents of the whole index.
+    #[arg(long)]
+    corpus_queries: bool,
     /// Timed lookups per configuration (after --warmup untimed ones).
     #[arg(long, default_value_t = 2_000)]
     queries: usize,
@@ -100,6 +111,22 @@ pub struct EsSimilarBench {
     profile: ProfileArgs,
 }
 
+/// `--fill`: [`Fill`] on the command line.
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+pub enum FillArg {
+    Sentences,
+    Words,
+}
+
+impl From<FillArg> for Fill {
+    fn from(f: FillArg) -> Fill {
+        match f {
+            FillArg::Sentences => Fill::Sentences,
+            FillArg::Words => Fill::Words,
+        }
+    }
+}
+
 /// Documents per bulk request.
 const CHUNK: usize = 5_000;
 
@@ -139,7 +166,7 @@ pub fn run(args: EsSimilarBench) -> CmdResult {
         "--docs and --queries must be positive",
     )?;
     let real = neardup::cli::eval::read_articles(&args.input)?;
-    let synth = Synthesizer::new(&real, args.seed).with_context(|| {
+    let synth = Synthesizer::with_fill(&real, args.seed, args.fill.into()).with_context(|| {
         format!(
             "{}: no article has three sentences to build synthetic ones from",
             args.input
@@ -157,21 +184,25 @@ pub fn run(args: EsSimilarBench) -> CmdResult {
             MinHashFieldNames::default(),
         )
     };
+    let prefix = match args.fill {
+        FillArg::Sentences => args.index_prefix.clone(),
+        FillArg::Words => format!("{}-words", args.index_prefix),
+    };
     let targets = if args.align {
         vec![Target {
-            index: format!("{}-texts", args.index_prefix),
+            index: format!("{prefix}-texts"),
             meta: meta(Methods::BOTH),
             texts: true,
         }]
     } else {
         vec![
             Target {
-                index: format!("{}-both", args.index_prefix),
+                index: format!("{prefix}-both"),
                 meta: meta(Methods::BOTH),
                 texts: false,
             },
             Target {
-                index: format!("{}-simhash", args.index_prefix),
+                index: format!("{prefix}-simhash"),
                 meta: meta(Methods::only(Method::SimHash)),
                 texts: false,
             },
@@ -233,10 +264,11 @@ pub fn run(args: EsSimilarBench) -> CmdResult {
     rt.block_on(merge_to_one_segment(&client, &retry, &names))?;
     let real_docs = docs.real.len().min(args.docs);
     println!(
-        "Elasticsearch {version} at {}; {} documents per index ({real_docs} corpus articles, {} synthetic, seed {}); 1 shard, 0 replicas, force-merged to 1 segment",
+        "Elasticsearch {version} at {}; {} documents per index ({real_docs} corpus articles, {} synthetic of {:?}, seed {}); 1 shard, 0 replicas, force-merged to 1 segment",
         es_config.display_urls(),
         args.docs,
         args.docs - real_docs,
+        args.fill,
         args.seed,
     );
 
@@ -314,13 +346,21 @@ pub fn run(args: EsSimilarBench) -> CmdResult {
             }
         }
         println!();
+        // Ids drawn from the corpus articles only, or from every document.
+        let drawn = if args.corpus_queries {
+            docs.real.len().min(args.docs)
+        } else {
+            args.docs
+        };
         println!(
-            "{} timed lookups per configuration after {} warm-up, the same random ids in every index:",
-            args.queries, args.warmup
+            "{} timed lookups per configuration after {} warm-up, the same random ids in every index{}:",
+            args.queries,
+            args.warmup,
+            if args.corpus_queries { ", corpus articles only" } else { "" },
         );
         let mut rng = Rng(7);
         let ids: Vec<String> = (0..args.warmup + args.queries)
-            .map(|_| docs.id((rng.next() % args.docs as u64) as usize))
+            .map(|_| docs.id((rng.next() % drawn as u64) as usize))
             .collect();
         let mut results: Vec<Vec<Lookup>> = (0..configs.len()).map(|_| Vec::new()).collect();
         for (n, id) in ids.iter().enumerate() {
@@ -468,6 +508,8 @@ pub fn run(args: EsSimilarBench) -> CmdResult {
                 candidates.sort_unstable();
                 let row = json!({
                     "docs": args.docs,
+                    "fill": format!("{:?}", args.fill).to_lowercase(),
+                    "corpus_queries": args.corpus_queries,
                     "engine": engine.to_string(),
                     "index": config.index,
                     "methods": methods_name(&targets[t].meta),

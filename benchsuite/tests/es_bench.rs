@@ -23,6 +23,33 @@ fn with_id(n: usize) -> Vec<Value> {
         .collect()
 }
 
+/// Runs `neardup-bench es-similar` on the first 40 shared articles (written to a file in
+/// `dir`), 100 documents and 10 timed lookups into indices named `prefix`-…, with `extra`
+/// arguments: (exit code, stdout, stderr).
+fn es_similar(dir: &std::path::Path, prefix: &str, extra: &[&str]) -> (i32, String, String) {
+    let corpus = dir.join("corpus.jsonl");
+    let lines: Vec<String> = with_id(40).iter().map(Value::to_string).collect();
+    std::fs::write(&corpus, lines.join("\n") + "\n").unwrap();
+    let es = url();
+    let mut args = vec![
+        "es-similar",
+        "--es",
+        &es,
+        "--input",
+        corpus.to_str().unwrap(),
+        "--docs",
+        "100",
+        "--queries",
+        "10",
+        "--warmup",
+        "2",
+        "--index-prefix",
+        prefix,
+    ];
+    args.extend_from_slice(extra);
+    bench(&args, b"")
+}
+
 /// Runs `neardup-bench` with `args`: (exit code, stdout, stderr).
 fn bench(args: &[&str], stdin: &[u8]) -> (i32, String, String) {
     assert!(stdin.is_empty(), "the bench commands read no stdin");
@@ -87,31 +114,60 @@ mod live_es {
     }
 
     #[test]
+    fn es_similar_fills_word_walked_documents_into_indices_of_their_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let prefix = unique_name("bench-words");
+        let lookups = dir.path().join("lookups.jsonl");
+        let (code, out, err) = es_similar(
+            dir.path(),
+            &prefix,
+            &[
+                "-k",
+                "3",
+                "--fill",
+                "words",
+                "--corpus-queries",
+                "--lookups",
+                lookups.to_str().unwrap(),
+            ],
+        );
+        assert_eq!(code, 0, "{out}\n{err}");
+        assert!(
+            out.contains("100 documents per index (40 corpus articles, 60 synthetic of Words"),
+            "{out}"
+        );
+        assert!(out.contains("corpus articles only"), "{out}");
+        for suffix in ["both", "simhash"] {
+            let start = format!("| {prefix}-words-{suffix} | ");
+            let row = out.lines().find(|l| l.starts_with(&start));
+            let cells: Vec<&str> = row
+                .unwrap_or_else(|| panic!("no row {start}:\n{out}"))
+                .split('|')
+                .map(str::trim)
+                .collect();
+            assert_eq!(cells[3], "100", "documents: {out}");
+        }
+        // Every lookup is of a corpus article (the first 40 ids of the input).
+        let ids: std::collections::HashSet<String> = with_id(40)
+            .iter()
+            .map(|a| a["id"].as_str().unwrap().to_owned())
+            .collect();
+        let looked_up: Vec<Value> = std::fs::read_to_string(&lookups)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert!(!looked_up.is_empty());
+        for l in &looked_up {
+            assert!(ids.contains(l["id"].as_str().unwrap()), "{l}");
+        }
+    }
+
+    #[test]
     fn es_similar_loads_corpus_then_synthetic_documents_into_both_indices() {
         let dir = tempfile::tempdir().unwrap();
-        let corpus = dir.path().join("corpus.jsonl");
-        let lines: Vec<String> = with_id(40).iter().map(Value::to_string).collect();
-        std::fs::write(&corpus, lines.join("\n") + "\n").unwrap();
         let prefix = unique_name("bench-similar");
-        let es = url();
-        let (code, out, err) = bench(
-            &[
-                "es-similar",
-                "--es",
-                &es,
-                "--input",
-                corpus.to_str().unwrap(),
-                "--docs",
-                "100",
-                "--queries",
-                "10",
-                "--warmup",
-                "2",
-                "--index-prefix",
-                &prefix,
-            ],
-            b"",
-        );
+        let (code, out, err) = es_similar(dir.path(), &prefix, &[]);
         assert_eq!(code, 0, "{out}\n{err}");
         assert!(
             out.contains("100 documents per index (40 corpus articles, 60 synthetic"),

@@ -11,8 +11,8 @@
 //! On a whole corpus, [`corpus`] checks every pair a detector reports against the
 //! text-overlap [`oracle`], which also lists the near-duplicates that must be found.
 //!
-//! [`synth`] makes corpus-like articles (real frames and sentences) for benchmarks larger than
-//! the corpus.
+//! [`synth`] makes corpus-like articles for benchmarks larger than the corpus: real frames
+//! around real sentences, or new text walked on the corpus's chain of words.
 //!
 //! `generate` and `synth` draw seeded random edits and are behind the feature `generate` (on
 //! with `cli`): an article service that embeds the library does not compile them.
