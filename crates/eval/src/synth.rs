@@ -44,17 +44,25 @@ pub enum Fill {
 /// The real parts synthetic articles are built from.
 #[derive(Clone, Debug)]
 pub struct Synthesizer {
-    /// (title, opening sentence, closing sentence) of every article with at least two
-    /// sentences.
-    frames: Vec<(String, String, String)>,
-    /// Every body sentence of the corpus (neither an opening nor a closing one), in corpus
-    /// order.
-    sentences: Vec<String>,
+    /// What the titles and contents are drawn from.
+    parts: Parts,
     /// Content length in characters of every article, the length distribution followed.
     lengths: Vec<usize>,
-    /// The chain of words, for [`Fill::Words`].
-    chain: Option<WordChain>,
     seed: u64,
+}
+
+/// What a [`Synthesizer`] draws from, one kind for each [`Fill`].
+#[derive(Clone, Debug)]
+enum Parts {
+    Sentences {
+        /// (title, opening sentence, closing sentence) of every article with at least two
+        /// sentences.
+        frames: Vec<(String, String, String)>,
+        /// Every body sentence of the corpus (neither an opening nor a closing one), in
+        /// corpus order.
+        sentences: Vec<String>,
+    },
+    Words(WordChain),
 }
 
 /// The corpus's words and which follow which: a first-order Markov chain over jieba's
@@ -231,50 +239,44 @@ impl Synthesizer {
         Synthesizer::with_fill(articles, seed, Fill::Sentences)
     }
 
-    /// [`Synthesizer::new`] with the fill chosen; [`Fill::Words`] also cuts every article
-    /// into words for its chain (a few seconds for the 16k corpus articles).
+    /// [`Synthesizer::new`] with the fill chosen. [`Fill::Words`] cuts every article into
+    /// words for its chain instead (a few seconds for the 16k corpus articles); `None` when
+    /// no article has a title and a content to walk.
     pub fn with_fill(articles: &[Article], seed: u64, fill: Fill) -> Option<Synthesizer> {
-        let mut frames = Vec::new();
-        let mut sentences = Vec::new();
-        let mut lengths = Vec::new();
-        for a in articles {
-            lengths.push(a.content.chars().count());
-            let mut s = sentences_of(&a.content);
-            if s.len() < 2 {
-                continue;
+        let parts = match fill {
+            Fill::Sentences => {
+                let mut frames = Vec::new();
+                let mut sentences = Vec::new();
+                for a in articles {
+                    let mut s = sentences_of(&a.content);
+                    if s.len() < 2 {
+                        continue;
+                    }
+                    let closing = s.pop().expect("two sentences");
+                    let opening = s.remove(0);
+                    frames.push((a.title.clone(), opening, closing));
+                    sentences.extend(s);
+                }
+                if sentences.is_empty() {
+                    return None;
+                }
+                Parts::Sentences { frames, sentences }
             }
-            let closing = s.pop().expect("two sentences");
-            let opening = s.remove(0);
-            frames.push((a.title.clone(), opening, closing));
-            sentences.extend(s);
-        }
-        if sentences.is_empty() {
-            return None;
-        }
-        let chain = match fill {
-            Fill::Sentences => None,
-            Fill::Words => Some(WordChain::new(articles)?),
+            Fill::Words => Parts::Words(WordChain::new(articles)?),
         };
         Some(Synthesizer {
-            frames,
-            sentences,
-            lengths,
-            chain,
+            parts,
+            lengths: articles.iter().map(|a| a.content.chars().count()).collect(),
             seed,
         })
     }
 
     /// What its articles are made of.
     pub fn fill(&self) -> Fill {
-        match self.chain {
-            None => Fill::Sentences,
-            Some(_) => Fill::Words,
+        match self.parts {
+            Parts::Sentences { .. } => Fill::Sentences,
+            Parts::Words(_) => Fill::Words,
         }
-    }
-
-    /// Body sentences available to draw from.
-    pub fn sentence_pool(&self) -> usize {
-        self.sentences.len()
     }
 
     /// The id of synthetic article `n`.
@@ -291,21 +293,24 @@ impl Synthesizer {
     pub fn article(&self, n: u64) -> Article {
         let mut rng = ChaCha8Rng::seed_from_u64(self.seed);
         rng.set_stream(n);
-        if let Some(chain) = &self.chain {
-            let title = chain.text(&chain.title(&mut rng));
-            let target = *self.lengths.choose(&mut rng).expect("lengths");
-            let content: Vec<String> = chain
-                .content(target, &mut rng)
-                .iter()
-                .map(|p| chain.text(p))
-                .collect();
-            return Article {
-                id: Synthesizer::id(n),
-                title,
-                content: content.join("\n"),
-            };
-        }
-        let (title, opening, closing) = self.frames.choose(&mut rng).expect("frames");
+        let (frames, sentences) = match &self.parts {
+            Parts::Sentences { frames, sentences } => (frames, sentences),
+            Parts::Words(chain) => {
+                let title = chain.text(&chain.title(&mut rng));
+                let target = *self.lengths.choose(&mut rng).expect("lengths");
+                let content: Vec<String> = chain
+                    .content(target, &mut rng)
+                    .iter()
+                    .map(|p| chain.text(p))
+                    .collect();
+                return Article {
+                    id: Synthesizer::id(n),
+                    title,
+                    content: content.join("\n"),
+                };
+            }
+        };
+        let (title, opening, closing) = frames.choose(&mut rng).expect("frames");
         let target = *self.lengths.choose(&mut rng).expect("lengths");
         let mut len = opening.chars().count() + closing.chars().count();
         let mut content = opening.clone();
@@ -313,7 +318,7 @@ impl Synthesizer {
         let mut paragraph = rng.gen_range(1..=6);
         // At least one body sentence, so that no two synthetic articles share a frame alone.
         loop {
-            let s = self.sentences.choose(&mut rng).expect("sentences");
+            let s = sentences.choose(&mut rng).expect("sentences");
             if in_paragraph >= paragraph {
                 content.push('\n');
                 in_paragraph = 0;
@@ -365,7 +370,10 @@ mod tests {
     fn articles_are_made_of_real_frames_and_sentences() {
         let corpus = corpus();
         let s = Synthesizer::new(&corpus, 7).expect("pool");
-        assert_eq!(s.sentence_pool(), 5);
+        let Parts::Sentences { sentences, .. } = &s.parts else {
+            panic!("a sentence fill");
+        };
+        assert_eq!(sentences.len(), 5);
         let pool: Vec<String> = corpus
             .iter()
             .flat_map(|a| {
@@ -420,7 +428,9 @@ mod tests {
         let corpus = corpus();
         let s = Synthesizer::with_fill(&corpus, 7, Fill::Words).expect("pool");
         assert_eq!(s.fill(), Fill::Words);
-        let chain = s.chain.as_ref().expect("a chain");
+        let Parts::Words(chain) = &s.parts else {
+            panic!("a word fill");
+        };
         // `b` may follow `a`: it does in the corpus, or nothing follows `a` (a paragraph's
         // last word) and `b` begins a sentence.
         let follows = |a: u32, b: u32| {
@@ -473,5 +483,6 @@ mod tests {
         let corpus = corpus();
         assert!(Synthesizer::new(&corpus[2..], 1).is_none());
         assert!(Synthesizer::new(&[], 1).is_none());
+        assert!(Synthesizer::with_fill(&[], 1, Fill::Words).is_none());
     }
 }
