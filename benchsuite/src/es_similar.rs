@@ -5,8 +5,9 @@
 //! ones up to `--docs`, made by [`Synthesizer`] from the corpus's real sentences, titles and
 //! opening/closing lines (sources, editor lines, boilerplate), so that their fingerprints are
 //! as skewed as real ones; or, with `--fill words`, new text walked on the corpus's chain of
-//! words, which does not repeat the corpus's sentences a hundred times over ([`Fill`]). Each is fingerprinted with both methods in one pass (rayon) and
-//! written, fingerprint fields and id only, into two fresh indices made by `es::init_index`:
+//! words, which does not repeat the corpus's sentences a hundred times over ([`Fill`]). Each
+//! is fingerprinted with both methods in one pass (rayon) and written, fingerprint fields and
+//! id only, into two fresh indices made by `es::init_index`:
 //! one holding both methods and one holding SimHash only (the size per document, and what the
 //! MinHash fields cost a SimHash lookup). Both get 1 shard and 0 replicas and are force-merged to one segment.
 //!
@@ -167,10 +168,11 @@ pub fn run(args: EsSimilarBench) -> CmdResult {
     )?;
     let real = neardup::cli::eval::read_articles(&args.input)?;
     let synth = Synthesizer::with_fill(&real, args.seed, args.fill.into()).with_context(|| {
-        format!(
-            "{}: no article has three sentences to build synthetic ones from",
-            args.input
-        )
+        let lacking = match args.fill {
+            FillArg::Sentences => "no article has three sentences",
+            FillArg::Words => "no article has a title and a content with words",
+        };
+        format!("{}: {lacking} to build synthetic ones from", args.input)
     })?;
     let docs = Documents { real, synth };
     let fp = args.profile.fingerprinter()?;

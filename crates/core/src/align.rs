@@ -186,8 +186,8 @@ impl Letters {
     /// are passed over. A field without a prose line, or whose list lines lead or stand
     /// between prose (an agenda, a table, a list of names), is text, not a page's furniture.
     fn mark_lists(&mut self, text: &str, first: usize) {
-        // Each line with letters: its letters (a range of indices), whether it is a list
-        // line, and whether it is a marked headline of one sentence.
+        // Each line with letters: its letters (a range of indices); beside it, whether it is
+        // a list line and whether it is a marked headline of one sentence.
         let mut lines: Vec<(u32, u32)> = Vec::new();
         let (mut plain, mut marked) = (Vec::new(), Vec::new());
         let mut k = first;

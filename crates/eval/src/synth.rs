@@ -114,11 +114,11 @@ impl WordChain {
         let (mut pairs, mut starts, mut title_starts, mut title_lengths) =
             (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for (title, paragraphs) in &lines {
-            if let Some(first) = title.first() {
-                title_starts.push(id(first));
+            let title_ids: Vec<u32> = title.iter().map(&mut id).collect();
+            if let Some(&first) = title_ids.first() {
+                title_starts.push(first);
                 title_lengths.push(title.iter().map(|w| w.chars().count()).sum());
             }
-            let title_ids: Vec<u32> = title.iter().map(&mut id).collect();
             pairs.extend(title_ids.windows(2).map(|p| (p[0], p[1])));
             for paragraph in paragraphs {
                 let ids: Vec<u32> = paragraph.iter().map(&mut id).collect();
