@@ -24,7 +24,7 @@ pub struct Args {
     #[arg(long, value_name = "PATTERN")]
     index: String,
     /// Text field to fingerprint (dotted paths allowed); repeat for several, joined in order.
-    #[arg(long = "field", value_name = "NAME", default_values = ["title", "content"])]
+    #[arg(long = "field", value_name = "NAME", default_values = neardup::input::DEFAULT_TEXT_FIELDS)]
     fields: Vec<String>,
     /// Only documents without a current fingerprint of some method the index holds (the
     /// default).

@@ -37,7 +37,7 @@ pub struct LearnArgs {
     #[command(flatten)]
     es: EsArgs,
     /// Text fields of each document (dotted paths allowed), as the fingerprints use them.
-    #[arg(long = "field", value_name = "NAME", default_values = ["title", "content"])]
+    #[arg(long = "field", value_name = "NAME", default_values = neardup::input::DEFAULT_TEXT_FIELDS)]
     fields: Vec<String>,
     /// A line is boilerplate when at least N documents hold it (default: 10, or one document
     /// in 2,000 when that is more).

@@ -179,7 +179,7 @@ pub struct InputArgs {
     #[arg(long, short, default_value = "-", value_name = "PATH")]
     pub input: String,
     /// Text field to fingerprint; repeat for several, joined in order.
-    #[arg(long = "field", value_name = "NAME", default_values = ["title", "content"])]
+    #[arg(long = "field", value_name = "NAME", default_values = neardup::input::DEFAULT_TEXT_FIELDS)]
     pub fields: Vec<String>,
     /// Field holding the document id (a string or integer).
     #[arg(long, default_value = "id", value_name = "NAME")]

@@ -105,13 +105,16 @@ pub struct Args {
     /// What joins two articles in a group, for every writer and `regroup`: `sketches` (what
     /// `similar` links at the index's default tolerance) or `texts` (MinHash finds candidates
     /// down to 0.1, their texts are aligned, and only copies join: two instances of one
-    /// template, or two articles sharing a passage, stay apart; MinHash only). Default: what
-    /// the index records, else `sketches`. Another one than the recorded one replaces it; run
-    /// `neardup regroup` to join what is stored by it.
+    /// template, or two articles sharing a passage, stay apart; MinHash only; a write reads
+    /// its candidates' texts, about 1.3× the time). Default: what the index records, else
+    /// `texts` where the index holds MinHash and `sketches` where it holds SimHash only.
+    /// Another one than the recorded one replaces it; run `neardup regroup` to join what is
+    /// stored by it.
     #[arg(long, value_name = "sketches|texts", value_parser = ["sketches", "texts"], conflicts_with = "no_groups")]
     group_by: Option<String>,
-    /// With --group-by texts: a text field the groups align; repeat for several, joined in
-    /// order [default: what the index records, else title and content].
+    /// Where groups are linked by texts: a text field the groups align; repeat for several,
+    /// joined in order. Give the fields the worker reads (its --field) [default: what the
+    /// index records, else title and content].
     #[arg(
         long = "group-text-field",
         value_name = "NAME",
@@ -214,18 +217,21 @@ pub fn run(args: Args) -> CmdResult {
             (Some(_), []) => GroupLink::Texts {
                 fields: match &recorded_link {
                     Some(GroupLink::Texts { fields }) => fields.clone(),
-                    _ => vec!["title".into(), "content".into()],
+                    _ => neardup::input::default_text_fields(),
                 },
             },
             (Some(_), fields) => GroupLink::Texts {
                 fields: fields.to_vec(),
             },
-            (None, []) => recorded_link.unwrap_or_default(),
-            (None, fields) => match recorded_link {
-                Some(GroupLink::Texts { .. }) => GroupLink::Texts {
+            (None, []) => recorded_link
+                .unwrap_or_else(|| GroupLink::for_new_index(methods.minhash)),
+            (None, fields) => match recorded_link
+                .unwrap_or_else(|| GroupLink::for_new_index(methods.minhash))
+            {
+                GroupLink::Texts { .. } => GroupLink::Texts {
                     fields: fields.to_vec(),
                 },
-                _ => {
+                GroupLink::Sketches => {
                     return Err(common::usage(
                         "--group-text-field goes with --group-by texts: pass --group-by texts too",
                     ))

@@ -140,7 +140,7 @@ pub struct Args {
     #[arg(long, value_name = "Z", conflicts_with = "no_containment", value_parser = parse_margin)]
     containment_margin: Option<f64>,
     /// Text fields of each article, joined in order.
-    #[arg(long = "field", value_name = "NAME", default_values = ["title", "content"])]
+    #[arg(long = "field", value_name = "NAME", default_values = neardup::input::DEFAULT_TEXT_FIELDS)]
     fields: Vec<String>,
     /// Distance shown in the per-group table (SimHash).
     #[arg(long, short, default_value_t = 3)]

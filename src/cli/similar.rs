@@ -69,7 +69,7 @@ pub struct Args {
     fingerprint: Option<SimHash>,
     /// Text field of the --input article (and, on Elasticsearch, of a document without a
     /// stored fingerprint; dotted paths allowed); repeat for several, joined in order.
-    #[arg(long = "field", value_name = "NAME", default_values = ["title", "content"])]
+    #[arg(long = "field", value_name = "NAME", default_values = neardup::input::DEFAULT_TEXT_FIELDS)]
     fields: Vec<String>,
     /// Field holding the --input article's id.
     #[arg(long, default_value = "id", value_name = "NAME")]

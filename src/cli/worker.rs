@@ -26,7 +26,7 @@ pub struct Args {
     #[arg(long, value_name = "NAME")]
     index: String,
     /// Text field to fingerprint (dotted paths allowed); repeat for several, joined in order.
-    #[arg(long = "field", value_name = "NAME", default_values = ["title", "content"])]
+    #[arg(long = "field", value_name = "NAME", default_values = neardup::input::DEFAULT_TEXT_FIELDS)]
     fields: Vec<String>,
     /// A date or number field the article service bumps on every change: documents changed
     /// since the previous pass are fingerprinted again.

@@ -12,6 +12,16 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
+/// The text fields an article is read from unless told otherwise, joined in this order: the
+/// design card's `title` and `content`. Every path's default (input files, Elasticsearch
+/// writers and lookups, duplicate groups linked by texts, the service) is this one.
+pub const DEFAULT_TEXT_FIELDS: [&str; 2] = ["title", "content"];
+
+/// [`DEFAULT_TEXT_FIELDS`] as owned names.
+pub fn default_text_fields() -> Vec<String> {
+    DEFAULT_TEXT_FIELDS.map(str::to_owned).to_vec()
+}
+
 /// Which JSON fields hold the id and the text.
 #[derive(Clone, Debug)]
 pub struct InputSpec {
@@ -26,7 +36,7 @@ impl Default for InputSpec {
     fn default() -> Self {
         InputSpec {
             id_field: "id".into(),
-            text_fields: vec!["title".into(), "content".into()],
+            text_fields: default_text_fields(),
             pre_tokenized: false,
         }
     }

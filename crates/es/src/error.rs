@@ -111,6 +111,12 @@ pub enum EsError {
     #[error("index `{index}`: its `_meta.neardup` cannot be read: {detail}")]
     BadMeta { index: String, detail: String },
 
+    #[error("index `{index}` links its duplicate groups by the texts of {}, but the article's text is read from {}: read those fields too (--field), or link the groups by yours with `neardup es-init --index {index} --group-text-field NAME` (repeat for several; or --group-by sketches), then `neardup regroup --index {index}`", grouped.join(", "), read.join(", "))]
+    GroupTextFields {
+        index: String,
+        grouped: Vec<String>,
+        read: Vec<String>,
+    },
     #[error("the indices queried together hold no fingerprints in common ({}); query them separately, or es-init and back-fill them alike", indices.join("; "))]
     MetaMismatch { indices: Vec<String> },
 

@@ -75,7 +75,7 @@ pub struct WorkerConfig {
 impl Default for WorkerConfig {
     fn default() -> Self {
         WorkerConfig {
-            text_fields: vec!["title".into(), "content".into()],
+            text_fields: neardup_core::input::default_text_fields(),
             changed_field: None,
             batch_size: 500,
             scroll_keep_alive: Duration::from_secs(300),
@@ -258,6 +258,9 @@ impl Worker {
     /// field's type.
     pub async fn check(&mut self) -> Result<(), EsError> {
         self.indexer.reload().await?;
+        self.indexer
+            .meta()
+            .check_group_text_fields(self.indexer.index(), &self.config.text_fields)?;
         if let Some(field) = &self.config.changed_field {
             self.changed_is_date = Some(field_is_date(&self.indexer, field).await?);
         }

@@ -29,7 +29,7 @@ impl Default for ServeConfig {
             timeout: Duration::from_secs(10),
             concurrency: 64,
             token: None,
-            text_fields: vec!["title".into(), "content".into()],
+            text_fields: neardup_core::input::default_text_fields(),
             meta_ttl: neardup_es::SimilarOptions::default().describe_ttl,
         }
     }

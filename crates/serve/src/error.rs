@@ -247,6 +247,7 @@ impl From<EsError> for ApiError {
             | EsError::VersionMismatch { .. }
             | EsError::MetaMismatch { .. }
             | EsError::BadMeta { .. }
+            | EsError::GroupTextFields { .. }
             | EsError::MappingConflict { .. }
             | EsError::FieldLimit { .. } => (StatusCode::CONFLICT, ErrorCode::IndexNotUsable),
             EsError::Unreachable { .. } | EsError::Exhausted { .. } | EsError::Tls { .. } => {

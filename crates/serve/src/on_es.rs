@@ -425,6 +425,10 @@ impl EsSide {
         )
         .await
         .map_err(|e| failed(m, e))?;
+        indexer
+            .meta()
+            .check_group_text_fields(index, &self.similar.options().text_fields)
+            .map_err(|e| failed(m, e))?;
         let mut claims = Claims::new(self.es.client.clone(), self.es.retry.clone(), index);
         // A holder finishes within its request's time (the claims' own deadline) plus its
         // writes; the lease is well beyond that.

@@ -82,7 +82,9 @@ pub async fn fixture(client: &Elasticsearch, prefix: &str) -> TestIndex {
     }
     docs.push(("short".into(), json!({ "title": "短", "content": "" })));
     t::load(client, &idx.name, &docs).await;
-    ok(&["es-init", "--index", &idx.name]);
+    // Linked by sketches: the components the tests expect are `similar`'s links (groups
+    // linked by texts are tested in `live_es::aligned`).
+    ok(&["es-init", "--index", &idx.name, "--group-by", "sketches"]);
     ok(&["worker", "--once", "--index", &idx.name]);
     // Scramble: every other article its own group; a few under a label nobody carries.
     let labels: Vec<(String, String)> = docs

@@ -281,7 +281,8 @@ async fn groups_ordered_by_a_field_are_labelled_by_their_earliest_article() {
     .await;
     assert_eq!(
         mapping[&idx.name]["mappings"]["_meta"]["neardup"]["group"],
-        json!({ "field": "nearDupGroup", "order": { "field": "publishDate" } })
+        json!({ "field": "nearDupGroup", "order": { "field": "publishDate" },
+                "link": { "by": "texts", "fields": ["title", "content"] } })
     );
 
     let indexer = t::indexer(&client, &idx.name).await;
@@ -531,40 +532,83 @@ async fn a_partial_copy_joins_the_group_of_its_article_in_either_order_and_regro
 }
 
 /// What links an index's groups is chosen by `es-init --group-by` and recorded in `_meta`
-/// (`group.link`): `texts` with the default fields or `--group-text-field`, kept by a later
-/// `es-init` without the flag, replaced by another (no upgrade: it decides no stored field),
-/// absent again for `sketches`. Texts need MinHash; `--group-text-field` needs texts.
+/// (`group.link`). A new index holding MinHash links them by the texts of `title` and
+/// `content` (or of `--group-text-field`), one holding SimHash only by the sketches; a
+/// recorded link is kept by a later `es-init` without the flag and replaced by another (no
+/// upgrade: it decides no stored field); `sketches` is recorded as no link. Texts need
+/// MinHash; `--group-text-field` needs texts. A writer that does not read the fields the
+/// groups align is refused with the fix.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn es_init_records_what_links_the_groups() {
     let client = t::client().await;
     let idx = TestIndex::new("group-link");
-    let cli = |args: &[&str]| common::es_cli(&idx.name, args);
-    let link = || async {
-        let m = t::call(
-            &client,
-            Method::Get,
-            &format!("/{}/_mapping", idx.name),
-            None,
-        )
-        .await;
-        m.as_object().unwrap().values().next().unwrap()["mappings"]["_meta"]["neardup"]["group"]
-            ["link"]
-            .clone()
+    let simhash_only = TestIndex::new("group-link-simhash");
+    let body_only = TestIndex::new("group-link-body");
+    let link = |index: String| {
+        let client = client.clone();
+        async move {
+            let m = t::call(&client, Method::Get, &format!("/{index}/_mapping"), None).await;
+            m.as_object().unwrap().values().next().unwrap()["mappings"]["_meta"]["neardup"]["group"]
+                ["link"]
+                .clone()
+        }
     };
-    let (code, _, err) = cli(&["es-init", "--methods", "simhash", "--group-by", "texts"]);
+    let texts_of = |fields: &[&str]| json!({"by": "texts", "fields": fields});
+    let cli = |args: &[&str]| common::es_cli(&idx.name, args);
+
+    let (code, _, err) = common::es_cli(&simhash_only.name, &["es-init", "--methods", "simhash"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(link(simhash_only.name.clone()).await, Value::Null);
+    let (code, _, err) = common::es_cli(
+        &simhash_only.name,
+        &["es-init", "--methods", "simhash", "--group-by", "texts"],
+    );
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("MinHash"), "{err}");
+    let (code, _, err) =
+        common::es_cli(&body_only.name, &["es-init", "--group-text-field", "body"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(link(body_only.name.clone()).await, texts_of(&["body"]));
+
     let (code, _, err) = cli(&["es-init"]);
     assert_eq!(code, 0, "{err}");
-    assert_eq!(link().await, Value::Null);
+    assert_eq!(
+        link(idx.name.clone()).await,
+        texts_of(&["title", "content"])
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let (state, failed) = (dir.path().join("s.jsonl"), dir.path().join("f.jsonl"));
+    let (state, failed) = (state.to_str().unwrap(), failed.to_str().unwrap());
+    for writer in [
+        &["worker", "--once", "--field", "title", "--field", "body"][..],
+        &[
+            "backfill", "--quiet", "--state", state, "--failed", failed, "--field", "title",
+            "--field", "body",
+        ][..],
+    ] {
+        let (code, _, err) = cli(writer);
+        assert_eq!(code, 1, "{writer:?}: {err}");
+        assert!(
+            err.contains("by the texts of title, content")
+                && err.contains("read from title, body")
+                && err.contains("--group-text-field"),
+            "{writer:?}: {err}"
+        );
+    }
+    let (code, _, err) = cli(&["es-init", "--group-by", "sketches"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(link(idx.name.clone()).await, Value::Null);
+    let (code, _, err) = cli(&["es-init"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(link(idx.name.clone()).await, Value::Null);
     let (code, _, err) = cli(&["es-init", "--group-text-field", "body"]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("--group-by texts"), "{err}");
     let (code, _, err) = cli(&["es-init", "--group-by", "texts"]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(
-        link().await,
-        json!({"by": "texts", "fields": ["title", "content"]})
+        link(idx.name.clone()).await,
+        texts_of(&["title", "content"])
     );
     let (code, _, err) = cli(&[
         "es-init",
@@ -577,8 +621,8 @@ async fn es_init_records_what_links_the_groups() {
     let (code, _, err) = cli(&["es-init"]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(
-        link().await,
-        json!({"by": "texts", "fields": ["headline", "body"]})
+        link(idx.name.clone()).await,
+        texts_of(&["headline", "body"])
     );
     let (code, _, err) = cli(&[
         "es-init",
@@ -590,5 +634,5 @@ async fn es_init_records_what_links_the_groups() {
     assert_eq!(code, 2, "{err}");
     let (code, _, err) = cli(&["es-init", "--group-by", "sketches"]);
     assert_eq!(code, 0, "{err}");
-    assert_eq!(link().await, Value::Null);
+    assert_eq!(link(idx.name.clone()).await, Value::Null);
 }

@@ -561,12 +561,15 @@ fn an_index_without_folding_keeps_it_until_an_explicit_upgrade() {
             &FieldNames::default(),
         ))
         .unwrap();
-    // The groups es-init added before are kept; the upgrade adds edit tracking where the
-    // node runs it (live_es::tracking tests that).
+    // The groups es-init added before are kept (linked by texts, a new index's default); the
+    // upgrade adds edit tracking where the node runs it (live_es::tracking tests that).
     assert_eq!(
         read,
         IndexMeta {
-            group: Some(neardup::es::GroupMeta::default()),
+            group: Some(neardup::es::GroupMeta {
+                link: neardup::es::GroupLink::for_new_index(true),
+                ..neardup::es::GroupMeta::default()
+            }),
             tracking: read.tracking.clone(),
             ..upgraded.clone()
         }

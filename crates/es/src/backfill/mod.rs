@@ -214,7 +214,7 @@ impl BackfillConfig {
         BackfillConfig {
             state_path: default_state_path(&pattern, None),
             pattern,
-            text_fields: vec!["title".into(), "content".into()],
+            text_fields: neardup_core::input::default_text_fields(),
             names: FieldNames::default(),
             mode: Mode::OnlyMissing,
             page_size: 1000,
@@ -705,6 +705,7 @@ impl Backfill {
         for index in &indices {
             let meta = verify_index(&self.client, retry, index, &cfg.names).await?;
             meta.check_fingerprinter(index, &self.fp)?;
+            meta.check_group_text_fields(index, &cfg.text_fields)?;
             metas.insert(index.clone(), meta);
         }
         let scanner = Scanner::new(self.client.clone(), retry.clone());

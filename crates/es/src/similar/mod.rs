@@ -146,7 +146,7 @@ impl Default for SimilarOptions {
             page_size: 1000,
             paging: Paging::Auto,
             keep_alive: Duration::from_secs(60),
-            text_fields: vec!["title".into(), "content".into()],
+            text_fields: neardup_core::input::default_text_fields(),
             names: FieldNames::default(),
             describe_ttl: Duration::from_secs(60),
         }
