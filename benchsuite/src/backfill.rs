@@ -63,6 +63,11 @@ pub struct BackfillBench {
     /// Methods the index holds and the back-fill writes (comma-separated).
     #[arg(long, value_delimiter = ',', default_value = "simhash,minhash", value_parser = common::parse_method, value_name = "M,M")]
     methods: Vec<neardup::Method>,
+    /// Duplicate groups the index keeps and the back-fill labels: `none` (the figures before
+    /// 2026-11-30), `sketches`, or `texts` (what `es-init` gives a new index holding MinHash).
+    /// The raw passes write no labels: the ratio then says what labelling costs as well.
+    #[arg(long, default_value = "none", value_parser = ["none", "sketches", "texts"])]
+    groups: String,
     #[command(flatten)]
     profile: ProfileArgs,
 }
@@ -85,20 +90,33 @@ pub fn run(args: BackfillBench) -> CmdResult {
         methods.simhash || methods.minhash,
         "--methods needs at least one method",
     )?;
-    let meta = IndexMeta::new(
-        fp.config(),
-        methods,
-        es::BlockType::Short,
-        FieldNames::default(),
-        MinHashFieldNames::default(),
-    );
+    let meta = IndexMeta {
+        group: match args.groups.as_str() {
+            "none" => None,
+            by => Some(es::GroupMeta {
+                link: match by {
+                    "texts" => es::GroupLink::for_new_index(true),
+                    _ => es::GroupLink::Sketches,
+                },
+                ..es::GroupMeta::default()
+            }),
+        },
+        ..IndexMeta::new(
+            fp.config(),
+            methods,
+            es::BlockType::Short,
+            FieldNames::default(),
+            MinHashFieldNames::default(),
+        )
+    };
+    meta.validate()?;
     let (config, client) = args.es.client()?;
     es_args::runtime()?.block_on(async {
         let retry = RetryPolicy::default();
         let version = es::server_version(&client, &retry).await?;
         load(&client, &retry, &args, &meta, &corpus).await?;
         println!(
-            "Elasticsearch {version} at {}; {} documents ({} real articles cycled), {} shard(s), {} replica(s); back-fill in {} slice(s); methods {}; bulk {} x {} in flight (per slice); {} threads",
+            "Elasticsearch {version} at {}; {} documents ({} real articles cycled), {} shard(s), {} replica(s); back-fill in {} slice(s); methods {}; groups {}; bulk {} x {} in flight (per slice); {} threads",
             config.display_urls(),
             args.docs,
             corpus.len(),
@@ -106,6 +124,7 @@ pub fn run(args: BackfillBench) -> CmdResult {
             args.replicas,
             args.slices,
             args.methods.iter().map(|m| m.name()).collect::<Vec<_>>().join(","),
+            args.groups,
             args.bulk_size,
             args.concurrency,
             rayon::current_num_threads()
@@ -317,10 +336,15 @@ async fn raw_pass(
         })
         .collect();
     let n = updates.len();
+    // The raw writes carry no group labels (--groups): the fields alone.
+    let fields_only = IndexMeta {
+        group: None,
+        ..meta.clone()
+    };
     let indexer = Arc::new(EsIndexer::new(
         client.clone(),
         INDEX,
-        meta.clone(),
+        fields_only,
         fp.clone(),
     )?);
     let sem = Arc::new(tokio::sync::Semaphore::new(args.concurrency.max(1)));
