@@ -1171,3 +1171,60 @@ async fn the_method_an_index_lacks_is_409_on_every_endpoint() {
         assert_other_method_is_409(&app, &idx.name, held, "a", &a).await;
     }
 }
+
+/// A service that reads other text fields than the ones an index's groups align refuses to
+/// write into it (409 `index_not_usable`, naming both and the fix) and writes nothing; the
+/// same service writes into an index whose groups align what it reads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_into_an_index_grouped_by_other_text_fields_is_409() {
+    use neardup::es::{GroupLink, GroupMeta, IndexMeta};
+
+    let client = t::client().await;
+    let grouped_by = |fields: &[&str]| IndexMeta {
+        group: Some(GroupMeta {
+            link: GroupLink::Texts {
+                fields: fields.iter().map(|f| f.to_string()).collect(),
+            },
+            ..GroupMeta::default()
+        }),
+        ..IndexMeta::default()
+    };
+    let app = service(ServeConfig {
+        text_fields: vec!["title".into(), "body".into()],
+        ..ServeConfig::default()
+    })
+    .await;
+    let mut a = variants(1).remove(0);
+    a["body"] = a["content"].take();
+    let other = t::initialised(
+        &client,
+        "serve-group-fields",
+        &grouped_by(&["title", "content"]),
+    )
+    .await;
+    let (status, body, _) = call(
+        &app,
+        put_json(&format!("/v1/{}/articles/a", other.name), &a),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert_eq!(body["error"]["code"], "index_not_usable", "{body}");
+    let msg = body["error"]["message"].as_str().unwrap();
+    assert!(
+        msg.contains("texts of title, content") && msg.contains("read from title, body"),
+        "{msg}"
+    );
+    t::refresh(&client, &other.name).await;
+    let count = t::call(
+        &client,
+        elasticsearch::http::Method::Get,
+        &format!("/{}/_count", other.name),
+        None,
+    )
+    .await;
+    assert_eq!(count["count"], 0, "nothing written: {count}");
+    let same = t::initialised(&client, "serve-group-fields-ok", &grouped_by(&["body"])).await;
+    let (status, body, _) =
+        call(&app, put_json(&format!("/v1/{}/articles/a", same.name), &a)).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+}
