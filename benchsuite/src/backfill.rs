@@ -66,10 +66,33 @@ pub struct BackfillBench {
     /// Duplicate groups the index keeps and the back-fill labels: `none` (the figures before
     /// 2026-11-30), `sketches`, or `texts` (what `es-init` gives a new index holding MinHash).
     /// The raw passes write no labels: the ratio then says what labelling costs as well.
-    #[arg(long, default_value = "none", value_parser = ["none", "sketches", "texts"])]
-    groups: String,
+    #[arg(long, value_enum, default_value_t = GroupsArg::None)]
+    groups: GroupsArg,
     #[command(flatten)]
     profile: ProfileArgs,
+}
+
+/// `--groups`: the duplicate groups of the bench index.
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+pub enum GroupsArg {
+    None,
+    Sketches,
+    Texts,
+}
+
+impl GroupsArg {
+    /// The groups part of the index's `_meta`, as `es-init --group-by` records it.
+    fn meta(self) -> Option<es::GroupMeta> {
+        let link = match self {
+            GroupsArg::None => return None,
+            GroupsArg::Sketches => es::GroupLink::Sketches,
+            GroupsArg::Texts => es::GroupLink::for_new_index(true),
+        };
+        Some(es::GroupMeta {
+            link,
+            ..es::GroupMeta::default()
+        })
+    }
 }
 
 const INDEX: &str = "neardup-bench-backfill";
@@ -91,16 +114,7 @@ pub fn run(args: BackfillBench) -> CmdResult {
         "--methods needs at least one method",
     )?;
     let meta = IndexMeta {
-        group: match args.groups.as_str() {
-            "none" => None,
-            by => Some(es::GroupMeta {
-                link: match by {
-                    "texts" => es::GroupLink::for_new_index(true),
-                    _ => es::GroupLink::Sketches,
-                },
-                ..es::GroupMeta::default()
-            }),
-        },
+        group: args.groups.meta(),
         ..IndexMeta::new(
             fp.config(),
             methods,
@@ -124,7 +138,7 @@ pub fn run(args: BackfillBench) -> CmdResult {
             args.replicas,
             args.slices,
             args.methods.iter().map(|m| m.name()).collect::<Vec<_>>().join(","),
-            args.groups,
+            format!("{:?}", args.groups).to_lowercase(),
             args.bulk_size,
             args.concurrency,
             rayon::current_num_threads()

@@ -204,9 +204,11 @@ pub fn run(args: Args) -> CmdResult {
                 .find(|m| m.source == MetaSource::Recorded)
                 .and_then(|m| m.boilerplate.clone()),
         };
-        let recorded_link = recorded
+        // The link in force without flags: what the index records, else a new index's.
+        let current_link = recorded
             .iter()
-            .find_map(|m| m.group.as_ref().map(|g| g.link.clone()));
+            .find_map(|m| m.group.as_ref().map(|g| g.link.clone()))
+            .unwrap_or_else(|| GroupLink::for_new_index(methods.minhash));
         let link = match (args.group_by.as_deref(), &args.group_text_fields[..]) {
             (Some("sketches"), []) => GroupLink::Sketches,
             (Some("sketches"), _) => {
@@ -215,19 +217,16 @@ pub fn run(args: Args) -> CmdResult {
                 ))
             }
             (Some(_), []) => GroupLink::Texts {
-                fields: match &recorded_link {
-                    Some(GroupLink::Texts { fields }) => fields.clone(),
-                    _ => neardup::input::default_text_fields(),
+                fields: match &current_link {
+                    GroupLink::Texts { fields } => fields.clone(),
+                    GroupLink::Sketches => neardup::input::default_text_fields(),
                 },
             },
             (Some(_), fields) => GroupLink::Texts {
                 fields: fields.to_vec(),
             },
-            (None, []) => recorded_link
-                .unwrap_or_else(|| GroupLink::for_new_index(methods.minhash)),
-            (None, fields) => match recorded_link
-                .unwrap_or_else(|| GroupLink::for_new_index(methods.minhash))
-            {
+            (None, []) => current_link,
+            (None, fields) => match current_link {
                 GroupLink::Texts { .. } => GroupLink::Texts {
                     fields: fields.to_vec(),
                 },

@@ -257,14 +257,21 @@ impl Worker {
     /// create them with a dynamic mapping; [`EsIndexer::reload`]) and finds the changed
     /// field's type.
     pub async fn check(&mut self) -> Result<(), EsError> {
-        self.indexer.reload().await?;
-        self.indexer
-            .meta()
-            .check_group_text_fields(self.indexer.index(), &self.config.text_fields)?;
+        self.reload().await?;
         if let Some(field) = &self.config.changed_field {
             self.changed_is_date = Some(field_is_date(&self.indexer, field).await?);
         }
         Ok(())
+    }
+
+    /// What the index holds, read again ([`EsIndexer::reload`]), and checked against the text
+    /// fields this worker reads where groups are linked by texts: an `es-init` while the
+    /// worker runs is seen at its next pass.
+    async fn reload(&mut self) -> Result<(), EsError> {
+        self.indexer.reload().await?;
+        self.indexer
+            .meta()
+            .check_group_text_fields(self.indexer.index(), &self.config.text_fields)
     }
 
     /// The query that finds documents needing a fingerprint (see the module docs):
@@ -295,7 +302,7 @@ impl Worker {
         if self.config.changed_field.is_some() && self.changed_is_date.is_none() {
             self.check().await?;
         } else {
-            self.indexer.reload().await?;
+            self.reload().await?;
         }
         // Read before the stale query: where the feed starts, it starts here.
         let feed_now = match &self.feed {

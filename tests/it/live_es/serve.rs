@@ -1215,14 +1215,7 @@ async fn a_write_into_an_index_grouped_by_other_text_fields_is_409() {
         "{msg}"
     );
     t::refresh(&client, &other.name).await;
-    let count = t::call(
-        &client,
-        elasticsearch::http::Method::Get,
-        &format!("/{}/_count", other.name),
-        None,
-    )
-    .await;
-    assert_eq!(count["count"], 0, "nothing written: {count}");
+    assert_eq!(t::count(&client, &other.name).await, 0, "nothing written");
     let same = t::initialised(&client, "serve-group-fields-ok", &grouped_by(&["body"])).await;
     let (status, body, _) =
         call(&app, put_json(&format!("/v1/{}/articles/a", same.name), &a)).await;
