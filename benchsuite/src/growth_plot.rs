@@ -1,9 +1,11 @@
 //! `neardup-bench growth-plot`: how `similar --id` grows with the index, from the records
 //! `es-similar --record FILE` appends (one JSON line per configuration and run).
 //!
-//! For each way of looking up (the index's methods and the query) with the chosen filter,
-//! the latest record at each index size is a point; the table gives median and p99 per size
-//! and the plot draws both against the number of documents, both axes logarithmic.
+//! For each way of looking up (the index's methods and the query, and the fill of its
+//! synthetic articles) with the chosen filter, the
+//! latest record at each index size is a point; the table gives median and p99 per size and
+//! the plot draws both against the number of documents, both axes logarithmic. Records of
+//! `--corpus-queries` runs are left out: the plot is of random documents as lookups.
 
 use std::collections::BTreeMap;
 use std::io::BufRead;
@@ -16,9 +18,10 @@ use neardup::cli::common::{CmdResult, Status};
 
 #[derive(clap::Args, Debug)]
 pub struct GrowthPlotBench {
-    /// Records of `neardup-bench es-similar --record FILE` (JSON lines).
-    #[arg(long, short)]
-    input: PathBuf,
+    /// Records of `neardup-bench es-similar --record FILE` (JSON lines); repeat it to draw
+    /// several files together (the fills of the synthetic articles, say).
+    #[arg(long, short, required = true)]
+    input: Vec<PathBuf>,
     /// The PNG to draw.
     #[arg(long, short)]
     out: PathBuf,
@@ -44,7 +47,9 @@ fn series(records: &[Value], filter: &str) -> anyhow::Result<BTreeMap<String, Ve
             r.get(name)
                 .with_context(|| format!("record {}: no `{name}`", n + 1))
         };
-        if field("filter")?.as_str() != Some(filter) {
+        if field("filter")?.as_str() != Some(filter)
+            || r.get("corpus_queries").and_then(Value::as_bool) == Some(true)
+        {
             continue;
         }
         let text = |name: &str| -> anyhow::Result<String> {
@@ -64,7 +69,9 @@ fn series(records: &[Value], filter: &str) -> anyhow::Result<BTreeMap<String, Ve
             p99_ms: number("p99_ms")?,
             at: number("at")? as u64,
         };
-        let key = format!("{}: {}", text("methods")?, text("query")?);
+        // Records before `--fill` existed are of the sentence fill.
+        let fill = r.get("fill").and_then(Value::as_str).unwrap_or("sentences");
+        let key = format!("{}: {}, {fill}", text("methods")?, text("query")?);
         let sizes = out.entry(key).or_default();
         match sizes.get(&point.docs) {
             Some(p) if p.at > point.at => {}
@@ -80,24 +87,30 @@ fn series(records: &[Value], filter: &str) -> anyhow::Result<BTreeMap<String, Ve
 }
 
 pub fn run(args: GrowthPlotBench) -> CmdResult {
-    let file = std::fs::File::open(&args.input)
-        .with_context(|| format!("{}: cannot read the records", args.input.display()))?;
     let mut records = Vec::new();
-    for (n, line) in std::io::BufReader::new(file).lines().enumerate() {
-        let line = line?;
-        if line.trim().is_empty() {
-            continue;
+    for input in &args.input {
+        let file = std::fs::File::open(input)
+            .with_context(|| format!("{}: cannot read the records", input.display()))?;
+        for (n, line) in std::io::BufReader::new(file).lines().enumerate() {
+            let line = line?;
+            if line.trim().is_empty() {
+                continue;
+            }
+            records.push(
+                serde_json::from_str::<Value>(&line)
+                    .with_context(|| format!("{}:{}: not JSON", input.display(), n + 1))?,
+            );
         }
-        records.push(
-            serde_json::from_str::<Value>(&line)
-                .with_context(|| format!("{}:{}: not JSON", args.input.display(), n + 1))?,
-        );
     }
     let series = series(&records, &args.filter)?;
     anyhow::ensure!(
         !series.is_empty(),
-        "{}: no record with filter {}",
-        args.input.display(),
+        "{}: no record of random lookups with filter {}",
+        args.input
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", "),
         args.filter
     );
     let sizes: Vec<u64> = {
@@ -222,7 +235,7 @@ mod tests {
             record(1_000_000, "client", 9.0, 30),
         ];
         let s = series(&records, "server").unwrap();
-        let points = &s["both: MinHash"];
+        let points = &s["both: MinHash, sentences"];
         assert_eq!(
             points
                 .iter()
@@ -230,6 +243,28 @@ mod tests {
                 .collect::<Vec<_>>(),
             [(100_000, 1.0), (1_000_000, 4.0)]
         );
+    }
+
+    #[test]
+    fn each_fill_is_a_series_of_its_own_and_corpus_lookups_are_left_out() {
+        let mut words = record(1_000_000, "server", 2.0, 10);
+        words["fill"] = json!("words");
+        let mut sentences = record(1_000_000, "server", 3.0, 10);
+        sentences["fill"] = json!("sentences");
+        let mut corpus = record(1_000_000, "server", 9.0, 20);
+        corpus["fill"] = json!("words");
+        corpus["corpus_queries"] = json!(true);
+        let records = [record(100_000, "server", 1.0, 5), sentences, words, corpus];
+        let s = series(&records, "server").unwrap();
+        let medians = |name: &str| -> Vec<(u64, f64)> {
+            s[name].iter().map(|p| (p.docs, p.median_ms)).collect()
+        };
+        assert_eq!(s.len(), 2, "{:?}", s.keys().collect::<Vec<_>>());
+        assert_eq!(
+            medians("both: MinHash, sentences"),
+            [(100_000, 1.0), (1_000_000, 3.0)]
+        );
+        assert_eq!(medians("both: MinHash, words"), [(1_000_000, 2.0)]);
     }
 
     #[test]
