@@ -68,6 +68,11 @@ pub struct BackfillBench {
     /// The raw passes write no labels: the ratio then says what labelling costs as well.
     #[arg(long, value_enum, default_value_t = GroupsArg::None)]
     groups: GroupsArg,
+    /// The index's `refresh_interval` (`-1`: off, as many set it for a bulk load; then the
+    /// labels' searches see only what was there, and the grouper's memory of what it labelled
+    /// does the rest). Default: Elasticsearch's (1s).
+    #[arg(long, value_name = "DURATION")]
+    refresh_interval: Option<String>,
     #[command(flatten)]
     profile: ProfileArgs,
 }
@@ -130,7 +135,7 @@ pub fn run(args: BackfillBench) -> CmdResult {
         let version = es::server_version(&client, &retry).await?;
         load(&client, &retry, &args, &meta, &corpus).await?;
         println!(
-            "Elasticsearch {version} at {}; {} documents ({} real articles cycled), {} shard(s), {} replica(s); back-fill in {} slice(s); methods {}; groups {}; bulk {} x {} in flight (per slice); {} threads",
+            "Elasticsearch {version} at {}; {} documents ({} real articles cycled), {} shard(s), {} replica(s); back-fill in {} slice(s); methods {}; groups {}; refresh interval {}; bulk {} x {} in flight (per slice); {} threads",
             config.display_urls(),
             args.docs,
             corpus.len(),
@@ -139,6 +144,7 @@ pub fn run(args: BackfillBench) -> CmdResult {
             args.slices,
             args.methods.iter().map(|m| m.name()).collect::<Vec<_>>().join(","),
             format!("{:?}", args.groups).to_lowercase(),
+            args.refresh_interval.as_deref().unwrap_or("1s"),
             args.bulk_size,
             args.concurrency,
             rayon::current_num_threads()
@@ -223,7 +229,11 @@ async fn load(
         &format!("/{INDEX}"),
         &[],
         Some(&Body::Json(json!({
-            "settings": {"number_of_shards": args.shards, "number_of_replicas": args.replicas},
+            "settings": {
+                "number_of_shards": args.shards,
+                "number_of_replicas": args.replicas,
+                "refresh_interval": args.refresh_interval.as_deref().unwrap_or("1s"),
+            },
         }))),
     )
     .await?;
@@ -255,16 +265,7 @@ async fn load(
             truncate(&r.to_string())
         );
     }
-    es::request(
-        client,
-        retry,
-        "refresh",
-        Method::Post,
-        &format!("/{INDEX}/_refresh"),
-        &[],
-        None,
-    )
-    .await?;
+    refresh(client, retry).await?;
     eprintln!(
         "loaded {} documents in {:.1} s",
         args.docs,
@@ -386,6 +387,21 @@ async fn raw_pass(
     Ok((n, started.elapsed().as_secs_f64()))
 }
 
+/// Makes what was written to the bench index searchable.
+async fn refresh(client: &Elasticsearch, retry: &RetryPolicy) -> anyhow::Result<()> {
+    es::request(
+        client,
+        retry,
+        "refresh",
+        Method::Post,
+        &format!("/{INDEX}/_refresh"),
+        &[],
+        None,
+    )
+    .await?;
+    Ok(())
+}
+
 /// Times a back-fill of every document (all stale after a raw pass): `--slices` jobs at once,
 /// slice I of N each; the rate is every slice's documents over the time until the last ends.
 async fn backfill_pass(
@@ -395,6 +411,11 @@ async fn backfill_pass(
 ) -> anyhow::Result<(usize, f64)> {
     let dir = tempfile_dir()?;
     let n = args.slices.max(1);
+    if args.refresh_interval.is_some() {
+        // The raw pass's writes made searchable, as a periodic refresh would have: the walk
+        // reads the versions it guards its updates with.
+        refresh(client, &RetryPolicy::default()).await?;
+    }
     let mut jobs = JoinSet::new();
     let started = Instant::now();
     for i in 0..n {

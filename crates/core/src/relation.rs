@@ -98,9 +98,15 @@ pub fn is_candidate(
     b: &Signature,
     options: &MatchOptions,
 ) -> bool {
-    share_a_band
-        || (options.containment.is_some()
-            && a.agreements(b) as usize >= candidate_agreeing_minima(a.len()))
+    share_a_band || (options.containment.is_some() && agree_enough(a, b))
+}
+
+/// The containment half of [`is_candidate`]: whether at least [`candidate_agreeing_minima`]
+/// minima of `a` and `b` agree. About 20 ns a pair against several times that for the band
+/// test of two sorted key lists, so an index that finds its band sharers through a band map
+/// tests every other article with this alone.
+pub fn agree_enough(a: &Signature, b: &Signature) -> bool {
+    a.agreements(b) as usize >= candidate_agreeing_minima(a.len())
 }
 
 /// How a match relates to the query (or `b` to `a` in a pair), read from the query's side.

@@ -321,8 +321,9 @@ pub async fn insert_unless_near(
 type Judged = HashMap<(usize, usize), Option<(TextMatch, Shared)>>;
 
 /// For each article of the batch, the earlier checked ones its sketch links it to, and how:
-/// with partial copies asked, every earlier one (a part shares no band with its article);
-/// else those sharing a key. The batch compares an article with those that are written.
+/// with partial copies asked, every earlier one sharing a band or agreeing on enough minima
+/// (a part shares no band with its article); else those sharing a key. The batch compares
+/// an article with those that are written.
 fn batch_links(
     checked: &[usize],
     sketches: &[Option<Sketch>],
@@ -332,6 +333,9 @@ fn batch_links(
     relations: bool,
 ) -> Vec<Vec<(usize, Link)>> {
     let mut by_key: HashMap<&str, Vec<usize>> = HashMap::new();
+    // With partial copies asked: the band sharers, found by key instead of comparing key
+    // lists pair by pair ([`super::group::may_link_without_a_band`]).
+    let mut by_band: HashMap<u64, Vec<usize>> = HashMap::new();
     let mut links = Vec::new();
     links.resize_with(sketches.len(), Vec::new);
     for (n, &i) in checked.iter().enumerate() {
@@ -339,7 +343,20 @@ fn batch_links(
             .as_ref()
             .expect("checked articles have sketches");
         let earlier: Vec<usize> = if relations {
-            checked[..n].to_vec()
+            let banded: std::collections::HashSet<usize> = bands[i]
+                .iter()
+                .flat_map(|b| by_band.get(b).into_iter().flatten().copied())
+                .collect();
+            checked[..n]
+                .iter()
+                .copied()
+                .filter(|&j| {
+                    banded.contains(&j)
+                        || sketches[j]
+                            .as_ref()
+                            .is_some_and(|other| super::group::may_link_without_a_band(s, other))
+                })
+                .collect()
         } else {
             let mut seen = std::collections::HashSet::new();
             keys_of[i]
@@ -361,6 +378,11 @@ fn batch_links(
         }
         for k in &keys_of[i] {
             by_key.entry(k.as_str()).or_default().push(i);
+        }
+        if relations {
+            for b in &bands[i] {
+                by_band.entry(*b).or_default().push(i);
+            }
         }
     }
     links
@@ -405,4 +427,46 @@ fn judge_aligned(
         .map(|&(i, j)| ((i, j), texts.relate_in_batch(i, j)))
         .collect();
     Ok((near, batch))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::group::tests::{mh, minhash_near};
+    use neardup_core::relation::MatchOptions;
+    use neardup_core::MinHashParams;
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
+        /// With partial copies asked, a dedupe batch links each article to exactly the
+        /// earlier ones that comparing every pair with the search's rule links it to.
+        #[test]
+        fn a_batch_links_what_every_pair_links(
+            spans in proptest::collection::vec((0u64..40, 1u64..40), 2..24),
+        ) {
+            let p = MinHashParams::DEFAULT;
+            let near = minhash_near(MatchOptions::default());
+            let sketches: Vec<Option<Sketch>> = spans
+                .iter()
+                .map(|&(from, len)| Some(mh(from * 25..(from + len) * 25)))
+                .collect();
+            let bands: Vec<Vec<u64>> = sketches
+                .iter()
+                .map(|s| crate::group::band_set(s.as_ref().unwrap(), Some(&p)))
+                .collect();
+            let checked: Vec<usize> = (0..sketches.len()).collect();
+            let keys_of = vec![Vec::new(); sketches.len()];
+            let got = batch_links(&checked, &sketches, &bands, &keys_of, &near, true);
+            for (i, s) in sketches.iter().enumerate() {
+                let query = neardup_core::method::Query::new(s.clone().unwrap(), near.tolerance).unwrap();
+                let every: Vec<usize> = (0..i)
+                    .filter(|&j| {
+                        crate::group::link(&query, &bands[i], sketches[j].as_ref().unwrap(), &bands[j], &near.options).is_some()
+                    })
+                    .collect();
+                let linked: Vec<usize> = got[i].iter().map(|(j, _)| *j).collect();
+                proptest::prop_assert_eq!(linked, every, "article {}", i);
+            }
+        }
+    }
 }

@@ -54,7 +54,9 @@ use super::{
 };
 use neardup_core::input::BadTextField;
 use neardup_core::method::{Query, Score, Shared};
-use neardup_core::relation::{is_candidate, AlignRule, MatchOptions, Relation, TextMatch};
+use neardup_core::relation::{
+    agree_enough, is_candidate, AlignRule, MatchOptions, Relation, TextMatch,
+};
 use neardup_core::{Fingerprinter, Method, MinHashParams, Sketch, Sketches, Tolerance};
 
 /// Searches run at once per batch.
@@ -158,6 +160,19 @@ pub(crate) fn link(
             }
         }
         _ => a.score(b).map(near_duplicate),
+    }
+}
+
+/// Whether `a` and `b` can be linked without sharing a band, with partial copies asked: two
+/// MinHash sketches when enough of their minima agree ([`agree_enough`]); any other pair
+/// (SimHash: every pair is compared). The memory and the batches find band sharers through a
+/// band map and test every other article with this, instead of [`link`]'s band test of two
+/// sorted key lists (about 25 times the cost); then [`link`] judges the candidates, so the
+/// links are the same as comparing every pair.
+pub(crate) fn may_link_without_a_band(a: &Sketch, b: &Sketch) -> bool {
+    match (a, b) {
+        (Sketch::MinHash(x), Sketch::MinHash(y)) => agree_enough(x, y),
+        _ => true,
     }
 }
 
@@ -308,8 +323,7 @@ pub(crate) fn link_batch(
         .collect();
     let relations = near.options.containment.is_some();
     let pairs: Vec<(usize, usize)> = match params {
-        // With partial copies, a pair can be linked without a shared band: every pair.
-        Some(_) if !relations => {
+        Some(_) => {
             let mut by_band: HashMap<u64, Vec<usize>> = HashMap::new();
             for (i, b) in bands.iter().enumerate() {
                 for k in b {
@@ -326,11 +340,22 @@ pub(crate) fn link_batch(
                     }
                 }
             }
+            // With partial copies, a pair can be linked without a shared band.
+            if relations {
+                for (i, (_, a)) in items.iter().enumerate() {
+                    let Some(a) = a else { continue };
+                    for (j, (_, b)) in items.iter().enumerate().skip(i + 1) {
+                        if b.is_some_and(|b| may_link_without_a_band(a, b)) {
+                            seen.insert((i, j));
+                        }
+                    }
+                }
+            }
             let mut pairs: Vec<(usize, usize)> = seen.into_iter().collect();
             pairs.sort_unstable();
             pairs
         }
-        _ => (0..n)
+        None => (0..n)
             .flat_map(|i| (i + 1..n).map(move |j| (i, j)))
             .collect(),
     };
@@ -611,21 +636,29 @@ impl Recent {
             .and_then(|seq| self.entries[seq].texts.clone())
     }
 
-    /// The remembered articles linked to `sketch` (by the search's rule, [`link`]). With
-    /// partial copies asked, every remembered article is a candidate (a part shares no band
-    /// with its article), compared on its 128 minima.
+    /// The remembered articles linked to `sketch` (by the search's rule, [`link`]): those
+    /// sharing a band with it, and with partial copies asked every other remembered article
+    /// whose minima agree enough (a part shares no band with its article).
     fn near(&self, sketch: &Sketch, bands: &[u64], near: &Near) -> Vec<Linked> {
         let Ok(query) = Query::new(sketch.clone(), near.tolerance) else {
             return Vec::new();
         };
         let candidates: Vec<u64> = match sketch {
-            Sketch::MinHash(_) if near.options.containment.is_none() => {
+            Sketch::MinHash(_) => {
                 let mut c: Vec<u64> = bands
                     .iter()
                     .filter_map(|b| self.by_band.get(b))
                     .flatten()
                     .copied()
                     .collect();
+                if near.options.containment.is_some() {
+                    c.extend(
+                        self.entries
+                            .iter()
+                            .filter(|(_, e)| may_link_without_a_band(sketch, &e.sketch))
+                            .map(|(&seq, _)| seq),
+                    );
+                }
                 c.sort_unstable();
                 c.dedup();
                 c
@@ -1104,7 +1137,7 @@ fn part_copied(t: &TextMatch) -> f64 {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use neardup_core::SimHash;
 
@@ -1409,7 +1442,8 @@ mod tests {
             .collect()
     }
 
-    fn mh(range: std::ops::Range<u64>) -> Sketch {
+    /// The MinHash sketch of the words numbered `range`.
+    pub(crate) fn mh(range: std::ops::Range<u64>) -> Sketch {
         Sketch::MinHash(
             neardup_core::minhash::MinHasher::new(MinHashParams::DEFAULT)
                 .signature_of_hashes(&[words(range)])
@@ -1417,7 +1451,7 @@ mod tests {
         )
     }
 
-    fn minhash_near(options: MatchOptions) -> Near {
+    pub(crate) fn minhash_near(options: MatchOptions) -> Near {
         Near::new(neardup_core::minhash::Threshold::new(0.3).unwrap(), options)
     }
 
@@ -1509,6 +1543,62 @@ mod tests {
             None,
         );
         assert_eq!(got, ["g-teaser"]);
+    }
+
+    /// A link as a comparable tuple.
+    type Seen = (usize, usize, Score, Option<Relation>, Option<f64>);
+
+    fn seen(i: usize, j: usize, l: &Link) -> Seen {
+        (i, j, l.score, l.relation, l.containment)
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
+        /// The batch's links and the memory's, found through the band map and the minima's
+        /// agreement, are exactly those of comparing every pair with [`link`]: articles cut
+        /// from one stretch of words (copies, parts, overlaps) and from others.
+        #[test]
+        fn band_map_and_agreement_find_every_link_of_every_pair(
+            spans in proptest::collection::vec((0u64..40, 1u64..40), 2..24),
+            partial in proptest::bool::ANY,
+        ) {
+            let p = MinHashParams::DEFAULT;
+            let options = if partial { MatchOptions::default() } else { MatchOptions::NEAR_DUPLICATES_ONLY };
+            let near = minhash_near(options);
+            let sketches: Vec<Sketch> = spans.iter().map(|&(from, len)| mh(from * 25..(from + len) * 25)).collect();
+            let bands: Vec<Vec<u64>> = sketches.iter().map(|s| band_set(s, Some(&p))).collect();
+            let queries: Vec<Query> = sketches.iter().map(|s| Query::new(s.clone(), near.tolerance).unwrap()).collect();
+            let mut every: Vec<Seen> = Vec::new();
+            for i in 0..sketches.len() {
+                for j in i + 1..sketches.len() {
+                    if let Some(l) = link(&queries[i], &bands[i], &sketches[j], &bands[j], &near.options) {
+                        every.push(seen(i, j, &l));
+                    }
+                }
+            }
+            let ids: Vec<String> = (0..sketches.len()).map(|i| format!("d{i}")).collect();
+            let items: Vec<(&str, Option<&Sketch>)> = ids.iter().map(String::as_str).zip(sketches.iter().map(Some)).collect();
+            let batch: Vec<Seen> = link_batch(&items, &near, Some(&p)).iter().map(|(i, j, l)| seen(*i, *j, l)).collect();
+            proptest::prop_assert_eq!(&batch, &every);
+            // The memory: every earlier article remembered, each later one looked up.
+            let mut r = Recent::default();
+            let t0 = Instant::now();
+            let mut from_memory: Vec<Seen> = Vec::new();
+            for (j, s) in sketches.iter().enumerate() {
+                for l in r.near(s, &bands[j], &near) {
+                    let i: usize = l.id[1..].parse().unwrap();
+                    // The memory reads the link from the new article (j); the pairs above
+                    // read it from the earlier one (i): compare the one read from i.
+                    let from_i = link(&queries[i], &bands[i], s, &bands[j], &near.options).unwrap();
+                    from_memory.push(seen(i, j, &from_i));
+                }
+                r.remember(t0, &ids[j], s.clone(), bands[j].clone(), ids[j].clone(), None);
+            }
+            from_memory.sort_by_key(|a| (a.0, a.1));
+            let mut every_by_pair = every.clone();
+            every_by_pair.sort_by_key(|a| (a.0, a.1));
+            proptest::prop_assert_eq!(from_memory, every_by_pair);
+        }
     }
 
     #[test]
