@@ -77,6 +77,13 @@ pub struct BackfillBench {
     profile: ProfileArgs,
 }
 
+impl BackfillBench {
+    /// The index's `refresh_interval`: the one asked, else Elasticsearch's default.
+    fn refresh_interval(&self) -> &str {
+        self.refresh_interval.as_deref().unwrap_or("1s")
+    }
+}
+
 /// `--groups`: the duplicate groups of the bench index.
 #[derive(clap::ValueEnum, Clone, Copy, Debug)]
 pub enum GroupsArg {
@@ -144,7 +151,7 @@ pub fn run(args: BackfillBench) -> CmdResult {
             args.slices,
             args.methods.iter().map(|m| m.name()).collect::<Vec<_>>().join(","),
             format!("{:?}", args.groups).to_lowercase(),
-            args.refresh_interval.as_deref().unwrap_or("1s"),
+            args.refresh_interval(),
             args.bulk_size,
             args.concurrency,
             rayon::current_num_threads()
@@ -232,7 +239,7 @@ async fn load(
             "settings": {
                 "number_of_shards": args.shards,
                 "number_of_replicas": args.replicas,
-                "refresh_interval": args.refresh_interval.as_deref().unwrap_or("1s"),
+                "refresh_interval": args.refresh_interval(),
             },
         }))),
     )

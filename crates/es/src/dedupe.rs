@@ -333,9 +333,17 @@ fn batch_links(
     relations: bool,
 ) -> Vec<Vec<(usize, Link)>> {
     let mut by_key: HashMap<&str, Vec<usize>> = HashMap::new();
-    // With partial copies asked: the band sharers, found by key instead of comparing key
-    // lists pair by pair ([`super::group::may_link_without_a_band`]).
-    let mut by_band: HashMap<u64, Vec<usize>> = HashMap::new();
+    // With partial copies asked: the batch's candidate pairs, as the groups' batches find
+    // them; the earlier articles of each, in order.
+    let mut earlier_of: Vec<Vec<usize>> = vec![Vec::new(); checked.len()];
+    if relations {
+        let of_checked: Vec<Option<&Sketch>> =
+            checked.iter().map(|&i| sketches[i].as_ref()).collect();
+        let band_lists: Vec<&[u64]> = checked.iter().map(|&i| bands[i].as_slice()).collect();
+        for (x, y) in super::group::candidate_pairs(&of_checked, &band_lists, true, true) {
+            earlier_of[y].push(checked[x]);
+        }
+    }
     let mut links = Vec::new();
     links.resize_with(sketches.len(), Vec::new);
     for (n, &i) in checked.iter().enumerate() {
@@ -343,20 +351,7 @@ fn batch_links(
             .as_ref()
             .expect("checked articles have sketches");
         let earlier: Vec<usize> = if relations {
-            let banded: std::collections::HashSet<usize> = bands[i]
-                .iter()
-                .flat_map(|b| by_band.get(b).into_iter().flatten().copied())
-                .collect();
-            checked[..n]
-                .iter()
-                .copied()
-                .filter(|&j| {
-                    banded.contains(&j)
-                        || sketches[j]
-                            .as_ref()
-                            .is_some_and(|other| super::group::may_link_without_a_band(s, other))
-                })
-                .collect()
+            std::mem::take(&mut earlier_of[n])
         } else {
             let mut seen = std::collections::HashSet::new();
             keys_of[i]
@@ -378,11 +373,6 @@ fn batch_links(
         }
         for k in &keys_of[i] {
             by_key.entry(k.as_str()).or_default().push(i);
-        }
-        if relations {
-            for b in &bands[i] {
-                by_band.entry(*b).or_default().push(i);
-            }
         }
     }
     links

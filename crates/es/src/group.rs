@@ -316,49 +316,18 @@ pub(crate) fn link_batch(
     near: &Near,
     params: Option<&MinHashParams>,
 ) -> Vec<(usize, usize, Link)> {
-    let n = items.len();
     let bands: Vec<Vec<u64>> = items
         .iter()
         .map(|(_, s)| s.map(|s| band_set(s, params)).unwrap_or_default())
         .collect();
-    let relations = near.options.containment.is_some();
-    let pairs: Vec<(usize, usize)> = match params {
-        Some(_) => {
-            let mut by_band: HashMap<u64, Vec<usize>> = HashMap::new();
-            for (i, b) in bands.iter().enumerate() {
-                for k in b {
-                    by_band.entry(*k).or_default().push(i);
-                }
-            }
-            let mut seen = HashSet::new();
-            for list in by_band.values() {
-                for (x, &i) in list.iter().enumerate() {
-                    for &j in &list[x + 1..] {
-                        if i != j {
-                            seen.insert((i.min(j), i.max(j)));
-                        }
-                    }
-                }
-            }
-            // With partial copies, a pair can be linked without a shared band.
-            if relations {
-                for (i, (_, a)) in items.iter().enumerate() {
-                    let Some(a) = a else { continue };
-                    for (j, (_, b)) in items.iter().enumerate().skip(i + 1) {
-                        if b.is_some_and(|b| may_link_without_a_band(a, b)) {
-                            seen.insert((i, j));
-                        }
-                    }
-                }
-            }
-            let mut pairs: Vec<(usize, usize)> = seen.into_iter().collect();
-            pairs.sort_unstable();
-            pairs
-        }
-        None => (0..n)
-            .flat_map(|i| (i + 1..n).map(move |j| (i, j)))
-            .collect(),
-    };
+    let sketches: Vec<Option<&Sketch>> = items.iter().map(|(_, s)| *s).collect();
+    let band_lists: Vec<&[u64]> = bands.iter().map(Vec::as_slice).collect();
+    let pairs = candidate_pairs(
+        &sketches,
+        &band_lists,
+        params.is_some(),
+        near.options.containment.is_some(),
+    );
     let queries: Vec<Option<Query>> = items
         .iter()
         .map(|(_, s)| s.and_then(|s| Query::new(s.clone(), near.tolerance).ok()))
@@ -370,6 +339,54 @@ pub(crate) fn link_batch(
             Some((i, j, link(a, &bands[i], b, &bands[j], &near.options)?))
         })
         .collect()
+}
+
+/// The pairs `i < j` of a batch that [`link`] may link, in order: those sharing a band key
+/// (found through a band map), and with partial copies asked (`relations`) those that may
+/// link without one ([`may_link_without_a_band`]). Where the sketches have no bands
+/// (`banded` false: SimHash), every pair.
+pub(crate) fn candidate_pairs(
+    sketches: &[Option<&Sketch>],
+    bands: &[&[u64]],
+    banded: bool,
+    relations: bool,
+) -> Vec<(usize, usize)> {
+    let n = sketches.len();
+    if !banded {
+        return (0..n)
+            .flat_map(|i| (i + 1..n).map(move |j| (i, j)))
+            .collect();
+    }
+    let mut by_band: HashMap<u64, Vec<usize>> = HashMap::new();
+    for (i, b) in bands.iter().enumerate() {
+        for k in *b {
+            by_band.entry(*k).or_default().push(i);
+        }
+    }
+    let mut seen = HashSet::new();
+    for list in by_band.values() {
+        for (x, &i) in list.iter().enumerate() {
+            for &j in &list[x + 1..] {
+                if i != j {
+                    seen.insert((i.min(j), i.max(j)));
+                }
+            }
+        }
+    }
+    // With partial copies, a pair can be linked without a shared band.
+    if relations {
+        for (i, a) in sketches.iter().enumerate() {
+            let Some(a) = a else { continue };
+            for (j, b) in sketches.iter().enumerate().skip(i + 1) {
+                if b.is_some_and(|b| may_link_without_a_band(a, b)) {
+                    seen.insert((i, j));
+                }
+            }
+        }
+    }
+    let mut pairs: Vec<(usize, usize)> = seen.into_iter().collect();
+    pairs.sort_unstable();
+    pairs
 }
 
 /// The labels of a batch of new articles given the links within it (`links`, from
