@@ -10,7 +10,7 @@ use std::time::Duration;
 use indicatif::{ProgressBar, ProgressStyle};
 use neardup::es::backfill::Paging;
 use neardup::es::regroup::{
-    default_state_path, regroup, Phase, RegroupConfig, RegroupProgress, RegroupReport,
+    default_state_path, regroup, Linking, Phase, RegroupConfig, RegroupProgress, RegroupReport,
 };
 use neardup::es::{self, RetryPolicy};
 use neardup::relation::AlignRule;
@@ -40,6 +40,12 @@ pub struct Args {
     /// [default: the fields the index links its groups by, else title and content].
     #[arg(long = "field", value_name = "NAME", requires = "align")]
     fields: Vec<String>,
+    /// How each article's links are found: `join` reads every article's stored terms once
+    /// and joins them on this machine (files beside the work file, about 2 KB an article;
+    /// no search); `search` sends one `similar` search per article, as the writers do.
+    /// Both find the same links.
+    #[arg(long, value_enum, default_value_t = LinkingArg::Join, value_name = "join|search")]
+    linking: LinkingArg,
     /// Compute the groups and print each of two or more articles as a JSON line
     /// (`{"representative", "members", "size"}`) on stdout; write nothing.
     #[arg(long)]
@@ -54,7 +60,7 @@ pub struct Args {
     /// Articles per page read (and per transaction of the work file).
     #[arg(long, default_value_t = 500, value_name = "N")]
     page_size: usize,
-    /// `similar` searches in flight.
+    /// `similar` searches in flight (--linking search).
     #[arg(long, default_value_t = 8, value_name = "N")]
     searches: usize,
     /// Labels per bulk request.
@@ -83,6 +89,21 @@ pub struct Args {
     quiet: bool,
 }
 
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+enum LinkingArg {
+    Join,
+    Search,
+}
+
+impl From<LinkingArg> for Linking {
+    fn from(a: LinkingArg) -> Linking {
+        match a {
+            LinkingArg::Join => Linking::Join,
+            LinkingArg::Search => Linking::Search,
+        }
+    }
+}
+
 pub fn run(args: Args) -> CmdResult {
     for (flag, v) in [
         ("--page-size", args.page_size),
@@ -102,6 +123,7 @@ pub fn run(args: Args) -> CmdResult {
         .clone()
         .unwrap_or_else(|| default_state_path(&args.index, args.dry_run));
     config.dry_run = args.dry_run;
+    config.linking = args.linking.into();
     config.restart = args.restart;
     config.page_size = args.page_size;
     config.searches_in_flight = args.searches;
@@ -215,7 +237,13 @@ fn render(r: &RegroupReport) -> String {
     );
     let line = |label: &str, n: u64| format!("  {label:<28}{n:>12}\n");
     s += &line("articles", r.articles);
-    s += &line("searched by this run", r.searched);
+    s += &line(
+        match r.linking {
+            Linking::Join => "joined by this run",
+            Linking::Search => "searched by this run",
+        },
+        r.searched,
+    );
     s += &line("groups", r.groups);
     s += &line("groups of two or more", r.shared_groups);
     s += &line("largest group", r.largest_group);

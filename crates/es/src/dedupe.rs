@@ -196,7 +196,11 @@ pub async fn insert_unless_near(
         let judged = match near.align {
             Some(rule) => {
                 let aligner = similar.aligner(&index.into(), rule).await?;
-                let all: Vec<&Match> = stored_near.iter().flatten().collect();
+                let all: Vec<(Option<&str>, &str)> = stored_near
+                    .iter()
+                    .flatten()
+                    .map(|m| (m.index.as_deref(), m.id.as_str()))
+                    .collect();
                 let stored = similar.texts_of(&aligner, &all).await?;
                 let sources: Vec<Option<Value>> = articles
                     .iter()

@@ -295,3 +295,10 @@ pub fn listed_groups(out: &str) -> BTreeSet<BTreeSet<String>> {
         })
         .collect()
 }
+
+/// Where a regroup's join keeps its files: beside the work file, `<state>.join`.
+pub fn join_dir(state: &std::path::Path) -> std::path::PathBuf {
+    let mut name = state.as_os_str().to_owned();
+    name.push(".join");
+    std::path::PathBuf::from(name)
+}

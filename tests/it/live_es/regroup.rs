@@ -66,6 +66,20 @@ async fn regroup_makes_the_groups_the_connected_components_and_writes_only_what_
         listed.insert(members);
     }
     assert_eq!(listed, shared);
+    // One search per article finds the same links as the join (the default).
+    let searched = dir.path().join("dry-search.redb");
+    let out = ok(&[
+        "regroup",
+        "--index",
+        &idx.name,
+        "--dry-run",
+        "--quiet",
+        "--linking",
+        "search",
+        "--state",
+        searched.to_str().unwrap(),
+    ]);
+    assert_eq!(common::regroup::listed_groups(&out), listed);
     let (unchanged, _) = labels_and_components(&client, &idx.name).await;
     assert_eq!(unchanged, before, "a dry run writes nothing");
 
@@ -134,56 +148,70 @@ async fn a_regroup_killed_in_the_middle_goes_on_from_its_work_file() {
     let client = t::client().await;
     let idx = fixture(&client, "regroup-kill").await;
     let dir = tempfile::tempdir().unwrap();
-    let state = dir.path().join("state.redb");
-    let rep_json = dir.path().join("report.json");
-    let args = [
-        "regroup",
-        "--index",
-        &idx.name,
-        "--quiet",
-        "--state",
-        state.to_str().unwrap(),
-        "--report-json",
-        rep_json.to_str().unwrap(),
-        "--page-size",
-        "10",
-    ];
-    // Slow (20 searches a second), with a log line per page linked: killed once 30 are.
-    let mut child = Command::new(env!("CARGO_BIN_EXE_neardup"))
-        .args(args)
-        .args(["--max-docs-per-sec", "20", "--log-format", "json"])
-        .env("NEARDUP_ES_URL", t::url())
-        .env("RUST_LOG", "neardup_es::regroup=debug")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stderr = BufReader::new(child.stderr.take().unwrap());
-    let mut linked = 0;
-    for line in stderr.lines() {
-        let line = line.unwrap();
-        if let Ok(v) = serde_json::from_str::<Value>(&line) {
-            linked = v["fields"]["linked"].as_u64().unwrap_or(linked);
+    for linking in ["join", "search"] {
+        let state = dir.path().join(format!("{linking}.redb"));
+        let rep_json = dir.path().join("report.json");
+        let args = [
+            "regroup",
+            "--index",
+            &idx.name,
+            "--quiet",
+            "--linking",
+            linking,
+            "--state",
+            state.to_str().unwrap(),
+            "--report-json",
+            rep_json.to_str().unwrap(),
+            "--page-size",
+            "10",
+        ];
+        // Slow (20 articles linked a second), with a log line per page linked: killed once
+        // 30 are.
+        let mut child = Command::new(env!("CARGO_BIN_EXE_neardup"))
+            .args(args)
+            .args(["--max-docs-per-sec", "20", "--log-format", "json"])
+            .env("NEARDUP_ES_URL", t::url())
+            .env("RUST_LOG", "neardup_es::regroup=debug")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stderr = BufReader::new(child.stderr.take().unwrap());
+        let mut linked = 0;
+        for line in stderr.lines() {
+            let line = line.unwrap();
+            if let Ok(v) = serde_json::from_str::<Value>(&line) {
+                linked = v["fields"]["linked"].as_u64().unwrap_or(linked);
+            }
+            if linked >= 30 {
+                break;
+            }
         }
-        if linked >= 30 {
-            break;
+        assert!(linked >= 30, "{linking}: the run logged its pages");
+        child.kill().unwrap(); // SIGKILL, between two pages or inside one
+        child.wait().unwrap();
+
+        ok(&args);
+        let r = report(dir.path());
+        assert_eq!(r["resumed"], true, "{r}");
+        assert_eq!(r["linking"], linking, "{r}");
+        let articles = r["articles"].as_u64().unwrap();
+        let searched = r["searched"].as_u64().unwrap();
+        assert!(
+            searched + 30 <= articles,
+            "{linking}: pages linked before the kill are not linked again: {r}"
+        );
+        let (labels, components) = labels_and_components(&client, &idx.name).await;
+        assert_labels_are(&labels, &components);
+        if linking == "join" {
+            let files = common::regroup::join_dir(&state);
+            assert!(
+                !files.exists(),
+                "the join's files are removed: {}",
+                files.display()
+            );
         }
     }
-    assert!(linked >= 30, "the run logged its pages");
-    child.kill().unwrap(); // SIGKILL, between two pages or inside one
-    child.wait().unwrap();
-
-    ok(&args);
-    let r = report(dir.path());
-    assert_eq!(r["resumed"], true, "{r}");
-    let articles = r["articles"].as_u64().unwrap();
-    let searched = r["searched"].as_u64().unwrap();
-    assert!(
-        searched + 30 <= articles,
-        "pages linked before the kill are not searched again: {r}"
-    );
-    let (labels, components) = labels_and_components(&client, &idx.name).await;
-    assert_labels_are(&labels, &components);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -318,6 +318,18 @@ impl Forest {
     /// (`links`: an article's id and the ids `similar` found near it), their links, after
     /// which they count as searched.
     pub fn record_page(&self, nodes: &[Node], links: &[(String, Vec<String>)]) -> Result<()> {
+        self.record(nodes, links).map(drop)
+    }
+
+    /// The articles a walk read, numbered (a join's walk: their links come later, by
+    /// [`Forest::record_page`] without nodes). Their numbers, in order.
+    pub fn record_nodes(&self, nodes: &[Node]) -> Result<Vec<u64>> {
+        self.record(nodes, &[])
+    }
+
+    /// [`Forest::record_page`], answering the numbers of `nodes`.
+    fn record(&self, nodes: &[Node], links: &[(String, Vec<String>)]) -> Result<Vec<u64>> {
+        let mut numbers = Vec::with_capacity(nodes.len());
         let tx = st!(self, self.db.begin_write())?;
         {
             let mut counters = st!(self, tx.open_table(COUNTERS))?;
@@ -335,6 +347,7 @@ impl Forest {
             let mut table = st!(self, tx.open_table(NODES))?;
             for n in nodes {
                 let k = num(&mut ids, &n.id)?;
+                numbers.push(k);
                 st!(
                     self,
                     table.insert(
@@ -367,6 +380,51 @@ impl Forest {
                 st!(self, searched.insert(a, ()))?;
             }
             st!(self, counters.insert("next", next))?;
+        }
+        st!(self, tx.commit())?;
+        Ok(numbers)
+    }
+
+    /// The ids of articles by number, and whether their links are in the forest.
+    pub fn articles(&self, nums: &[u64]) -> Result<Vec<(String, bool)>> {
+        let tx = st!(self, self.db.begin_read())?;
+        let nodes = st!(self, tx.open_table(NODES))?;
+        let searched = match tx.open_table(SEARCHED) {
+            Ok(t) => Some(t),
+            Err(redb::TableError::TableDoesNotExist(_)) => None,
+            Err(e) => return Err(self.err(e.into())),
+        };
+        nums.iter()
+            .map(|&n| {
+                let id = st!(self, nodes.get(n))?
+                    .map(|v| v.value().0.to_owned())
+                    .ok_or_else(|| RegroupError::State {
+                        path: self.path.clone(),
+                        detail: format!("article {n} of the join is not in the work file"),
+                    })?;
+                let done = match &searched {
+                    Some(t) => st!(self, t.get(n))?.is_some(),
+                    None => false,
+                };
+                Ok((id, done))
+            })
+            .collect()
+    }
+
+    /// Whether a join's walk has read the whole index into its files.
+    pub fn join_walked(&self) -> Result<bool> {
+        Ok(self.meta("join")?.as_deref() == Some("walked"))
+    }
+
+    /// Records that a join's walk read the whole index (`true`), or that it starts over.
+    pub fn set_join_walked(&self, walked: bool) -> Result<()> {
+        let tx = st!(self, self.db.begin_write())?;
+        {
+            let mut m = st!(self, tx.open_table(META))?;
+            st!(
+                self,
+                m.insert("join", if walked { "walked" } else { "walking" })
+            )?;
         }
         st!(self, tx.commit())
     }

@@ -44,7 +44,9 @@
 //! label them); articles changed after they were read keep their label.
 
 mod forest;
+mod join;
 
+use std::collections::{BTreeSet, HashMap};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -58,15 +60,18 @@ use serde_json::{json, Value};
 pub use self::forest::{Component, Phase};
 use self::forest::{Forest, Node, Rank};
 use super::backfill::control::Pace;
-use super::backfill::{resolve_indices, Paging, WalkError, WalkSpec, Walker};
+use super::backfill::{resolve_indices, Hit, Paging, WalkError, WalkSpec, Walker};
 use super::group::{better_container, group_near, order_key_at};
-use super::schema::{GroupLink, GroupOrder};
-use super::similar::StoredQuery;
+use super::schema::{GroupLink, GroupMeta, GroupOrder, IndexMeta};
+use super::similar::{
+    aligned_candidates, candidate_terms, judged_match, stored_query, Aligner, StoredQuery,
+};
 use super::{
-    path_segment, EsError, EsIndexer, GroupLabel, ItemFailure, RetryPolicy, Similar, SimilarOptions,
+    path_segment, EsError, EsIndexer, GroupLabel, ItemFailure, Near, RetryPolicy, Similar,
+    SimilarOptions,
 };
 use crate::client::{refresh, search};
-use neardup_core::method::Match;
+use neardup_core::method::{Match, Query};
 use neardup_core::relation::{AlignRule, Relation};
 
 /// Why a regroup stopped.
@@ -118,7 +123,8 @@ pub struct RegroupConfig {
     pub searches_in_flight: usize,
     /// Labels per bulk request.
     pub bulk_size: usize,
-    /// Searches, and labels written, per second at most (none: unlimited).
+    /// Articles linked (searched or joined), and labels written, per second at most (none:
+    /// unlimited).
     pub max_docs_per_sec: Option<f64>,
     pub paging: Paging,
     pub keep_alive: Duration,
@@ -136,6 +142,25 @@ pub struct RegroupConfig {
     /// links its groups by, else `title` and `content`; others than the recorded ones are an
     /// error.
     pub text_fields: Option<Vec<String>>,
+    /// How each article's links are found.
+    pub linking: Linking,
+}
+
+/// How the link phase finds what each article links to. Both find what a `similar` search
+/// of the article finds at the index's tolerance (the same terms, the same rule); they differ
+/// in where the work is done.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Linking {
+    /// Read every article's stored terms once and join them on this machine ([`join`]): no
+    /// search, files beside the work file of about 2 KB an article, memory that stays under
+    /// about 128 MiB beside the page cache. Articles written after the walk are not seen
+    /// (the writers link them).
+    #[default]
+    Join,
+    /// One `similar` search per article, as the writers search (what every release before
+    /// the join did): the cluster does the work, the work file is all that is kept.
+    Search,
 }
 
 impl RegroupConfig {
@@ -156,6 +181,7 @@ impl RegroupConfig {
             cache_bytes: 64 << 20,
             align: None,
             text_fields: None,
+            linking: Linking::default(),
         }
     }
 }
@@ -202,7 +228,10 @@ pub struct RegroupReport {
     pub state_file: PathBuf,
     /// Articles read.
     pub articles: u64,
-    /// Articles searched by this run (the rest were linked by a previous one).
+    /// How the links were found.
+    pub linking: Linking,
+    /// Articles linked by this run, searched or joined (the rest were linked by a previous
+    /// one).
     pub searched: u64,
     /// Components of articles with a sketch (a single article is a group of its own).
     pub groups: u64,
@@ -372,6 +401,7 @@ async fn regroup_job(
         dry_run: config.dry_run,
         resumed: forest.linked()? > 0,
         state_file: config.state.clone(),
+        linking: config.linking,
         ..RegroupReport::default()
     };
     let pace = Pace::new(config.max_docs_per_sec);
@@ -382,104 +412,42 @@ async fn regroup_job(
         let mut fields: Vec<String> = similar.sketch_source_fields(index.as_str(), method).await?;
         fields.push(group.field.clone());
         fields.extend(group.order.field().map(str::to_owned));
-        if aligner.is_some() {
-            fields.extend(text_fields.iter().cloned());
-        }
-        let spec = WalkSpec {
-            index: index.clone(),
-            query: json!({ "match_all": {} }),
-            fields,
-            page_size: config.page_size,
-            preference: None,
-            keep_alive: config.keep_alive,
-            slice: None,
+        let link = Link {
+            config,
+            similar: &similar,
+            index: &index,
+            meta: &meta,
+            group: &group,
+            method,
+            // An aligned lookup's candidates, where the texts decide.
+            near: match aligner {
+                Some(_) => aligned_candidates(),
+                None => near,
+            },
+            aligner: aligner.as_ref(),
+            text_fields: &text_fields,
+            forest: &forest,
+            pace: &pace,
+            stop,
+            progress,
+            total,
+            spec: WalkSpec {
+                index: index.clone(),
+                query: json!({ "match_all": {} }),
+                fields,
+                page_size: config.page_size,
+                preference: None,
+                keep_alive: config.keep_alive,
+                slice: None,
+            },
         };
-        let mut lost = 0u32;
-        'walks: loop {
-            let mut walker = Walker::open(similar.scanner(), config.paging, spec.clone());
-            let mut read = 0u64;
-            loop {
-                if stop.load(Ordering::Relaxed) {
-                    walker.close().await;
-                    report.interrupted = true;
-                    return finish(report, &forest, started);
-                }
-                let page = match walker.next_page().await {
-                    Ok(p) => p,
-                    Err(WalkError::Lost(e)) if lost < MAX_LOST_WALKS => {
-                        lost += 1;
-                        tracing::warn!(index = %index, error = %e, "walk lost, starting a new one (pages already linked are not searched again)");
-                        continue 'walks;
-                    }
-                    Err(e) => return Err(e.into_inner().into()),
-                };
-                lost = 0;
-                if page.is_empty() {
-                    walker.close().await;
-                    break 'walks;
-                }
-                read += page.len() as u64;
-                let mut nodes = Vec::with_capacity(page.len());
-                let mut sketches = Vec::with_capacity(page.len());
-                for hit in &page {
-                    let raw = json!({ "_id": hit.id, "_index": index, "_source": hit.source });
-                    let sketch = similar.stored_sketch(index.as_str(), &raw, method).await?;
-                    nodes.push(Node {
-                        id: hit.id.clone(),
-                        seq_no: hit.seq_no,
-                        primary_term: hit.primary_term,
-                        label: hit.source[&group.field].as_str().map(str::to_owned),
-                        has_sketch: sketch.is_some(),
-                        order: group
-                            .order
-                            .field()
-                            .and_then(|f| order_key_at(&hit.source, f)),
-                    });
-                    sketches.push(sketch);
-                }
-                let ids: Vec<&str> = nodes.iter().map(|n| n.id.as_str()).collect();
-                let todo: Vec<(String, StoredQuery, &Value)> = forest
-                    .unsearched(&ids)?
-                    .into_iter()
-                    .zip(nodes.iter().zip(sketches).zip(&page))
-                    .filter_map(|(todo, ((n, s), hit))| {
-                        Some((n.id.clone(), s.filter(|_| todo)?, &hit.source))
-                    })
-                    .collect();
-                pace.take(todo.len()).await;
-                let found: Vec<Result<(String, Vec<String>), EsError>> =
-                    futures_util::stream::iter(todo)
-                        .map(|(id, sketch, source)| {
-                            let (similar, index, aligner) = (&similar, &index, &aligner);
-                            async move {
-                                let s = match aligner {
-                                    Some(a) => {
-                                        similar
-                                            .aligned_by_stored(index.as_str(), sketch, source, a)
-                                            .await?
-                                    }
-                                    None => similar.by_stored(index.as_str(), sketch, near).await?,
-                                };
-                                let matches = s.matches.into_iter().filter(|m| {
-                                    m.id != id && m.index.as_deref().is_none_or(|i| i == index)
-                                });
-                                let links = group_links(matches);
-                                Ok((id, links))
-                            }
-                        })
-                        .buffered(config.searches_in_flight.max(1))
-                        .collect()
-                        .await;
-                let links = found.into_iter().collect::<Result<Vec<_>, _>>()?;
-                report.searched += links.len() as u64;
-                forest.record_page(&nodes, &links)?;
-                tracing::debug!(index = %index, read, linked = forest.linked()?, "regroup: page linked");
-                progress(&RegroupProgress {
-                    phase: Phase::Link,
-                    done: read,
-                    total,
-                });
-            }
+        let linked = match config.linking {
+            Linking::Join => link.by_join(&mut report).await?,
+            Linking::Search => link.by_search(&mut report).await?,
+        };
+        if !linked {
+            report.interrupted = true;
+            return finish(report, &forest, started);
         }
         forest.set_phase(Phase::Choose)?;
     }
@@ -552,6 +520,357 @@ async fn regroup_job(
         forest.set_phase(Phase::Done)?;
     }
     finish(report, &forest, started)
+}
+
+/// What the link phase works with.
+struct Link<'a> {
+    config: &'a RegroupConfig,
+    similar: &'a Similar,
+    index: &'a String,
+    meta: &'a IndexMeta,
+    group: &'a GroupMeta,
+    method: neardup_core::Method,
+    /// The writers' tolerance, or an aligned lookup's candidates.
+    near: Near,
+    aligner: Option<&'a Arc<Aligner>>,
+    text_fields: &'a [String],
+    forest: &'a Forest,
+    pace: &'a Pace,
+    stop: &'a AtomicBool,
+    progress: &'a dyn Fn(&RegroupProgress),
+    total: Option<u64>,
+    /// The walk: the sketch fields, the label, the order field.
+    spec: WalkSpec,
+}
+
+/// What a walk brings next.
+enum Next {
+    Page(Vec<Hit>),
+    /// The walk was lost and starts again from the first page.
+    Restarted,
+    End,
+}
+
+/// The pages of the index, a lost walk started again (up to [`MAX_LOST_WALKS`] in a row).
+struct Pages<'a> {
+    link: &'a Link<'a>,
+    spec: WalkSpec,
+    walker: Option<Walker>,
+    lost: u32,
+}
+
+impl Pages<'_> {
+    async fn next(&mut self) -> Result<Next, RegroupError> {
+        let walker = self.walker.get_or_insert_with(|| {
+            Walker::open(
+                self.link.similar.scanner(),
+                self.link.config.paging,
+                self.spec.clone(),
+            )
+        });
+        match walker.next_page().await {
+            Ok(p) if p.is_empty() => {
+                self.close().await;
+                Ok(Next::End)
+            }
+            Ok(p) => {
+                self.lost = 0;
+                Ok(Next::Page(p))
+            }
+            Err(WalkError::Lost(e)) if self.lost < MAX_LOST_WALKS => {
+                self.lost += 1;
+                self.walker = None;
+                tracing::warn!(index = %self.spec.index, error = %e, "walk lost, starting a new one");
+                Ok(Next::Restarted)
+            }
+            Err(e) => Err(e.into_inner().into()),
+        }
+    }
+
+    async fn close(&mut self) {
+        if let Some(w) = self.walker.take() {
+            w.close().await;
+        }
+    }
+}
+
+impl Link<'_> {
+    fn pages(&self, spec: WalkSpec) -> Pages<'_> {
+        Pages {
+            link: self,
+            spec,
+            walker: None,
+            lost: 0,
+        }
+    }
+
+    fn stopped(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
+    }
+
+    /// A page's articles as the work file keeps them, and their stored sketches.
+    async fn read(&self, page: &[Hit]) -> Result<(Vec<Node>, Vec<Option<StoredQuery>>), EsError> {
+        let mut nodes = Vec::with_capacity(page.len());
+        let mut sketches = Vec::with_capacity(page.len());
+        for hit in page {
+            let raw = json!({ "_id": hit.id, "_index": self.index, "_source": hit.source });
+            let sketch = self
+                .similar
+                .stored_sketch(self.index.as_str(), &raw, self.method)
+                .await?;
+            nodes.push(Node {
+                id: hit.id.clone(),
+                seq_no: hit.seq_no,
+                primary_term: hit.primary_term,
+                label: hit.source[&self.group.field].as_str().map(str::to_owned),
+                has_sketch: sketch.is_some(),
+                order: self
+                    .group
+                    .order
+                    .field()
+                    .and_then(|f| order_key_at(&hit.source, f)),
+            });
+            sketches.push(sketch);
+        }
+        Ok((nodes, sketches))
+    }
+
+    fn report_progress(&self, done: u64) {
+        (self.progress)(&RegroupProgress {
+            phase: Phase::Link,
+            done,
+            total: self.total,
+        });
+    }
+
+    /// One `similar` search per article ([`Linking::Search`]). `false` when stopped.
+    async fn by_search(&self, report: &mut RegroupReport) -> Result<bool, RegroupError> {
+        let mut spec = self.spec.clone();
+        if self.aligner.is_some() {
+            spec.fields.extend(self.text_fields.iter().cloned());
+        }
+        let mut pages = self.pages(spec);
+        let mut read = 0u64;
+        loop {
+            if self.stopped() {
+                pages.close().await;
+                return Ok(false);
+            }
+            let page = match pages.next().await? {
+                Next::Page(p) => p,
+                // Pages already linked are not searched again.
+                Next::Restarted => {
+                    read = 0;
+                    continue;
+                }
+                Next::End => return Ok(true),
+            };
+            read += page.len() as u64;
+            let (nodes, sketches) = self.read(&page).await?;
+            let ids: Vec<&str> = nodes.iter().map(|n| n.id.as_str()).collect();
+            let todo: Vec<(String, StoredQuery, &Value)> = self
+                .forest
+                .unsearched(&ids)?
+                .into_iter()
+                .zip(nodes.iter().zip(sketches).zip(&page))
+                .filter_map(|(todo, ((n, s), hit))| {
+                    Some((n.id.clone(), s.filter(|_| todo)?, &hit.source))
+                })
+                .collect();
+            self.pace.take(todo.len()).await;
+            let found: Vec<Result<(String, Vec<String>), EsError>> =
+                futures_util::stream::iter(todo)
+                    .map(|(id, sketch, source)| async move {
+                        let (similar, index) = (self.similar, self.index.as_str());
+                        let s = match self.aligner {
+                            Some(a) => similar.aligned_by_stored(index, sketch, source, a).await?,
+                            None => similar.by_stored(index, sketch, self.near).await?,
+                        };
+                        let matches = s.matches.into_iter().filter(|m| {
+                            m.id != id && m.index.as_deref().is_none_or(|i| i == index)
+                        });
+                        let links = group_links(matches);
+                        Ok((id, links))
+                    })
+                    .buffered(self.config.searches_in_flight.max(1))
+                    .collect()
+                    .await;
+            let links = found.into_iter().collect::<Result<Vec<_>, _>>()?;
+            report.searched += links.len() as u64;
+            self.forest.record_page(&nodes, &links)?;
+            tracing::debug!(index = %self.index, read, linked = self.forest.linked()?, "regroup: page linked");
+            self.report_progress(read);
+        }
+    }
+
+    /// The index's stored terms joined on this machine ([`Linking::Join`], module [`join`]).
+    /// `false` when stopped.
+    async fn by_join(&self, report: &mut RegroupReport) -> Result<bool, RegroupError> {
+        let dir = join::dir_of(&self.config.state);
+        if !self.forest.join_walked()? {
+            self.forest.set_join_walked(false)?;
+            let mut terms = join::TermsWriter::create(&dir)?;
+            let mut pages = self.pages(self.spec.clone());
+            let mut read = 0u64;
+            loop {
+                if self.stopped() {
+                    pages.close().await;
+                    return Ok(false);
+                }
+                let page = match pages.next().await? {
+                    Next::Page(p) => p,
+                    // The terms file starts over with the walk: no article twice in it.
+                    Next::Restarted => {
+                        terms = join::TermsWriter::create(&dir)?;
+                        read = 0;
+                        continue;
+                    }
+                    Next::End => break,
+                };
+                read += page.len() as u64;
+                let (nodes, sketches) = self.read(&page).await?;
+                let nums = self.forest.record_nodes(&nodes)?;
+                for (num, stored) in nums.into_iter().zip(sketches) {
+                    let Some(stored) = stored else { continue };
+                    let query = stored_query(
+                        stored.sketch.clone(),
+                        stored.terms.as_ref(),
+                        self.near.tolerance,
+                    )?;
+                    let t = candidate_terms(
+                        self.meta,
+                        &query,
+                        stored.terms.as_ref(),
+                        &self.near.options,
+                    );
+                    terms.push(num, &stored.sketch, &t)?;
+                }
+                self.report_progress(read);
+            }
+            terms.finish()?;
+            self.forest.set_join_walked(true)?;
+        }
+        let articles = self.forest.count("next")?;
+        let built = {
+            let dir = dir.clone();
+            tokio::task::spawn_blocking(move || join::Join::build(&dir, articles))
+                .await
+                .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))?
+        };
+        let mut records = built.records();
+        let mut done = 0u64;
+        loop {
+            if self.stopped() {
+                return Ok(false);
+            }
+            let chunk: Vec<join::Record<'_>> = records
+                .by_ref()
+                .take(self.config.page_size.max(1))
+                .collect::<Result<_, _>>()?;
+            if chunk.is_empty() {
+                break;
+            }
+            done += chunk.len() as u64;
+            self.pace.take(chunk.len()).await;
+            let candidates: Vec<Vec<u64>> = chunk.iter().map(|r| built.candidates(r)).collect();
+            let mut nums: Vec<u64> = chunk.iter().map(|r| r.num).collect();
+            nums.extend(candidates.iter().flatten());
+            nums.sort_unstable();
+            nums.dedup();
+            let articles: HashMap<u64, (String, bool)> = nums
+                .iter()
+                .copied()
+                .zip(self.forest.articles(&nums)?)
+                .collect();
+            let mut found: Vec<(String, Vec<Match>)> = Vec::new();
+            for (r, cands) in chunk.iter().zip(&candidates) {
+                let (id, linked) = &articles[&r.num];
+                if *linked {
+                    continue;
+                }
+                let query = Query::new(r.sketch.clone(), self.near.tolerance)
+                    .map_err(|e| EsError::Config(e.to_string()))?;
+                let mut matches = Vec::new();
+                for &c in cands {
+                    let other = built.sketch(c)?;
+                    matches.extend(judged_match(
+                        &query,
+                        &other,
+                        &self.near.options,
+                        &articles[&c].0,
+                        self.index,
+                    ));
+                }
+                found.push((id.clone(), matches));
+            }
+            if let Some(aligner) = self.aligner {
+                found = self.judged_by_texts(aligner, found).await?;
+            }
+            let links: Vec<(String, Vec<String>)> = found
+                .into_iter()
+                .map(|(id, matches)| (id, group_links(matches)))
+                .collect();
+            report.searched += links.len() as u64;
+            self.forest.record_page(&[], &links)?;
+            tracing::debug!(index = %self.index, done, linked = self.forest.linked()?, "regroup: page joined");
+            self.report_progress(done);
+        }
+        drop(records);
+        drop(built);
+        // The files are the link phase's: gone once every article is linked.
+        if let Err(e) = std::fs::remove_dir_all(&dir) {
+            tracing::warn!(dir = %dir.display(), error = %e, "cannot remove the join's files");
+        }
+        Ok(true)
+    }
+
+    /// Each article's candidates judged against it by the texts, as an aligned search judges
+    /// the candidates it brings back; the texts are read in one multi-get a page. An article
+    /// (or a candidate) gone since the walk has no text: it links nothing.
+    async fn judged_by_texts(
+        &self,
+        aligner: &Arc<Aligner>,
+        found: Vec<(String, Vec<Match>)>,
+    ) -> Result<Vec<(String, Vec<Match>)>, RegroupError> {
+        let index = Some(self.index.as_str());
+        let wanted: Vec<(Option<&str>, &str)> = found
+            .iter()
+            .filter(|(_, m)| !m.is_empty())
+            .flat_map(|(id, m)| std::iter::once(id.as_str()).chain(m.iter().map(|m| m.id.as_str())))
+            .map(|id| (index, id))
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        let sources = self.similar.texts_of(aligner, &wanted).await?;
+        let aligner = Arc::clone(aligner);
+        let index = self.index.clone();
+        let judged = tokio::task::spawn_blocking(move || {
+            found
+                .into_iter()
+                .map(|(id, matches)| {
+                    let key = |id: &str| (index.clone(), id.to_owned());
+                    let Some(source) = sources.get(&key(&id)) else {
+                        return Ok((id, Vec::new()));
+                    };
+                    if matches.is_empty() {
+                        return Ok((id, matches));
+                    }
+                    let q = aligner.text(source)?;
+                    let mut judged = Vec::new();
+                    for m in matches {
+                        let Some(other) = sources.get(&key(&m.id)) else {
+                            continue;
+                        };
+                        judged.extend(aligner.judge(&q, m, &aligner.text(other)?));
+                    }
+                    Ok::<_, EsError>((id, judged))
+                })
+                .collect::<Result<Vec<_>, _>>()
+        })
+        .await
+        .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))?;
+        Ok(judged)
+    }
 }
 
 /// What a regroup unites an article with, of what its search found: every near-duplicate,

@@ -97,22 +97,22 @@ impl Similar {
         })
     }
 
-    /// The text fields of the stored documents `matches` name (their `_source`, by `index`
-    /// and `id`), read in one realtime multi-get (which sees writes no refresh has made
-    /// searchable yet), as dedupe on insert needs them; a document no longer there is left
-    /// out.
+    /// The text fields of the stored documents `docs` name (index and id: their `_source`),
+    /// read in one realtime multi-get (which sees writes no refresh has made searchable
+    /// yet), as dedupe on insert and a regroup's join need them; a document no longer there
+    /// is left out.
     pub(crate) async fn texts_of(
         &self,
         aligner: &Aligner,
-        matches: &[&Match],
+        docs: &[(Option<&str>, &str)],
     ) -> Result<Sources, EsError> {
         let mut out = Sources::new();
-        if matches.is_empty() {
+        if docs.is_empty() {
             return Ok(out);
         }
-        let docs: Vec<Value> = matches
+        let docs: Vec<Value> = docs
             .iter()
-            .map(|m| json!({ "_index": m.index, "_id": m.id }))
+            .map(|(index, id)| json!({ "_index": index, "_id": id }))
             .collect();
         let r = mget(
             self.scanner.client(),

@@ -66,8 +66,8 @@ pub(crate) use aligned::{
     aligned_match, candidates as aligned_candidates, Aligner, BatchTexts, Marked,
 };
 use hit::{hit_sketch, source_sketch};
+pub(crate) use query::{candidate_terms, CandidateTerms, StoredQuery, StoredTerms};
 use query::{keep_source, leave_out, query_body, sketch_fields, stored_terms};
-pub(crate) use query::{StoredQuery, StoredTerms};
 
 /// The largest k the four 16-bit blocks answer exactly: a pair within distance 7 has some
 /// block within distance 1.
@@ -664,16 +664,7 @@ impl Similar {
                 if method == Method::MinHash && !shares_band && !agrees {
                     continue;
                 }
-                if !relations {
-                    if let Some(score) = q.score(&other) {
-                        out.push(Match::in_index(id, index, score));
-                    }
-                } else if let Some(r) = q.relate(&other, &near.options) {
-                    let mut m = Match::in_index(id, index, r.score);
-                    m.relation = Some(r.relation);
-                    m.containment = r.containment;
-                    out.push(m);
-                }
+                out.extend(judged_match(q, &other, &near.options, id, index));
             }
         }
         for m in &mut found {
@@ -820,8 +811,6 @@ impl Similar {
         }
         keep_source(&mut body, ask.keep);
         let mut sources = Sources::new();
-        // Relations are a MinHash answer, given where partial copies are asked for.
-        let relations = options.containment.is_some() && query.method() == Method::MinHash;
         let scan_options = ScanOptions {
             page_size: self.options.page_size,
             keep_alive: self.options.keep_alive,
@@ -849,16 +838,7 @@ impl Similar {
                     match hit_sketch(&h, d, query.method()) {
                         Ok(Some(other)) => {
                             let found = matches.len();
-                            if !relations {
-                                if let Some(score) = query.score(&other) {
-                                    matches.push(Match::in_index(id, index, score));
-                                }
-                            } else if let Some(r) = query.relate(&other, options) {
-                                let mut m = Match::in_index(id, index, r.score);
-                                m.relation = Some(r.relation);
-                                m.containment = r.containment;
-                                matches.push(m);
-                            }
+                            matches.extend(judged_match(query, &other, options, id, index));
                             if matches.len() > found && !ask.keep.is_empty() {
                                 sources.insert(
                                     (index.to_owned(), id.to_owned()),
@@ -1160,6 +1140,30 @@ fn check_tolerance(tolerance: Tolerance) -> Result<(), EsError> {
     }
 }
 
+/// What a candidate `other` (`id` in `index`) is to `query`: a match within the query's
+/// tolerance, with its relation and estimated containment where partial copies are asked
+/// (`options`) of a MinHash query; `None` when it is not near. The one judgement of a
+/// candidate, whoever found it: a search, a multi-get of recent articles, a regroup's join.
+pub(crate) fn judged_match(
+    query: &Query,
+    other: &Sketch,
+    options: &MatchOptions,
+    id: &str,
+    index: &str,
+) -> Option<Match> {
+    // Relations are a MinHash answer, given where partial copies are asked for.
+    if options.containment.is_none() || query.method() != Method::MinHash {
+        return query
+            .score(other)
+            .map(|score| Match::in_index(id, index, score));
+    }
+    let r = query.relate(other, options)?;
+    let mut m = Match::in_index(id, index, r.score);
+    m.relation = Some(r.relation);
+    m.containment = r.containment;
+    Some(m)
+}
+
 /// The [`Query`] of a sketch at a tolerance, or [`EsError::Config`] when their methods differ
 /// or the sketch is a b-bit signature (it cannot make the band terms a search needs).
 fn es_query(sketch: Sketch, tolerance: Tolerance) -> Result<Query, EsError> {
@@ -1176,7 +1180,7 @@ fn es_query(sketch: Sketch, tolerance: Tolerance) -> Result<Query, EsError> {
 
 /// The [`Query`] of a stored sketch: a compact signature comes with its stored band `terms`
 /// (it cannot make them, so [`es_query`] would refuse it); any other is [`es_query`]'s.
-fn stored_query(
+pub(crate) fn stored_query(
     sketch: Sketch,
     terms: Option<&StoredTerms>,
     tolerance: Tolerance,

@@ -305,3 +305,91 @@ pub(super) fn sketch_fields(meta: &IndexMeta, method: Method) -> Vec<&str> {
         }
     }
 }
+
+/// The candidate query of one stored document as data, for a join done outside Elasticsearch
+/// (`regroup`'s): each term is a [`term_key`] of its field and value. A document is a
+/// candidate of the query when it holds one of `any` (a band term; a SimHash block probe),
+/// or at least `agreeing` of `agree` (minima terms, where partial copies are asked and the
+/// index holds them): what [`minhash_body`] and [`simhash_body`] ask, without the filter
+/// script, whose rule the judgement applies whole ([`super::judged_match`]).
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct CandidateTerms {
+    pub(crate) any: Vec<u64>,
+    pub(crate) agree: Vec<u64>,
+    pub(crate) agreeing: usize,
+    /// The terms the document holds, which other queries find it by: `None` when they are
+    /// `any` and `agree` (MinHash, and SimHash up to [`WHOLE_BLOCK_K`]).
+    pub(crate) held: Option<Vec<u64>>,
+}
+
+/// A term of a join: its field and value hashed (64 bits of XXH3; two different terms share
+/// a key by chance only, about once in 2^64 pairs).
+pub(crate) fn term_key(field: &str, term: &str) -> u64 {
+    let mut h = xxhash_rust::xxh3::Xxh3::new();
+    h.update(field.as_bytes());
+    h.update(&[0]);
+    h.update(term.as_bytes());
+    h.digest()
+}
+
+/// The candidate query of a stored document (`query`, and `terms`, those stored beside a
+/// compact signature) with `options`, in an index described by `meta` holding the query's
+/// method: the same terms [`query_body`] sends.
+pub(crate) fn candidate_terms(
+    meta: &IndexMeta,
+    query: &Query,
+    terms: Option<&StoredTerms>,
+    options: &MatchOptions,
+) -> CandidateTerms {
+    match query {
+        &Query::SimHash { fingerprint: fp, k } => {
+            let names = &simhash_meta(meta).fields;
+            let blocks = names.blocks.iter().zip(fp.blocks16());
+            let any = blocks
+                .clone()
+                .flat_map(|(f, b)| {
+                    block_probes(b, k)
+                        .into_iter()
+                        .map(|p| term_key(f, &p.to_string()))
+                })
+                .collect();
+            let held = (k > WHOLE_BLOCK_K)
+                .then(|| blocks.map(|(f, b)| term_key(f, &b.to_string())).collect());
+            CandidateTerms {
+                any,
+                agree: Vec::new(),
+                agreeing: 0,
+                held,
+            }
+        }
+        Query::MinHash { signature: sig, .. } => {
+            let m = minhash_meta(meta);
+            let bands = terms.map_or_else(|| m.query_terms(sig), |s| s.bands.clone());
+            let held = m
+                .containment
+                .as_ref()
+                .filter(|_| options.containment.is_some());
+            let minima = match (held, terms) {
+                (Some(_), Some(stored)) => stored.minima.clone(),
+                (Some(c), None) => Some(c.minima_terms(sig)),
+                (None, _) => None,
+            };
+            let (agree, agreeing) = match (held, minima) {
+                (Some(c), Some(minima)) => (
+                    minima
+                        .iter()
+                        .map(|t| term_key(&c.fields.minima, t))
+                        .collect(),
+                    c.agreeing(),
+                ),
+                _ => (Vec::new(), 0),
+            };
+            CandidateTerms {
+                any: bands.iter().map(|t| term_key(&m.fields.bands, t)).collect(),
+                agree,
+                agreeing,
+                held: None,
+            }
+        }
+    }
+}
