@@ -5,10 +5,10 @@
 //! methods and groups recorded but not yet labelled (an index whose groups are turned on
 //! after its articles were fingerprinted: every label is written).
 //!
-//! Each run is the real command line (`neardup regroup`, beside this binary), timed by
-//! `/usr/bin/time`.
+//! Each run is the real command line (`neardup regroup`, beside this binary), timed, its
+//! memory sampled every 100 ms from `/proc`.
 
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use anyhow::Context;
@@ -54,8 +54,28 @@ pub struct EsRegroupBench {
     /// `similar` searches in flight (`neardup regroup --searches`).
     #[arg(long, default_value_t = 8)]
     searches: usize,
+    /// How regroup links (`neardup regroup --linking`): `join`, `search`, or both
+    /// (`join,search`), each run on the same index in turn, its labels removed before.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "join")]
+    linking: Vec<LinkingArg>,
     #[command(flatten)]
     profile: ProfileArgs,
+}
+
+/// `neardup regroup --linking`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+enum LinkingArg {
+    Join,
+    Search,
+}
+
+impl LinkingArg {
+    fn name(self) -> &'static str {
+        match self {
+            LinkingArg::Join => "join",
+            LinkingArg::Search => "search",
+        }
+    }
 }
 
 pub fn run(args: EsRegroupBench) -> CmdResult {
@@ -107,9 +127,7 @@ pub fn run(args: EsRegroupBench) -> CmdResult {
             texts: false,
         };
         let reused = args.reuse && rt.block_on(holds(&client, &retry, &target, &fp, n))?;
-        if reused {
-            rt.block_on(unlabel(&client, &retry, &target.index))?;
-        } else {
+        if !reused {
             load_from(
                 &rt,
                 &client,
@@ -120,48 +138,77 @@ pub fn run(args: EsRegroupBench) -> CmdResult {
                 0..n,
             )?;
         }
-        let state = work.join(format!("state-{n}.redb"));
-        let report_path = work.join(format!("report-{n}.json"));
-        let cpu_before = rt.block_on(cluster_cpu_ms(&client, &retry))?;
-        let loadavg_before = load_avg();
-        let started = Instant::now();
-        let out = Command::new("/usr/bin/time")
-            .args(["-f", "%e s %M KB"])
-            .arg(&neardup)
-            .args(["regroup", "--index", &target.index, "--quiet", "--searches"])
-            .arg(args.searches.to_string())
-            .arg("--state")
-            .arg(&state)
-            .arg("--report-json")
-            .arg(&report_path)
-            .env("NEARDUP_ES_URL", &url)
-            .output()
-            .context("running /usr/bin/time neardup regroup")?;
-        let took = started.elapsed().as_secs_f64();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        anyhow::ensure!(out.status.success(), "neardup regroup failed: {stderr}");
-        let cpu_after = rt.block_on(cluster_cpu_ms(&client, &retry))?;
-        let rss_kb: u64 = stderr
-            .lines()
-            .rev()
-            .find_map(|l| l.strip_suffix(" KB")?.rsplit(' ').next()?.parse().ok())
-            .context("no peak RSS from /usr/bin/time")?;
-        let report: Value = serde_json::from_str(&std::fs::read_to_string(&report_path)?)?;
-        let state_bytes = std::fs::metadata(&state).map(|m| m.len()).unwrap_or(0);
-        println!("{stderr}");
-        println!(
-            "load average before: {}, after: {}",
-            loadavg_before.trim(),
-            load_avg().trim()
-        );
-        rows.push((
-            n,
-            took,
-            rss_kb,
-            state_bytes,
-            (cpu_after - cpu_before) as f64 / 1000.0,
-            report,
-        ));
+        for (run, linking) in args.linking.iter().map(|l| l.name()).enumerate() {
+            if reused || run > 0 {
+                rt.block_on(unlabel(&client, &retry, &target.index))?;
+            }
+            let state = work.join(format!("state-{n}-{linking}.redb"));
+            let report_path = work.join(format!("report-{n}-{linking}.json"));
+            let cpu_before = rt.block_on(cluster_cpu_ms(&client, &retry))?;
+            let loadavg_before = load_avg();
+            let started = Instant::now();
+            let mut child = Command::new(&neardup)
+                .args(["regroup", "--index", &target.index, "--quiet", "--searches"])
+                .arg(args.searches.to_string())
+                .args(["--linking", linking, "--state"])
+                .arg(&state)
+                .arg("--report-json")
+                .arg(&report_path)
+                .env("NEARDUP_ES_URL", &url)
+                .stderr(Stdio::piped())
+                .spawn()
+                .context("running neardup regroup")?;
+            // Peak memory, sampled: the process's own (anonymous) pages, and all its
+            // resident pages (with the join's memory-mapped files, which the page cache can
+            // take back).
+            let (mut anon_kb, mut rss_kb) = (0u64, 0u64);
+            let status = loop {
+                if let Some(status) = child.try_wait()? {
+                    break status;
+                }
+                let s = std::fs::read_to_string(format!("/proc/{}/status", child.id()))
+                    .unwrap_or_default();
+                let kb = |key: &str| -> u64 {
+                    s.lines()
+                        .find_map(|l| {
+                            l.strip_prefix(key)?
+                                .trim()
+                                .strip_suffix(" kB")?
+                                .parse()
+                                .ok()
+                        })
+                        .unwrap_or(0)
+                };
+                anon_kb = anon_kb.max(kb("RssAnon:"));
+                rss_kb = rss_kb.max(kb("VmRSS:"));
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            };
+            let took = started.elapsed().as_secs_f64();
+            let mut stderr = String::new();
+            if let Some(mut e) = child.stderr.take() {
+                std::io::Read::read_to_string(&mut e, &mut stderr)?;
+            }
+            anyhow::ensure!(status.success(), "neardup regroup failed: {stderr}");
+            let cpu_after = rt.block_on(cluster_cpu_ms(&client, &retry))?;
+            let report: Value = serde_json::from_str(&std::fs::read_to_string(&report_path)?)?;
+            let state_bytes = std::fs::metadata(&state).map(|m| m.len()).unwrap_or(0);
+            println!("{stderr}");
+            println!(
+                "load average before: {}, after: {}",
+                loadavg_before.trim(),
+                load_avg().trim()
+            );
+            rows.push(Row {
+                n,
+                linking,
+                took,
+                anon_kb,
+                rss_kb,
+                state_bytes,
+                cpu_s: (cpu_after - cpu_before) as f64 / 1000.0,
+                report,
+            });
+        }
         if !args.keep {
             rt.block_on(es::request(
                 &client,
@@ -181,21 +228,40 @@ pub fn run(args: EsRegroupBench) -> CmdResult {
         es_config.display_urls(),
         args.searches
     );
-    println!("| articles | time | articles/s | peak RSS | work file | cluster CPU | labels written | groups of 2+ | largest |");
-    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
-    for (n, took, rss_kb, state_bytes, cpu_s, r) in rows {
+    println!("| articles | linking | time | articles/s | peak memory (own) | peak RSS (with mapped files) | work file | join files | cluster CPU | labels written | groups of 2+ | largest |");
+    println!("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for r in rows {
         println!(
-            "| {n} | {took:.0} s | {:.0} | {:.0} MB | {:.0} MB ({:.0} B/article) | {cpu_s:.0} s | {} | {} | {} |",
-            n as f64 / took,
-            rss_kb as f64 / 1024.0,
-            state_bytes as f64 / 1e6,
-            state_bytes as f64 / n as f64,
-            r["written"],
-            r["shared_groups"],
-            r["largest_group"],
+            "| {} | {} | {:.0} s | {:.0} | {:.0} MB | {:.0} MB | {:.0} MB ({:.0} B/article) | {:.0} MB ({:.0} B/article) | {:.0} s | {} | {} | {} |",
+            r.n,
+            r.linking,
+            r.took,
+            r.n as f64 / r.took,
+            r.anon_kb as f64 / 1024.0,
+            r.rss_kb as f64 / 1024.0,
+            r.state_bytes as f64 / 1e6,
+            r.state_bytes as f64 / r.n as f64,
+            r.report["join_bytes"].as_f64().unwrap_or(0.0) / 1e6,
+            r.report["join_bytes"].as_f64().unwrap_or(0.0) / r.n as f64,
+            r.cpu_s,
+            r.report["written"],
+            r.report["shared_groups"],
+            r.report["largest_group"],
         );
     }
     Ok(Status::Done)
+}
+
+/// One regroup measured.
+struct Row {
+    n: usize,
+    linking: &'static str,
+    took: f64,
+    anon_kb: u64,
+    rss_kb: u64,
+    state_bytes: u64,
+    cpu_s: f64,
+    report: Value,
 }
 
 /// Removes every label, as before groups were turned on.

@@ -37,16 +37,21 @@ async fn regroup_makes_the_groups_the_connected_components_and_writes_only_what_
     );
 
     // The dry run lists exactly the components of two or more, and writes nothing.
-    let state = dir.path().join("dry.redb");
-    let out = ok(&[
-        "regroup",
-        "--index",
-        &idx.name,
-        "--dry-run",
-        "--quiet",
-        "--state",
-        state.to_str().unwrap(),
-    ]);
+    let dry_run = |linking: &str| {
+        let state = dir.path().join(format!("dry-{linking}.redb"));
+        ok(&[
+            "regroup",
+            "--index",
+            &idx.name,
+            "--dry-run",
+            "--quiet",
+            "--linking",
+            linking,
+            "--state",
+            state.to_str().unwrap(),
+        ])
+    };
+    let out = dry_run("join");
     let mut listed = BTreeSet::new();
     let mut representatives = BTreeMap::new();
     for line in out.lines() {
@@ -67,18 +72,7 @@ async fn regroup_makes_the_groups_the_connected_components_and_writes_only_what_
     }
     assert_eq!(listed, shared);
     // One search per article finds the same links as the join (the default).
-    let searched = dir.path().join("dry-search.redb");
-    let out = ok(&[
-        "regroup",
-        "--index",
-        &idx.name,
-        "--dry-run",
-        "--quiet",
-        "--linking",
-        "search",
-        "--state",
-        searched.to_str().unwrap(),
-    ]);
+    let out = dry_run("search");
     assert_eq!(common::regroup::listed_groups(&out), listed);
     let (unchanged, _) = labels_and_components(&client, &idx.name).await;
     assert_eq!(unchanged, before, "a dry run writes nothing");

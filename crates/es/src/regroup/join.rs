@@ -19,8 +19,9 @@
 //!
 //! The three files live in a directory beside the work file (`<state>.join`) and are read in
 //! place (memory-mapped): what the process holds is one bucket table (at most 2^24 entries of
-//! 8 bytes, 128 MiB, whatever the index size) and one page of articles; the operating
-//! system's page cache holds what it can of the files. On disk they take about 12 bytes a
+//! 8 bytes, 128 MiB, whatever the index size), a tally of one byte per article for each
+//! thread, and one page of articles; the operating system's page cache holds what it can of
+//! the files. On disk they take about 12 bytes a
 //! term and the sketch: about 2 KB an article of 106 terms (bands and minima).
 
 use std::fs::{File, OpenOptions};
@@ -80,6 +81,18 @@ pub(super) fn dir_of(state: &Path) -> PathBuf {
     let mut name = state.as_os_str().to_owned();
     name.push(".join");
     PathBuf::from(name)
+}
+
+/// The bytes of the files in `dir` (0 where it cannot be read).
+pub(super) fn dir_bytes(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .filter_map(|e| e.ok()?.metadata().ok())
+                .map(|m| m.len())
+                .sum()
+        })
+        .unwrap_or(0)
 }
 
 fn io_err(path: &Path) -> impl Fn(std::io::Error) -> RegroupError + '_ {
@@ -266,6 +279,14 @@ pub(super) struct Join {
     /// Bucket → where its postings end (after the build: start at `b`, end at `b + 1`).
     buckets: Vec<u64>,
     mask: u64,
+    /// One more than the highest article number.
+    articles: u64,
+}
+
+/// Agreements counted for one article at a time ([`Join::tally`]).
+pub(super) struct Tally {
+    counts: Vec<u8>,
+    touched: Vec<u64>,
 }
 
 impl Join {
@@ -338,7 +359,7 @@ impl Join {
             for k in r.held() {
                 let b = &mut buckets[(k & mask) as usize];
                 *b -= 1;
-                let entry = (k & !0xffff_ffff) | r.num;
+                let entry = (r.num << 32) | (k >> 32);
                 let p = (*b * 8) as usize;
                 postings[p..p + 8].copy_from_slice(&entry.to_le_bytes());
             }
@@ -351,6 +372,7 @@ impl Join {
             postings,
             buckets,
             mask,
+            articles,
         })
     }
 
@@ -382,29 +404,58 @@ impl Join {
         }
     }
 
+    /// The postings of `key`'s bucket: article number in the high 32 bits, the key's high
+    /// 32 bits in the low ones.
+    fn bucket(&self, key: u64) -> &[u8] {
+        let b = (key & self.mask) as usize;
+        let (from, to) = (self.buckets[b] as usize, self.buckets[b + 1] as usize);
+        &self.postings[from * 8..to * 8]
+    }
+
     /// The articles holding the term `key`, by number (with, by chance, those of another term
     /// whose key agrees in the bucket and the high 32 bits).
     fn holders(&self, key: u64) -> impl Iterator<Item = u64> + '_ {
-        let b = (key & self.mask) as usize;
-        let (from, to) = (self.buckets[b] as usize, self.buckets[b + 1] as usize);
-        self.postings[from * 8..to * 8]
+        self.bucket(key)
             .chunks_exact(8)
             .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
-            .filter(move |e| e >> 32 == key >> 32)
-            .map(|e| e & 0xffff_ffff)
+            .filter(move |e| e & 0xffff_ffff == key >> 32)
+            .map(|e| e >> 32)
+    }
+
+    /// A tally of agreements for [`Join::candidates`]: one byte per article, each thread its
+    /// own.
+    pub(super) fn tally(&self) -> Tally {
+        Tally {
+            counts: vec![0; self.articles as usize],
+            touched: Vec::new(),
+        }
     }
 
     /// The candidates of `r` (its number left out), in ascending order: the articles holding
-    /// one of its `any` terms, or at least `agreeing` of its `agree` terms.
-    pub(super) fn candidates(&self, r: &Record<'_>) -> Vec<u64> {
+    /// one of its `any` terms, or at least `agreeing` of its `agree` terms. A minima term can
+    /// be held by many articles (a frequent word pair is the least hash of its bin in many
+    /// texts): agreements are counted in place, not sorted. (Leaving the `agreeing - 1`
+    /// largest out of the walk, as the pigeonhole allows, and asking them of each article the
+    /// others bring was slower: measured at 1M, the mass of held terms is spread over more
+    /// than three terms an article.)
+    pub(super) fn candidates(&self, r: &Record<'_>, tally: &mut Tally) -> Vec<u64> {
         let mut out: Vec<u64> = r.any.iter().flat_map(|k| self.holders(k)).collect();
         if r.agreeing > 0 {
-            let mut agree: Vec<u64> = r.agree.iter().flat_map(|k| self.holders(k)).collect();
-            agree.sort_unstable();
-            for run in agree.chunk_by(|a, b| a == b) {
-                if run.len() >= r.agreeing {
-                    out.push(run[0]);
+            let need = u8::try_from(r.agreeing).unwrap_or(u8::MAX);
+            for n in r.agree.iter().flat_map(|k| self.holders(k)) {
+                let Some(c) = tally.counts.get_mut(n as usize) else {
+                    continue;
+                };
+                if *c == 0 {
+                    tally.touched.push(n);
                 }
+                *c = c.saturating_add(1);
+                if *c == need {
+                    out.push(n);
+                }
+            }
+            for n in tally.touched.drain(..) {
+                tally.counts[n as usize] = 0;
             }
         }
         out.sort_unstable();
@@ -492,6 +543,7 @@ mod tests {
             w.finish().unwrap();
             let join = Join::build(dir.path(), 2 * docs.len() as u64).unwrap();
             let records: Vec<Record<'_>> = join.records().collect::<Result<_, _>>().unwrap();
+            let mut tally = join.tally();
             prop_assert_eq!(records.len(), docs.len());
             for (i, r) in records.iter().enumerate() {
                 prop_assert_eq!(r.num, 2 * i as u64);
@@ -506,7 +558,7 @@ mod tests {
                     })
                     .map(|(j, _)| 2 * j as u64)
                     .collect();
-                prop_assert_eq!(join.candidates(r), want);
+                prop_assert_eq!(join.candidates(r, &mut tally), want);
             }
         }
     }

@@ -9,12 +9,15 @@
 //! ## How
 //!
 //! 1. **Link.** The index is walked once (the one paging layer, [`super::Scanner`]), reading each
-//!    article's stored sketch, label and `_seq_no`/`_primary_term`. For each article with a
-//!    sketch, [`Similar::by_fingerprint`] runs at the index's default tolerance — the search
-//!    every writer runs — and the article is united with what it finds in an on-disk
-//!    union-find (`forest`). Links are symmetric (a shared band and an estimate within the
-//!    tolerance, or a Hamming distance), so a link missed by one side's search (the other
-//!    article was not yet searchable) is found by the other's.
+//!    article's stored sketch, label and `_seq_no`/`_primary_term`, and each article with a
+//!    sketch is united, in an on-disk union-find (`forest`), with what the search every writer
+//!    runs ([`Similar::by_fingerprint`], at the index's default tolerance) finds near it. By
+//!    default ([`Linking::Join`]) no search is sent: the walk writes each article's sketch and
+//!    the terms its search would send to files, and `join` collects each article's
+//!    candidates from them as Elasticsearch would and judges them by the same rule. Or
+//!    ([`Linking::Search`]) one search per article. Links are symmetric (a shared band and an
+//!    estimate within the tolerance, or a Hamming distance), so a link missed by one side's
+//!    search (the other article was not yet searchable) is found by the other's.
 //! 2. **Choose.** Each component's representative is, where the index orders groups by a
 //!    field (`es-init --group-order`), its earliest member by the writers' one rule
 //!    ([`super::group::earliest_first`]). In the default order (first fingerprinted, which
@@ -33,12 +36,15 @@
 //! The union-find, the article numbering and the tallies live in a redb file (`--state`),
 //! so memory is one page of articles, the searches in flight and redb's page cache
 //! ([`RegroupConfig::cache_bytes`]), whatever the index size; the file grows by about
-//! 100 bytes per article. Each page of the walk (its articles, their links) is one
-//! transaction, as is each chunk of the choice and each bulk of labels: a run killed at any
+//! 100 bytes per article. A join adds its bucket table (at most 128 MiB) and a byte per
+//! article for each thread, and files of about 2 KB an article read through the page cache
+//! (`join`). Each page of the walk (its articles, their links) is one transaction, as is
+//! each page joined, each chunk of the choice and each bulk of labels: a run killed at any
 //! moment and started again with the same command goes on from its last commit (pages
-//! already linked are read again but not searched again). The cluster pays one `similar`
-//! search per article (what the writers pay once per write) and one partial update per
-//! changed label, paced by [`RegroupConfig::max_docs_per_sec`].
+//! already linked are read again but not searched again; a join's walk starts over unless it
+//! had finished). A search costs the cluster one `similar` search per article (what the
+//! writers pay once per write); both cost one partial update per changed label, paced by
+//! [`RegroupConfig::max_docs_per_sec`].
 //!
 //! Articles written during the link phase after the walk began are not walked (the writers
 //! label them); articles changed after they were read keep their label.
@@ -54,6 +60,7 @@ use std::time::{Duration, Instant};
 
 use elasticsearch::Elasticsearch;
 use futures_util::StreamExt;
+use rayon::prelude::*;
 use serde::Serialize;
 use serde_json::{json, Value};
 
@@ -152,7 +159,7 @@ pub struct RegroupConfig {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Linking {
-    /// Read every article's stored terms once and join them on this machine ([`join`]): no
+    /// Read every article's stored terms once and join them on this machine (`join`): no
     /// search, files beside the work file of about 2 KB an article, memory that stays under
     /// about 128 MiB beside the page cache. Articles written after the walk are not seen
     /// (the writers link them).
@@ -230,6 +237,9 @@ pub struct RegroupReport {
     pub articles: u64,
     /// How the links were found.
     pub linking: Linking,
+    /// The join's files at their largest, in bytes (0 for a search, or a join whose link
+    /// phase a previous run finished).
+    pub join_bytes: u64,
     /// Articles linked by this run, searched or joined (the rest were linked by a previous
     /// one).
     pub searched: u64,
@@ -549,6 +559,8 @@ enum Next {
     /// The walk was lost and starts again from the first page.
     Restarted,
     End,
+    /// Asked to stop: the walk is closed.
+    Stopped,
 }
 
 /// The pages of the index, a lost walk started again (up to [`MAX_LOST_WALKS`] in a row).
@@ -561,6 +573,10 @@ struct Pages<'a> {
 
 impl Pages<'_> {
     async fn next(&mut self) -> Result<Next, RegroupError> {
+        if self.link.stopped() {
+            self.close().await;
+            return Ok(Next::Stopped);
+        }
         let walker = self.walker.get_or_insert_with(|| {
             Walker::open(
                 self.link.similar.scanner(),
@@ -652,12 +668,9 @@ impl Link<'_> {
         let mut pages = self.pages(spec);
         let mut read = 0u64;
         loop {
-            if self.stopped() {
-                pages.close().await;
-                return Ok(false);
-            }
             let page = match pages.next().await? {
                 Next::Page(p) => p,
+                Next::Stopped => return Ok(false),
                 // Pages already linked are not searched again.
                 Next::Restarted => {
                     read = 0;
@@ -703,7 +716,7 @@ impl Link<'_> {
         }
     }
 
-    /// The index's stored terms joined on this machine ([`Linking::Join`], module [`join`]).
+    /// The index's stored terms joined on this machine ([`Linking::Join`], module `join`).
     /// `false` when stopped.
     async fn by_join(&self, report: &mut RegroupReport) -> Result<bool, RegroupError> {
         let dir = join::dir_of(&self.config.state);
@@ -713,12 +726,9 @@ impl Link<'_> {
             let mut pages = self.pages(self.spec.clone());
             let mut read = 0u64;
             loop {
-                if self.stopped() {
-                    pages.close().await;
-                    return Ok(false);
-                }
                 let page = match pages.next().await? {
                     Next::Page(p) => p,
+                    Next::Stopped => return Ok(false),
                     // The terms file starts over with the walk: no article twice in it.
                     Next::Restarted => {
                         terms = join::TermsWriter::create(&dir)?;
@@ -757,6 +767,7 @@ impl Link<'_> {
                 .await
                 .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))?
         };
+        report.join_bytes = join::dir_bytes(&dir);
         let mut records = built.records();
         let mut done = 0u64;
         loop {
@@ -772,7 +783,10 @@ impl Link<'_> {
             }
             done += chunk.len() as u64;
             self.pace.take(chunk.len()).await;
-            let candidates: Vec<Vec<u64>> = chunk.iter().map(|r| built.candidates(r)).collect();
+            let candidates: Vec<Vec<u64>> = chunk
+                .par_iter()
+                .map_init(|| built.tally(), |tally, r| built.candidates(r, tally))
+                .collect();
             let mut nums: Vec<u64> = chunk.iter().map(|r| r.num).collect();
             nums.extend(candidates.iter().flatten());
             nums.sort_unstable();
