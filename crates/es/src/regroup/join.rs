@@ -36,6 +36,8 @@ use neardup_core::{Signature, SimHash, Sketch};
 
 /// The largest bucket table: 2^24 buckets of 8 bytes.
 const MAX_BUCKET_BITS: u32 = 24;
+/// Postings written per pass of the build, in entries (8 bytes each: 1 GiB).
+const WINDOW: u64 = 1 << 27;
 /// Held terms per bucket the table is sized for (below [`MAX_BUCKET_BITS`]).
 const TERMS_PER_BUCKET: u64 = 16;
 
@@ -293,6 +295,11 @@ impl Join {
     /// Builds the postings and offsets from the terms file a finished walk left in `dir`;
     /// `articles` is one more than the highest article number.
     pub(super) fn build(dir: &Path, articles: u64) -> Result<Join, RegroupError> {
+        Join::build_in_windows(dir, articles, WINDOW)
+    }
+
+    /// [`Join::build`], scattering at most `window` postings a pass.
+    fn build_in_windows(dir: &Path, articles: u64, window: u64) -> Result<Join, RegroupError> {
         let path = dir.join("terms");
         let file = File::open(&path).map_err(io_err(&path))?;
         // SAFETY: the files of a join live in its own directory, beside a work file that one
@@ -353,17 +360,38 @@ impl Join {
             *b = end;
         }
         buckets[1 << bits] = end;
-        let mut at = 0;
-        while at < terms.len() {
-            let (r, next) = record_at(&terms, at).ok_or_else(bad)?;
-            for k in r.held() {
-                let b = &mut buckets[(k & mask) as usize];
-                *b -= 1;
-                let entry = (r.num << 32) | (k >> 32);
-                let p = (*b * 8) as usize;
-                postings[p..p + 8].copy_from_slice(&entry.to_le_bytes());
+        // Scattered a window of buckets at a time, each pass reading the terms file again:
+        // writes all over a postings file larger than the page cache can keep would send
+        // each page to disk and back many times.
+        let (mut lo, mut base) = (0, 0);
+        while lo < 1 << bits {
+            // Buckets from `lo` on still hold where they end.
+            let hi = lo
+                + buckets[lo..1 << bits]
+                    .partition_point(|&e| e - base <= window)
+                    .max(1);
+            let top = buckets[hi - 1];
+            let mut at = 0;
+            while at < terms.len() {
+                let (r, next) = record_at(&terms, at).ok_or_else(bad)?;
+                for k in r.held() {
+                    let i = (k & mask) as usize;
+                    if !(lo..hi).contains(&i) {
+                        continue;
+                    }
+                    let b = &mut buckets[i];
+                    *b -= 1;
+                    let entry = (r.num << 32) | (k >> 32);
+                    let p = (*b * 8) as usize;
+                    postings[p..p + 8].copy_from_slice(&entry.to_le_bytes());
+                }
+                at = next;
             }
-            at = next;
+            // Written back, so that the page cache can let the window go.
+            postings
+                .flush_range((base * 8) as usize, ((top - base) * 8) as usize)
+                .map_err(io_err(&dir.join("postings")))?;
+            (lo, base) = (hi, top);
         }
         Ok(Join {
             path,
@@ -525,6 +553,7 @@ mod tests {
                  proptest::collection::btree_set(0u64..30, 0..8)),
                 1..40),
             agreeing in 1usize..4,
+            window in prop_oneof![Just(WINDOW), 1u64..6],
         ) {
             let dir = tempfile::tempdir().unwrap();
             let mut w = TermsWriter::create(dir.path()).unwrap();
@@ -541,7 +570,8 @@ mod tests {
                 w.push(2 * i as u64, &sig(vec![i as u32], 8), &t).unwrap();
             }
             w.finish().unwrap();
-            let join = Join::build(dir.path(), 2 * docs.len() as u64).unwrap();
+            // Windows of a few postings: many passes, and buckets larger than a window.
+            let join = Join::build_in_windows(dir.path(), 2 * docs.len() as u64, window).unwrap();
             let records: Vec<Record<'_>> = join.records().collect::<Result<_, _>>().unwrap();
             let mut tally = join.tally();
             prop_assert_eq!(records.len(), docs.len());
