@@ -1626,6 +1626,75 @@ mod tests {
         assert_eq!(q.score(&got), Some(neardup_core::Score::Similarity(1.0)));
     }
 
+    /// The terms a regroup's join asks of an article are those its search sends: the band
+    /// terms, the minima terms and how many must agree, the SimHash block probes.
+    #[test]
+    fn a_join_asks_the_terms_the_query_sends() {
+        use super::query::term_key;
+        let key_of = |f: &str, v: &Value| {
+            term_key(f, &v.as_str().map_or_else(|| v.to_string(), str::to_owned))
+        };
+        // `{"term"|"terms": {field: value(s)}}` as term keys.
+        let keys = |clause: &Value| -> Vec<u64> {
+            let (_, inner) = clause.as_object().unwrap().iter().next().unwrap();
+            let (f, v) = inner.as_object().unwrap().iter().next().unwrap();
+            match v.as_array() {
+                Some(vs) => vs.iter().map(|v| key_of(f, v)).collect(),
+                None => vec![key_of(f, v)],
+            }
+        };
+        let meta = IndexMeta::default();
+        let d = described(&meta);
+        let sig = Signature::from_values(
+            (0..128u32)
+                .map(|i| i.wrapping_mul(0x0300_0001))
+                .collect::<Vec<u32>>(),
+        );
+        let q = Query::new(Sketch::MinHash(sig), th(0.3)).unwrap();
+        let options = MatchOptions::default();
+        let t = candidate_terms(&meta, &q, None, &options);
+        let b = query_body(&d, FilterMode::Server, &q, &options, None);
+        let either = &b["query"]["bool"]["filter"][0]["bool"]["should"];
+        assert_eq!(t.any, keys(&either[0]));
+        let agree = &either[1]["bool"];
+        let minima: Vec<u64> = agree["should"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(keys)
+            .collect();
+        assert_eq!(t.agree, minima);
+        assert_eq!(json!(t.agreeing), agree["minimum_should_match"]);
+        assert_eq!(t.held, None);
+        // Near-duplicates only: the bands alone.
+        let near = MatchOptions::NEAR_DUPLICATES_ONLY;
+        let t = candidate_terms(&meta, &q, None, &near);
+        let b = query_body(&d, FilterMode::Server, &q, &near, None);
+        assert_eq!(t.any, keys(&b["query"]["bool"]["filter"][0]));
+        assert!(t.agree.is_empty());
+        // SimHash: whole blocks up to k = 3, their one-bit flips above; held, the blocks.
+        for k in [3, 5] {
+            let q = Query::new(Sketch::SimHash(SimHash(0x0123_4567_89ab_cdef)), k).unwrap();
+            let t = candidate_terms(&meta, &q, None, &options);
+            let b = query_body(&d, FilterMode::Server, &q, &options, None);
+            let should: Vec<u64> = b["query"]["bool"]["filter"][0]["bool"]["should"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .flat_map(keys)
+                .collect();
+            assert_eq!(t.any, should, "k = {k}");
+            let blocks: Vec<u64> = simhash_meta(&meta)
+                .fields
+                .blocks
+                .iter()
+                .zip(SimHash(0x0123_4567_89ab_cdef).blocks16())
+                .map(|(f, b)| term_key(f, &b.to_string()))
+                .collect();
+            assert_eq!(t.held.clone().unwrap_or(t.any.clone()), blocks, "k = {k}");
+        }
+    }
+
     #[test]
     fn containment_query_shapes() {
         let meta = IndexMeta::default();
