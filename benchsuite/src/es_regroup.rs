@@ -266,6 +266,18 @@ struct Row {
 
 /// Removes every label, as before groups were turned on.
 async fn unlabel(client: &Elasticsearch, retry: &RetryPolicy, index: &str) -> anyhow::Result<()> {
+    // The last run's labels searchable first: an update by query that meets a version its
+    // search did not see skips it (`conflicts: proceed`), and the label would stay.
+    es::request(
+        client,
+        retry,
+        "refresh",
+        Http::Post,
+        &format!("/{}/_refresh", es::path_segment(index)),
+        &[],
+        None,
+    )
+    .await?;
     es::request(
         client,
         retry,
