@@ -218,16 +218,7 @@ async fn load(
             r["items"][0]
         );
     }
-    es::request(
-        client,
-        retry,
-        "refresh",
-        Method::Post,
-        &format!("/{index}/_refresh"),
-        &[],
-        None,
-    )
-    .await?;
+    refresh(client, retry, index).await?;
     es::request(
         client,
         retry,
@@ -301,4 +292,23 @@ async fn store_bytes(client: &Elasticsearch, index: &str) -> anyhow::Result<u64>
     Ok(r["_all"]["primaries"]["store"]["size_in_bytes"]
         .as_u64()
         .unwrap_or(0))
+}
+
+/// Makes what was written to `index` searchable (`_refresh`).
+pub(super) async fn refresh(
+    client: &Elasticsearch,
+    retry: &RetryPolicy,
+    index: &str,
+) -> anyhow::Result<()> {
+    es::request(
+        client,
+        retry,
+        "refresh",
+        Method::Post,
+        &format!("/{}/_refresh", es::path_segment(index)),
+        &[],
+        None,
+    )
+    .await?;
+    Ok(())
 }

@@ -128,7 +128,7 @@ pub fn run(args: EsGroupsBench) -> CmdResult {
                 .with_retry(retry.clone());
             let mut worker = Worker::new(indexer, WorkerConfig::default());
             if by_texts && meta.group.is_some() {
-                es::request(&client, &retry, "refresh", Http::Post, &format!("/{}/_refresh", es::path_segment(&index)), &[], None).await?;
+                super::es::refresh(&client, &retry, &index).await?;
                 let started = Instant::now();
                 let f = worker.keep_formula().await?.context("no formula learned")?;
                 println!(
@@ -316,16 +316,7 @@ async fn read_labels(
     index: &str,
 ) -> anyhow::Result<HashMap<String, String>> {
     let retry = RetryPolicy::default();
-    es::request(
-        client,
-        &retry,
-        "refresh",
-        Http::Post,
-        &format!("/{}/_refresh", es::path_segment(index)),
-        &[],
-        None,
-    )
-    .await?;
+    super::es::refresh(client, &retry, index).await?;
     let mut out = HashMap::new();
     scroll(client, index, json!(["nearDupGroup"]), |h| {
         if let (Some(id), Some(label)) = (h["_id"].as_str(), h["_source"]["nearDupGroup"].as_str())

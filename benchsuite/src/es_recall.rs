@@ -177,7 +177,7 @@ pub fn run(args: EsRecallBench) -> CmdResult {
             r??;
         }
         let written = started.elapsed();
-        es::request(&client, &retry, "refresh", Http::Post, &format!("/{}/_refresh", es::path_segment(index)), &[], None).await?;
+        super::es::refresh(&client, &retry, index).await?;
 
         let options = SimilarOptions {
             filter: args.filter,

@@ -268,16 +268,7 @@ struct Row {
 async fn unlabel(client: &Elasticsearch, retry: &RetryPolicy, index: &str) -> anyhow::Result<()> {
     // The last run's labels searchable first: an update by query that meets a version its
     // search did not see skips it (`conflicts: proceed`), and the label would stay.
-    es::request(
-        client,
-        retry,
-        "refresh",
-        Http::Post,
-        &format!("/{}/_refresh", es::path_segment(index)),
-        &[],
-        None,
-    )
-    .await?;
+    super::es::refresh(client, retry, index).await?;
     es::request(
         client,
         retry,
