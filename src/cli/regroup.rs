@@ -46,6 +46,15 @@ pub struct Args {
     /// Both find the same links.
     #[arg(long, value_enum, default_value_t = LinkingArg::Join, value_name = "join|search")]
     linking: LinkingArg,
+    /// Learn the index's common minima terms in the join's walk: those held by more than N
+    /// articles are not asked (a candidate by its minima agrees in at least 4 terms that are
+    /// not common; the judgement still reads every minimum), so the join walks none of them. Recorded in the index's
+    /// `_meta` before the join (not in a dry run), for every search after it. For indices of
+    /// millions of articles, where a frequent word pair's term is held by a share of the index:
+    /// see docs/explanation/containment.md, "Common minima" [default: those the index
+    /// records, if any].
+    #[arg(long, value_name = "N")]
+    common_above: Option<u64>,
     /// Compute the groups and print each of two or more articles as a JSON line
     /// (`{"representative", "members", "size"}`) on stdout; write nothing.
     #[arg(long)]
@@ -124,6 +133,7 @@ pub fn run(args: Args) -> CmdResult {
         .unwrap_or_else(|| default_state_path(&args.index, args.dry_run));
     config.dry_run = args.dry_run;
     config.linking = args.linking.into();
+    config.common_above = args.common_above;
     config.restart = args.restart;
     config.page_size = args.page_size;
     config.searches_in_flight = args.searches;
@@ -197,7 +207,8 @@ pub fn run(args: Args) -> CmdResult {
         }
         let report = report.map_err(|e| match e {
             // A flag the index cannot take.
-            e @ es::regroup::RegroupError::OtherTextFields { .. } => common::usage(e.to_string()),
+            e @ (es::regroup::RegroupError::OtherTextFields { .. }
+            | es::regroup::RegroupError::CommonAbove(_)) => common::usage(e.to_string()),
             e => e.into(),
         })?;
         eprintln!("{}", render(&report));
@@ -244,6 +255,17 @@ fn render(r: &RegroupReport) -> String {
         },
         r.searched,
     );
+    if let Some(c) = &r.common_minima {
+        s += &format!(
+            "  {:<28}{:>12}\n",
+            format!(
+                "common minima (> {}){}",
+                c.above,
+                if c.learned { ", learned" } else { "" }
+            ),
+            c.terms
+        );
+    }
     s += &line("groups", r.groups);
     s += &line("groups of two or more", r.shared_groups);
     s += &line("largest group", r.largest_group);

@@ -11,7 +11,8 @@ use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 
 use super::schema::{
-    FieldNames, GroupMeta, GroupOrder, IndexMeta, MinHashLayout, MinHashMeta, META_KEY,
+    CommonMinima, FieldNames, GroupMeta, GroupOrder, IndexMeta, MinHashLayout, MinHashMeta,
+    META_KEY,
 };
 use super::{
     path_segment, path_segment_keep_patterns, request, search, send, Body, EsError, RetryPolicy,
@@ -268,6 +269,8 @@ fn upgrade_meta(
     }
     // Edit tracking is installed and removed on its own (`super::tracking`).
     out.tracking.clone_from(&recorded.tracking);
+    // The common minima are not kept: the upgrade rewrites the minima they were learned
+    // from, and the next `regroup --common-above` learns them again.
     // From the full to the compact layout: queries keep finding the documents not rewritten
     // yet until the back-fill is done.
     if let (Some(r), Some(o)) = (&recorded.minhash, &mut out.minhash) {
@@ -322,6 +325,31 @@ pub async fn finish_layout_upgrade(
     )
     .await?;
     Ok(true)
+}
+
+/// Records `common` as the common minima terms of `index` (a concrete index): every search
+/// after it asks them as [`crate::schema::CommonMinima`] says. `None` removes a recorded list.
+pub async fn record_common_minima(
+    client: &Elasticsearch,
+    retry: &RetryPolicy,
+    index: &str,
+    common: Option<CommonMinima>,
+) -> Result<(), EsError> {
+    let all = mappings(client, retry, index).await?;
+    let Some((concrete, m)) = all.iter().next() else {
+        return Err(EsError::Config(format!("no index `{index}`")));
+    };
+    let mut meta = IndexMeta::from_mapping(concrete, &m["mappings"], &FieldNames::default())?;
+    meta.common_minima = common.map(std::sync::Arc::new);
+    put_meta(
+        client,
+        retry,
+        concrete,
+        m,
+        &meta,
+        "record the common minima terms",
+    )
+    .await
 }
 
 /// Writes `meta` as `_meta.neardup` of the concrete index `concrete` whose mapping is

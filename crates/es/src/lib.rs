@@ -58,16 +58,16 @@ pub(crate) use error::blocked;
 pub use error::{error_type_reason, EsError};
 pub use formula::{learn_formula, record_formula, FormulaUpkeep, LearnedFormula, FORMULA_SAMPLE};
 pub use init::{
-    existing_profile, finish_layout_upgrade, init_index, read_each, read_meta, upgrade_index,
-    verify_index, InitOutcome,
+    existing_profile, finish_layout_upgrade, init_index, read_each, read_meta,
+    record_common_minima, upgrade_index, verify_index, InitOutcome,
 };
 pub use retry::RetryPolicy;
 pub use scan::{Cursor, Paging, ScanOptions, ScanStats, Scanner, Slice};
 pub use schema::{
-    stale_query, tracking_pipeline, tracking_pipeline_name, BlockType, ContainmentFieldNames,
-    ContainmentMeta, FieldNames, FieldsFormat, FormatRequest, GroupLink, GroupMeta, GroupOrder,
-    IndexMeta, LayoutRequest, MetaSource, MinHashFieldNames, MinHashLayout, MinHashMeta,
-    SimHashMeta, TrackingMeta, TRACKING_MARKER,
+    stale_query, tracking_pipeline, tracking_pipeline_name, BlockType, CommonMinima,
+    ContainmentFieldNames, ContainmentMeta, FieldNames, FieldsFormat, FormatRequest, GroupLink,
+    GroupMeta, GroupOrder, IndexMeta, LayoutRequest, MetaSource, MinHashFieldNames, MinHashLayout,
+    MinHashMeta, SimHashMeta, TrackingMeta, TRACKING_MARKER,
 };
 pub use similar::{
     FilterMode, IndexList, Match, Near, QueryFingerprint, Similar, SimilarOptions, Similarity,

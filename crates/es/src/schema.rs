@@ -523,24 +523,51 @@ impl ContainmentMeta {
     /// minimum bits) / 6⌉` of them), separated by spaces: the value of the `text` field
     /// ([`ContainmentFieldNames::minima`], `whitespace` analyzer).
     pub fn minima_terms(&self, sig: &Signature) -> Vec<String> {
-        const URL_SAFE: &[u8; 64] =
-            b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
         let n = self.positions(sig.len());
         let position_bits = usize::BITS - n.saturating_sub(1).leading_zeros();
         let bits = position_bits + u32::from(self.minimum_bits);
-        let chars = bits.div_ceil(6);
+        let chars = bits.div_ceil(6) as usize;
         let mask = (1u64 << self.minimum_bits) - 1;
         sig.values()[..n]
             .iter()
             .enumerate()
             .map(|(i, &v)| {
-                let key = ((i as u64) << self.minimum_bits) | (u64::from(v) & mask);
-                (0..chars)
-                    .rev()
-                    .map(|c| char::from(URL_SAFE[((key >> (6 * c)) & 63) as usize]))
-                    .collect()
+                ContainmentMeta::term_spelled(
+                    ((i as u64) << self.minimum_bits) | (u64::from(v) & mask),
+                    chars,
+                )
             })
             .collect()
+    }
+
+    /// A minimum's term: `number` in `chars` base64url characters, the most significant first.
+    pub fn term_spelled(number: u64, chars: usize) -> String {
+        const URL_SAFE: &[u8; 64] =
+            b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+        (0..chars)
+            .rev()
+            .map(|c| char::from(URL_SAFE[((number >> (6 * c)) & 63) as usize]))
+            .collect()
+    }
+
+    /// The number a term of [`ContainmentMeta::minima_terms`] spells (its position and the
+    /// minimum's lowest bits), below `64^len`; `None` for what is not such a term or spells
+    /// more than 24 bits (format 4 spells 24, format 3 18).
+    pub fn term_number(term: &str) -> Option<u32> {
+        if term.is_empty() || term.len() > 4 {
+            return None;
+        }
+        term.bytes().try_fold(0u32, |acc, b| {
+            let digit = match b {
+                b'A'..=b'Z' => b - b'A',
+                b'a'..=b'z' => b - b'a' + 26,
+                b'0'..=b'9' => b - b'0' + 52,
+                b'-' => 62,
+                b'_' => 63,
+                _ => return None,
+            };
+            Some(acc * 64 + u32::from(digit))
+        })
     }
 
     /// The one field value of [`ContainmentMeta::minima_terms`]: the terms joined by spaces.
@@ -820,8 +847,41 @@ pub struct IndexMeta {
     /// before tracking existed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tracking: Option<TrackingMeta>,
+    /// The minima terms held by so many articles that they make no candidate alone
+    /// ([`CommonMinima`]), learned by `regroup --common-above`; absent when none was learned.
+    /// They decide no fingerprint, so they can be learned again at any time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub common_minima: Option<Arc<CommonMinima>>,
     #[serde(skip)]
     pub source: MetaSource,
+}
+
+/// The minima terms of an index held by more than [`CommonMinima::above`] articles when a
+/// regroup walked it (`_meta.neardup.common_minima`). A frequent word pair is the least hash
+/// of its bin in many texts, so its minimum's term is held by a share of the whole index:
+/// asking for it costs a walk over that share (by the node for a search, by the regroup's
+/// join), and agreeing in it says that two texts use common words, not that one copies the
+/// other. With a list recorded, a document is a candidate by its minima when it agrees with
+/// the query in at least [`ContainmentMeta::agreeing`] terms **that are not common**; the
+/// band terms find candidates as before, and the judgement of a candidate reads every minimum. docs/explanation/containment.md, "Common
+/// minima", says why and what it costs.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CommonMinima {
+    /// The terms listed are held by more than this many articles.
+    pub above: u64,
+    /// The articles with a sketch the walk that learned them read.
+    pub articles: u64,
+    /// The terms, sorted (byte order).
+    pub terms: Vec<String>,
+}
+
+impl CommonMinima {
+    /// Whether `term` is one of the common minima terms.
+    pub fn contains(&self, term: &str) -> bool {
+        self.terms
+            .binary_search_by(|t| t.as_str().cmp(term))
+            .is_ok()
+    }
 }
 
 /// The field every neardup write carries where the index tracks edits: its final pipeline
@@ -1030,6 +1090,7 @@ impl IndexMeta {
             }),
             group: None,
             tracking: None,
+            common_minima: None,
             source: MetaSource::Recorded,
         }
     }
@@ -1695,6 +1756,12 @@ mod tests {
                 assert_eq!(key & mask, u64::from(sig.values()[i]) & mask, "{t}");
             }
             assert_eq!(c.minima_value(&sig).split(' ').count(), n);
+            for (i, t) in terms.iter().enumerate() {
+                let number = ContainmentMeta::term_number(t).unwrap();
+                assert_eq!(number >> bits, i as u32, "{t}");
+                assert_eq!(u64::from(number) & mask, u64::from(sig.values()[i]) & mask);
+                assert_eq!(&ContainmentMeta::term_spelled(number.into(), chars), t);
+            }
             let distinct: std::collections::HashSet<&String> = terms.iter().collect();
             assert_eq!(distinct.len(), n);
         }

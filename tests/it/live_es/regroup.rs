@@ -137,6 +137,101 @@ async fn regroup_makes_the_groups_the_connected_components_and_writes_only_what_
     );
 }
 
+/// The groups of two or more that `labels` (article → label) say.
+fn labelled_groups(labels: &BTreeMap<String, String>) -> BTreeSet<BTreeSet<String>> {
+    let mut by_label: BTreeMap<&String, BTreeSet<String>> = BTreeMap::new();
+    for (id, label) in labels {
+        by_label.entry(label).or_default().insert(id.clone());
+    }
+    by_label.into_values().filter(|g| g.len() >= 2).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn common_minima_learned_by_the_walk_are_recorded_and_asked_by_every_search() {
+    let client = t::client().await;
+    let idx = fixture(&client, "regroup-common").await;
+    let dir = tempfile::tempdir().unwrap();
+    let (_, components) = labels_and_components(&client, &idx.name).await;
+    let without: BTreeSet<BTreeSet<String>> =
+        components.into_iter().filter(|c| c.len() >= 2).collect();
+    let mapping = format!("/{}/_mapping", idx.name);
+    let common_minima = || async {
+        let m = t::call(&client, Method::Get, &mapping, None).await;
+        let (_, m) = m.as_object().unwrap().iter().next().unwrap();
+        m["mappings"]["_meta"]["neardup"]["common_minima"].clone()
+    };
+    let run = |name: &str, extra: &[&str]| {
+        let state = dir.path().join(format!("{name}.redb"));
+        let rep_json = dir.path().join(format!("{name}.json"));
+        let mut args = vec![
+            "regroup",
+            "--index",
+            &idx.name,
+            "--quiet",
+            "--state",
+            state.to_str().unwrap(),
+            "--report-json",
+            rep_json.to_str().unwrap(),
+        ];
+        args.extend(extra);
+        let out = ok(&args);
+        let report: Value =
+            serde_json::from_str(&std::fs::read_to_string(&rep_json).unwrap()).unwrap();
+        (common::regroup::listed_groups(&out), report)
+    };
+    let mut changed_any = false;
+    for above in ["1", "2"] {
+        // A dry run learns them and records nothing.
+        let before = common_minima().await;
+        let (learned, r) = run(
+            &format!("dry-{above}"),
+            &["--dry-run", "--common-above", above],
+        );
+        let terms = r["common_minima"]["terms"].as_u64().unwrap();
+        assert!(terms > 0, "terms held by more than {above}: {r}");
+        assert_eq!(r["common_minima"]["learned"], true, "{r}");
+        assert_eq!(common_minima().await, before, "a dry run");
+        changed_any |= learned != without;
+
+        // A run records them before it joins.
+        let (_, r) = run(&format!("run-{above}"), &["--common-above", above]);
+        let recorded = common_minima().await;
+        assert_eq!(recorded["above"].as_u64(), above.parse().ok(), "{recorded}");
+        assert_eq!(recorded["terms"].as_array().unwrap().len() as u64, terms);
+        assert_eq!(r["common_minima"]["terms"].as_u64(), Some(terms), "{r}");
+        let (labels, _) = labels_and_components(&client, &idx.name).await;
+        assert_eq!(labelled_groups(&labels), learned, "the labels written");
+
+        // The join built with the recorded ones, and one search per article asking them,
+        // find the same groups.
+        let (joined, r) = run(&format!("join-{above}"), &["--dry-run"]);
+        assert_eq!(r["common_minima"]["learned"], false, "{r}");
+        assert_eq!(joined, learned);
+        let (searched, _) = run(
+            &format!("search-{above}"),
+            &["--dry-run", "--linking", "search"],
+        );
+        assert_eq!(searched, learned, "above {above}");
+    }
+    assert!(
+        changed_any,
+        "terms held by more than one article unlink some pair of the fixture"
+    );
+    // What needs the join's walk, or minima terms, says so.
+    let (code, _, err) = neardup(&[
+        "regroup",
+        "--index",
+        &idx.name,
+        "--dry-run",
+        "--linking",
+        "search",
+        "--common-above",
+        "5",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--linking search"), "{err}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_regroup_killed_in_the_middle_goes_on_from_its_work_file() {
     let client = t::client().await;

@@ -24,6 +24,7 @@
 //! the files. On disk they take about 12 bytes a
 //! term and the sketch: about 2 KB an article of 106 terms (bands and minima).
 
+use std::collections::HashSet;
 use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -61,6 +62,12 @@ impl Record<'_> {
             None => (self.any.iter(), self.agree.iter()),
         };
         a.chain(b)
+    }
+
+    /// The keys of the terms it holds that are walked to find who holds them: all but the
+    /// common minima terms.
+    fn posted<'s>(&'s self, common: &'s HashSet<u64>) -> impl Iterator<Item = u64> + 's {
+        self.held().filter(|k| !common.contains(k))
     }
 }
 
@@ -283,6 +290,9 @@ pub(super) struct Join {
     mask: u64,
     /// One more than the highest article number.
     articles: u64,
+    /// The keys of the common minima terms ([`crate::schema::CommonMinima`]): neither posted
+    /// nor counted.
+    common: HashSet<u64>,
 }
 
 /// Agreements counted for one article at a time ([`Join::tally`]).
@@ -293,13 +303,23 @@ pub(super) struct Tally {
 
 impl Join {
     /// Builds the postings and offsets from the terms file a finished walk left in `dir`;
-    /// `articles` is one more than the highest article number.
-    pub(super) fn build(dir: &Path, articles: u64) -> Result<Join, RegroupError> {
-        Join::build_in_windows(dir, articles, WINDOW)
+    /// `articles` is one more than the highest article number, `common` the keys of the
+    /// common minima terms ([`crate::similar::common_keys`]).
+    pub(super) fn build(
+        dir: &Path,
+        articles: u64,
+        common: HashSet<u64>,
+    ) -> Result<Join, RegroupError> {
+        Join::build_in_windows(dir, articles, common, WINDOW)
     }
 
     /// [`Join::build`], scattering at most `window` postings a pass.
-    fn build_in_windows(dir: &Path, articles: u64, window: u64) -> Result<Join, RegroupError> {
+    fn build_in_windows(
+        dir: &Path,
+        articles: u64,
+        common: HashSet<u64>,
+        window: u64,
+    ) -> Result<Join, RegroupError> {
         let path = dir.join("terms");
         let file = File::open(&path).map_err(io_err(&path))?;
         // SAFETY: the files of a join live in its own directory, beside a work file that one
@@ -316,7 +336,7 @@ impl Join {
         let mut at = 0;
         while at < terms.len() {
             let (r, next) = record_at(&terms, at).ok_or_else(bad)?;
-            held += r.held().count() as u64;
+            held += r.posted(&common).count() as u64;
             at = next;
         }
         let bits = (held / TERMS_PER_BUCKET)
@@ -349,7 +369,7 @@ impl Join {
                 .get_mut(o..o + 8)
                 .ok_or_else(bad)?
                 .copy_from_slice(&(at as u64 + 1).to_le_bytes());
-            for k in r.held() {
+            for k in r.posted(&common) {
                 buckets[(k & mask) as usize] += 1;
             }
             at = next;
@@ -374,7 +394,7 @@ impl Join {
             let mut at = 0;
             while at < terms.len() {
                 let (r, next) = record_at(&terms, at).ok_or_else(bad)?;
-                for k in r.held() {
+                for k in r.posted(&common) {
                     let i = (k & mask) as usize;
                     if !(lo..hi).contains(&i) {
                         continue;
@@ -401,6 +421,7 @@ impl Join {
             buckets,
             mask,
             articles,
+            common,
         })
     }
 
@@ -460,17 +481,19 @@ impl Join {
     }
 
     /// The candidates of `r` (its number left out), in ascending order: the articles holding
-    /// one of its `any` terms, or at least `agreeing` of its `agree` terms. A minima term can
-    /// be held by many articles (a frequent word pair is the least hash of its bin in many
-    /// texts): agreements are counted in place, not sorted. (Leaving the `agreeing - 1`
-    /// largest out of the walk, as the pigeonhole allows, and asking them of each article the
-    /// others bring was slower: measured at 1M, the mass of held terms is spread over more
-    /// than three terms an article.)
+    /// one of its `any` terms, or at least `agreeing` of its `agree` terms that are not
+    /// common. A minima term can be held by many articles (a frequent word pair is the least
+    /// hash of its bin in many texts): agreements are counted in place, not sorted, and the
+    /// common terms, held by the most, are neither walked nor counted. (Leaving the
+    /// `agreeing - 1` largest out of the walk, as the pigeonhole allows, and asking them of
+    /// each article the others bring was slower: measured at 1M, the mass of held terms is
+    /// spread over more than three terms an article.)
     pub(super) fn candidates(&self, r: &Record<'_>, tally: &mut Tally) -> Vec<u64> {
         let mut out: Vec<u64> = r.any.iter().flat_map(|k| self.holders(k)).collect();
         if r.agreeing > 0 {
             let need = u8::try_from(r.agreeing).unwrap_or(u8::MAX);
-            for n in r.agree.iter().flat_map(|k| self.holders(k)) {
+            let light = r.agree.iter().filter(|k| !self.common.contains(k));
+            for n in light.flat_map(|k| self.holders(k)) {
                 let Some(c) = tally.counts.get_mut(n as usize) else {
                     continue;
                 };
@@ -492,8 +515,8 @@ impl Join {
         out
     }
 
-    /// The sketch of article `num`, from its record.
-    pub(super) fn sketch(&self, num: u64) -> Result<Sketch, RegroupError> {
+    /// The record of article `num`.
+    fn record(&self, num: u64) -> Result<Record<'_>, RegroupError> {
         let o = (num * 8) as usize;
         let at = self
             .offsets
@@ -502,8 +525,13 @@ impl Join {
             .filter(|&a| a > 0)
             .ok_or_else(|| self.cut_short())?;
         record_at(&self.terms, (at - 1) as usize)
-            .map(|(r, _)| r.sketch)
+            .map(|(r, _)| r)
             .ok_or_else(|| self.cut_short())
+    }
+
+    /// The sketch of article `num`, from its record.
+    pub(super) fn sketch(&self, num: u64) -> Result<Sketch, RegroupError> {
+        Ok(self.record(num)?.sketch)
     }
 }
 
@@ -545,7 +573,7 @@ mod tests {
 
     proptest! {
         /// The join's candidates are exactly those of the rule read pair by pair: one shared
-        /// `any` term, or `agreeing` shared `agree` terms.
+        /// `any` term, or `agreeing` shared `agree` terms that are not common.
         #[test]
         fn candidates_are_those_of_every_pair(
             docs in proptest::collection::vec(
@@ -554,6 +582,7 @@ mod tests {
                 1..40),
             agreeing in 1usize..4,
             window in prop_oneof![Just(WINDOW), 1u64..6],
+            common in proptest::collection::btree_set(0u64..30, 0..12),
         ) {
             let dir = tempfile::tempdir().unwrap();
             let mut w = TermsWriter::create(dir.path()).unwrap();
@@ -571,7 +600,10 @@ mod tests {
             }
             w.finish().unwrap();
             // Windows of a few postings: many passes, and buckets larger than a window.
-            let join = Join::build_in_windows(dir.path(), 2 * docs.len() as u64, window).unwrap();
+            let common_keys: HashSet<u64> = common.iter().map(|&k| key(k, 1000)).collect();
+            let join =
+                Join::build_in_windows(dir.path(), 2 * docs.len() as u64, common_keys, window)
+                    .unwrap();
             let records: Vec<Record<'_>> = join.records().collect::<Result<_, _>>().unwrap();
             let mut tally = join.tally();
             prop_assert_eq!(records.len(), docs.len());
@@ -582,9 +614,13 @@ mod tests {
                     .iter()
                     .enumerate()
                     .filter(|&(j, (any, agree))| {
+                        let light = agree
+                            .intersection(&docs[i].1)
+                            .filter(|k| !common.contains(k))
+                            .count();
                         j != i
                             && (any.intersection(&docs[i].0).next().is_some()
-                                || agree.intersection(&docs[i].1).count() >= agreeing)
+                                || light >= agreeing)
                     })
                     .map(|(j, _)| 2 * j as u64)
                     .collect();

@@ -49,6 +49,7 @@
 //! Articles written during the link phase after the walk began are not walked (the writers
 //! label them); articles changed after they were read keep their label.
 
+mod common;
 mod forest;
 mod join;
 
@@ -71,15 +72,18 @@ use super::backfill::{resolve_indices, Hit, Paging, WalkError, WalkSpec, Walker}
 use super::group::{better_container, group_near, order_key_at};
 use super::schema::{GroupLink, GroupMeta, GroupOrder, IndexMeta};
 use super::similar::{
-    aligned_candidates, candidate_terms, judged_match, stored_query, Aligner, StoredQuery,
+    aligned_candidates, candidate_terms, common_keys, held_minima, judged_match, stored_query,
+    Aligner, StoredQuery,
 };
 use super::{
     path_segment, EsError, EsIndexer, GroupLabel, ItemFailure, Near, RetryPolicy, Similar,
     SimilarOptions,
 };
 use crate::client::{refresh, search};
+use crate::init::record_common_minima;
 use neardup_core::method::{Match, Query};
 use neardup_core::relation::{AlignRule, Relation};
+use neardup_core::Sketch;
 
 /// Why a regroup stopped.
 #[derive(Debug, thiserror::Error)]
@@ -111,6 +115,10 @@ pub enum RegroupError {
     },
     #[error("index `{0}` is being moved to the compact MinHash layout: run `neardup backfill --index {0}` to the end first (it records when every document is moved), then regroup")]
     LayoutUpgrade(String),
+    #[error("cannot learn the common minima terms: {0}")]
+    CommonMinima(String),
+    #[error("--common-above: {0}")]
+    CommonAbove(String),
 }
 
 /// How a regroup runs.
@@ -151,6 +159,12 @@ pub struct RegroupConfig {
     pub text_fields: Option<Vec<String>>,
     /// How each article's links are found.
     pub linking: Linking,
+    /// Learn the index's common minima terms in the walk: those held by more than this many
+    /// articles ([`crate::schema::CommonMinima`]). The join is built with them, and unless it
+    /// is a dry run they are recorded in the index's `_meta` before it joins, for every
+    /// search after it. `None`: the join uses those the index records, if any. Needs
+    /// [`Linking::Join`] and an index holding minima terms.
+    pub common_above: Option<u64>,
 }
 
 /// How the link phase finds what each article links to. Both find what a `similar` search
@@ -189,6 +203,7 @@ impl RegroupConfig {
             align: None,
             text_fields: None,
             linking: Linking::default(),
+            common_above: None,
         }
     }
 }
@@ -240,6 +255,9 @@ pub struct RegroupReport {
     /// The join's files at their largest, in bytes (0 for a search, or a join whose link
     /// phase a previous run finished).
     pub join_bytes: u64,
+    /// The common minima terms the join was built with ([`RegroupConfig::common_above`]):
+    /// learned by this walk, or recorded by the index; `None` for none.
+    pub common_minima: Option<CommonMinimaReport>,
     /// Articles linked by this run, searched or joined (the rest were linked by a previous
     /// one).
     pub searched: u64,
@@ -260,6 +278,17 @@ pub struct RegroupReport {
     /// The run stopped on request before the end: run it again to go on.
     pub interrupted: bool,
     pub elapsed_secs: f64,
+}
+
+/// The common minima terms a join was built with.
+#[derive(Clone, Debug, Serialize)]
+pub struct CommonMinimaReport {
+    /// Held by more than this many articles.
+    pub above: u64,
+    /// How many terms.
+    pub terms: usize,
+    /// Learned by this regroup's walk (and, unless a dry run, recorded in the index).
+    pub learned: bool,
 }
 
 /// A label not written, and why.
@@ -364,6 +393,20 @@ async fn regroup_job(
     }
     let near = group_near(&meta);
     let tolerance = near.tolerance;
+    if config.common_above.is_some() {
+        let minima = meta.minhash.as_ref().and_then(|m| m.containment.as_ref());
+        if minima.is_none() || near.options.containment.is_none() {
+            return Err(RegroupError::CommonAbove(format!(
+                "index `{index}` holds no minima terms its groups ask (they link near-duplicates only, or the index has no containment fields): leave out --common-above"
+            )));
+        }
+        if config.linking != Linking::Join {
+            return Err(RegroupError::CommonAbove(
+                "the common minima are learned by the join's walk: leave out --linking search"
+                    .into(),
+            ));
+        }
+    }
     let similar = Similar::with_options(
         client.clone(),
         None,
@@ -391,8 +434,12 @@ async fn regroup_job(
         "order": group.order.field(),
         "dry_run": config.dry_run,
     });
-    // Only an aligned job's key says how it aligns, so that a work file an unaligned run of
-    // an earlier version left is still this job's.
+    // Only a job that learns the common minima says with which bound, and only an aligned
+    // job's key says how it aligns, so that a work file an earlier version left is still
+    // this job's.
+    if let Some(above) = config.common_above {
+        key["common_above"] = json!(above);
+    }
     if let Some(rule) = align {
         key["align"] = json!({
             "rule": format!("{rule:?}"),
@@ -423,6 +470,7 @@ async fn regroup_job(
         fields.push(group.field.clone());
         fields.extend(group.order.field().map(str::to_owned));
         let link = Link {
+            client: &client,
             config,
             similar: &similar,
             index: &index,
@@ -534,6 +582,7 @@ async fn regroup_job(
 
 /// What the link phase works with.
 struct Link<'a> {
+    client: &'a Elasticsearch,
     config: &'a RegroupConfig,
     similar: &'a Similar,
     index: &'a String,
@@ -723,6 +772,10 @@ impl Link<'_> {
         if !self.forest.join_walked()? {
             self.forest.set_join_walked(false)?;
             let mut terms = join::TermsWriter::create(&dir)?;
+            let mut counter = self
+                .config
+                .common_above
+                .map(|_| common::MinimaCounter::new());
             let mut pages = self.pages(self.spec.clone());
             let mut read = 0u64;
             loop {
@@ -732,6 +785,7 @@ impl Link<'_> {
                     // The terms file starts over with the walk: no article twice in it.
                     Next::Restarted => {
                         terms = join::TermsWriter::create(&dir)?;
+                        counter = counter.map(|_| common::MinimaCounter::new());
                         read = 0;
                         continue;
                     }
@@ -754,16 +808,50 @@ impl Link<'_> {
                         &self.near.options,
                     );
                     terms.push(num, &stored.sketch, &t)?;
+                    if let (Some(counter), Sketch::MinHash(sig), Some(m)) =
+                        (&mut counter, &stored.sketch, &self.meta.minhash)
+                    {
+                        if let Some(minima) = held_minima(m, sig, stored.terms.as_ref()) {
+                            counter.add(&minima)?;
+                        }
+                    }
                 }
                 self.report_progress(read);
             }
             terms.finish()?;
+            let common = match (&counter, self.config.common_above) {
+                (Some(counter), Some(above)) => {
+                    let learned = counter.common(above);
+                    if !self.config.dry_run {
+                        record_common_minima(
+                            self.client,
+                            &self.config.retry,
+                            self.index,
+                            Some(learned.clone()),
+                        )
+                        .await?;
+                    }
+                    Some(learned)
+                }
+                _ => self.meta.common_minima.as_deref().cloned(),
+            };
+            common::save(&dir, common.as_ref())?;
             self.forest.set_join_walked(true)?;
         }
+        let common = common::load(&dir)?;
+        report.common_minima = common.as_ref().map(|c| CommonMinimaReport {
+            above: c.above,
+            terms: c.terms.len(),
+            learned: self.config.common_above.is_some(),
+        });
+        let common_keys = common
+            .as_ref()
+            .map(|c| common_keys(self.meta, c))
+            .unwrap_or_default();
         let articles = self.forest.count("next")?;
         let built = {
             let dir = dir.clone();
-            tokio::task::spawn_blocking(move || join::Join::build(&dir, articles))
+            tokio::task::spawn_blocking(move || join::Join::build(&dir, articles, common_keys))
                 .await
                 .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))?
         };

@@ -66,7 +66,9 @@ pub(crate) use aligned::{
     aligned_match, candidates as aligned_candidates, Aligner, BatchTexts, Marked,
 };
 use hit::{hit_sketch, source_sketch};
-pub(crate) use query::{candidate_terms, CandidateTerms, StoredQuery, StoredTerms};
+pub(crate) use query::{
+    candidate_terms, common_keys, held_minima, CandidateTerms, StoredQuery, StoredTerms,
+};
 use query::{keep_source, leave_out, query_body, sketch_fields, stored_terms};
 
 /// The largest k the four 16-bit blocks answer exactly: a pair within distance 7 has some
@@ -1650,7 +1652,7 @@ mod tests {
                 .map(|i| i.wrapping_mul(0x0300_0001))
                 .collect::<Vec<u32>>(),
         );
-        let q = Query::new(Sketch::MinHash(sig), th(0.3)).unwrap();
+        let q = Query::new(Sketch::MinHash(sig.clone()), th(0.3)).unwrap();
         let options = MatchOptions::default();
         let t = candidate_terms(&meta, &q, None, &options);
         let b = query_body(&d, FilterMode::Server, &q, &options, None);
@@ -1666,6 +1668,61 @@ mod tests {
         assert_eq!(t.agree, minima);
         assert_eq!(json!(t.agreeing), agree["minimum_should_match"]);
         assert_eq!(t.held, None);
+        // With common minima recorded: the others are asked (the keys the join leaves out of
+        // its walk are the common ones).
+        let c = meta.minhash.as_ref().unwrap().containment.as_ref().unwrap();
+        let terms = c.minima_terms(&sig);
+        let mut common = vec![terms[3].clone(), terms[40].clone(), "zzzz".to_owned()];
+        common.sort_unstable();
+        let list = crate::schema::CommonMinima {
+            above: 1000,
+            articles: 5000,
+            terms: common,
+        };
+        let mut with_common = meta.clone();
+        with_common.common_minima = Some(std::sync::Arc::new(list.clone()));
+        let dc = described(&with_common);
+        let tc = candidate_terms(&with_common, &q, None, &options);
+        let b = query_body(&dc, FilterMode::Server, &q, &options, None);
+        let either = &b["query"]["bool"]["filter"][0]["bool"]["should"];
+        assert_eq!(tc.any, keys(&either[0]));
+        let agree = &either[1]["bool"];
+        let asked: Vec<u64> = agree["should"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(keys)
+            .collect();
+        assert_eq!(json!(tc.agreeing), agree["minimum_should_match"]);
+        let common_keys = super::common_keys(&with_common, &list);
+        let light: Vec<u64> = tc
+            .agree
+            .iter()
+            .copied()
+            .filter(|k| !common_keys.contains(k))
+            .collect();
+        assert_eq!(light.len(), tc.agree.len() - 2);
+        assert_eq!(asked, light);
+        // Every minimum common: the bands alone.
+        let mut all = terms.clone();
+        all.sort_unstable();
+        with_common.common_minima = Some(std::sync::Arc::new(crate::schema::CommonMinima {
+            terms: all,
+            ..list
+        }));
+        let b = query_body(
+            &described(&with_common),
+            FilterMode::Server,
+            &q,
+            &options,
+            None,
+        );
+        let either = b["query"]["bool"]["filter"][0]["bool"]["should"]
+            .as_array()
+            .unwrap()
+            .clone();
+        assert_eq!(either.len(), 1);
+        assert_eq!(tc.any, keys(&either[0]));
         // Near-duplicates only: the bands alone.
         let near = MatchOptions::NEAR_DUPLICATES_ONLY;
         let t = candidate_terms(&meta, &q, None, &near);

@@ -2,6 +2,8 @@
 //! agreeing minima terms, SimHash block probes), and, with the server filter, the script it
 //! runs on each ([`super::scripts`]) with its parameters.
 
+use std::collections::HashSet;
+
 use serde_json::{json, Value};
 
 use super::scripts::{
@@ -9,7 +11,7 @@ use super::scripts::{
     SCRIPT_MINHASH_BITS, SCRIPT_MINHASH_RELATE,
 };
 use super::{minhash_meta, simhash_meta, Described, FilterMode, WHOLE_BLOCK_K};
-use crate::schema::{FieldNames, IndexMeta, MinHashLayout, MinHashMeta};
+use crate::schema::{CommonMinima, FieldNames, IndexMeta, MinHashLayout, MinHashMeta};
 use neardup_core::method::Query;
 use neardup_core::minhash::{Threshold, SIMILARITY_EPSILON};
 use neardup_core::relation::{ContainmentRule, MatchOptions};
@@ -163,11 +165,7 @@ pub(super) fn minhash_body(
     let names = &m.fields;
     let bands = terms.map_or_else(|| m.query_terms(sig), |s| s.bands.clone());
     let held = m.containment.as_ref().filter(|_| containment.is_some());
-    let minima = match (held, terms) {
-        (Some(_), Some(stored)) => stored.minima.clone(),
-        (Some(c), None) => Some(c.minima_terms(sig)),
-        (None, _) => None,
-    };
+    let minima = held.and_then(|_| held_minima(m, sig, terms));
     let script = (filter == FilterMode::Server && d.signature_doc_values).then(|| {
         let bits = m.layout.signature_bits();
         let mut script = match (m.layout, held.zip(containment)) {
@@ -209,11 +207,21 @@ pub(super) fn minhash_body(
                 .iter()
                 .map(|t| json!({ "term": { &c.fields.minima: t } }))
                 .collect();
+            // The common minima terms are not asked.
+            let agree: Vec<Value> = match d.meta.common_minima.as_deref() {
+                Some(common) => minima
+                    .iter()
+                    .zip(agree)
+                    .filter(|(t, _)| !common.contains(t))
+                    .map(|(_, clause)| clause)
+                    .collect(),
+                None => agree,
+            };
+            let by_minima = (agree.len() >= c.agreeing()).then(
+                || json!({ "bool": { "should": agree, "minimum_should_match": c.agreeing() } }),
+            );
             let candidates = json!({ "bool": {
-                "should": [
-                    bands,
-                    { "bool": { "should": agree, "minimum_should_match": c.agreeing() } },
-                ],
+                "should": std::iter::once(bands).chain(by_minima).collect::<Vec<Value>>(),
                 "minimum_should_match": 1,
             } });
             let filters: Vec<Value> = std::iter::once(candidates).chain(script).collect();
@@ -322,6 +330,37 @@ pub(crate) struct CandidateTerms {
     pub(crate) held: Option<Vec<u64>>,
 }
 
+/// The minima terms a document of signature `sig` holds, in an index holding them: those
+/// stored beside a compact signature (`terms`), else its own.
+pub(crate) fn held_minima(
+    m: &MinHashMeta,
+    sig: &Signature,
+    terms: Option<&StoredTerms>,
+) -> Option<Vec<String>> {
+    let c = m.containment.as_ref()?;
+    match terms {
+        Some(stored) => stored.minima.clone(),
+        None => Some(c.minima_terms(sig)),
+    }
+}
+
+/// The keys ([`term_key`]) of the common minima terms `common` in an index described by
+/// `meta`: the `agree` terms of a [`CandidateTerms`] that are not asked
+/// ([`crate::schema::CommonMinima`]). Empty where the index holds no minima terms.
+pub(crate) fn common_keys(meta: &IndexMeta, common: &CommonMinima) -> HashSet<u64> {
+    meta.minhash
+        .as_ref()
+        .and_then(|m| m.containment.as_ref())
+        .map(|c| {
+            common
+                .terms
+                .iter()
+                .map(|t| term_key(&c.fields.minima, t))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// A term of a join: its field and value hashed (64 bits of XXH3; two different terms share
 /// a key by chance only, about once in 2^64 pairs).
 pub(crate) fn term_key(field: &str, term: &str) -> u64 {
@@ -369,11 +408,7 @@ pub(crate) fn candidate_terms(
                 .containment
                 .as_ref()
                 .filter(|_| options.containment.is_some());
-            let minima = match (held, terms) {
-                (Some(_), Some(stored)) => stored.minima.clone(),
-                (Some(c), None) => Some(c.minima_terms(sig)),
-                (None, _) => None,
-            };
+            let minima = held.and_then(|_| held_minima(m, sig, terms));
             let (agree, agreeing) = match (held, minima) {
                 (Some(c), Some(minima)) => (
                     minima
