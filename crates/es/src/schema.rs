@@ -1479,6 +1479,11 @@ impl IndexMeta {
             if m.formula != out.formula {
                 out.formula = None;
             }
+            // Common minima are left unasked only where every index records the same: a
+            // term common in one index can be rare in another.
+            if m.common_minima != out.common_minima {
+                out.common_minima = None;
+            }
             // Labels are written only where every index keeps the same group field.
             if m.group != out.group {
                 out.group = None;
@@ -1833,6 +1838,25 @@ mod tests {
         assert_eq!(IndexMeta::common(&per).unwrap().group, None);
         per.insert("c".to_owned(), both());
         assert_eq!(IndexMeta::common(&per).unwrap().group, None);
+
+        // Common minima are kept only where every index records the same list.
+        let listing = |terms: &[&str]| IndexMeta {
+            common_minima: Some(Arc::new(CommonMinima {
+                above: 1000,
+                articles: 5000,
+                terms: terms.iter().map(|t| t.to_string()).collect(),
+            })),
+            ..both()
+        };
+        let mut per = BTreeMap::new();
+        per.insert("a".to_owned(), listing(&["AAAA", "BBBB"]));
+        per.insert("b".to_owned(), listing(&["AAAA", "BBBB"]));
+        let c = IndexMeta::common(&per).unwrap().common_minima.unwrap();
+        assert!(c.contains("BBBB") && !c.contains("CCCC"));
+        per.insert("c".to_owned(), listing(&["AAAA"]));
+        assert_eq!(IndexMeta::common(&per).unwrap().common_minima, None);
+        per.insert("c".to_owned(), both());
+        assert_eq!(IndexMeta::common(&per).unwrap().common_minima, None);
     }
 
     #[test]

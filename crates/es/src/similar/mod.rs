@@ -1645,6 +1645,10 @@ mod tests {
                 None => vec![key_of(f, v)],
             }
         };
+        // A `should` list of such clauses.
+        let all_keys = |should: &Value| -> Vec<u64> {
+            should.as_array().unwrap().iter().flat_map(keys).collect()
+        };
         let meta = IndexMeta::default();
         let d = described(&meta);
         let sig = Signature::from_values(
@@ -1659,13 +1663,7 @@ mod tests {
         let either = &b["query"]["bool"]["filter"][0]["bool"]["should"];
         assert_eq!(t.any, keys(&either[0]));
         let agree = &either[1]["bool"];
-        let minima: Vec<u64> = agree["should"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .flat_map(keys)
-            .collect();
-        assert_eq!(t.agree, minima);
+        assert_eq!(t.agree, all_keys(&agree["should"]));
         assert_eq!(json!(t.agreeing), agree["minimum_should_match"]);
         assert_eq!(t.held, None);
         // With common minima recorded: the others are asked (the keys the join leaves out of
@@ -1687,12 +1685,6 @@ mod tests {
         let either = &b["query"]["bool"]["filter"][0]["bool"]["should"];
         assert_eq!(tc.any, keys(&either[0]));
         let agree = &either[1]["bool"];
-        let asked: Vec<u64> = agree["should"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .flat_map(keys)
-            .collect();
         assert_eq!(json!(tc.agreeing), agree["minimum_should_match"]);
         let common_keys = super::common_keys(&with_common, &list);
         let light: Vec<u64> = tc
@@ -1702,7 +1694,7 @@ mod tests {
             .filter(|k| !common_keys.contains(k))
             .collect();
         assert_eq!(light.len(), tc.agree.len() - 2);
-        assert_eq!(asked, light);
+        assert_eq!(all_keys(&agree["should"]), light);
         // Every minimum common: the bands alone.
         let mut all = terms.clone();
         all.sort_unstable();
@@ -1734,12 +1726,7 @@ mod tests {
             let q = Query::new(Sketch::SimHash(SimHash(0x0123_4567_89ab_cdef)), k).unwrap();
             let t = candidate_terms(&meta, &q, None, &options);
             let b = query_body(&d, FilterMode::Server, &q, &options, None);
-            let should: Vec<u64> = b["query"]["bool"]["filter"][0]["bool"]["should"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .flat_map(keys)
-                .collect();
+            let should = all_keys(&b["query"]["bool"]["filter"][0]["bool"]["should"]);
             assert_eq!(t.any, should, "k = {k}");
             let blocks: Vec<u64> = simhash_meta(&meta)
                 .fields
