@@ -54,7 +54,7 @@ mod forest;
 mod join;
 
 use std::collections::{BTreeSet, HashMap};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -72,8 +72,8 @@ use super::backfill::{resolve_indices, Hit, Paging, WalkError, WalkSpec, Walker}
 use super::group::{better_container, group_near, order_key_at};
 use super::schema::{GroupLink, GroupMeta, GroupOrder, IndexMeta};
 use super::similar::{
-    aligned_candidates, candidate_terms, common_keys, held_minima, judged_match, stored_query,
-    Aligner, StoredQuery,
+    aligned_candidates, aligned_match, candidate_terms, common_keys, held_minima, judged_match,
+    stored_query, Aligner, BatchTexts, StoredQuery,
 };
 use super::{
     path_segment, EsError, EsIndexer, GroupLabel, ItemFailure, Near, RetryPolicy, Similar,
@@ -765,78 +765,83 @@ impl Link<'_> {
         }
     }
 
+    /// The join's walk: each article's sketch and the terms its own search would send, into
+    /// the terms file in `dir`; with `--common-above`, the common minima learned on the way
+    /// (recorded in `_meta` unless a dry run). The list the join is built with is saved
+    /// beside the terms, so that a resumed join uses the same one. `false` when stopped.
+    async fn walk_terms(&self, dir: &Path) -> Result<bool, RegroupError> {
+        self.forest.set_join_walked(false)?;
+        let mut terms = join::TermsWriter::create(dir)?;
+        let mut counter = self
+            .config
+            .common_above
+            .map(|_| common::MinimaCounter::new());
+        let mut pages = self.pages(self.spec.clone());
+        let mut read = 0u64;
+        loop {
+            let page = match pages.next().await? {
+                Next::Page(p) => p,
+                Next::Stopped => return Ok(false),
+                // The terms file starts over with the walk: no article twice in it.
+                Next::Restarted => {
+                    terms = join::TermsWriter::create(dir)?;
+                    counter = counter.map(|_| common::MinimaCounter::new());
+                    read = 0;
+                    continue;
+                }
+                Next::End => break,
+            };
+            read += page.len() as u64;
+            let (nodes, sketches) = self.read(&page).await?;
+            let nums = self.forest.record_nodes(&nodes)?;
+            for (num, stored) in nums.into_iter().zip(sketches) {
+                let Some(stored) = stored else { continue };
+                let query = stored_query(
+                    stored.sketch.clone(),
+                    stored.terms.as_ref(),
+                    self.near.tolerance,
+                )?;
+                let t =
+                    candidate_terms(self.meta, &query, stored.terms.as_ref(), &self.near.options);
+                terms.push(num, &stored.sketch, &t)?;
+                if let (Some(counter), Sketch::MinHash(sig), Some(m)) =
+                    (&mut counter, &stored.sketch, &self.meta.minhash)
+                {
+                    if let Some(minima) = held_minima(m, sig, stored.terms.as_ref()) {
+                        counter.add(&minima)?;
+                    }
+                }
+            }
+            self.report_progress(read);
+        }
+        terms.finish()?;
+        let common = match (&counter, self.config.common_above) {
+            (Some(counter), Some(above)) => {
+                let learned = counter.common(above);
+                if !self.config.dry_run {
+                    record_common_minima(
+                        self.client,
+                        &self.config.retry,
+                        self.index,
+                        Some(learned.clone()),
+                    )
+                    .await?;
+                }
+                Some(learned)
+            }
+            _ => self.meta.common_minima.as_deref().cloned(),
+        };
+        common::save(dir, common.as_ref())?;
+        self.forest.set_join_walked(true)?;
+        Ok(true)
+    }
+
     /// The index's stored terms joined on this machine ([`Linking::Join`], module `join`).
     /// `false` when stopped.
     async fn by_join(&self, report: &mut RegroupReport) -> Result<bool, RegroupError> {
         let dir = join::dir_of(&self.config.state);
-        if !self.forest.join_walked()? {
-            self.forest.set_join_walked(false)?;
-            let mut terms = join::TermsWriter::create(&dir)?;
-            let mut counter = self
-                .config
-                .common_above
-                .map(|_| common::MinimaCounter::new());
-            let mut pages = self.pages(self.spec.clone());
-            let mut read = 0u64;
-            loop {
-                let page = match pages.next().await? {
-                    Next::Page(p) => p,
-                    Next::Stopped => return Ok(false),
-                    // The terms file starts over with the walk: no article twice in it.
-                    Next::Restarted => {
-                        terms = join::TermsWriter::create(&dir)?;
-                        counter = counter.map(|_| common::MinimaCounter::new());
-                        read = 0;
-                        continue;
-                    }
-                    Next::End => break,
-                };
-                read += page.len() as u64;
-                let (nodes, sketches) = self.read(&page).await?;
-                let nums = self.forest.record_nodes(&nodes)?;
-                for (num, stored) in nums.into_iter().zip(sketches) {
-                    let Some(stored) = stored else { continue };
-                    let query = stored_query(
-                        stored.sketch.clone(),
-                        stored.terms.as_ref(),
-                        self.near.tolerance,
-                    )?;
-                    let t = candidate_terms(
-                        self.meta,
-                        &query,
-                        stored.terms.as_ref(),
-                        &self.near.options,
-                    );
-                    terms.push(num, &stored.sketch, &t)?;
-                    if let (Some(counter), Sketch::MinHash(sig), Some(m)) =
-                        (&mut counter, &stored.sketch, &self.meta.minhash)
-                    {
-                        if let Some(minima) = held_minima(m, sig, stored.terms.as_ref()) {
-                            counter.add(&minima)?;
-                        }
-                    }
-                }
-                self.report_progress(read);
-            }
-            terms.finish()?;
-            let common = match (&counter, self.config.common_above) {
-                (Some(counter), Some(above)) => {
-                    let learned = counter.common(above);
-                    if !self.config.dry_run {
-                        record_common_minima(
-                            self.client,
-                            &self.config.retry,
-                            self.index,
-                            Some(learned.clone()),
-                        )
-                        .await?;
-                    }
-                    Some(learned)
-                }
-                _ => self.meta.common_minima.as_deref().cloned(),
-            };
-            common::save(&dir, common.as_ref())?;
-            self.forest.set_join_walked(true)?;
+        if !self.forest.join_walked()? && !self.walk_terms(&dir).await? {
+            return Ok(false);
         }
         let common = common::load(&dir)?;
         report.common_minima = common.as_ref().map(|c| CommonMinimaReport {
@@ -947,23 +952,25 @@ impl Link<'_> {
         let aligner = Arc::clone(aligner);
         let index = self.index.clone();
         let judged = tokio::task::spawn_blocking(move || {
+            let key = |id: &str| (index.clone(), id.to_owned());
+            // Each text prepared once, however many pairs it is in.
+            let batch = found
+                .iter()
+                .map(|(id, m)| match sources.get(&key(id)) {
+                    Some(source) if !m.is_empty() => aligner.text(source).map(Some),
+                    _ => Ok(None),
+                })
+                .collect::<Result<Vec<_>, EsError>>()?;
+            let mut texts = BatchTexts::new(&aligner, batch, &sources);
             found
                 .into_iter()
-                .map(|(id, matches)| {
-                    let key = |id: &str| (index.clone(), id.to_owned());
-                    let Some(source) = sources.get(&key(&id)) else {
-                        return Ok((id, Vec::new()));
-                    };
-                    if matches.is_empty() {
-                        return Ok((id, matches));
-                    }
-                    let q = aligner.text(source)?;
+                .enumerate()
+                .map(|(i, (id, matches))| {
                     let mut judged = Vec::new();
                     for m in matches {
-                        let Some(other) = sources.get(&key(&m.id)) else {
-                            continue;
-                        };
-                        judged.extend(aligner.judge(&q, m, &aligner.text(other)?));
+                        if let Some(r) = texts.relate_stored(i, &key(&m.id))? {
+                            judged.push(aligned_match(m, r));
+                        }
                     }
                     Ok::<_, EsError>((id, judged))
                 })
