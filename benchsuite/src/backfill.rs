@@ -16,7 +16,8 @@ use std::time::Instant;
 use anyhow::Context;
 use elasticsearch::http::Method;
 use elasticsearch::Elasticsearch;
-use neardup::es::backfill::{Backfill, BackfillConfig, Hit, Paging, WalkSpec, Walker};
+use neardup::es::backfill::{Backfill, BackfillConfig, Hit, Linking, Paging, WalkSpec, Walker};
+use neardup::es::regroup::{regroup, RegroupConfig};
 use neardup::es::Scanner;
 use neardup::es::{
     self, Body, EsIndexer, FieldNames, FingerprintUpdate, IndexMeta, MinHashFieldNames, RetryPolicy,
@@ -68,6 +69,12 @@ pub struct BackfillBench {
     /// The raw passes write no labels: the ratio then says what labelling costs as well.
     #[arg(long, value_enum, default_value_t = GroupsArg::None)]
     groups: GroupsArg,
+    /// How the back-fill links the groups (`backfill --linking`): `join` (the default: each
+    /// article its own group, then one regroup by the join, counted in the pass's time; with
+    /// several slices, once all have finished, as a user runs it) or `search` (each labelled
+    /// by a search as it is written).
+    #[arg(long, value_enum, default_value_t = LinkingArg::Join, value_name = "join|search")]
+    linking: LinkingArg,
     /// The index's `refresh_interval` (`-1`: off, as many set it for a bulk load; then the
     /// labels' searches see only what was there, and the grouper's memory of what it labelled
     /// does the rest). Default: Elasticsearch's (1s).
@@ -81,6 +88,22 @@ impl BackfillBench {
     /// The index's `refresh_interval`: the one asked, else Elasticsearch's default.
     fn refresh_interval(&self) -> &str {
         self.refresh_interval.as_deref().unwrap_or("1s")
+    }
+}
+
+/// `--linking`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+pub enum LinkingArg {
+    Join,
+    Search,
+}
+
+impl From<LinkingArg> for Linking {
+    fn from(a: LinkingArg) -> Linking {
+        match a {
+            LinkingArg::Join => Linking::Join,
+            LinkingArg::Search => Linking::Search,
+        }
     }
 }
 
@@ -142,7 +165,7 @@ pub fn run(args: BackfillBench) -> CmdResult {
         let version = es::server_version(&client, &retry).await?;
         load(&client, &retry, &args, &meta, &corpus).await?;
         println!(
-            "Elasticsearch {version} at {}; {} documents ({} real articles cycled), {} shard(s), {} replica(s); back-fill in {} slice(s); methods {}; groups {}; refresh interval {}; bulk {} x {} in flight (per slice); {} threads",
+            "Elasticsearch {version} at {}; {} documents ({} real articles cycled), {} shard(s), {} replica(s); back-fill in {} slice(s); methods {}; groups {} (linked by {:?}); refresh interval {}; bulk {} x {} in flight (per slice); {} threads",
             config.display_urls(),
             args.docs,
             corpus.len(),
@@ -151,6 +174,7 @@ pub fn run(args: BackfillBench) -> CmdResult {
             args.slices,
             args.methods.iter().map(|m| m.name()).collect::<Vec<_>>().join(","),
             format!("{:?}", args.groups).to_lowercase(),
+            args.linking,
             args.refresh_interval(),
             args.bulk_size,
             args.concurrency,
@@ -432,6 +456,7 @@ async fn backfill_pass(
         c.failed_path = dir.join(format!("failed-{i}.jsonl"));
         c.bulk_size = args.bulk_size;
         c.concurrency = args.concurrency;
+        c.linking = args.linking.into();
         let job = Backfill::new(client.clone(), fp.clone(), c);
         jobs.spawn(async move {
             let r = job.run(&AtomicBool::new(false), Arc::new(|_| {})).await;
@@ -440,6 +465,7 @@ async fn backfill_pass(
     }
     let mut scanned = 0;
     let mut per_slice = Vec::new();
+    let mut pending = false;
     while let Some(done) = jobs.join_next().await {
         let (i, r) = done?;
         let r = r?;
@@ -448,8 +474,34 @@ async fn backfill_pass(
             "back-fill pass, slice {i}/{n}: {:?}",
             r.counts
         );
+        for g in r.regroups.values() {
+            println!(
+                "|   | regroup by the join | {} articles, {} changed | {:.2} | |",
+                g.articles, g.changed, g.elapsed_secs
+            );
+        }
+        pending |= !r.regroup_pending.is_empty();
         scanned += r.counts.scanned as usize;
         per_slice.push((i, r.counts.scanned, started.elapsed().as_secs_f64()));
+    }
+    if pending {
+        // What a user of slices runs once every slice has finished.
+        let c = RegroupConfig {
+            state: dir.join("regroup.redb"),
+            ..RegroupConfig::new(INDEX)
+        };
+        let g = regroup(
+            client.clone(),
+            &c,
+            &AtomicBool::new(false),
+            |_| {},
+            |_| Ok(()),
+        )
+        .await?;
+        println!(
+            "|   | regroup by the join | {} articles, {} changed | {:.2} | |",
+            g.articles, g.changed, g.elapsed_secs
+        );
     }
     let secs = started.elapsed().as_secs_f64();
     if n > 1 {

@@ -13,6 +13,7 @@ use neardup::es::{self, RetryPolicy, Slice};
 use super::common::ProfileArgs;
 use super::common::{self, CmdResult, Status};
 use super::es_args::{self, parse_duration, EsArgs, FieldArgs};
+use super::regroup::{phase_name, LinkingArg};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -56,6 +57,14 @@ pub struct Args {
     /// state and failed files; run the same command (with its --slice) to resume one.
     #[arg(long, value_name = "I/N", value_parser = parse_slice)]
     slice: Option<Slice>,
+    /// Where an index keeps duplicate groups, how the articles written are linked: `join`
+    /// writes each as its own group (a label already there is kept) and, once every
+    /// document is fingerprinted, links them all by one regroup by the join (`neardup
+    /// regroup`; with --slice, run that once every slice has finished); `search` labels
+    /// each as it is written by the search every writer runs (for a few articles in a
+    /// large index).
+    #[arg(long, value_enum, default_value_t = LinkingArg::Join, value_name = "join|search")]
+    linking: LinkingArg,
     /// State file for resuming [default: .neardup-backfill-<index>.jsonl, or
     /// .neardup-backfill-<index>-slice-I-of-N.jsonl with --slice].
     #[arg(long, value_name = "PATH")]
@@ -133,6 +142,7 @@ pub fn run(args: Args) -> CmdResult {
     config.restart = args.restart;
     config.keep_alive = args.keep_alive;
     config.paging = args.paging;
+    config.linking = args.linking.into();
     config.retry = RetryPolicy {
         max_retries: args.retries,
         ..RetryPolicy::default()
@@ -161,13 +171,25 @@ pub fn run(args: Args) -> CmdResult {
     let progress = {
         let bar = bar.clone();
         Arc::new(move |p: &Progress| {
-            if let Some(pb) = &bar {
-                pb.set_length(p.total.max(p.counts.scanned));
-                pb.set_position(p.counts.scanned);
-                pb.set_message(format!(
-                    "{} · {} in flight × {}",
-                    p.index, p.in_flight, p.bulk_size
-                ));
+            let Some(pb) = &bar else { return };
+            match &p.regroup {
+                None => {
+                    pb.set_length(p.total.max(p.counts.scanned));
+                    pb.set_position(p.counts.scanned);
+                    pb.set_message(format!(
+                        "{} · {} in flight × {}",
+                        p.index, p.in_flight, p.bulk_size
+                    ));
+                }
+                Some(r) => {
+                    let msg = format!("{} · groups: {}", p.index, phase_name(r.phase));
+                    if pb.message() != msg {
+                        pb.reset();
+                        pb.set_message(msg);
+                    }
+                    pb.set_length(r.total.unwrap_or(0).max(r.done));
+                    pb.set_position(r.done);
+                }
             }
         })
     };
@@ -255,6 +277,15 @@ fn render(r: &BackfillReport) -> String {
     }
     if !c.adds_up() {
         s += "\nwarning: the counts do not add up (a bug: please report it)";
+    }
+    for g in r.regroups.values() {
+        s += "\nduplicate groups linked by the join, ";
+        s += &super::regroup::render(g);
+    }
+    for index in &r.regroup_pending {
+        s += &format!(
+            "\nduplicate groups of `{index}`: each article written is its own group until `neardup regroup --index {index}` links them (run it once every slice has finished)"
+        );
     }
     s
 }

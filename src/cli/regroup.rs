@@ -99,7 +99,7 @@ pub struct Args {
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug)]
-enum LinkingArg {
+pub(crate) enum LinkingArg {
     Join,
     Search,
 }
@@ -164,12 +164,7 @@ pub fn run(args: Args) -> CmdResult {
         let bar = bar.clone();
         move |p: &RegroupProgress| {
             if let Some(pb) = &bar {
-                let name = match p.phase {
-                    Phase::Link => "link",
-                    Phase::Choose => "choose",
-                    Phase::Write => "write",
-                    Phase::Done => "done",
-                };
+                let name = phase_name(p.phase);
                 if pb.message() != name {
                     pb.reset();
                     pb.set_message(name);
@@ -189,8 +184,7 @@ pub fn run(args: Args) -> CmdResult {
             "run the same command again to continue",
             || eprintln!("signal received: finishing the page in flight, then stopping"),
         ));
-        let stdout = std::io::stdout();
-        let mut out = std::io::BufWriter::new(stdout.lock());
+        let mut out = std::io::BufWriter::new(std::io::stdout());
         let report = regroup(client, &config, &stop, progress, |c| {
             let line = json!({
                 "representative": c.representative,
@@ -231,8 +225,18 @@ pub fn run(args: Args) -> CmdResult {
     })
 }
 
+/// A regroup phase's name, for a progress bar.
+pub(crate) fn phase_name(phase: Phase) -> &'static str {
+    match phase {
+        Phase::Link => "link",
+        Phase::Choose => "choose",
+        Phase::Write => "write",
+        Phase::Done => "done",
+    }
+}
+
 /// The final report, for stderr.
-fn render(r: &RegroupReport) -> String {
+pub(crate) fn render(r: &RegroupReport) -> String {
     let mut s = format!(
         "regroup of `{}` ({}, {}{}{}{}):\n",
         r.index,

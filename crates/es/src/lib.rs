@@ -38,12 +38,14 @@ mod formula;
 pub mod group;
 mod init;
 mod nodes;
+mod pace;
 pub mod regroup;
 mod retry;
 mod scan;
 pub mod schema;
 mod similar;
 mod tracking;
+mod walk;
 mod worker;
 mod write;
 
@@ -77,5 +79,5 @@ pub use tracking::{track_edits, untrack_edits, Tracking};
 pub use worker::{FeedReport, FormulaReport, PassReport, Watermark, Worker, WorkerConfig};
 pub use write::{
     fingerprint_fields_json, fingerprint_source, simhash_fields_json, sketch_source, BulkReport,
-    EsIndexer, FingerprintUpdate, GroupLabel, IndexedArticle, ItemFailure, Refresh,
+    EsIndexer, FingerprintUpdate, GroupLabel, IndexedArticle, ItemFailure, Labelling, Refresh,
 };

@@ -219,6 +219,22 @@ pub struct FingerprintUpdate {
     pub texts: Option<Vec<String>>,
 }
 
+/// How a fingerprint write ([`EsIndexer::update_fingerprints_labelled`]) labels the
+/// duplicate groups of its documents, where the index keeps groups.
+#[derive(Clone, Copy, Debug)]
+pub enum Labelling<'a> {
+    /// Each document joins the group of its best stored link, found by the search every
+    /// writer runs ([`super::group`]'s rules).
+    Search,
+    /// No search: each document is its own group for now (its label is its own id), except
+    /// those in `labelled`, which already carry a label and keep it. One regroup by the join
+    /// links them afterwards (a back-fill that labels by the join,
+    /// [`crate::backfill::BackfillConfig::linking`]).
+    Own {
+        labelled: &'a std::collections::HashSet<String>,
+    },
+}
+
 /// The group label to write into an existing document ([`EsIndexer::write_group_labels`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GroupLabel {
@@ -844,19 +860,40 @@ impl EsIndexer {
         &self,
         updates: &[FingerprintUpdate],
     ) -> Result<BulkReport, EsError> {
-        let items: Vec<GroupItem> = updates
-            .iter()
-            .map(|u| GroupItem {
-                id: &u.id,
-                sketches: &u.sketches,
-                order: u.order.as_ref(),
-                texts: u.texts.as_deref(),
-            })
-            .collect();
-        let labels: Option<std::collections::HashMap<&str, String>> = self
-            .group_labels(&items)
-            .await?
-            .map(|l| items.iter().map(|it| it.id).zip(l).collect());
+        self.update_fingerprints_labelled(updates, Labelling::Search)
+            .await
+    }
+
+    /// [`EsIndexer::update_fingerprints`], with the documents' group labels chosen as
+    /// `labelling` says (where the index keeps groups; ignored where it does not).
+    pub async fn update_fingerprints_labelled(
+        &self,
+        updates: &[FingerprintUpdate],
+        labelling: Labelling<'_>,
+    ) -> Result<BulkReport, EsError> {
+        let labels: Option<std::collections::HashMap<&str, String>> = match labelling {
+            Labelling::Search => {
+                let items: Vec<GroupItem> = updates
+                    .iter()
+                    .map(|u| GroupItem {
+                        id: &u.id,
+                        sketches: &u.sketches,
+                        order: u.order.as_ref(),
+                        texts: u.texts.as_deref(),
+                    })
+                    .collect();
+                self.group_labels(&items)
+                    .await?
+                    .map(|l| items.iter().map(|it| it.id).zip(l).collect())
+            }
+            Labelling::Own { labelled } => self.group_field().map(|_| {
+                updates
+                    .iter()
+                    .filter(|u| !labelled.contains(u.id.as_str()))
+                    .map(|u| (u.id.as_str(), u.id.clone()))
+                    .collect()
+            }),
+        };
         let docs = updates
             .iter()
             .map(|u| {

@@ -356,19 +356,8 @@ async fn groups_ordered_by_a_field_are_labelled_by_their_earliest_article() {
     )
     .await;
     let dir = tempfile::tempdir().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_neardup"))
-        .args(["backfill", "--index", &idx.name, "--quiet", "--state"])
-        .arg(dir.path().join("state.jsonl"))
-        .arg("--failed")
-        .arg(dir.path().join("failed.jsonl"))
-        .env("NEARDUP_ES_URL", t::url())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let (code, err) = backfill_cli(&idx.name, dir.path(), &[]);
+    assert_eq!(code, 0, "{err}");
     let got = labels(&client, &idx.name).await;
     assert_eq!(
         (got["e"].as_str(), got["e-repost"].as_str()),
@@ -635,4 +624,157 @@ async fn es_init_records_what_links_the_groups() {
     let (code, _, err) = cli(&["es-init", "--group-by", "sketches"]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(link(idx.name.clone()).await, Value::Null);
+}
+
+/// `neardup backfill --quiet` of `index` with its flags, its state, failed and report files
+/// in `dir`: exit code, stderr.
+fn backfill_cli(index: &str, dir: &std::path::Path, extra: &[&str]) -> (i32, String) {
+    let path = |name: &str| dir.join(name).to_str().unwrap().to_owned();
+    let (state, failed, report) = (
+        path("state.jsonl"),
+        path("failed.jsonl"),
+        path("report.json"),
+    );
+    let mut args = vec![
+        "backfill",
+        "--quiet",
+        "--state",
+        &state,
+        "--failed",
+        &failed,
+        "--report-json",
+        &report,
+    ];
+    args.extend(extra);
+    let (code, _, err) = common::es_cli(index, &args);
+    (code, err)
+}
+
+/// The back-fill links groups by one join (the default): each article is written as its own
+/// group, a label already there is kept, and once every article is fingerprinted one regroup
+/// by the join (its work file beside the back-fill's state) links the copies; `--linking
+/// search` labels them as it writes and ends with the same groups. Sliced, the articles stay
+/// their own groups and the report says to run `neardup regroup` once every slice has
+/// finished, which links them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_backfill_links_groups_by_one_join_after_writing() {
+    let client = t::client().await;
+    let originals = t::shared_articles(40);
+    let mut docs = originals.clone();
+    for (id, a) in originals.iter().take(10) {
+        docs.push((format!("{id}-repost"), repost(a)));
+    }
+    // Carried by both copies before the back-fill: kept, and the join's representative (the
+    // label most members carry), so no label of the pair changes.
+    let (kept_id, kept) = &originals[10];
+    let mut labelled = |id: String, mut a: Value| {
+        a["nearDupGroup"] = json!(format!("{kept_id}-repost"));
+        docs.push((id, a));
+    };
+    labelled(format!("{kept_id}-repost"), repost(kept));
+    docs.retain(|(id, _)| id != kept_id);
+    let mut kept_original = kept.clone();
+    kept_original["nearDupGroup"] = json!(format!("{kept_id}-repost"));
+    docs.push((kept_id.clone(), kept_original));
+    let copies = |labels: &BTreeMap<String, String>| {
+        originals
+            .iter()
+            .take(11)
+            .filter(|(id, _)| labels[id] != labels[&format!("{id}-repost")])
+            .count()
+    };
+
+    let mut groups_by = BTreeMap::new();
+    for linking in ["join", "search"] {
+        let idx = TestIndex::new(&format!("groups-backfill-{linking}"));
+        es_init(&idx.name);
+        t::load(&client, &idx.name, &docs).await;
+        let dir = tempfile::tempdir().unwrap();
+        let (code, err) = backfill_cli(&idx.name, dir.path(), &["--linking", linking]);
+        assert_eq!(code, 0, "{err}");
+        let report: Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.path().join("report.json")).unwrap())
+                .unwrap();
+        assert_eq!(report["linking"], linking, "{report}");
+        let got = labels(&client, &idx.name).await;
+        assert_eq!(got.len(), docs.len());
+        assert_eq!(
+            copies(&got),
+            0,
+            "{linking}: every copy in its original's group: {got:?}"
+        );
+        let distinct: BTreeSet<&String> = got.values().collect();
+        assert_eq!(distinct.len(), originals.len(), "{linking}: {got:?}");
+        if linking == "join" {
+            assert_eq!(got[kept_id], format!("{kept_id}-repost"));
+            let g = &report["regroups"][&idx.name];
+            assert_eq!(g["linking"], "join", "{report}");
+            assert_eq!(g["articles"], docs.len() as u64, "{report}");
+            // The ten reposts' pairs, each labelled by the smaller id (a tie of one label
+            // each), and nothing else: the carried label was kept.
+            assert_eq!(g["changed"], 10, "{report}");
+            assert!(err.contains("duplicate groups linked by the join"), "{err}");
+            let work = dir
+                .path()
+                .join(format!(".neardup-regroup-{}.redb", idx.name));
+            assert!(
+                work.exists(),
+                "the regroup's work file beside the state file"
+            );
+        } else {
+            assert!(report.get("regroups").is_none(), "{report}");
+        }
+        groups_by.insert(linking, got);
+    }
+    assert_eq!(
+        partition(&groups_by["join"]),
+        partition(&groups_by["search"])
+    );
+
+    // Sliced: own groups until the regroup, which the report asks for.
+    let idx = TestIndex::new("groups-backfill-sliced");
+    es_init(&idx.name);
+    t::load(&client, &idx.name, &docs).await;
+    let dir = tempfile::tempdir().unwrap();
+    for slice in ["0/2", "1/2"] {
+        let (code, err) = backfill_cli(&idx.name, dir.path(), &["--slice", slice]);
+        assert_eq!(code, 0, "{err}");
+        assert!(
+            err.contains(&format!("until `neardup regroup --index {}`", idx.name)),
+            "{err}"
+        );
+        let report: Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.path().join("report.json")).unwrap())
+                .unwrap();
+        assert_eq!(report["regroup_pending"], json!([idx.name]), "{report}");
+    }
+    let got = labels(&client, &idx.name).await;
+    assert_eq!(
+        copies(&got),
+        10,
+        "only the carried pair shares a label: {got:?}"
+    );
+    let carried = [kept_id.clone(), format!("{kept_id}-repost")];
+    assert!(
+        got.iter()
+            .filter(|(id, _)| !carried.contains(id))
+            .all(|(id, l)| id == l),
+        "every other article its own group: {got:?}"
+    );
+    let work = dir.path().join("regroup.redb");
+    let (code, _, err) = common::es_cli(
+        &idx.name,
+        &["regroup", "--quiet", "--state", work.to_str().unwrap()],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(labels(&client, &idx.name).await, groups_by["join"]);
+}
+
+/// The groups `labels` make, as sets of ids (whatever each is labelled).
+fn partition(labels: &BTreeMap<String, String>) -> BTreeSet<BTreeSet<String>> {
+    let mut by: BTreeMap<&str, BTreeSet<String>> = BTreeMap::new();
+    for (id, label) in labels {
+        by.entry(label).or_default().insert(id.clone());
+    }
+    by.into_values().collect()
 }

@@ -41,9 +41,8 @@
 //! it was read) makes the back-fill read the document again and write the fingerprint of its
 //! new text; a 404 (deleted) is counted and skipped.
 
-pub(crate) mod control;
+mod control;
 mod journal;
-mod walk;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::{File, OpenOptions};
@@ -60,18 +59,22 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use tokio::task::JoinSet;
 
-use self::control::{Aimd, Pace};
+use self::control::Aimd;
 use self::journal::{Entry, JobKey, Journal, Replayed, StateLock};
-pub use self::walk::{Hit, WalkError, WalkSpec, Walker};
 pub use super::scan::Paging;
 use super::scan::{ScanOptions, Scanner, Slice};
-use super::write::fingerprint_update;
+use super::write::{fingerprint_update, Labelling};
 use super::{
     path_segment, request, verify_index, Body, EsError, EsIndexer, FieldNames, FingerprintUpdate,
     GroupMeta, IndexMeta, MinHashLayout, RetryPolicy,
 };
 use crate::client::{mget, refresh, search};
+use crate::pace::Pace;
+pub use crate::regroup::Linking;
+use crate::regroup::{RegroupConfig, RegroupError, RegroupProgress, RegroupReport};
 use crate::schema::stale_query;
+use crate::walk::resolve_indices;
+pub use crate::walk::{Hit, WalkError, WalkSpec, Walker};
 use neardup_core::fingerprint::Methods;
 use neardup_core::Fingerprinter;
 
@@ -166,6 +169,12 @@ pub enum BackfillError {
     FailedFile { path: PathBuf, reason: String },
     #[error("no index matches `{0}`")]
     NoIndex(String),
+    #[error("index `{index}`: every document is fingerprinted, but linking its duplicate groups failed (run the same command again to go on, or `neardup regroup --index {index}`): {source}")]
+    Regroup {
+        index: String,
+        #[source]
+        source: Box<RegroupError>,
+    },
 }
 
 /// How a back-fill runs.
@@ -205,6 +214,14 @@ pub struct BackfillConfig {
     /// Walk only this slice of each index (`--slice I/N`): N jobs, each with its own slice,
     /// state file and failed file, walk every document once between them. `None`: all.
     pub slice: Option<Slice>,
+    /// How the duplicate groups of the articles written are linked, where an index keeps
+    /// groups. [`Linking::Join`] (the default): each article is written as its own group
+    /// (an article that already carries a label keeps it), and when the walk of the index
+    /// has ended one regroup by the join ([`crate::regroup`]) links them all, writing only
+    /// the labels that change; a sliced job leaves that regroup to be run once every slice
+    /// has finished ([`BackfillReport::regroup_pending`]). [`Linking::Search`]: each article
+    /// is labelled as it is written, by the search every writer runs.
+    pub linking: Linking,
     pub retry: RetryPolicy,
 }
 
@@ -229,6 +246,7 @@ impl BackfillConfig {
             keep_alive: Duration::from_secs(300),
             paging: Paging::Auto,
             slice: None,
+            linking: Linking::Join,
             // Patient enough to ride out a node restart (about four minutes).
             retry: RetryPolicy {
                 max_retries: 14,
@@ -298,6 +316,9 @@ pub struct Progress {
     /// Bulk requests allowed in flight and bulk size now.
     pub in_flight: usize,
     pub bulk_size: usize,
+    /// Where the regroup that links the index's groups is, once its walk has ended
+    /// ([`BackfillConfig::linking`]); `None` while documents are being fingerprinted.
+    pub regroup: Option<RegroupProgress>,
 }
 
 pub type ProgressFn = Arc<dyn Fn(&Progress) + Send + Sync>;
@@ -324,6 +345,16 @@ pub struct BackfillReport {
     pub interrupted: bool,
     pub failed_file: PathBuf,
     pub state_file: PathBuf,
+    /// How the groups were linked ([`BackfillConfig::linking`]).
+    pub linking: Linking,
+    /// The regroup of each index whose groups this job linked by the join (its last run).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub regroups: BTreeMap<String, RegroupReport>,
+    /// Indices whose articles were written as their own groups and await one `neardup
+    /// regroup` (a sliced job, [`BackfillConfig::linking`]): run it once every slice has
+    /// finished.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub regroup_pending: Vec<String>,
 }
 
 /// Re-reading a document that keeps changing under the back-fill stops after this many tries.
@@ -338,82 +369,44 @@ pub struct Backfill {
     config: BackfillConfig,
 }
 
-/// The concrete indices behind an index name, alias or pattern (comma-separated allowed),
-/// sorted and without duplicates. Closed indices are left out.
-pub async fn resolve_indices(
-    client: &Elasticsearch,
-    retry: &RetryPolicy,
-    pattern: &str,
-) -> Result<Vec<String>, EsError> {
-    let r = request(
-        client,
-        retry,
-        &format!("resolve `{pattern}`"),
-        Method::Get,
-        &format!("/_resolve/index/{}", path_segment_list(pattern)),
-        &[],
-        None,
-    )
-    .await?;
-    let mut out = Vec::new();
-    for i in r["indices"].as_array().into_iter().flatten() {
-        let open = !i["attributes"]
-            .as_array()
-            .is_some_and(|a| a.iter().any(|x| x == "closed"));
-        if let (Some(name), true) = (i["name"].as_str(), open) {
-            out.push(name.to_owned());
-        }
-    }
-    for a in r["aliases"].as_array().into_iter().flatten() {
-        out.extend(
-            a["indices"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|x| x.as_str().map(str::to_owned)),
-        );
-    }
-    for d in r["data_streams"].as_array().into_iter().flatten() {
-        out.extend(
-            d["backing_indices"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|x| x.as_str().map(str::to_owned)),
-        );
-    }
-    out.sort();
-    out.dedup();
-    Ok(out)
-}
-
-/// Percent-encodes each comma-separated name but keeps `*` and the commas.
-fn path_segment_list(pattern: &str) -> String {
-    pattern
-        .split(',')
-        .map(|p| path_segment(p.trim()).replace("%2A", "*"))
-        .collect::<Vec<_>>()
-        .join(",")
-}
-
 /// A document ready to write, or why it cannot be.
 enum Prepared {
-    Update(FingerprintUpdate),
-    Bad { id: String, reason: String },
+    /// `labelled`: the document carries a group label in `label_field` (see [`prepare`]).
+    Update {
+        update: FingerprintUpdate,
+        labelled: bool,
+    },
+    Bad {
+        id: String,
+        reason: String,
+    },
+}
+
+/// A page of documents prepared ([`IndexRun::prepare`]).
+#[derive(Default)]
+struct PreparedBatch {
+    updates: Vec<FingerprintUpdate>,
+    /// The ids of the updates whose documents carry a group label.
+    labelled: HashSet<String>,
+    /// The documents that cannot be fingerprinted: id, why.
+    bad: Vec<(String, String)>,
 }
 
 /// `hit`'s update: its text `fields` sketched with `methods`, and what the index's `group`
-/// reads of it (its order key, its texts).
+/// reads of it (its order key, its texts); and whether it carries a label in `label_field`
+/// (the group field, read where the job labels by the join).
 fn prepare(
     fp: &Fingerprinter,
     methods: Methods,
     fields: &[String],
     group: Option<&GroupMeta>,
+    label_field: Option<&str>,
     hit: Hit,
 ) -> Prepared {
     let key = (hit.id.clone(), Some((hit.seq_no, hit.primary_term)));
+    let labelled = label_field.is_some_and(|f| hit.source.get(f).is_some_and(Value::is_string));
     match fingerprint_update(fp, methods, fields, group, key, &hit.source) {
-        Ok(update) => Prepared::Update(update),
+        Ok(update) => Prepared::Update { update, labelled },
         Err(bad) => Prepared::Bad {
             id: hit.id,
             reason: bad.to_string(),
@@ -438,6 +431,10 @@ struct IndexRun {
     progress: ProgressFn,
     total: u64,
     next_batch: Arc<Mutex<u64>>,
+    /// The group field, where the articles are written as their own groups for a regroup by
+    /// the join to link ([`BackfillConfig::linking`]); `None` where each is labelled by the
+    /// writers' search, or the index keeps no groups.
+    label_field: Option<String>,
 }
 
 impl IndexRun {
@@ -446,6 +443,7 @@ impl IndexRun {
     fn source_fields(&self) -> Vec<String> {
         let mut out = self.fields.clone();
         out.extend(self.indexer.group_source_fields());
+        out.extend(self.label_field.clone());
         out
     }
 
@@ -480,13 +478,20 @@ impl IndexRun {
             index: self.index.clone(),
             in_flight,
             bulk_size,
+            regroup: None,
         });
         Ok(())
     }
 
     /// Writes one chunk: journal its ids, send the guarded bulk update, re-read and redo the
     /// documents that changed meanwhile, record the outcome.
-    async fn write_chunk(&self, updates: Vec<FingerprintUpdate>) -> Result<(), BackfillError> {
+    /// `labelled`: the ids of those that carry a group label (read where the job labels by
+    /// the join, which keeps it).
+    async fn write_chunk(
+        &self,
+        updates: Vec<FingerprintUpdate>,
+        mut labelled: HashSet<String>,
+    ) -> Result<(), BackfillError> {
         let b = self.batch_no();
         if let Some(j) = &self.journal {
             j.record(&Entry::Batch {
@@ -512,7 +517,16 @@ impl IndexRun {
                 }
                 break;
             }
-            let report = self.indexer.update_fingerprints(&pending).await?;
+            let labelling = match self.label_field {
+                Some(_) => Labelling::Own {
+                    labelled: &labelled,
+                },
+                None => Labelling::Search,
+            };
+            let report = self
+                .indexer
+                .update_fingerprints_labelled(&pending, labelling)
+                .await?;
             self.aimd.feedback(report.rejections > 0);
             c.rejections += report.rejections;
             c.unchanged += report.noop;
@@ -559,34 +573,58 @@ impl IndexRun {
                 }
                 break;
             }
-            pending = Vec::new();
             let (found, gone) = self.reread(&again).await?;
             c.deleted += gone;
-            let fp = self.indexer.fingerprinter().clone();
-            let methods = self.indexer.meta().methods();
-            let fields = self.fields.clone();
-            let group = self.indexer.meta().group.clone();
-            let prepared = tokio::task::spawn_blocking(move || {
-                found
-                    .into_iter()
-                    .map(|h| prepare(&fp, methods, &fields, group.as_ref(), h))
-                    .collect::<Vec<_>>()
-            })
-            .await
-            .map_err(|e| EsError::Config(format!("fingerprinting task failed: {e}")))?;
-            for p in prepared {
-                match p {
-                    Prepared::Update(u) => pending.push(u),
-                    Prepared::Bad { id, reason } => {
-                        c.bad += 1;
-                        self.failed
-                            .write(&self.index, &id, "bad", json!({ "reason": reason }))?;
-                        skip.push(id);
-                    }
-                }
+            let batch = self.prepare(found).await?;
+            (pending, labelled) = (batch.updates, batch.labelled);
+            for (id, reason) in batch.bad {
+                c.bad += 1;
+                self.failed
+                    .write(&self.index, &id, "bad", json!({ "reason": reason }))?;
+                skip.push(id);
             }
         }
         self.finish(b, c, skip)
+    }
+
+    /// `hits` fingerprinted on the rayon pool ([`prepare`]): the updates to write, the ids
+    /// of those that carry a group label, and the documents that cannot be fingerprinted,
+    /// with why.
+    async fn prepare(&self, hits: Vec<Hit>) -> Result<PreparedBatch, EsError> {
+        let fp = self.indexer.fingerprinter().clone();
+        let methods = self.indexer.meta().methods();
+        let fields = self.fields.clone();
+        let group = self.indexer.meta().group.clone();
+        let label_field = self.label_field.clone();
+        let prepared = tokio::task::spawn_blocking(move || {
+            hits.into_par_iter()
+                .map(|h| {
+                    prepare(
+                        &fp,
+                        methods,
+                        &fields,
+                        group.as_ref(),
+                        label_field.as_deref(),
+                        h,
+                    )
+                })
+                .collect::<Vec<_>>()
+        })
+        .await
+        .map_err(|e| EsError::Config(format!("fingerprinting task failed: {e}")))?;
+        let mut batch = PreparedBatch::default();
+        for p in prepared {
+            match p {
+                Prepared::Update { update, labelled } => {
+                    if labelled {
+                        batch.labelled.insert(update.id.clone());
+                    }
+                    batch.updates.push(update)
+                }
+                Prepared::Bad { id, reason } => batch.bad.push((id, reason)),
+            }
+        }
+        Ok(batch)
     }
 
     /// The current text, `_seq_no` and `_primary_term` of `ids` (realtime), and how many are gone.
@@ -780,6 +818,9 @@ impl Backfill {
         let aimd = Arc::new(Aimd::new(cfg.concurrency, cfg.bulk_size, cfg.adapt));
         let pace = Arc::new(Pace::new(cfg.max_docs_per_sec));
         let mut interrupted = false;
+        let mut regroups = BTreeMap::new();
+        let mut regroup_pending = Vec::new();
+        let sliced = cfg.slice.is_some_and(|s| !s.is_whole());
         for (index, segments) in plans {
             let st = &state.indices[&index];
             let run = Arc::new(IndexRun {
@@ -804,6 +845,10 @@ impl Backfill {
                 progress: Arc::clone(&progress),
                 total,
                 next_batch: Arc::clone(&next_batch),
+                label_field: match cfg.linking {
+                    Linking::Join => metas[&index].group.as_ref().map(|g| g.field.clone()),
+                    Linking::Search => None,
+                },
             });
             let mut catch_up = 0;
             let mut lost = 0;
@@ -847,6 +892,20 @@ impl Backfill {
                     "every document is in the compact layout now: queries send only its terms"
                 );
             }
+            if !cfg.dry_run && run.label_field.is_some() {
+                if sliced {
+                    regroup_pending.push(index.clone());
+                } else {
+                    let r = self
+                        .regroup(&index, resumed, stop, &progress, &job_counts, total)
+                        .await?;
+                    interrupted = r.interrupted;
+                    regroups.insert(index.clone(), r);
+                    if interrupted {
+                        break;
+                    }
+                }
+            }
             if let Some(j) = &journal {
                 j.record(&Entry::IndexDone {
                     index: index.clone(),
@@ -881,6 +940,62 @@ impl Backfill {
             interrupted,
             failed_file: cfg.failed_path.clone(),
             state_file: cfg.state_path.clone(),
+            linking: cfg.linking,
+            regroups,
+            regroup_pending,
+        })
+    }
+
+    /// Links the duplicate groups of `index`, whose articles were written as their own
+    /// groups, by one regroup by the join ([`BackfillConfig::linking`]), with its default work
+    /// file's name beside the back-fill's state file. The file follows the back-fill's job: a
+    /// resumed job (`resumed`) goes on with the regroup it left there (the back-fill records
+    /// the index as done only after it), a new job discards whatever regroup left one there
+    /// (its links are of articles this job has written again).
+    async fn regroup(
+        &self,
+        index: &str,
+        resumed: bool,
+        stop: &AtomicBool,
+        progress: &ProgressFn,
+        job_counts: &Mutex<BackfillCounts>,
+        total: u64,
+    ) -> Result<RegroupReport, BackfillError> {
+        let cfg = &self.config;
+        let state = cfg
+            .state_path
+            .with_file_name(crate::regroup::default_state_path(index, false));
+        let config = RegroupConfig {
+            state,
+            paging: cfg.paging,
+            keep_alive: cfg.keep_alive,
+            max_docs_per_sec: cfg.max_docs_per_sec,
+            retry: cfg.retry.clone(),
+            linking: Linking::Join,
+            restart: !resumed,
+            ..RegroupConfig::new(index)
+        };
+        tracing::info!(index, state = %config.state.display(), "every document is fingerprinted: linking the duplicate groups by the join");
+        crate::regroup::regroup(
+            self.client.clone(),
+            &config,
+            stop,
+            |p| {
+                progress(&Progress {
+                    counts: job_counts.lock().unwrap().clone(),
+                    total,
+                    index: index.to_owned(),
+                    in_flight: 0,
+                    bulk_size: 0,
+                    regroup: Some(p.clone()),
+                })
+            },
+            |_| Ok(()),
+        )
+        .await
+        .map_err(|e| BackfillError::Regroup {
+            index: index.to_owned(),
+            source: Box::new(e),
         })
     }
 
@@ -1165,31 +1280,16 @@ impl Backfill {
                 hits.into_iter().filter(|h| !skip.contains(&h.id)).collect()
             };
             seen += hits.len() as u64;
-            let fp = self.fp.clone();
-            let methods = run.indexer.meta().methods();
-            let fields = cfg.text_fields.clone();
-            let group = run.indexer.meta().group.clone();
-            let prepared = tokio::task::spawn_blocking(move || {
-                hits.into_par_iter()
-                    .map(|h| prepare(&fp, methods, &fields, group.as_ref(), h))
-                    .collect::<Vec<_>>()
-            })
-            .await
-            .map_err(|e| EsError::Config(format!("fingerprinting task failed: {e}")))?;
-            let mut updates = Vec::with_capacity(prepared.len());
+            let batch = run.prepare(hits).await?;
+            let (updates, labelled) = (batch.updates, batch.labelled);
             let mut bad = BackfillCounts::default();
             let mut bad_ids = Vec::new();
-            for p in prepared {
-                match p {
-                    Prepared::Update(u) => updates.push(u),
-                    Prepared::Bad { id, reason } => {
-                        bad.scanned += 1;
-                        bad.bad += 1;
-                        run.failed
-                            .write(&run.index, &id, "bad", json!({ "reason": reason }))?;
-                        bad_ids.push(id);
-                    }
-                }
+            for (id, reason) in batch.bad {
+                bad.scanned += 1;
+                bad.bad += 1;
+                run.failed
+                    .write(&run.index, &id, "bad", json!({ "reason": reason }))?;
+                bad_ids.push(id);
             }
             if bad.scanned > 0 {
                 run.finish(0, bad, bad_ids)?;
@@ -1198,6 +1298,11 @@ impl Backfill {
             while !rest.is_empty() {
                 let n = run.aimd.bulk_size().min(rest.len());
                 let chunk: Vec<_> = rest.drain(..n).collect();
+                let chunk_labelled: HashSet<String> = chunk
+                    .iter()
+                    .filter(|u| labelled.contains(&u.id))
+                    .map(|u| u.id.clone())
+                    .collect();
                 pace.take(chunk.len()).await;
                 let slot = Aimd::acquire(Arc::clone(&run.aimd)).await;
                 // Surface a failed writer before sending more.
@@ -1209,7 +1314,7 @@ impl Backfill {
                 }
                 let run = Arc::clone(run);
                 writers.spawn(async move {
-                    let r = run.write_chunk(chunk).await;
+                    let r = run.write_chunk(chunk, chunk_labelled).await;
                     drop(slot);
                     r
                 });
@@ -1290,28 +1395,30 @@ mod tests {
             Methods::BOTH,
             &fields,
             None,
+            None,
             hit(json!({"title": "t", "content": 42})),
         ) {
             Prepared::Bad { reason, .. } => assert!(reason.contains("`content` holds a number")),
-            Prepared::Update(_) => panic!("a number is not text"),
+            Prepared::Update { .. } => panic!("a number is not text"),
         }
         match prepare(
             &fp,
             Methods::BOTH,
             &fields,
             None,
+            None,
             hit(json!({"title": ["a", {"x": 1}]})),
         ) {
             Prepared::Bad { reason, .. } => assert!(reason.contains("an object")),
-            Prepared::Update(_) => panic!("an object is not text"),
+            Prepared::Update { .. } => panic!("an object is not text"),
         }
         for src in [
             json!({}),
             json!({"title": "", "content": null}),
             json!({"other": 1}),
         ] {
-            match prepare(&fp, Methods::BOTH, &fields, None, hit(src)) {
-                Prepared::Update(u) => {
+            match prepare(&fp, Methods::BOTH, &fields, None, None, hit(src)) {
+                Prepared::Update { update: u, .. } => {
                     let s = &u.sketches;
                     assert!(s.simhash.as_ref().unwrap().is_err(), "too short");
                     assert!(s.minhash.as_ref().unwrap().is_err(), "too short");
@@ -1321,6 +1428,32 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// A document carries a label where the group field holds a string; only read where the
+    /// job labels by the join (a label field is given).
+    #[test]
+    fn a_label_is_a_string_in_the_group_field() {
+        let fp = Fingerprinter::for_profile(Profile::Default);
+        let fields = vec!["title".to_string()];
+        let labelled = |source: Value, label_field: Option<&str>| {
+            let hit = Hit {
+                id: "d".into(),
+                seq_no: 1,
+                primary_term: 1,
+                source,
+            };
+            match prepare(&fp, Methods::BOTH, &fields, None, label_field, hit) {
+                Prepared::Update { labelled, .. } => labelled,
+                Prepared::Bad { reason, .. } => panic!("{reason}"),
+            }
+        };
+        let g = Some("nearDupGroup");
+        assert!(labelled(json!({"title": "t", "nearDupGroup": "a1"}), g));
+        assert!(!labelled(json!({"title": "t", "nearDupGroup": null}), g));
+        assert!(!labelled(json!({"title": "t"}), g));
+        assert!(!labelled(json!({"title": "t", "other": "a1"}), g));
+        assert!(!labelled(json!({"title": "t", "nearDupGroup": "a1"}), None));
     }
 
     #[test]
@@ -1348,7 +1481,6 @@ mod tests {
         assert_eq!(whole.slice, None);
         assert_eq!(whole.state_path, default_state_path("news", None));
         assert_eq!(whole.failed_path, default_failed_path(None));
-        assert_eq!(path_segment_list("news-*, a b"), "news-*,a%20b");
     }
 
     #[test]

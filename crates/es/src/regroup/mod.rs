@@ -67,8 +67,6 @@ use serde_json::{json, Value};
 
 pub use self::forest::{Component, Phase};
 use self::forest::{Forest, Node, Rank};
-use super::backfill::control::Pace;
-use super::backfill::{resolve_indices, Hit, Paging, WalkError, WalkSpec, Walker};
 use super::group::{better_container, group_near, order_key_at};
 use super::schema::{GroupLink, GroupMeta, GroupOrder, IndexMeta};
 use super::similar::{
@@ -81,6 +79,9 @@ use super::{
 };
 use crate::client::{refresh, search};
 use crate::init::record_common_minima;
+use crate::pace::Pace;
+use crate::scan::Paging;
+use crate::walk::{resolve_indices, Hit, WalkError, WalkSpec, Walker};
 use neardup_core::method::{Match, Query};
 use neardup_core::relation::{AlignRule, Relation};
 use neardup_core::Sketch;
@@ -322,12 +323,12 @@ pub async fn regroup(
     client: Elasticsearch,
     config: &RegroupConfig,
     stop: &AtomicBool,
-    progress: impl Fn(&RegroupProgress),
-    mut each_group: impl FnMut(&Component) -> std::io::Result<()>,
+    progress: impl Fn(&RegroupProgress) + Sync,
+    mut each_group: impl FnMut(&Component) -> std::io::Result<()> + Send,
 ) -> Result<RegroupReport, RegroupError> {
     // Boxed, so that the job's body is compiled once, not for every caller's callbacks in
     // every codegen unit that awaits it.
-    let job: futures_util::future::LocalBoxFuture<'_, _> = Box::pin(regroup_job(
+    let job: futures_util::future::BoxFuture<'_, _> = Box::pin(regroup_job(
         client,
         config,
         stop,
@@ -342,8 +343,8 @@ async fn regroup_job(
     client: Elasticsearch,
     config: &RegroupConfig,
     stop: &AtomicBool,
-    progress: &dyn Fn(&RegroupProgress),
-    each_group: &mut dyn FnMut(&Component) -> std::io::Result<()>,
+    progress: &(dyn Fn(&RegroupProgress) + Sync),
+    each_group: &mut (dyn FnMut(&Component) -> std::io::Result<()> + Send),
 ) -> Result<RegroupReport, RegroupError> {
     let started = Instant::now();
     let index = one_index(&client, &config.retry, &config.index).await?;
@@ -596,7 +597,7 @@ struct Link<'a> {
     forest: &'a Forest,
     pace: &'a Pace,
     stop: &'a AtomicBool,
-    progress: &'a dyn Fn(&RegroupProgress),
+    progress: &'a (dyn Fn(&RegroupProgress) + Sync),
     total: Option<u64>,
     /// The walk: the sketch fields, the label, the order field.
     spec: WalkSpec,
@@ -730,19 +731,22 @@ impl Link<'_> {
             read += page.len() as u64;
             let (nodes, sketches) = self.read(&page).await?;
             let ids: Vec<&str> = nodes.iter().map(|n| n.id.as_str()).collect();
-            let todo: Vec<(String, StoredQuery, &Value)> = self
+            // Each with its place in the page, not a borrow of it: a stream of borrowed items
+            // would not be `Send`.
+            let todo: Vec<(String, StoredQuery, usize)> = self
                 .forest
                 .unsearched(&ids)?
                 .into_iter()
-                .zip(nodes.iter().zip(sketches).zip(&page))
-                .filter_map(|(todo, ((n, s), hit))| {
-                    Some((n.id.clone(), s.filter(|_| todo)?, &hit.source))
-                })
+                .zip(nodes.iter().zip(sketches))
+                .enumerate()
+                .filter_map(|(at, (todo, (n, s)))| Some((n.id.clone(), s.filter(|_| todo)?, at)))
                 .collect();
             self.pace.take(todo.len()).await;
+            let page = &page;
             let found: Vec<Result<(String, Vec<String>), EsError>> =
                 futures_util::stream::iter(todo)
-                    .map(|(id, sketch, source)| async move {
+                    .map(|(id, sketch, at)| async move {
+                        let source = &page[at].source;
                         let (similar, index) = (self.similar, self.index.as_str());
                         let s = match self.aligner {
                             Some(a) => similar.aligned_by_stored(index, sketch, source, a).await?,

@@ -1,17 +1,22 @@
-//! The back-fill's read of the documents its query matches: a [`Cursor`] of the one paging
-//! layer ([`crate::scan`]) that fetches only the fields the back-fill needs and the
-//! `_seq_no`/`_primary_term` that guard its writes.
+//! What a job walks: the indices behind a name or pattern ([`resolve_indices`]), and the read
+//! of the documents a query matches in one of them: a [`Cursor`] of the one paging layer
+//! ([`crate::scan`]) that fetches only the fields the job needs and the
+//! `_seq_no`/`_primary_term` that guard its writes (the back-fill's and regroup's walks).
 //!
 //! Neither a PIT's nor a scroll's order survives a restart (segments merge, the snapshot is
-//! gone), so the walker is never the checkpoint: the back-fill's query is (see `super` for the
-//! resumability guarantee). A walk that loses its context (a node restarted, the scroll or PIT
-//! is gone, a scroll page was lost in transit) or the cluster through the retries reports
-//! [`WalkError::Lost`]; the caller opens a new one.
+//! gone), so the walker is never the checkpoint: the back-fill's query is (see
+//! [`crate::backfill`] for the resumability guarantee). A walk that loses its context (a
+//! node restarted, the scroll or PIT is gone, a scroll page was lost in transit) or the
+//! cluster through the retries reports [`WalkError::Lost`]; the caller opens a new one.
 
 use std::time::Duration;
 
+use elasticsearch::http::Method;
+use elasticsearch::Elasticsearch;
 use serde_json::{json, Value};
 
+use crate::client::{path_segment, request};
+use crate::retry::RetryPolicy;
 use crate::scan::{Cursor, Paging, ScanOptions, Scanner, Slice};
 use crate::EsError;
 
@@ -137,9 +142,72 @@ impl Walker {
     }
 }
 
+/// The concrete indices behind an index name, alias or pattern (comma-separated allowed),
+/// sorted and without duplicates. Closed indices are left out.
+pub async fn resolve_indices(
+    client: &Elasticsearch,
+    retry: &RetryPolicy,
+    pattern: &str,
+) -> Result<Vec<String>, EsError> {
+    let r = request(
+        client,
+        retry,
+        &format!("resolve `{pattern}`"),
+        Method::Get,
+        &format!("/_resolve/index/{}", path_segment_list(pattern)),
+        &[],
+        None,
+    )
+    .await?;
+    let mut out = Vec::new();
+    for i in r["indices"].as_array().into_iter().flatten() {
+        let open = !i["attributes"]
+            .as_array()
+            .is_some_and(|a| a.iter().any(|x| x == "closed"));
+        if let (Some(name), true) = (i["name"].as_str(), open) {
+            out.push(name.to_owned());
+        }
+    }
+    for a in r["aliases"].as_array().into_iter().flatten() {
+        out.extend(
+            a["indices"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|x| x.as_str().map(str::to_owned)),
+        );
+    }
+    for d in r["data_streams"].as_array().into_iter().flatten() {
+        out.extend(
+            d["backing_indices"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|x| x.as_str().map(str::to_owned)),
+        );
+    }
+    out.sort();
+    out.dedup();
+    Ok(out)
+}
+
+/// Percent-encodes each comma-separated name but keeps `*` and the commas.
+fn path_segment_list(pattern: &str) -> String {
+    pattern
+        .split(',')
+        .map(|p| path_segment(p.trim()).replace("%2A", "*"))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_pattern_keeps_its_stars_and_commas() {
+        assert_eq!(path_segment_list("news-*, a b"), "news-*,a%20b");
+    }
 
     #[test]
     fn lost_or_fatal() {
