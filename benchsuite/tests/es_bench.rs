@@ -241,4 +241,43 @@ mod live_es {
             }
         });
     }
+
+    /// `neardup-bench backfill` on an index that keeps groups: every pass links them by one
+    /// regroup by the join (whose labels the next raw pass then overwrites under its guard),
+    /// and with two slices one regroup after both, as a user runs it.
+    #[test]
+    fn backfill_links_the_groups_by_the_join_in_every_pass() {
+        let dir = tempfile::tempdir().unwrap();
+        let corpus = dir.path().join("corpus.jsonl");
+        let lines: Vec<String> = with_id(40).iter().map(Value::to_string).collect();
+        std::fs::write(&corpus, lines.join("\n") + "\n").unwrap();
+        let es = url();
+        for slices in ["1", "2"] {
+            let (code, out, err) = bench(
+                &[
+                    "backfill",
+                    "--es",
+                    &es,
+                    "--input",
+                    corpus.to_str().unwrap(),
+                    "--docs",
+                    "200",
+                    "--runs",
+                    "2",
+                    "--groups",
+                    "sketches",
+                    "--slices",
+                    slices,
+                ],
+                b"",
+            );
+            assert_eq!(code, 0, "{out}\n{err}");
+            assert_eq!(
+                out.matches("| regroup by the join | 200 articles").count(),
+                2,
+                "one regroup a pass: {out}"
+            );
+            assert!(out.contains("groups sketches (linked by Join)"), "{out}");
+        }
+    }
 }

@@ -13,7 +13,7 @@ use neardup::es::{self, RetryPolicy, Slice};
 use super::common::ProfileArgs;
 use super::common::{self, CmdResult, Status};
 use super::es_args::{self, parse_duration, EsArgs, FieldArgs};
-use super::regroup::{phase_name, LinkingArg};
+use super::regroup::LinkingArg;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -182,7 +182,7 @@ pub fn run(args: Args) -> CmdResult {
                     ));
                 }
                 Some(r) => {
-                    let msg = format!("{} · groups: {}", p.index, phase_name(r.phase));
+                    let msg = format!("{} · groups: {}", p.index, r.phase.name());
                     if pb.message() != msg {
                         pb.reset();
                         pb.set_message(msg);

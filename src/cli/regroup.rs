@@ -10,7 +10,7 @@ use std::time::Duration;
 use indicatif::{ProgressBar, ProgressStyle};
 use neardup::es::backfill::Paging;
 use neardup::es::regroup::{
-    default_state_path, regroup, Linking, Phase, RegroupConfig, RegroupProgress, RegroupReport,
+    default_state_path, regroup, Linking, RegroupConfig, RegroupProgress, RegroupReport,
 };
 use neardup::es::{self, RetryPolicy};
 use neardup::relation::AlignRule;
@@ -164,7 +164,7 @@ pub fn run(args: Args) -> CmdResult {
         let bar = bar.clone();
         move |p: &RegroupProgress| {
             if let Some(pb) = &bar {
-                let name = phase_name(p.phase);
+                let name = p.phase.name();
                 if pb.message() != name {
                     pb.reset();
                     pb.set_message(name);
@@ -223,16 +223,6 @@ pub fn run(args: Args) -> CmdResult {
             Status::BadInput
         })
     })
-}
-
-/// A regroup phase's name, for a progress bar.
-pub(crate) fn phase_name(phase: Phase) -> &'static str {
-    match phase {
-        Phase::Link => "link",
-        Phase::Choose => "choose",
-        Phase::Write => "write",
-        Phase::Done => "done",
-    }
 }
 
 /// The final report, for stderr.

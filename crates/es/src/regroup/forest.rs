@@ -60,7 +60,8 @@ pub enum Phase {
 }
 
 impl Phase {
-    fn name(self) -> &'static str {
+    /// The phase's name, as the work file records it and progress shows it.
+    pub fn name(self) -> &'static str {
         match self {
             Phase::Link => "link",
             Phase::Choose => "choose",
