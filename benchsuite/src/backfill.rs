@@ -192,22 +192,8 @@ pub fn run(args: BackfillBench) -> CmdResult {
         for run in 0..args.runs {
             if let Some(g) = &meta.group {
                 // Every pass back-fills articles without a label, as a first back-fill does:
-                // the last pass's labels taken off first, not timed (after a refresh: the
-                // update by query reads each document's version from what a search sees).
-                refresh(&client, &retry).await?;
-                es::request(
-                    &client,
-                    &retry,
-                    "take the group labels off",
-                    Method::Post,
-                    &format!("/{INDEX}/_update_by_query"),
-                    &[("refresh", "true"), ("conflicts", "abort")],
-                    Some(&Body::Json(json!({
-                        "query": {"exists": {"field": g.field}},
-                        "script": {"source": "ctx._source.remove(params.f)", "params": {"f": g.field}},
-                    }))),
-                )
-                .await?;
+                // the last pass's labels taken off first, not timed.
+                take_labels_off(&client, &retry, &g.field).await?;
             }
             let (n, secs) = raw_pass(&client, &args, &meta, &fp, &fps, run).await?;
             println!("| {} | raw bulk updates | {n} | {secs:.2} | {:.0} |", run + 1, n as f64 / secs);
@@ -438,6 +424,60 @@ async fn raw_pass(
         );
     }
     Ok((n, started.elapsed().as_secs_f64()))
+}
+
+/// Sets `field` to null in every document of the bench index that holds it (a walk and
+/// bulk updates: not `_update_by_query`, which some nodes lack), then refreshes.
+async fn take_labels_off(
+    client: &Elasticsearch,
+    retry: &RetryPolicy,
+    field: &str,
+) -> anyhow::Result<()> {
+    // The walk reads each document from what a search sees: the last pass's labels first.
+    refresh(client, retry).await?;
+    let spec = WalkSpec {
+        index: INDEX.into(),
+        query: json!({"exists": {"field": field}}),
+        fields: vec![],
+        page_size: 5000,
+        preference: None,
+        keep_alive: std::time::Duration::from_secs(120),
+        slice: None,
+    };
+    let mut walker = Walker::open(
+        &Scanner::new(client.clone(), retry.clone()),
+        Paging::Scroll,
+        spec,
+    );
+    loop {
+        let page = walker.next_page().await.map_err(|e| e.into_inner())?;
+        if page.is_empty() {
+            break;
+        }
+        let mut nd = String::new();
+        for h in &page {
+            nd += &json!({"update": {"_id": h.id}}).to_string();
+            nd += "\n";
+            nd += &json!({"doc": {field: null}}).to_string();
+            nd += "\n";
+        }
+        let r = es::request(
+            client,
+            retry,
+            "take the group labels off",
+            Method::Post,
+            &format!("/{INDEX}/_bulk"),
+            &[],
+            Some(&Body::NdJson(nd)),
+        )
+        .await?;
+        anyhow::ensure!(
+            r["errors"] == json!(false),
+            "take the group labels off: {r}"
+        );
+    }
+    walker.close().await;
+    refresh(client, retry).await
 }
 
 /// Makes what was written to the bench index searchable.
