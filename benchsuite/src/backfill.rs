@@ -285,21 +285,7 @@ async fn load(
             nd += &json!({"title": t, "content": c, "n": i}).to_string();
             nd.push('\n');
         }
-        let r = es::request(
-            client,
-            retry,
-            "load",
-            Method::Post,
-            &format!("/{INDEX}/_bulk"),
-            &[],
-            Some(&Body::NdJson(nd)),
-        )
-        .await?;
-        anyhow::ensure!(
-            r["errors"] == false,
-            "loading failed: {}",
-            truncate(&r.to_string())
-        );
+        bulk(client, retry, "loading", nd).await?;
     }
     refresh(client, retry).await?;
     eprintln!(
@@ -325,28 +311,7 @@ async fn raw_pass(
     run: usize,
 ) -> anyhow::Result<(usize, f64)> {
     let retry = RetryPolicy::default();
-    // What the last pass wrote made searchable (a regroup's labels among it): the walk reads
-    // each document's `_seq_no` from what a search sees, and the writes are guarded by it.
-    refresh(client, &retry).await?;
-    let spec = WalkSpec {
-        index: INDEX.into(),
-        query: json!({"match_all": {}}),
-        fields: vec![],
-        page_size: 5000,
-        preference: None,
-        keep_alive: std::time::Duration::from_secs(120),
-        slice: None,
-    };
-    let mut walker = Walker::open(&Scanner::new(client.clone(), retry), Paging::Scroll, spec);
-    let mut hits: Vec<Hit> = Vec::new();
-    loop {
-        let page = walker.next_page().await.map_err(|e| e.into_inner())?;
-        if page.is_empty() {
-            break;
-        }
-        hits.extend(page);
-    }
-    walker.close().await;
+    let hits = walk(client, &retry, json!({"match_all": {}})).await?;
     let version: Arc<str> = Arc::from(format!("bench-raw-{run}"));
     let corpus_len = fps.len();
     // Too-short texts get a zero SimHash and some article's signature here: with the bench
@@ -433,11 +398,32 @@ async fn take_labels_off(
     retry: &RetryPolicy,
     field: &str,
 ) -> anyhow::Result<()> {
-    // The walk reads each document from what a search sees: the last pass's labels first.
+    let labelled = walk(client, retry, json!({"exists": {"field": field}})).await?;
+    for page in labelled.chunks(5000) {
+        let mut nd = String::new();
+        for h in page {
+            nd += &json!({"update": {"_id": h.id}}).to_string();
+            nd.push('\n');
+            nd += &json!({"doc": {field: null}}).to_string();
+            nd.push('\n');
+        }
+        bulk(client, retry, "take the group labels off", nd).await?;
+    }
+    refresh(client, retry).await
+}
+
+/// Every document of the bench index that `query` matches, its `_seq_no` and
+/// `_primary_term` as a search sees them: after a refresh, so the last pass's writes (a
+/// regroup's labels among them) are seen, and the writes they guard do not conflict.
+async fn walk(
+    client: &Elasticsearch,
+    retry: &RetryPolicy,
+    query: Value,
+) -> anyhow::Result<Vec<Hit>> {
     refresh(client, retry).await?;
     let spec = WalkSpec {
         index: INDEX.into(),
-        query: json!({"exists": {"field": field}}),
+        query,
         fields: vec![],
         page_size: 5000,
         preference: None,
@@ -449,35 +435,41 @@ async fn take_labels_off(
         Paging::Scroll,
         spec,
     );
+    let mut hits = Vec::new();
     loop {
         let page = walker.next_page().await.map_err(|e| e.into_inner())?;
         if page.is_empty() {
             break;
         }
-        let mut nd = String::new();
-        for h in &page {
-            nd += &json!({"update": {"_id": h.id}}).to_string();
-            nd += "\n";
-            nd += &json!({"doc": {field: null}}).to_string();
-            nd += "\n";
-        }
-        let r = es::request(
-            client,
-            retry,
-            "take the group labels off",
-            Method::Post,
-            &format!("/{INDEX}/_bulk"),
-            &[],
-            Some(&Body::NdJson(nd)),
-        )
-        .await?;
-        anyhow::ensure!(
-            r["errors"] == json!(false),
-            "take the group labels off: {r}"
-        );
+        hits.extend(page);
     }
     walker.close().await;
-    refresh(client, retry).await
+    Ok(hits)
+}
+
+/// One `_bulk` request of `nd` to the bench index; any item's failure is an error.
+async fn bulk(
+    client: &Elasticsearch,
+    retry: &RetryPolicy,
+    what: &str,
+    nd: String,
+) -> anyhow::Result<()> {
+    let r = es::request(
+        client,
+        retry,
+        what,
+        Method::Post,
+        &format!("/{INDEX}/_bulk"),
+        &[],
+        Some(&Body::NdJson(nd)),
+    )
+    .await?;
+    anyhow::ensure!(
+        r["errors"] == false,
+        "{what} failed: {}",
+        truncate(&r.to_string())
+    );
+    Ok(())
 }
 
 /// Makes what was written to the bench index searchable.
