@@ -17,7 +17,7 @@ use anyhow::Context;
 use elasticsearch::http::Method;
 use elasticsearch::Elasticsearch;
 use neardup::es::backfill::{Backfill, BackfillConfig, Hit, Linking, Paging, WalkSpec, Walker};
-use neardup::es::regroup::{regroup, Phase, RegroupConfig};
+use neardup::es::regroup::{regroup, Phase, RegroupConfig, RegroupReport};
 use neardup::es::Scanner;
 use neardup::es::{
     self, Body, EsIndexer, FieldNames, FingerprintUpdate, IndexMeta, MinHashFieldNames, RetryPolicy,
@@ -536,13 +536,7 @@ async fn backfill_pass(
             r.counts
         );
         for g in r.regroups.values() {
-            println!(
-                "|   | regroup by the join | {} articles, {} changed ({}) | {:.2} | |",
-                g.articles,
-                g.changed,
-                phases.spent(),
-                g.elapsed_secs
-            );
+            phases.print(g);
         }
         pending |= !r.regroup_pending.is_empty();
         scanned += r.counts.scanned as usize;
@@ -562,13 +556,7 @@ async fn backfill_pass(
             |_| Ok(()),
         )
         .await?;
-        println!(
-            "|   | regroup by the join | {} articles, {} changed ({}) | {:.2} | |",
-            g.articles,
-            g.changed,
-            phases.spent(),
-            g.elapsed_secs
-        );
+        phases.print(&g);
     }
     let secs = started.elapsed().as_secs_f64();
     if n > 1 {
@@ -594,6 +582,17 @@ impl PhaseClock {
         if seen.last().is_none_or(|(p, _)| *p != phase) {
             seen.push((phase, Instant::now()));
         }
+    }
+
+    /// `g`'s row of the pass's table, with where its time went ([`PhaseClock::spent`]).
+    fn print(&self, g: &RegroupReport) {
+        println!(
+            "|   | regroup by the join | {} articles, {} changed ({}) | {:.2} | |",
+            g.articles,
+            g.changed,
+            self.spent(),
+            g.elapsed_secs
+        );
     }
 
     /// `link 1.20 s, choose 0.10 s, write 0.40 s`: each phase until the next began (the
